@@ -1,0 +1,102 @@
+//! The glue `#[service]` expands to: the component's exported functions.
+//!
+//! Not part of the public API; the items are public only so the macro can name them.
+
+use std::cell::OnceCell;
+
+use crate::app::RustStream;
+use crate::bindings::exports::ruststream::handler::handler as wit;
+pub use crate::bindings::exports::ruststream::handler::handler::{App, BatchInfo, Delivery, Guest};
+pub use crate::bindings::ruststream::handler::types::HandlerOutcome as WitOutcome;
+use crate::context::Context;
+use crate::log;
+use crate::stream::KinesisBroker;
+
+/// The signature of a service function.
+pub type ServiceFn = fn(KinesisBroker) -> RustStream;
+
+thread_local! {
+    static SERVICE: OnceCell<RustStream> = const { OnceCell::new() };
+}
+
+fn with_service<R>(build: ServiceFn, f: impl FnOnce(&RustStream) -> R) -> R {
+    SERVICE.with(|cell| {
+        let service = cell.get_or_init(|| {
+            log::install();
+            build(KinesisBroker::new())
+        });
+        f(service)
+    })
+}
+
+/// `describe`: the app and its subscriptions.
+pub fn describe(build: ServiceFn) -> wit::App {
+    with_service(build, |service| wit::App {
+        info: wit::AppInfo {
+            name: service.info.name().to_owned(),
+            version: service.info.version().to_owned(),
+        },
+        subscriptions: service
+            .subscribers
+            .iter()
+            .map(|subscriber| {
+                let r = &subscriber.registration;
+                wit::Subscription {
+                    name: r.name.clone(),
+                    stream: r.stream.clone(),
+                    max_attempts: r.max_attempts,
+                    dead_letter: r.dead_letter.clone(),
+                    start: r.start.as_ref().map(|position| position.to_wit()),
+                    on_trap: r.on_failure.panic.to_wit(),
+                    batch_limit: r.batch,
+                }
+            })
+            .collect(),
+    })
+}
+
+/// `handle`: one record.
+pub fn handle(build: ServiceFn, info: wit::BatchInfo, delivery: wit::Delivery) -> WitOutcome {
+    with_service(build, |service| {
+        dispatch(service, &info, std::slice::from_ref(&delivery))
+            .pop()
+            .unwrap_or(WitOutcome::Drop)
+    })
+}
+
+/// `handle-batch`: records in order, one outcome each.
+pub fn handle_batch(
+    build: ServiceFn,
+    info: wit::BatchInfo,
+    deliveries: Vec<wit::Delivery>,
+) -> Vec<WitOutcome> {
+    with_service(build, |service| dispatch(service, &info, &deliveries))
+}
+
+fn dispatch(
+    service: &RustStream,
+    info: &wit::BatchInfo,
+    deliveries: &[wit::Delivery],
+) -> Vec<WitOutcome> {
+    let Some(subscriber) = service.subscribers.get(info.subscription as usize) else {
+        tracing::error!(
+            subscription = info.subscription,
+            "the host named a subscription this component does not have; records dropped"
+        );
+        return vec![WitOutcome::Drop; deliveries.len()];
+    };
+    let outcomes = deliveries
+        .iter()
+        .zip(0u32..)
+        .map(|(delivery, index)| {
+            log::set_current_record(Some(index));
+            let mut ctx = Context::new(&subscriber.registration.name, info, delivery);
+            subscriber
+                .dispatch
+                .dispatch(&mut ctx, &subscriber.registration)
+                .to_wit()
+        })
+        .collect();
+    log::set_current_record(None);
+    outcomes
+}

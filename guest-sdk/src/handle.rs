@@ -1,0 +1,235 @@
+//! Handlers and their registrations.
+
+use std::future::Future;
+use std::marker::PhantomData;
+
+use serde::de::DeserializeOwned;
+
+use crate::context::Context;
+use crate::executor::block_on;
+use crate::outcome::{FailurePolicies, HandlerOutcome, IntoOutcome};
+use crate::stream::{KinesisPosition, KinesisStream};
+
+/// A handler of records decoded into `In`: the manual path, for handlers that are values
+/// (they can hold configuration) rather than functions.
+///
+/// `outs` is the seed system's output slot, kept so handlers move over unchanged; a component
+/// publishes through [`publish`](crate::publish) instead.
+///
+/// ```ignore
+/// struct Book;
+///
+/// impl Handle<Entry> for Book {
+///     fn handle(&self, entry: &Entry, _outs: &(), _ctx: &mut Context<'_>)
+///         -> impl Future<Output = Result<(), HandlerOutcome>> {
+///         ready(if entry.amount == 0 { Err(HandlerOutcome::drop()) } else { Ok(()) })
+///     }
+/// }
+/// ```
+pub trait Handle<In> {
+    /// Handles one record. `Ok(())` acks it; `Err(outcome)` settles it with `outcome`.
+    fn handle(
+        &self,
+        input: &In,
+        outs: &(),
+        ctx: &mut Context<'_>,
+    ) -> impl Future<Output = Result<(), HandlerOutcome>>;
+}
+
+/// Starts the registration of `handler` on `stream`; finish it with
+/// [`build`](SubscriberBuilder::build). Records are decoded from JSON into `In`.
+pub fn subscriber<In, H>(stream: KinesisStream, handler: H) -> SubscriberBuilder<In, H>
+where
+    In: DeserializeOwned + 'static,
+    H: Handle<In> + 'static,
+{
+    let name = default_name::<H>();
+    SubscriberBuilder {
+        registration: Registration::new(name, stream),
+        handler,
+        _input: PhantomData,
+    }
+}
+
+fn default_name<H>() -> String {
+    let path = std::any::type_name::<H>();
+    let name = path.rsplit("::").next().unwrap_or(path);
+    name.to_owned()
+}
+
+/// A registration being built; see [`subscriber`].
+#[must_use = "a subscriber does nothing until it is built and included"]
+pub struct SubscriberBuilder<In, H> {
+    registration: Registration,
+    handler: H,
+    _input: PhantomData<fn() -> In>,
+}
+
+impl<In, H> SubscriberBuilder<In, H>
+where
+    In: DeserializeOwned + 'static,
+    H: Handle<In> + 'static,
+{
+    /// The finished registration, ready for [`BrokerScope::include`](crate::BrokerScope::include).
+    pub fn build(self) -> Subscriber {
+        Subscriber {
+            registration: self.registration,
+            dispatch: Box::new(JsonDispatch {
+                handler: self.handler,
+                _input: PhantomData,
+            }),
+        }
+    }
+}
+
+/// A complete registration: a handler, its stream and its settings.
+pub struct Subscriber {
+    pub(crate) registration: Registration,
+    pub(crate) dispatch: Box<dyn Dispatch>,
+}
+
+/// Something [`BrokerScope::include`](crate::BrokerScope::include) accepts: a built
+/// [`Subscriber`], or a handler declared with `#[subscriber(..)]`.
+pub trait Declared {
+    fn declare(self) -> Subscriber;
+}
+
+impl Declared for Subscriber {
+    fn declare(self) -> Subscriber {
+        self
+    }
+}
+
+/// The settings of one registration. The host reads them once per component instance.
+/// Public only because [`SubscriberSettings`] names it; it cannot be built or read outside.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct Registration {
+    pub(crate) name: String,
+    pub(crate) stream: String,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) dead_letter: Option<String>,
+    pub(crate) start: Option<KinesisPosition>,
+    pub(crate) on_failure: FailurePolicies,
+    pub(crate) batch: Option<u32>,
+}
+
+impl Registration {
+    fn new(name: String, stream: KinesisStream) -> Self {
+        Self {
+            name,
+            stream: stream.into_name(),
+            max_attempts: None,
+            dead_letter: None,
+            start: None,
+            on_failure: FailurePolicies::default(),
+            batch: None,
+        }
+    }
+}
+
+/// Registration settings, available on a [`SubscriberBuilder`], a built [`Subscriber`] and on
+/// what [`include`](crate::BrokerScope::include) returns:
+///
+/// ```ignore
+/// b.include(book).max_attempts(3).dead_letter("ledger.dead");
+/// ```
+///
+/// Invalid values (a zero `max_attempts` or `batch`, a dead-letter stream equal to the
+/// subscribed one) are refused by the host when it loads the component, with an error naming
+/// the subscriber.
+pub trait SubscriberSettings: Sized {
+    #[doc(hidden)]
+    fn registration(&mut self) -> &mut Registration;
+
+    /// The subscriber's name in logs and the host's reports (default: the handler's name).
+    fn name(mut self, name: impl Into<String>) -> Self {
+        self.registration().name = name.into();
+        self
+    }
+
+    /// Turns `retry` into a counted copy: a record is delivered at most `attempts` times in all.
+    fn max_attempts(mut self, attempts: u32) -> Self {
+        self.registration().max_attempts = Some(attempts);
+        self
+    }
+
+    /// Where spent records go (with no `max_attempts`, every retried record).
+    fn dead_letter(mut self, stream: impl Into<String>) -> Self {
+        self.registration().dead_letter = Some(stream.into());
+        self
+    }
+
+    /// Where shards without a checkpoint start (default: the tip).
+    fn start_at(mut self, position: KinesisPosition) -> Self {
+        self.registration().start = Some(position);
+        self
+    }
+
+    /// What happens to records that fail to decode or whose handler call traps.
+    fn on_failure(mut self, policies: FailurePolicies) -> Self {
+        self.registration().on_failure = policies;
+        self
+    }
+
+    /// Most records handed to the component in one call (default: the host's).
+    fn batch(mut self, records: u32) -> Self {
+        self.registration().batch = Some(records);
+        self
+    }
+}
+
+impl<In, H> SubscriberSettings for SubscriberBuilder<In, H> {
+    fn registration(&mut self) -> &mut Registration {
+        &mut self.registration
+    }
+}
+
+impl SubscriberSettings for Subscriber {
+    fn registration(&mut self) -> &mut Registration {
+        &mut self.registration
+    }
+}
+
+/// A registered handler with its input type erased.
+pub(crate) trait Dispatch {
+    fn dispatch(&self, ctx: &mut Context<'_>, registration: &Registration) -> HandlerOutcome;
+}
+
+struct JsonDispatch<In, H> {
+    handler: H,
+    _input: PhantomData<fn() -> In>,
+}
+
+impl<In, H> Dispatch for JsonDispatch<In, H>
+where
+    In: DeserializeOwned,
+    H: Handle<In>,
+{
+    fn dispatch(&self, ctx: &mut Context<'_>, registration: &Registration) -> HandlerOutcome {
+        let input: In = match serde_json::from_slice(ctx.data()) {
+            Ok(input) => input,
+            Err(error) => return decode_failed(ctx, registration, &error),
+        };
+        match block_on(self.handler.handle(&input, &(), ctx)).into_outcome() {
+            Ok(()) => HandlerOutcome::ack(),
+            Err(outcome) => outcome,
+        }
+    }
+}
+
+fn decode_failed(
+    ctx: &Context<'_>,
+    registration: &Registration,
+    error: &serde_json::Error,
+) -> HandlerOutcome {
+    let outcome = registration.on_failure.decode.outcome();
+    tracing::error!(
+        subscriber = %registration.name,
+        sequence_number = %ctx.sequence_number(),
+        %error,
+        policy = ?registration.on_failure.decode,
+        "record could not be decoded as JSON"
+    );
+    outcome
+}

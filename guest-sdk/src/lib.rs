@@ -1,0 +1,90 @@
+//! The RustStream guest SDK: write Kinesis record handlers in Rust, compile them to a
+//! WebAssembly component (`wasm32-wasip2`), and let a RustStream host run them.
+//!
+//! The host owns everything a handler must not touch: the stream reader, leases, checkpoints,
+//! retries and limits. A component only says which streams it subscribes to and what happened
+//! to each record it was handed ([`HandlerOutcome`]).
+//!
+//! ```ignore
+//! use ruststream::prelude::*;
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Entry { id: u64, amount: i64 }
+//!
+//! /// Books each entry. An empty entry is retired; a refund holds the checkpoint.
+//! #[subscriber(KinesisStream::new("ledger"))]
+//! async fn book(entry: &Entry) -> HandlerOutcome {
+//!     match entry.amount {
+//!         0 => HandlerOutcome::drop(),
+//!         amount if amount < 0 => HandlerOutcome::retry(),
+//!         amount => {
+//!             tracing::info!(entry.id, amount, "booked");
+//!             HandlerOutcome::ack()
+//!         }
+//!     }
+//! }
+//!
+//! #[service]
+//! fn service(broker: KinesisBroker) -> RustStream {
+//!     RustStream::new(AppInfo::new("ledger", "0.1.0")).with_broker(broker, |b| {
+//!         b.include(book).max_attempts(3).dead_letter("ledger.dead");
+//!     })
+//! }
+//! ```
+//!
+//! Build with `cargo build --release --target wasm32-wasip2`; the `.wasm` file is the
+//! component. A tenant crate needs this crate, `serde` for its types, and nothing else: no
+//! WIT files, no `wit-bindgen`.
+//!
+//! Records are decoded from JSON into the handler's input type; a record that does not decode
+//! is logged (naming the subscriber and sequence number) and settled by the registration's
+//! decode policy (default: dropped). `tracing` events inside a handler reach the host's log,
+//! tagged with the component, stream, shard and sequence number.
+
+mod app;
+mod context;
+mod executor;
+mod handle;
+mod log;
+mod outcome;
+mod publish;
+mod stream;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::export::*;
+}
+mod export;
+
+/// Bindings generated from the RustStream WIT contract (`ruststream:handler@0.1.0`).
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "ruststream:handler/subscriber-app",
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "::ruststream::bindings",
+    });
+}
+
+pub use app::{AppInfo, BrokerScope, Mounting, RustStream};
+pub use context::{
+    Context, Headers, PARTITION_KEY_HEADER, RETRY_COUNT_HEADER, SEQUENCE_HEADER, SHARD_HEADER,
+};
+pub use handle::{Declared, Handle, Subscriber, SubscriberBuilder, SubscriberSettings, subscriber};
+pub use outcome::{FailurePolicies, FailurePolicy, HandlerOutcome, IntoOutcome};
+pub use publish::{PublishError, Published, Record, publish};
+pub use ruststream_macros::{service, subscriber};
+pub use stream::{KinesisBroker, KinesisPosition, KinesisStream};
+pub use tracing;
+
+/// Everything a handler crate usually needs: `use ruststream::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        AppInfo, Context, FailurePolicies, FailurePolicy, Handle, HandlerOutcome, KinesisBroker,
+        KinesisPosition, KinesisStream, Record, RustStream, SubscriberSettings, publish, service,
+        subscriber, tracing,
+    };
+    pub use std::future::{Future, ready};
+}

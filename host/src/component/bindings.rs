@@ -1,0 +1,15 @@
+//! Host-side bindings generated from `wit/ruststream.wit`.
+//!
+//! Exports take borrowed arguments so a batch is lifted into the guest straight from the host's
+//! own buffers, without an intermediate copy of every payload.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "subscriber-app",
+    imports: {
+        "ruststream:handler/host.publish": async,
+        default: trappable,
+    },
+    exports: { default: async },
+    ownership: Borrowing { duplicate_if_necessary: true },
+});

@@ -1,0 +1,295 @@
+//! A live instance of a component, called once per batch, replaced after a trap.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::{Store, UpdateDeadline};
+
+use super::Runtime;
+use super::bindings::exports::ruststream::handler::handler as wit;
+use super::bindings::exports::ruststream::handler::handler::Header as WitHeader;
+use super::bindings::ruststream::handler::types::HandlerOutcome;
+use super::bindings::{SubscriberApp, SubscriberAppPre};
+use super::limits::Limits;
+use super::state::{CallTags, HostState};
+use super::trap::{DeadlineExceeded, TrapKind, classify};
+use crate::log::LogSink;
+use crate::publish::Publisher;
+use crate::record::Delivery;
+use crate::settlement::Outcome;
+use crate::tenant::StreamGrant;
+
+/// What an instance's host imports act on and are limited by.
+#[derive(Clone)]
+pub struct InstanceEnv {
+    /// The component's name, for log lines.
+    pub component: Arc<str>,
+    /// Where the guest's `publish` import writes.
+    pub publisher: Arc<dyn Publisher>,
+    pub log: LogSink,
+    pub limits: Limits,
+    /// Streams the guest may publish to.
+    pub publish_grant: StreamGrant,
+}
+
+/// One batch of one shard, as handed to a component.
+pub struct BatchCall<'a> {
+    pub subscription: u32,
+    pub stream: &'a Arc<str>,
+    pub shard_id: &'a Arc<str>,
+    pub deliveries: &'a Arc<[Delivery]>,
+}
+
+/// A call that did not return outcomes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct CallFailure {
+    pub kind: TrapKind,
+    pub message: String,
+}
+
+/// A component instance owned by one shard pipeline.
+///
+/// After any failed call the instance is poisoned (wasmtime refuses to enter it again), so it
+/// is dropped and the next call runs in a fresh one (≈10-25 µs).
+pub struct HandlerInstance {
+    runtime: Runtime,
+    pre: SubscriberAppPre<HostState>,
+    env: InstanceEnv,
+    live: Option<Live>,
+    replacements: u64,
+}
+
+struct Live {
+    store: Store<HostState>,
+    bindings: SubscriberApp,
+}
+
+impl HandlerInstance {
+    pub(crate) fn new(
+        runtime: Runtime,
+        pre: SubscriberAppPre<HostState>,
+        env: InstanceEnv,
+    ) -> Self {
+        Self {
+            runtime,
+            pre,
+            env,
+            live: None,
+            replacements: 0,
+        }
+    }
+
+    /// How many times a failed instance was replaced.
+    pub fn replacements(&self) -> u64 {
+        self.replacements
+    }
+
+    /// Calls `handle-batch` with every delivery of `call`; one outcome per delivery, in order.
+    ///
+    /// # Errors
+    /// When the call traps (panic, deadline, memory limit, stack overflow, ...) or returns a
+    /// wrong number of outcomes. The instance is replaced before the next call.
+    pub async fn handle_batch(
+        &mut self,
+        call: &BatchCall<'_>,
+    ) -> Result<Vec<Outcome>, CallFailure> {
+        let info = batch_info(call);
+        let headers = wit_headers(call.deliveries);
+        let records: Vec<wit::Delivery<'_>> = call
+            .deliveries
+            .iter()
+            .zip(&headers)
+            .map(|(delivery, headers)| wit_delivery(delivery, headers))
+            .collect();
+        let expected = records.len();
+        let outcomes = self
+            .call(call, async |live: &mut Live| {
+                live.bindings
+                    .ruststream_handler_handler()
+                    .call_handle_batch(&mut live.store, info, &records)
+                    .await
+            })
+            .await?;
+        if outcomes.len() != expected {
+            self.discard();
+            return Err(CallFailure {
+                kind: TrapKind::Other,
+                message: format!(
+                    "handle-batch returned {} outcomes for {expected} records",
+                    outcomes.len()
+                ),
+            });
+        }
+        Ok(outcomes.into_iter().map(outcome).collect())
+    }
+
+    /// Calls `handle` with delivery `index` of `call` alone.
+    ///
+    /// # Errors
+    /// As [`handle_batch`](Self::handle_batch).
+    pub async fn handle_one(
+        &mut self,
+        call: &BatchCall<'_>,
+        index: usize,
+    ) -> Result<Outcome, CallFailure> {
+        let info = batch_info(call);
+        let delivery = &call.deliveries[index];
+        let headers = wit_header_list(delivery);
+        let record = wit_delivery(delivery, &headers);
+        self.call(call, async |live: &mut Live| {
+            live.bindings
+                .ruststream_handler_handler()
+                .call_handle(&mut live.store, info, record)
+                .await
+        })
+        .await
+        .map(outcome)
+    }
+
+    async fn call<R>(
+        &mut self,
+        call: &BatchCall<'_>,
+        body: impl AsyncFnOnce(&mut Live) -> wasmtime::Result<R>,
+    ) -> Result<R, CallFailure> {
+        let deadline = self.env.limits.call_deadline;
+        let live = self.live().await?;
+        let state = live.store.data_mut();
+        state.call = Some(CallTags {
+            stream: call.stream.clone(),
+            shard_id: call.shard_id.clone(),
+            deliveries: call.deliveries.clone(),
+        });
+        state.deadline = Some(Instant::now() + deadline);
+        // The epoch callback ends a spinning guest; this bound covers time spent in host
+        // imports (a publish), where no epoch check runs.
+        let result = tokio::time::timeout(deadline + deadline / 2, body(live)).await;
+        let state = live.store.data_mut();
+        state.call = None;
+        state.deadline = None;
+        match result {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(self.fail(classify(&error), format!("{error:?}"))),
+            Err(_elapsed) => {
+                Err(self.fail(TrapKind::Deadline, DeadlineExceeded(deadline).to_string()))
+            }
+        }
+    }
+
+    fn fail(&mut self, kind: TrapKind, message: String) -> CallFailure {
+        self.discard();
+        CallFailure { kind, message }
+    }
+
+    fn discard(&mut self) {
+        if self.live.take().is_some() {
+            self.replacements += 1;
+        }
+    }
+
+    async fn live(&mut self) -> Result<&mut Live, CallFailure> {
+        if self.live.is_none() {
+            let live = self.instantiate().await.map_err(|error| CallFailure {
+                kind: classify(&error),
+                message: format!("instantiation failed: {error:?}"),
+            })?;
+            self.live = Some(live);
+        }
+        self.live.as_mut().ok_or_else(|| CallFailure {
+            kind: TrapKind::Other,
+            message: "no live instance".into(),
+        })
+    }
+
+    async fn instantiate(&self) -> wasmtime::Result<Live> {
+        let mut store = Store::new(self.runtime.engine(), HostState::new(self.env.clone()));
+        store.limiter(|state| &mut state.limiter);
+        if self.runtime.config().deadlines {
+            let limit = self.env.limits.call_deadline;
+            store.set_epoch_deadline(1);
+            store.epoch_deadline_callback(move |ctx| match ctx.data().deadline {
+                Some(deadline) if Instant::now() >= deadline => {
+                    Err(wasmtime::Error::new(DeadlineExceeded(limit)))
+                }
+                _ => Ok(UpdateDeadline::Yield(1)),
+            });
+            store.data_mut().deadline = Some(Instant::now() + limit);
+        }
+        let bindings = self.pre.instantiate_async(&mut store).await?;
+        store.data_mut().deadline = None;
+        Ok(Live { store, bindings })
+    }
+}
+
+/// Instantiates `pre` once and asks the component to describe itself.
+pub(crate) async fn describe(
+    runtime: &Runtime,
+    pre: &SubscriberAppPre<HostState>,
+    env: InstanceEnv,
+) -> Result<wit::App, CallFailure> {
+    let mut instance = HandlerInstance::new(runtime.clone(), pre.clone(), env);
+    let deadline = instance.env.limits.call_deadline;
+    let live = instance.live().await?;
+    live.store.data_mut().deadline = Some(Instant::now() + deadline);
+    let result = tokio::time::timeout(
+        deadline + Duration::from_millis(100),
+        live.bindings
+            .ruststream_handler_handler()
+            .call_describe(&mut live.store),
+    )
+    .await;
+    match result {
+        Ok(Ok(app)) => Ok(app),
+        Ok(Err(error)) => Err(CallFailure {
+            kind: classify(&error),
+            message: format!("{error:?}"),
+        }),
+        Err(_elapsed) => Err(CallFailure {
+            kind: TrapKind::Deadline,
+            message: DeadlineExceeded(deadline).to_string(),
+        }),
+    }
+}
+
+fn batch_info<'a>(call: &'a BatchCall<'_>) -> wit::BatchInfo<'a> {
+    wit::BatchInfo {
+        subscription: call.subscription,
+        stream: call.stream,
+        shard_id: call.shard_id,
+    }
+}
+
+fn wit_headers(deliveries: &[Delivery]) -> Vec<Vec<WitHeader<'_>>> {
+    deliveries.iter().map(wit_header_list).collect()
+}
+
+fn wit_header_list(delivery: &Delivery) -> Vec<WitHeader<'_>> {
+    delivery
+        .headers
+        .iter()
+        .map(|h| WitHeader {
+            name: &h.name,
+            value: &h.value,
+        })
+        .collect()
+}
+
+fn wit_delivery<'a>(delivery: &'a Delivery, headers: &'a [WitHeader<'a>]) -> wit::Delivery<'a> {
+    wit::Delivery {
+        data: &delivery.payload,
+        partition_key: &delivery.partition_key,
+        sequence_number: &delivery.sequence_number,
+        arrival_ms: delivery.arrival_ms,
+        attempt: delivery.attempt(),
+        headers,
+    }
+}
+
+fn outcome(outcome: HandlerOutcome) -> Outcome {
+    match outcome {
+        HandlerOutcome::Ack => Outcome::Ack,
+        HandlerOutcome::Drop => Outcome::Drop,
+        HandlerOutcome::Retry => Outcome::Retry,
+        HandlerOutcome::RetryAfter(ms) => Outcome::RetryAfter(Duration::from_millis(ms)),
+    }
+}

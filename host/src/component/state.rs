@@ -1,0 +1,208 @@
+//! The per-instance host state and the host's imports: `log` and `publish`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{ResourceLimiter, StoreLimits};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::ruststream::handler::{host, types};
+use super::instance::InstanceEnv;
+use super::trap::MemoryLimitExceeded;
+use crate::log::{Level, LogLine, Origin};
+use crate::publish::{PublishError, check_size, derived_partition_key};
+use crate::record::{Delivery, Header, OutgoingRecord};
+
+/// What a call is about, so the host can tag what the guest logs.
+pub(crate) struct CallTags {
+    pub stream: Arc<str>,
+    pub shard_id: Arc<str>,
+    pub deliveries: Arc<[Delivery]>,
+}
+
+/// Everything a component instance's store holds.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) env: InstanceEnv,
+    pub(crate) call: Option<CallTags>,
+    /// When the current call must end; read by the epoch callback.
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) limiter: MemoryLimiter,
+}
+
+impl HostState {
+    pub(crate) fn new(env: InstanceEnv) -> Self {
+        let limits = &env.limits;
+        let limiter = MemoryLimiter {
+            limit: limits.memory_bytes,
+            inner: wasmtime::StoreLimitsBuilder::new()
+                .tables(limits.max_tables)
+                .memories(limits.max_memories)
+                .instances(limits.max_instances)
+                .table_elements(limits.max_table_elements)
+                .build(),
+        };
+        Self {
+            // No preopened directories, no environment, no arguments, no network; stdio goes
+            // nowhere. Clocks and randomness are the only ambient capabilities.
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+            env,
+            call: None,
+            deadline: None,
+            limiter,
+        }
+    }
+
+    fn tag(&self, level: Level, message: String, record: Option<u32>) -> LogLine {
+        let call = self.call.as_ref();
+        let delivery = record.and_then(|i| call?.deliveries.get(i as usize));
+        LogLine {
+            level,
+            origin: Origin::Guest,
+            component: self.env.component.to_string(),
+            stream: call.map(|c| c.stream.to_string()),
+            shard_id: call.map(|c| c.shard_id.to_string()),
+            sequence_number: delivery.map(|d| d.sequence_number.clone()),
+            message,
+            fields: Vec::new(),
+        }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps linear memory with an error that says so, rather than a failed `memory.grow` the guest
+/// turns into an indistinguishable abort.
+pub(crate) struct MemoryLimiter {
+    limit: usize,
+    inner: StoreLimits,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            return Err(wasmtime::Error::new(MemoryLimitExceeded {
+                desired,
+                limit: self.limit,
+            }));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.inner.table_growing(current, desired, maximum)
+    }
+
+    fn instances(&self) -> usize {
+        self.inner.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.inner.memories()
+    }
+}
+
+pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    super::bindings::SubscriberApp::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
+}
+
+impl types::Host for HostState {}
+
+impl host::Host for HostState {
+    fn log(&mut self, line: host::LogLine) -> wasmtime::Result<()> {
+        let mut tagged = self.tag(level(line.level), line.message, line.record);
+        tagged.fields = line
+            .fields
+            .into_iter()
+            .map(|field| (field.name, field.value))
+            .collect();
+        self.env.log.emit(tagged);
+        Ok(())
+    }
+
+    async fn publish(
+        &mut self,
+        stream: String,
+        partition_key: Option<String>,
+        data: Vec<u8>,
+        headers: Vec<host::Header>,
+    ) -> Result<host::Published, host::PublishError> {
+        let record = OutgoingRecord {
+            partition_key: partition_key.unwrap_or_else(|| derived_partition_key(&data)),
+            payload: data,
+            headers: headers
+                .into_iter()
+                .map(|h| Header::new(h.name.to_ascii_lowercase(), h.value))
+                .collect(),
+        };
+        let result = match self.env.publish_grant.check_publish(&stream) {
+            Ok(()) => match check_size(&record) {
+                Ok(()) => self.env.publisher.publish(&stream, record).await,
+                Err(error) => Err(error),
+            },
+            Err(error) => Err(error),
+        };
+        result
+            .map(|published| host::Published {
+                shard_id: published.shard_id,
+                sequence_number: published.sequence_number,
+            })
+            .map_err(|error| self.refused_publish(&stream, error))
+    }
+}
+
+impl HostState {
+    fn refused_publish(&self, stream: &str, error: PublishError) -> host::PublishError {
+        let level = match error {
+            PublishError::NotPermitted(_) => Level::Warn,
+            _ => Level::Info,
+        };
+        let mut line = self.tag(level, format!("publish refused: {error}"), None);
+        line.origin = Origin::Runtime;
+        line.fields
+            .push(("target_stream".into(), stream.to_owned()));
+        self.env.log.emit(line);
+        match error {
+            PublishError::StreamNotFound(stream) => host::PublishError::StreamNotFound(stream),
+            PublishError::NotPermitted(stream) => host::PublishError::NotPermitted(stream),
+            PublishError::RecordTooLarge { size } => host::PublishError::RecordTooLarge(size),
+            PublishError::Throttled(_) => host::PublishError::Throttled,
+            PublishError::Unavailable { reason, .. } => host::PublishError::Unavailable(reason),
+        }
+    }
+}
+
+fn level(level: host::Level) -> Level {
+    match level {
+        host::Level::Trace => Level::Trace,
+        host::Level::Debug => Level::Debug,
+        host::Level::Info => Level::Info,
+        host::Level::Warn => Level::Warn,
+        host::Level::Error => Level::Error,
+    }
+}

@@ -1,0 +1,195 @@
+//! The `RSK2` record envelope: user headers carried in front of the payload.
+//!
+//! The format is the one native RustStream services write, so streams can be shared with them:
+//!
+//! ```text
+//! "RSK2" | u32 BE length of the header block | repeated (u32 BE name len, name, u32 BE value len, value) | payload
+//! ```
+//!
+//! A record carries an envelope only when it has headers. Anything that does not start with a
+//! complete, well-formed envelope is a plain payload with no headers: a producer that knows
+//! nothing of RustStream must never have its bytes misread.
+
+use crate::record::Header;
+
+const MAGIC: &[u8; 4] = b"RSK2";
+
+/// Header holding the number of deliveries a counted copy has already had (absent on the
+/// first delivery; the attempt number is this count + 1).
+pub const RETRY_COUNT_HEADER: &str = "x-ruststream-retry-count";
+
+/// Header holding the earliest time, in milliseconds since the epoch, at which a
+/// `retry_after` copy may be delivered. It travels with the copy so the delay survives a crash.
+pub const DUE_AT_HEADER: &str = "x-ruststream-due-ms";
+
+/// A record's payload split from its envelope.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Unwrapped {
+    /// The payload the handler decodes.
+    pub payload: Vec<u8>,
+    /// User headers, without the host's own `x-ruststream-*` control headers.
+    pub headers: Vec<Header>,
+    /// Value of [`RETRY_COUNT_HEADER`], 0 when absent or unreadable.
+    pub retry_count: u32,
+    /// Value of [`DUE_AT_HEADER`], when present and readable.
+    pub due_at_ms: Option<u64>,
+}
+
+/// Encodes `payload` with `headers`. Without headers the payload is returned as is, exactly as
+/// the native services do.
+///
+/// # Panics
+/// Never for realistic input; a header block over 4 GiB cannot be represented and would exceed
+/// any stream's record size limit long before.
+pub fn wrap(headers: &[Header], payload: &[u8]) -> Vec<u8> {
+    if headers.is_empty() {
+        return payload.to_vec();
+    }
+    let block_len: usize = headers
+        .iter()
+        .map(|h| 8 + h.name.len() + h.value.len())
+        .sum();
+    let mut out = Vec::with_capacity(8 + block_len + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&be32(block_len));
+    for header in headers {
+        out.extend_from_slice(&be32(header.name.len()));
+        out.extend_from_slice(header.name.as_bytes());
+        out.extend_from_slice(&be32(header.value.len()));
+        out.extend_from_slice(&header.value);
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+fn be32(len: usize) -> [u8; 4] {
+    u32::try_from(len)
+        .expect("envelope field longer than 4 GiB")
+        .to_be_bytes()
+}
+
+/// Splits a record's bytes into headers and payload. Never fails: a malformed envelope is a
+/// plain payload.
+pub fn unwrap(data: &[u8]) -> Unwrapped {
+    match parse(data) {
+        Some((headers, payload)) => split_control(headers, payload),
+        None => Unwrapped {
+            payload: data.to_vec(),
+            ..Unwrapped::default()
+        },
+    }
+}
+
+fn parse(data: &[u8]) -> Option<(Vec<Header>, &[u8])> {
+    let rest = data.strip_prefix(MAGIC)?;
+    let (block_len, rest) = take_u32(rest)?;
+    let block = rest.get(..block_len)?;
+    let payload = &rest[block_len..];
+    let mut headers = Vec::new();
+    let mut cursor = block;
+    while !cursor.is_empty() {
+        let (name, after_name) = take_field(cursor)?;
+        let (value, after_value) = take_field(after_name)?;
+        let name = std::str::from_utf8(name).ok()?;
+        headers.push(Header {
+            name: name.to_owned(),
+            value: value.to_vec(),
+        });
+        cursor = after_value;
+    }
+    Some((headers, payload))
+}
+
+fn take_u32(bytes: &[u8]) -> Option<(usize, &[u8])> {
+    let (len, rest) = bytes.split_first_chunk::<4>()?;
+    Some((u32::from_be_bytes(*len) as usize, rest))
+}
+
+fn take_field(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (len, rest) = take_u32(bytes)?;
+    (rest.len() >= len).then(|| rest.split_at(len))
+}
+
+fn split_control(all: Vec<Header>, payload: &[u8]) -> Unwrapped {
+    let mut out = Unwrapped {
+        payload: payload.to_vec(),
+        ..Unwrapped::default()
+    };
+    for header in all {
+        match header.name.as_str() {
+            RETRY_COUNT_HEADER => out.retry_count = parse_number(&header.value).unwrap_or(0),
+            DUE_AT_HEADER => out.due_at_ms = parse_number(&header.value),
+            _ => out.headers.push(header),
+        }
+    }
+    out
+}
+
+fn parse_number<T: std::str::FromStr>(value: &[u8]) -> Option<T> {
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(name: &str, value: &str) -> Header {
+        Header {
+            name: name.into(),
+            value: value.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn no_headers_is_the_bare_payload() {
+        assert_eq!(wrap(&[], b"{\"a\":1}"), b"{\"a\":1}");
+        let plain = unwrap(b"{\"a\":1}");
+        assert_eq!(plain.payload, b"{\"a\":1}");
+        assert!(plain.headers.is_empty());
+        assert_eq!(plain.retry_count, 0);
+    }
+
+    #[test]
+    fn round_trips_user_and_control_headers() {
+        let headers = vec![
+            header("trace-id", "abc"),
+            header(RETRY_COUNT_HEADER, "2"),
+            header(DUE_AT_HEADER, "1700000000123"),
+        ];
+        let bytes = wrap(&headers, b"payload");
+        let parsed = unwrap(&bytes);
+        assert_eq!(parsed.payload, b"payload");
+        assert_eq!(parsed.headers, vec![header("trace-id", "abc")]);
+        assert_eq!(parsed.retry_count, 2);
+        assert_eq!(parsed.due_at_ms, Some(1_700_000_000_123));
+    }
+
+    #[test]
+    fn matches_the_native_byte_layout() {
+        let bytes = wrap(&[header("k", "vv")], b"P");
+        let expected: &[u8] = b"RSK2\x00\x00\x00\x0b\x00\x00\x00\x01k\x00\x00\x00\x02vvP";
+        assert_eq!(bytes, expected);
+    }
+
+    #[test]
+    fn malformed_envelopes_are_plain_payloads() {
+        for bad in [
+            &b"RSK2"[..],
+            b"RSK2\x00\x00\x00\x09\x00\x00\x00\x01k",
+            b"RSK2\x00\x00\x00\x05\x00\x00\x00\x09kvalue",
+            b"RSK2\x00\x00\x00\x0a\x00\x00\x00\x02\xff\xfe\x00\x00\x00\x00",
+        ] {
+            let parsed = unwrap(bad);
+            assert_eq!(parsed.payload, bad, "{bad:?}");
+            assert!(parsed.headers.is_empty());
+        }
+    }
+
+    #[test]
+    fn unreadable_control_values_are_ignored() {
+        let bytes = wrap(&[header(RETRY_COUNT_HEADER, "many")], b"x");
+        let parsed = unwrap(&bytes);
+        assert_eq!(parsed.retry_count, 0);
+        assert!(parsed.headers.is_empty());
+    }
+}

@@ -1,0 +1,12 @@
+pub mod app;
+pub mod checkpoint;
+pub mod clock;
+pub mod component;
+pub mod envelope;
+pub mod log;
+pub mod pipeline;
+pub mod publish;
+pub mod record;
+pub mod settlement;
+pub mod tenant;
+pub mod testapp;

@@ -1,0 +1,440 @@
+//! One shard of one subscription: delivering records to the component and settling them.
+//!
+//! The pipeline is the same whether records come from Kinesis or from
+//! [`TestApp`](crate::testapp::TestApp)'s in-process streams. It tracks every delivery in the
+//! shard's [`Watermark`], calls the component once per batch, and carries out what
+//! [`settlement::decide`] says about each outcome:
+//!
+//! - handled (ack, drop, retired): marked handled, so the checkpoint may pass it;
+//! - held (`retry` without declared attempts): a warning, and the checkpoint stays in front of
+//!   it while later records go on;
+//! - a counted copy: published to the stream (or dead-letter stream) first, and only once the
+//!   stream has acknowledged it is the original marked handled. A failed publish is retried
+//!   with backoff while the original holds the checkpoint; nothing is ever lost.
+//!
+//! A `retry_after` copy carries its due time in its envelope; when it is read before it is due
+//! the pipeline keeps it waiting (holding the checkpoint, not the records after it), so the
+//! delay survives a crash and is honoured again when the copy is re-read.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::app::SubscriptionSpec;
+use crate::checkpoint::{Ticket, Watermark};
+use crate::clock::Clock;
+use crate::component::{BatchCall, CallFailure, HandlerInstance, TrapKind};
+use crate::log::{Level, LogLine, LogSink, Origin};
+use crate::publish::Publisher;
+use crate::record::{Delivery, OutgoingRecord};
+use crate::settlement::{self, CopyPlan, Disposition, Outcome};
+
+/// Records handed to one call when the subscription does not set `batch`.
+pub const DEFAULT_BATCH_LIMIT: usize = 1000;
+
+/// First and largest pause between attempts to publish a counted copy.
+const COPY_RETRY_FIRST: Duration = Duration::from_millis(200);
+const COPY_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// What one delivery came to, for observers (tests, metrics, quarantine).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryReport {
+    pub subscriber: String,
+    pub stream: String,
+    pub shard_id: String,
+    pub sequence_number: String,
+    pub attempt: u32,
+    /// The outcome that was settled: the handler's, or the registration's `on_trap` stand-in.
+    pub outcome: Outcome,
+    /// Set when the call trapped instead of returning an outcome.
+    pub trap: Option<TrapKind>,
+}
+
+/// Receives a report of every settled delivery.
+pub type Observer = Arc<dyn Fn(&DeliveryReport) + Send + Sync>;
+
+/// What a pipeline needs from its host.
+#[derive(Clone)]
+pub struct PipelineEnv {
+    /// The component's name, for log lines.
+    pub component: Arc<str>,
+    /// Where counted copies are written (the host's own transport, not the tenant's grants).
+    pub publisher: Arc<dyn Publisher>,
+    pub clock: Arc<dyn Clock>,
+    pub log: LogSink,
+    pub observer: Option<Observer>,
+}
+
+/// A record read before its due time, waiting for it.
+struct Waiting {
+    ticket: Ticket,
+    due_at_ms: u64,
+    delivery: Delivery,
+}
+
+/// A counted copy whose publish failed; the original holds the checkpoint until it succeeds.
+struct UnsentCopy {
+    ticket: Ticket,
+    original_sequence: String,
+    target: String,
+    record: OutgoingRecord,
+    tries: u32,
+    next_try_ms: u64,
+}
+
+/// The delivery and settlement state of one shard for one subscription.
+pub struct ShardPipeline {
+    stream: Arc<str>,
+    shard_id: Arc<str>,
+    subscription: Arc<SubscriptionSpec>,
+    instance: HandlerInstance,
+    watermark: Watermark,
+    waiting: Vec<Waiting>,
+    unsent: Vec<UnsentCopy>,
+    checkpoint_moved: bool,
+    env: PipelineEnv,
+}
+
+impl ShardPipeline {
+    /// A pipeline for `shard_id`, whose stored checkpoint (if any) is `checkpoint`.
+    pub fn new(
+        subscription: Arc<SubscriptionSpec>,
+        shard_id: &str,
+        checkpoint: Option<String>,
+        instance: HandlerInstance,
+        env: PipelineEnv,
+    ) -> Self {
+        Self {
+            stream: subscription.stream.as_str().into(),
+            shard_id: shard_id.into(),
+            subscription,
+            instance,
+            watermark: Watermark::new(checkpoint),
+            waiting: Vec::new(),
+            unsent: Vec::new(),
+            checkpoint_moved: false,
+            env,
+        }
+    }
+
+    pub fn shard_id(&self) -> &str {
+        &self.shard_id
+    }
+
+    pub fn subscription(&self) -> &SubscriptionSpec {
+        &self.subscription
+    }
+
+    /// Delivers records read from the shard, in shard order.
+    pub async fn deliver(&mut self, records: Vec<Delivery>) {
+        let now = self.env.clock.now_ms();
+        let mut ready = Vec::with_capacity(records.len());
+        for delivery in records {
+            let ticket = self.watermark.track(delivery.sequence_number.as_str());
+            match delivery.due_at_ms {
+                Some(due_at_ms) if due_at_ms > now => self.waiting.push(Waiting {
+                    ticket,
+                    due_at_ms,
+                    delivery,
+                }),
+                _ => ready.push((ticket, delivery)),
+            }
+        }
+        self.run(ready).await;
+    }
+
+    /// Delivers waiting records that are now due and retries copies whose pause is over.
+    /// Returns whether it did anything.
+    pub async fn poll_due(&mut self) -> bool {
+        let now = self.env.clock.now_ms();
+        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|w| w.due_at_ms <= now);
+        self.waiting = waiting;
+        let (retry, unsent): (Vec<_>, Vec<_>) = std::mem::take(&mut self.unsent)
+            .into_iter()
+            .partition(|u| u.next_try_ms <= now);
+        self.unsent = unsent;
+        let progressed = !due.is_empty() || !retry.is_empty();
+        self.run(due.into_iter().map(|w| (w.ticket, w.delivery)).collect())
+            .await;
+        for copy in retry {
+            self.send_copy(copy).await;
+        }
+        progressed
+    }
+
+    /// The earliest time (ms since the epoch) at which [`poll_due`](Self::poll_due) has work.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        let waiting = self.waiting.iter().map(|w| w.due_at_ms);
+        let unsent = self.unsent.iter().map(|u| u.next_try_ms);
+        waiting.chain(unsent).min()
+    }
+
+    /// Where the checkpoint stands: the last record of the handled prefix.
+    pub fn checkpoint(&self) -> Option<&str> {
+        self.watermark.checkpoint()
+    }
+
+    /// The checkpoint, if it moved since the last call; what a lease store should persist.
+    pub fn take_checkpoint(&mut self) -> Option<String> {
+        if !std::mem::take(&mut self.checkpoint_moved) {
+            return None;
+        }
+        self.watermark.checkpoint().map(str::to_owned)
+    }
+
+    /// The first record that is not handled, where the checkpoint is held.
+    pub fn held_at(&self) -> Option<&str> {
+        self.watermark.held_at()
+    }
+
+    /// Whether every delivered record is handled and no copy is pending.
+    pub fn is_settled(&self) -> bool {
+        self.watermark.in_flight() == 0 && self.unsent.is_empty()
+    }
+
+    /// Starts the bookkeeping afresh at `checkpoint` (a seek): records delivered before no
+    /// longer move the checkpoint, waiting records and unsent copies are forgotten (the reader
+    /// reads from the new position).
+    pub fn reset(&mut self, checkpoint: Option<String>) {
+        self.watermark.reset(checkpoint);
+        self.waiting.clear();
+        self.unsent.clear();
+        self.checkpoint_moved = false;
+    }
+
+    /// How many times the component instance was replaced after a failure.
+    pub fn instance_replacements(&self) -> u64 {
+        self.instance.replacements()
+    }
+
+    async fn run(&mut self, records: Vec<(Ticket, Delivery)>) {
+        let limit = self
+            .subscription
+            .batch_limit
+            .map_or(DEFAULT_BATCH_LIMIT, |l| l as usize);
+        let mut records = records.into_iter().peekable();
+        while records.peek().is_some() {
+            let (tickets, deliveries): (Vec<Ticket>, Vec<Delivery>) =
+                records.by_ref().take(limit).unzip();
+            self.run_batch(tickets, deliveries.into()).await;
+        }
+    }
+
+    async fn run_batch(&mut self, tickets: Vec<Ticket>, deliveries: Arc<[Delivery]>) {
+        let call = BatchCall {
+            subscription: self.subscription.index,
+            stream: &self.stream,
+            shard_id: &self.shard_id,
+            deliveries: &deliveries,
+        };
+        let result = self.instance.handle_batch(&call).await;
+        match result {
+            Ok(outcomes) => {
+                for ((ticket, delivery), outcome) in
+                    tickets.iter().zip(deliveries.iter()).zip(outcomes)
+                {
+                    self.settle(*ticket, delivery, outcome, None).await;
+                }
+            }
+            Err(failure) if deliveries.len() == 1 => {
+                self.trapped(tickets[0], &deliveries[0], failure).await;
+            }
+            Err(failure) => {
+                // The batch trapped somewhere: find the record by calling them one at a time.
+                self.runtime_log(
+                    Level::Warn,
+                    None,
+                    format!("batch call failed ({failure}); retrying its records one by one"),
+                );
+                self.isolate(&tickets, &deliveries).await;
+            }
+        }
+    }
+
+    async fn isolate(&mut self, tickets: &[Ticket], deliveries: &Arc<[Delivery]>) {
+        for (index, ticket) in tickets.iter().enumerate() {
+            let call = BatchCall {
+                subscription: self.subscription.index,
+                stream: &self.stream,
+                shard_id: &self.shard_id,
+                deliveries,
+            };
+            let result = self.instance.handle_one(&call, index).await;
+            match result {
+                Ok(outcome) => {
+                    self.settle(*ticket, &deliveries[index], outcome, None)
+                        .await
+                }
+                Err(failure) => self.trapped(*ticket, &deliveries[index], failure).await,
+            }
+        }
+    }
+
+    async fn trapped(&mut self, ticket: Ticket, delivery: &Delivery, failure: CallFailure) {
+        let stand_in = self.subscription.on_trap;
+        let mut line = self.line(
+            Level::Error,
+            Some(delivery),
+            format!("handler call failed: {}", failure.kind),
+        );
+        line.fields.push(("trap".into(), failure.kind.to_string()));
+        line.fields.push(("error".into(), failure.message));
+        line.fields
+            .push(("settled_as".into(), stand_in.to_string()));
+        self.env.log.emit(line);
+        self.settle(ticket, delivery, stand_in, Some(failure.kind))
+            .await;
+    }
+
+    async fn settle(
+        &mut self,
+        ticket: Ticket,
+        delivery: &Delivery,
+        outcome: Outcome,
+        trap: Option<TrapKind>,
+    ) {
+        self.report(delivery, outcome, trap);
+        match settlement::decide(outcome, delivery.retry_count, &self.subscription.retry) {
+            Disposition::Handled | Disposition::Dropped => self.mark(ticket),
+            Disposition::Retired { attempts } => {
+                self.runtime_log(
+                    Level::Warn,
+                    Some(delivery),
+                    format!("attempts spent after {attempts} deliveries and no dead-letter stream: the record is retired"),
+                );
+                self.mark(ticket);
+            }
+            Disposition::Held => self.runtime_log(
+                Level::Warn,
+                Some(delivery),
+                "retry requested, but a shard cannot requeue a record: it stays unhandled and \
+                 holds the checkpoint until the shard's lease is next taken"
+                    .to_owned(),
+            ),
+            Disposition::Copy(plan) => self.copy(ticket, delivery, plan).await,
+        }
+    }
+
+    async fn copy(&mut self, ticket: Ticket, delivery: &Delivery, plan: CopyPlan) {
+        let due_at_ms = plan.delay.map(|delay| {
+            let delay = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+            self.env.clock.now_ms().saturating_add(delay)
+        });
+        let record = OutgoingRecord::counted_copy(delivery, plan.retry_count, due_at_ms);
+        let target = match plan.dead_letter {
+            Some(dead_letter) => {
+                self.runtime_log(
+                    Level::Warn,
+                    Some(delivery),
+                    format!(
+                        "attempts spent after {} deliveries: the record goes to dead-letter stream `{dead_letter}`",
+                        plan.retry_count
+                    ),
+                );
+                dead_letter
+            }
+            None => self.stream.to_string(),
+        };
+        let copy = UnsentCopy {
+            ticket,
+            original_sequence: delivery.sequence_number.clone(),
+            target,
+            record,
+            tries: 0,
+            next_try_ms: 0,
+        };
+        self.send_copy(copy).await;
+    }
+
+    async fn send_copy(&mut self, mut copy: UnsentCopy) {
+        let result = self
+            .env
+            .publisher
+            .publish(&copy.target, copy.record.clone())
+            .await;
+        match result {
+            Ok(_) => self.mark(copy.ticket),
+            Err(error) => {
+                copy.tries += 1;
+                let pause = backoff(copy.tries);
+                copy.next_try_ms = self
+                    .env
+                    .clock
+                    .now_ms()
+                    .saturating_add(pause.as_millis() as u64);
+                let mut line = self.line(
+                    Level::Error,
+                    None,
+                    format!(
+                        "publishing the copy to `{}` failed ({error}); the original holds the checkpoint, next try in {pause:?}",
+                        copy.target
+                    ),
+                );
+                line.sequence_number = Some(copy.original_sequence.clone());
+                line.fields.push(("tries".into(), copy.tries.to_string()));
+                self.env.log.emit(line);
+                self.unsent.push(copy);
+            }
+        }
+    }
+
+    fn mark(&mut self, ticket: Ticket) {
+        if self.watermark.mark_handled(ticket).is_some() {
+            self.checkpoint_moved = true;
+        }
+    }
+
+    fn report(&self, delivery: &Delivery, outcome: Outcome, trap: Option<TrapKind>) {
+        if let Some(observer) = &self.env.observer {
+            observer(&DeliveryReport {
+                subscriber: self.subscription.name.clone(),
+                stream: self.stream.to_string(),
+                shard_id: self.shard_id.to_string(),
+                sequence_number: delivery.sequence_number.clone(),
+                attempt: delivery.attempt(),
+                outcome,
+                trap,
+            });
+        }
+    }
+
+    fn runtime_log(&self, level: Level, delivery: Option<&Delivery>, message: String) {
+        self.env.log.emit(self.line(level, delivery, message));
+    }
+
+    fn line(&self, level: Level, delivery: Option<&Delivery>, message: String) -> LogLine {
+        let mut fields = vec![("subscriber".to_owned(), self.subscription.name.clone())];
+        if let Some(delivery) = delivery {
+            fields.push(("attempt".to_owned(), delivery.attempt().to_string()));
+        }
+        LogLine {
+            level,
+            origin: Origin::Runtime,
+            component: self.env.component.to_string(),
+            stream: Some(self.stream.to_string()),
+            shard_id: Some(self.shard_id.to_string()),
+            sequence_number: delivery.map(|d| d.sequence_number.clone()),
+            message,
+            fields,
+        }
+    }
+}
+
+/// Exponential backoff for copy publishes: 200 ms, 400 ms, ... up to 30 s.
+fn backoff(tries: u32) -> Duration {
+    let factor = 1u32 << tries.saturating_sub(1).min(8);
+    (COPY_RETRY_FIRST * factor).min(COPY_RETRY_MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_backoff_doubles_up_to_its_cap() {
+        assert_eq!(backoff(1), Duration::from_millis(200));
+        assert_eq!(backoff(2), Duration::from_millis(400));
+        assert_eq!(backoff(20), COPY_RETRY_MAX);
+    }
+}

@@ -1,0 +1,75 @@
+//! Builds the guest components in `guest-examples/` for `wasm32-wasip2`, as wasmtime's
+//! test-programs do, so `cargo test` always runs against components built from this tree.
+//!
+//! The guests build in their own target dir (`<target>/guests`): a nested cargo on the outer
+//! build's target dir would wait on its lock forever.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-wasip2";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let root = manifest_dir
+        .parent()
+        .expect("tests/ lives in the repo root");
+    for watched in ["guest-examples", "guest-sdk", "wit"] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+
+    require_target();
+    let target_dir = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                root.join(dir)
+            }
+        })
+        .unwrap_or_else(|| root.join("target"))
+        .join("guests");
+    build_guests(root, &target_dir);
+    let out = target_dir.join(TARGET).join("release");
+    println!("cargo:rustc-env=RUSTSTREAM_GUEST_DIR={}", out.display());
+}
+
+/// Fails the build with the fix when the wasm target's standard library is not installed.
+fn require_target() {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    let installed = sysroot.is_some_and(|root| root.join("lib/rustlib").join(TARGET).exists());
+    if !installed {
+        panic!(
+            "\n\nThe guest components build for `{TARGET}`, whose standard library is not installed.\n\
+             Install it with:\n\n    rustup target add {TARGET}\n\n"
+        );
+    }
+}
+
+fn build_guests(root: &Path, target_dir: &Path) {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--target", TARGET, "--manifest-path"])
+        .arg(root.join("guest-examples/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target_dir)
+        // Flags meant for the host build (coverage, sanitizers) must not reach the guests.
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .status()
+        .expect("cannot run cargo to build the guest components");
+    if !status.success() {
+        panic!("building the guest components in guest-examples/ failed (see the output above)");
+    }
+}
