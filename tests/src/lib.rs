@@ -10,6 +10,9 @@
 
 use std::path::PathBuf;
 
+pub mod e2e;
+pub mod servers;
+
 /// Directory holding the compiled guest components.
 pub const GUEST_DIR: &str = env!("RUSTSTREAM_GUEST_DIR");
 

@@ -189,7 +189,8 @@ impl HandlerInstance {
 
     async fn live(&mut self) -> Result<&mut Live, CallFailure> {
         if self.live.is_none() {
-            let live = self.instantiate().await.map_err(|error| CallFailure {
+            let pending = instantiate(self.runtime.clone(), self.pre.clone(), self.env.clone());
+            let live = pending.await.map_err(|error| CallFailure {
                 kind: classify(&error),
                 message: format!("instantiation failed: {error:?}"),
             })?;
@@ -200,25 +201,32 @@ impl HandlerInstance {
             message: "no live instance".into(),
         })
     }
+}
 
-    async fn instantiate(&self) -> wasmtime::Result<Live> {
-        let mut store = Store::new(self.runtime.engine(), HostState::new(self.env.clone()));
-        store.limiter(|state| &mut state.limiter);
-        if self.runtime.config().deadlines {
-            let limit = self.env.limits.call_deadline;
-            store.set_epoch_deadline(1);
-            store.epoch_deadline_callback(move |ctx| match ctx.data().deadline {
-                Some(deadline) if Instant::now() >= deadline => {
-                    Err(wasmtime::Error::new(DeadlineExceeded(limit)))
-                }
-                _ => Ok(UpdateDeadline::Yield(1)),
-            });
-            store.data_mut().deadline = Some(Instant::now() + limit);
-        }
-        let bindings = self.pre.instantiate_async(&mut store).await?;
-        store.data_mut().deadline = None;
-        Ok(Live { store, bindings })
+/// A fresh instance. Takes its inputs by value: a `HandlerInstance` is not `Sync`, so the
+/// future must not borrow one.
+async fn instantiate(
+    runtime: Runtime,
+    pre: SubscriberAppPre<HostState>,
+    env: InstanceEnv,
+) -> wasmtime::Result<Live> {
+    let limit = env.limits.call_deadline;
+    let mut store = Store::new(runtime.engine(), HostState::new(env));
+    store.limiter(|state| &mut state.limiter);
+    if runtime.config().deadlines {
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |ctx| match ctx.data().deadline {
+            Some(deadline) if Instant::now() >= deadline => {
+                Err(wasmtime::Error::new(DeadlineExceeded(limit)))
+            }
+            _ => Ok(UpdateDeadline::Yield(1)),
+        });
+        // Instantiation runs guest code too (start functions): bound it like a call.
+        store.data_mut().deadline = Some(Instant::now() + limit);
     }
+    let bindings = pre.instantiate_async(&mut store).await?;
+    store.data_mut().deadline = None;
+    Ok(Live { store, bindings })
 }
 
 /// Instantiates `pre` once and asks the component to describe itself.

@@ -1,0 +1,123 @@
+//! Command-line arguments of `ruststream`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use ruststream_host::kinesis::ReaderConfig;
+use ruststream_host::runner::HostConfig;
+
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "ruststream",
+    version,
+    about = "Runs RustStream handler components against Kinesis"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Loads components and reports what each declares, or why it is refused.
+    Check {
+        #[arg(required = true)]
+        components: Vec<PathBuf>,
+    },
+    /// Runs components until SIGINT/SIGTERM.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LeaseStoreKind {
+    /// In memory: checkpoints are forgotten on restart (shards reopen at their start position).
+    Memory,
+    /// A DynamoDB table per app: checkpoints survive restarts, hosts share shards.
+    Dynamodb,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Component files (`.wasm`) to run.
+    #[arg(required = true)]
+    pub components: Vec<PathBuf>,
+    #[command(flatten)]
+    pub aws: AwsArgs,
+    #[arg(long, value_enum, default_value_t = LeaseStoreKind::Memory)]
+    pub lease_store: LeaseStoreKind,
+    /// DynamoDB lease table; `{app}` is replaced by the app's name.
+    #[arg(long, default_value = "ruststream-{app}")]
+    pub lease_table: String,
+    /// Create the lease table if it does not exist.
+    #[arg(long)]
+    pub create_lease_table: bool,
+    /// This host's lease owner id (default: unique per process). A fixed id lets a
+    /// restarted host take its leases back at once.
+    #[arg(long, env = "RUSTSTREAM_OWNER_ID")]
+    pub owner_id: Option<String>,
+    /// Most records per GetRecords (1-10000).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i32).range(1..=10000))]
+    pub batch_limit: i32,
+    /// Pause after an empty read, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub poll_interval_ms: u64,
+    /// Least time between two checkpoint writes of a shard, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub checkpoint_interval_ms: u64,
+}
+
+impl RunArgs {
+    pub fn host_config(&self) -> HostConfig {
+        let defaults = HostConfig::default();
+        HostConfig {
+            owner_id: self.owner_id.clone().unwrap_or(defaults.owner_id),
+            reader: ReaderConfig {
+                batch_limit: self.batch_limit,
+                poll_interval: Duration::from_millis(self.poll_interval_ms),
+                ..ReaderConfig::default()
+            },
+            checkpoint_interval: Duration::from_millis(self.checkpoint_interval_ms),
+            ..defaults
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AwsArgs {
+    /// AWS region (default: from the environment).
+    #[arg(long, env = "AWS_REGION")]
+    pub region: Option<String>,
+    /// Kinesis endpoint, e.g. a local server (default: AWS).
+    #[arg(long, env = "RUSTSTREAM_KINESIS_ENDPOINT")]
+    pub kinesis_endpoint: Option<String>,
+    /// DynamoDB endpoint (default: AWS).
+    #[arg(long, env = "RUSTSTREAM_DYNAMODB_ENDPOINT")]
+    pub dynamodb_endpoint: Option<String>,
+}
+
+impl AwsArgs {
+    async fn base(&self) -> aws_config::ConfigLoader {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(region) = &self.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        loader
+    }
+
+    pub async fn kinesis_config(&self) -> SdkConfig {
+        let mut loader = self.base().await;
+        if let Some(endpoint) = &self.kinesis_endpoint {
+            loader = loader.endpoint_url(endpoint);
+        }
+        loader.load().await
+    }
+
+    pub async fn dynamodb_config(&self) -> SdkConfig {
+        let mut loader = self.base().await;
+        if let Some(endpoint) = &self.dynamodb_endpoint {
+            loader = loader.endpoint_url(endpoint);
+        }
+        loader.load().await
+    }
+}

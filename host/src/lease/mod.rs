@@ -1,0 +1,175 @@
+//! Leases and stored checkpoints: which host reads a shard, and where its subscription stands.
+//!
+//! One lease row per shard (per subscription) holds its owner, an expiry, a **fencing counter**
+//! that every write increments, and the checkpoint. Every write a holder makes is conditional on
+//! the owner *and* the counter it last saw, so a host whose lease was taken over cannot write
+//! again: its next renewal or checkpoint fails, and it stops delivering that shard at once.
+//!
+//! Expiry is judged the KCL way, not by trusting wall clocks: a lease held by someone else is
+//! expired when its counter has not moved for the lease duration as seen by the observer's own
+//! monotonic clock; taking it over is conditional on that same counter. The row also carries
+//! `lease_expiry` (wall clock, epoch ms), which native RustStream services read.
+//!
+//! A store serves one namespace (a tenant's app), so two apps reading one stream keep separate
+//! checkpoints. Keys are `stream:shard`, the seed's layout, so a table written by native
+//! services is readable.
+
+mod dynamo;
+mod memory;
+
+pub use dynamo::{DynamoLeaseStore, DynamoStoreStats};
+pub use memory::MemoryLeaseStore;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::publish::BoxFuture;
+
+/// The checkpoint of a shard that was read to its end (after a split or merge); its children
+/// may start.
+pub const SHARD_END: &str = "SHARD_END";
+
+/// Identifies one shard of one subscription in a lease store.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseKey {
+    stream: Arc<str>,
+    shard_id: Arc<str>,
+    /// Set only when several subscriptions of one app read the same stream.
+    subscriber: Option<Arc<str>>,
+}
+
+impl LeaseKey {
+    /// The key of `shard_id` of `stream`: `stream:shard`.
+    pub fn new(stream: &str, shard_id: &str) -> Self {
+        Self {
+            stream: stream.into(),
+            shard_id: shard_id.into(),
+            subscriber: None,
+        }
+    }
+
+    /// The key of a subscription that shares its stream with another of the same app:
+    /// `stream:shard@subscriber`.
+    pub fn for_subscriber(stream: &str, shard_id: &str, subscriber: &str) -> Self {
+        Self {
+            subscriber: Some(subscriber.into()),
+            ..Self::new(stream, shard_id)
+        }
+    }
+
+    pub fn stream(&self) -> &str {
+        &self.stream
+    }
+
+    pub fn shard_id(&self) -> &str {
+        &self.shard_id
+    }
+}
+
+impl fmt::Display for LeaseKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.stream, self.shard_id)?;
+        if let Some(subscriber) = &self.subscriber {
+            write!(f, "@{subscriber}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A lease row as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// The row's key as stored (`stream:shard`).
+    pub key: String,
+    pub owner: Option<String>,
+    /// Wall-clock expiry (epoch ms) written by the owner; informational for us.
+    pub expiry_ms: Option<u64>,
+    /// The fencing counter: incremented by every write.
+    pub counter: u64,
+    pub checkpoint: Option<String>,
+}
+
+/// A lease this host holds, with the counter of its last write (its fencing token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLease {
+    pub key: LeaseKey,
+    pub owner: String,
+    pub counter: u64,
+    /// The checkpoint stored when the lease was taken.
+    pub checkpoint: Option<String>,
+}
+
+/// The condition under which [`LeaseStore::acquire`] takes a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The lease has no owner (or no row exists), or it is already ours (a restart with a
+    /// fixed owner id).
+    Free,
+    /// Take it over from whoever holds it, provided its counter is still exactly this value:
+    /// the caller observed it unchanged for the lease duration (expired), or is balancing.
+    Observed(u64),
+}
+
+/// A lease store failed (not: a condition did not hold, which is a normal `false`/`None`).
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("lease table `{table}` does not exist")]
+    NoTable { table: String },
+    #[error("lease store `{store}`: {operation} on `{key}` failed: {reason}")]
+    Backend {
+        store: String,
+        operation: &'static str,
+        key: String,
+        reason: String,
+    },
+    #[error("lease row `{key}` is malformed: {reason}")]
+    Malformed { key: String, reason: String },
+}
+
+/// Where leases and checkpoints live. One store serves one namespace (a tenant's app).
+///
+/// Every mutating call is conditional: `Ok(None)`/`Ok(false)` means the condition did not hold
+/// (someone else holds the lease, or this holder was fenced off); `Err` means the store itself
+/// failed and the caller may retry.
+pub trait LeaseStore: Send + Sync + 'static {
+    /// A short description for logs (`memory`, `dynamodb:table`).
+    fn describe(&self) -> String;
+
+    /// Every lease row of the namespace.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<LeaseRecord>, LeaseError>>;
+
+    /// One lease row, if it exists.
+    fn read<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+    ) -> BoxFuture<'a, Result<Option<LeaseRecord>, LeaseError>>;
+
+    /// Takes the lease for `owner` under `claim`, setting its expiry to now + `ttl`.
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        ttl: Duration,
+        claim: Claim,
+    ) -> BoxFuture<'a, Result<Option<HeldLease>, LeaseError>>;
+
+    /// Extends a held lease. `false`: it was lost (taken over or released by someone else).
+    fn renew<'a>(
+        &'a self,
+        lease: &'a mut HeldLease,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+
+    /// Stores `sequence` as the checkpoint of a held lease (and extends it).
+    /// `false`: the lease was lost; nothing was written.
+    fn checkpoint<'a>(
+        &'a self,
+        lease: &'a mut HeldLease,
+        sequence: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+
+    /// Gives a held lease up, keeping its checkpoint. `false`: it was already lost.
+    fn release(&self, lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>>;
+}

@@ -1,0 +1,260 @@
+//! Running components against Kinesis: one coordinator per subscription, one worker per leased
+//! shard, one lease keeper per worker.
+//!
+//! ```no_run
+//! # async fn demo(kinesis: aws_sdk_kinesis::Client) -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use ruststream_host::component::{LoadedComponent, Runtime, RuntimeConfig};
+//! use ruststream_host::lease::MemoryLeaseStore;
+//! use ruststream_host::runner::{Deployment, Host, HostConfig};
+//!
+//! let runtime = Runtime::new(RuntimeConfig::default())?;
+//! let component = LoadedComponent::from_file(&runtime, "settlement.wasm").await?;
+//! let host = Host::new(kinesis, HostConfig::default());
+//! let app = host.start(Deployment::new(component, Arc::new(MemoryLeaseStore::new())));
+//! // ... until SIGTERM:
+//! app.shutdown().await; // stop reading, finish calls, flush checkpoints, release leases
+//! # Ok(()) }
+//! ```
+
+mod coordinator;
+mod keeper;
+mod status;
+mod worker;
+
+pub use status::{ShardState, ShardStatus, SubscriptionStatus};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::app::StartPosition;
+use crate::clock::{Clock, SystemClock};
+use crate::component::{InstanceEnv, LoadedComponent};
+use crate::kinesis::{KinesisPublisher, ReaderConfig};
+use crate::lease::LeaseStore;
+use crate::log::LogSink;
+use crate::pipeline::{Observer, PipelineEnv};
+use crate::publish::Publisher;
+use crate::tenant::StreamGrant;
+use status::StatusBoard;
+use worker::WorkerContext;
+
+/// How the host reads, leases and checkpoints. The defaults are the seed's timings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// This host's identity in lease rows. A fixed id lets a restarted host take its own
+    /// leases back at once; the default is unique per process.
+    pub owner_id: String,
+    pub reader: ReaderConfig,
+    /// How long a lease lives without renewal.
+    pub lease_ttl: Duration,
+    pub renew_interval: Duration,
+    /// How often shards are re-listed and leases rebalanced.
+    pub shard_sync_interval: Duration,
+    /// Least time between two checkpoint writes of one shard.
+    pub checkpoint_interval: Duration,
+    /// How long shutdown waits for in-flight calls and final checkpoint writes.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            owner_id: default_owner_id(),
+            reader: ReaderConfig::default(),
+            lease_ttl: Duration::from_secs(10),
+            renew_interval: Duration::from_secs(3),
+            shard_sync_interval: Duration::from_secs(10),
+            checkpoint_interval: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(15),
+        }
+    }
+}
+
+fn default_owner_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".to_owned());
+    let nonce = SystemClock.now_ms() ^ u64::from(std::process::id()).rotate_left(32);
+    format!("rs-{host}-{}-{nonce:x}", std::process::id())
+}
+
+/// A component as deployed on a host: where its leases live, what it may do.
+pub struct Deployment {
+    pub component: LoadedComponent,
+    /// The lease store of this component's namespace (its app, within its tenant).
+    pub lease_store: Arc<dyn LeaseStore>,
+    /// Limits of its calls and instances.
+    pub limits: crate::component::Limits,
+    /// Streams its guest may publish to.
+    pub publish_grant: StreamGrant,
+    /// Start positions set by the operator, by subscriber name; they win over the
+    /// component's own.
+    pub start_overrides: HashMap<String, StartPosition>,
+}
+
+impl Deployment {
+    /// `component` with `lease_store`, default limits and no narrowed grants.
+    pub fn new(component: LoadedComponent, lease_store: Arc<dyn LeaseStore>) -> Self {
+        Self {
+            component,
+            lease_store,
+            limits: crate::component::Limits::default(),
+            publish_grant: StreamGrant::Any,
+            start_overrides: HashMap::new(),
+        }
+    }
+}
+
+/// A RustStream host on one Kinesis endpoint.
+#[derive(Clone)]
+pub struct Host {
+    client: aws_sdk_kinesis::Client,
+    config: Arc<HostConfig>,
+    publisher: Arc<dyn Publisher>,
+    clock: Arc<dyn Clock>,
+    log: LogSink,
+    observer: Option<Observer>,
+}
+
+impl Host {
+    pub fn new(client: aws_sdk_kinesis::Client, config: HostConfig) -> Self {
+        Self {
+            publisher: Arc::new(KinesisPublisher::new(client.clone())),
+            client,
+            config: Arc::new(config),
+            clock: Arc::new(SystemClock),
+            log: LogSink::new(),
+            observer: None,
+        }
+    }
+
+    /// Where component and runtime log lines go (default: `tracing` only).
+    pub fn with_log(mut self, log: LogSink) -> Self {
+        self.log = log;
+        self
+    }
+
+    /// Called with a report of every settled delivery.
+    pub fn with_observer(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Replaces the publisher of counted copies and guest publishes (fault injection in tests).
+    pub fn with_publisher(mut self, publisher: Arc<dyn Publisher>) -> Self {
+        self.publisher = publisher;
+        self
+    }
+
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// Starts every subscription of `deployment`.
+    pub fn start(&self, deployment: Deployment) -> RunningApp {
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let component = &deployment.component;
+        let instance_env = InstanceEnv {
+            component: component.name().into(),
+            publisher: self.publisher.clone(),
+            log: self.log.clone(),
+            limits: deployment.limits.clone(),
+            publish_grant: deployment.publish_grant.clone(),
+        };
+        let pipeline_env = PipelineEnv {
+            component: component.name().into(),
+            publisher: self.publisher.clone(),
+            clock: self.clock.clone(),
+            log: self.log.clone(),
+            observer: self.observer.clone(),
+        };
+        let mut tasks = JoinSet::new();
+        let mut boards = Vec::new();
+        let subscriptions = &component.app().subscriptions;
+        for spec in subscriptions {
+            let shared_stream = subscriptions
+                .iter()
+                .filter(|other| other.stream == spec.stream)
+                .count()
+                > 1;
+            let status = StatusBoard::new(&spec.name, &spec.stream);
+            let ctx = WorkerContext {
+                client: self.client.clone(),
+                spec: Arc::new(spec.clone()),
+                component: component.clone(),
+                instance_env: instance_env.clone(),
+                pipeline_env: pipeline_env.clone(),
+                store: deployment.lease_store.clone(),
+                config: self.config.clone(),
+                start: deployment
+                    .start_overrides
+                    .get(&spec.name)
+                    .or(spec.start.as_ref())
+                    .cloned(),
+                status: status.clone(),
+                shutdown: shutdown.clone(),
+            };
+            boards.push(status);
+            tasks.spawn(coordinator::run(ctx, shared_stream));
+        }
+        RunningApp {
+            name: component.app().name.clone(),
+            shutdown: shutdown_tx,
+            tasks,
+            boards,
+        }
+    }
+}
+
+/// A deployment running on a host.
+pub struct RunningApp {
+    name: String,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+    boards: Vec<StatusBoard>,
+}
+
+impl RunningApp {
+    /// The app's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every subscription's status.
+    pub fn status(&self) -> Vec<SubscriptionStatus> {
+        self.boards.iter().map(StatusBoard::snapshot).collect()
+    }
+
+    /// Waits until `ready` holds for the status, polling every 50 ms, at most `timeout`.
+    /// Returns whether it held.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        ready: impl Fn(&[SubscriptionStatus]) -> bool,
+    ) -> bool {
+        tokio::time::timeout(timeout, async {
+            while !ready(&self.status()) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Graceful shutdown: stop fetching, let in-flight calls finish (bounded by the grace
+    /// period), flush checkpoints, release leases.
+    pub async fn shutdown(mut self) {
+        self.shutdown.send_replace(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Stops everything at once, as a crash would: no flush, no release. Leases expire for
+    /// other hosts to take.
+    pub fn abort(mut self) {
+        self.tasks.abort_all();
+        self.tasks.detach_all();
+    }
+}

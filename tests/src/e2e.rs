@@ -1,0 +1,176 @@
+//! Running the host against the local servers: hosts with short timings, recorded deliveries,
+//! and producers that write straight to Kinesis.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use aws_sdk_kinesis::primitives::Blob;
+use ruststream_host::component::{LoadedComponent, Runtime, RuntimeConfig};
+use ruststream_host::kinesis::ReaderConfig;
+use ruststream_host::lease::{DynamoLeaseStore, LeaseStore};
+use ruststream_host::log::LogSink;
+use ruststream_host::pipeline::{DeliveryReport, Observer};
+use ruststream_host::runner::{Deployment, Host, HostConfig, RunningApp, ShardState};
+
+/// Host timings short enough for tests, still inside Kinesis's limits.
+pub fn quick_config(owner: &str) -> HostConfig {
+    HostConfig {
+        owner_id: owner.to_owned(),
+        reader: ReaderConfig {
+            poll_interval: Duration::from_millis(200),
+            ..ReaderConfig::default()
+        },
+        lease_ttl: Duration::from_secs(3),
+        renew_interval: Duration::from_millis(500),
+        shard_sync_interval: Duration::from_millis(500),
+        checkpoint_interval: Duration::from_millis(200),
+        shutdown_grace: Duration::from_secs(10),
+    }
+}
+
+/// Every settled delivery a host reports, in order.
+#[derive(Clone, Default)]
+pub struct Deliveries(Arc<Mutex<Vec<DeliveryReport>>>);
+
+impl Deliveries {
+    pub fn observer(&self) -> Observer {
+        let reports = self.0.clone();
+        Arc::new(move |report: &DeliveryReport| {
+            reports
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(report.clone());
+        })
+    }
+
+    pub fn all(&self) -> Vec<DeliveryReport> {
+        self.lock().clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Waits until at least `count` deliveries were reported.
+    pub async fn wait_for(&self, count: usize, timeout: Duration) -> Result<Vec<DeliveryReport>> {
+        let waited = tokio::time::timeout(timeout, async {
+            while self.len() < count {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        })
+        .await;
+        let all = self.all();
+        waited.map_err(|_| {
+            anyhow::anyhow!(
+                "waited {timeout:?} for {count} deliveries, saw {}: {all:#?}",
+                all.len()
+            )
+        })?;
+        Ok(all)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<DeliveryReport>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A host on `kinesis` with quick timings, its deliveries and log captured.
+pub struct TestHost {
+    pub host: Host,
+    pub deliveries: Deliveries,
+    pub log: LogSink,
+    pub runtime: Runtime,
+}
+
+impl TestHost {
+    pub fn new(kinesis: aws_sdk_kinesis::Client, owner: &str) -> Result<Self> {
+        Self::with_config(kinesis, quick_config(owner))
+    }
+
+    pub fn with_config(kinesis: aws_sdk_kinesis::Client, config: HostConfig) -> Result<Self> {
+        let deliveries = Deliveries::default();
+        let log = LogSink::capturing();
+        let host = Host::new(kinesis, config)
+            .with_log(log.clone())
+            .with_observer(deliveries.observer());
+        Ok(Self {
+            host,
+            deliveries,
+            log,
+            runtime: Runtime::new(RuntimeConfig::default())?,
+        })
+    }
+
+    /// Loads guest example `name`.
+    pub async fn load(&self, name: &str) -> Result<LoadedComponent> {
+        let path = crate::component(name);
+        LoadedComponent::from_file(&self.runtime, &path)
+            .await
+            .with_context(|| format!("loading {}", path.display()))
+    }
+
+    /// Starts `deployment` and waits until `shards` shards are being read.
+    pub async fn start(&self, deployment: Deployment, shards: usize) -> Result<RunningApp> {
+        let app = self.host.start(deployment);
+        let reading = app
+            .wait_for(Duration::from_secs(30), |status| {
+                status
+                    .iter()
+                    .map(|s| s.count(&ShardState::Reading))
+                    .sum::<usize>()
+                    >= shards
+            })
+            .await;
+        anyhow::ensure!(
+            reading,
+            "{shards} shards never got to Reading: {:#?}",
+            app.status()
+        );
+        Ok(app)
+    }
+}
+
+/// A DynamoDB lease store over a fresh table `table`.
+pub async fn dynamo_store(
+    client: aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Arc<DynamoLeaseStore>> {
+    let store = DynamoLeaseStore::new(client, table);
+    store.create_table_if_missing().await?;
+    Ok(Arc::new(store))
+}
+
+/// The stored checkpoint of `stream:shard`.
+pub async fn stored_checkpoint(
+    store: &dyn LeaseStore,
+    stream: &str,
+    shard: &str,
+) -> Result<Option<String>> {
+    let key = ruststream_host::lease::LeaseKey::new(stream, shard);
+    Ok(store.read(&key).await?.and_then(|row| row.checkpoint))
+}
+
+/// Puts `payload` as JSON on `stream`, on the shard owning `hash_key` when given.
+/// Returns (shard id, sequence number).
+pub async fn put_json(
+    kinesis: &aws_sdk_kinesis::Client,
+    stream: &str,
+    payload: &serde_json::Value,
+    hash_key: Option<&str>,
+) -> Result<(String, String)> {
+    let out = kinesis
+        .put_record()
+        .stream_name(stream)
+        .partition_key("pk")
+        .set_explicit_hash_key(hash_key.map(str::to_owned))
+        .data(Blob::new(serde_json::to_vec(payload)?))
+        .send()
+        .await
+        .with_context(|| format!("PutRecord on {stream}"))?;
+    Ok((out.shard_id, out.sequence_number))
+}
