@@ -3,8 +3,75 @@
 use std::cell::OnceCell;
 use std::time::{Duration, SystemTime};
 
-use crate::bindings::exports::ruststream::handler::handler::{BatchInfo, Delivery};
+use crate::bindings::exports::ruststream::handler::handler::{
+    BatchHeader, BatchInfo, Delivery, Span,
+};
 use crate::bindings::ruststream::handler::types::Header;
+
+/// One record's fields, borrowed from wherever the host put them (a `delivery`, or a batch
+/// record and its arena).
+#[derive(Clone, Copy)]
+pub(crate) struct RecordView<'a> {
+    pub data: &'a [u8],
+    pub partition_key: &'a str,
+    pub sequence_number: &'a str,
+    pub arrival_ms: u64,
+    pub attempt: u32,
+    pub headers: HeaderList<'a>,
+}
+
+/// A record's user headers, wherever the host put them.
+#[derive(Clone, Copy)]
+pub(crate) enum HeaderList<'a> {
+    Owned(&'a [Header]),
+    Arena {
+        arena: &'a [u8],
+        headers: &'a [BatchHeader],
+    },
+}
+
+impl<'a> HeaderList<'a> {
+    pub fn iter(self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
+        let (owned, arena) = match self {
+            Self::Owned(headers) => (headers, None),
+            Self::Arena { arena, headers } => (&[][..], Some((arena, headers))),
+        };
+        let owned = owned.iter().map(|h| (h.name.as_str(), h.value.as_slice()));
+        let arena = arena.into_iter().flat_map(|(arena, headers)| {
+            headers
+                .iter()
+                .map(move |h| (text(arena, h.name), bytes(arena, h.value)))
+        });
+        owned.chain(arena)
+    }
+}
+
+/// The bytes of `span` in `arena`. The host lays both out; a span it got wrong reads as empty
+/// rather than trapping the component.
+pub(crate) fn bytes(arena: &[u8], span: Span) -> &[u8] {
+    let start = span.offset as usize;
+    arena
+        .get(start..start.saturating_add(span.len as usize))
+        .unwrap_or_default()
+}
+
+/// The text of `span` in `arena`; empty when it is not UTF-8.
+pub(crate) fn text(arena: &[u8], span: Span) -> &str {
+    std::str::from_utf8(bytes(arena, span)).unwrap_or_default()
+}
+
+impl<'a> RecordView<'a> {
+    pub fn of(delivery: &'a Delivery) -> Self {
+        Self {
+            data: &delivery.data,
+            partition_key: &delivery.partition_key,
+            sequence_number: &delivery.sequence_number,
+            arrival_ms: delivery.arrival_ms,
+            attempt: delivery.attempt,
+            headers: HeaderList::Owned(&delivery.headers),
+        }
+    }
+}
 
 /// Header name under which [`Headers::get_str`] answers the record's sequence number, as the
 /// seed system exposes it.
@@ -20,19 +87,19 @@ pub const RETRY_COUNT_HEADER: &str = "x-ruststream-retry-count";
 pub struct Context<'a> {
     subscriber: &'a str,
     batch: &'a BatchInfo,
-    delivery: &'a Delivery,
+    record: RecordView<'a>,
     headers: Headers<'a>,
 }
 
 impl<'a> Context<'a> {
-    pub(crate) fn new(subscriber: &'a str, batch: &'a BatchInfo, delivery: &'a Delivery) -> Self {
+    pub(crate) fn new(subscriber: &'a str, batch: &'a BatchInfo, record: RecordView<'a>) -> Self {
         Self {
             subscriber,
             batch,
-            delivery,
+            record,
             headers: Headers {
                 batch,
-                delivery,
+                record,
                 retry_count: OnceCell::new(),
             },
         }
@@ -56,26 +123,26 @@ impl<'a> Context<'a> {
     /// The record's sequence number: a decimal string of up to 56 digits; compare sequence
     /// numbers of one shard as big integers (length first), never as `u64`.
     pub fn sequence_number(&self) -> &str {
-        &self.delivery.sequence_number
+        self.record.sequence_number
     }
 
     pub fn partition_key(&self) -> &str {
-        &self.delivery.partition_key
+        self.record.partition_key
     }
 
     /// 1 on the first delivery; a counted copy carries the previous attempt + 1.
     pub fn attempt(&self) -> u32 {
-        self.delivery.attempt
+        self.record.attempt
     }
 
     /// When the record reached the stream (approximately, as Kinesis reports it).
     pub fn arrival(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_millis(self.delivery.arrival_ms)
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.record.arrival_ms)
     }
 
     /// The raw payload, before decoding.
     pub fn data(&self) -> &[u8] {
-        &self.delivery.data
+        self.record.data
     }
 
     /// The record's user headers, plus the seed system's Kinesis pseudo-headers.
@@ -91,45 +158,37 @@ impl<'a> Context<'a> {
 /// [`RETRY_COUNT_HEADER`], so code written for the seed system reads them unchanged.
 pub struct Headers<'a> {
     batch: &'a BatchInfo,
-    delivery: &'a Delivery,
+    record: RecordView<'a>,
     retry_count: OnceCell<Option<String>>,
 }
 
 impl<'a> Headers<'a> {
     /// A user header's raw value.
-    pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.user(name).map(|header| header.value.as_slice())
+    pub fn get(&self, name: &str) -> Option<&'a [u8]> {
+        self.iter()
+            .find(|(header, _)| header.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
     }
 
     /// A header's value as text; `None` when absent or not UTF-8.
     pub fn get_str(&self, name: &str) -> Option<&str> {
         match name {
-            SEQUENCE_HEADER => Some(&self.delivery.sequence_number),
+            SEQUENCE_HEADER => Some(self.record.sequence_number),
             SHARD_HEADER => Some(&self.batch.shard_id),
-            PARTITION_KEY_HEADER => Some(&self.delivery.partition_key),
+            PARTITION_KEY_HEADER => Some(self.record.partition_key),
             RETRY_COUNT_HEADER => self.retry_count().as_deref(),
             _ => std::str::from_utf8(self.get(name)?).ok(),
         }
     }
 
     /// The user headers, in envelope order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.delivery
-            .headers
-            .iter()
-            .map(|header| (header.name.as_str(), header.value.as_slice()))
-    }
-
-    fn user(&self, name: &str) -> Option<&Header> {
-        self.delivery
-            .headers
-            .iter()
-            .find(|header| header.name.eq_ignore_ascii_case(name))
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + use<'a> {
+        self.record.headers.iter()
     }
 
     fn retry_count(&self) -> &Option<String> {
         self.retry_count.get_or_init(|| {
-            let count = self.delivery.attempt.saturating_sub(1);
+            let count = self.record.attempt.saturating_sub(1);
             (count > 0).then(|| count.to_string())
         })
     }

@@ -6,9 +6,11 @@ use std::cell::OnceCell;
 
 use crate::app::RustStream;
 use crate::bindings::exports::ruststream::handler::handler as wit;
-pub use crate::bindings::exports::ruststream::handler::handler::{App, BatchInfo, Delivery, Guest};
+pub use crate::bindings::exports::ruststream::handler::handler::{
+    App, BatchHeader, BatchInfo, BatchRecord, Delivery, Guest,
+};
 pub use crate::bindings::ruststream::handler::types::HandlerOutcome as WitOutcome;
-use crate::context::Context;
+use crate::context::{Context, HeaderList, RecordView, bytes, text};
 use crate::log;
 use crate::stream::KinesisBroker;
 
@@ -58,39 +60,63 @@ pub fn describe(build: ServiceFn) -> wit::App {
 /// `handle`: one record.
 pub fn handle(build: ServiceFn, info: wit::BatchInfo, delivery: wit::Delivery) -> WitOutcome {
     with_service(build, |service| {
-        dispatch(service, &info, std::slice::from_ref(&delivery))
+        dispatch(service, &info, std::iter::once(RecordView::of(&delivery)))
             .pop()
             .unwrap_or(WitOutcome::Drop)
     })
 }
 
-/// `handle-batch`: records in order, one outcome each.
+/// `handle-batch`: records in order, one outcome each, laid out in the batch's buffers.
 pub fn handle_batch(
     build: ServiceFn,
     info: wit::BatchInfo,
-    deliveries: Vec<wit::Delivery>,
+    arena: Vec<u8>,
+    records: Vec<wit::BatchRecord>,
+    headers: Vec<wit::BatchHeader>,
 ) -> Vec<WitOutcome> {
-    with_service(build, |service| dispatch(service, &info, &deliveries))
+    with_service(build, |service| {
+        let views = records.iter().map(|record| view(&arena, &headers, record));
+        dispatch(service, &info, views)
+    })
 }
 
-fn dispatch(
+fn view<'a>(
+    arena: &'a [u8],
+    headers: &'a [wit::BatchHeader],
+    record: &wit::BatchRecord,
+) -> RecordView<'a> {
+    let range = record.headers;
+    let start = range.offset as usize;
+    let headers = headers
+        .get(start..start.saturating_add(range.len as usize))
+        .unwrap_or_default();
+    RecordView {
+        data: bytes(arena, record.data),
+        partition_key: text(arena, record.partition_key),
+        sequence_number: text(arena, record.sequence_number),
+        arrival_ms: record.arrival_ms,
+        attempt: record.attempt,
+        headers: HeaderList::Arena { arena, headers },
+    }
+}
+
+fn dispatch<'a>(
     service: &RustStream,
     info: &wit::BatchInfo,
-    deliveries: &[wit::Delivery],
+    records: impl ExactSizeIterator<Item = RecordView<'a>>,
 ) -> Vec<WitOutcome> {
     let Some(subscriber) = service.subscribers.get(info.subscription as usize) else {
         tracing::error!(
             subscription = info.subscription,
             "the host named a subscription this component does not have; records dropped"
         );
-        return vec![WitOutcome::Drop; deliveries.len()];
+        return vec![WitOutcome::Drop; records.len()];
     };
-    let outcomes = deliveries
-        .iter()
+    let outcomes = records
         .zip(0u32..)
-        .map(|(delivery, index)| {
+        .map(|(record, index)| {
             log::set_current_record(Some(index));
-            let mut ctx = Context::new(&subscriber.registration.name, info, delivery);
+            let mut ctx = Context::new(&subscriber.registration.name, info, record);
             subscriber
                 .dispatch
                 .dispatch(&mut ctx, &subscriber.registration)

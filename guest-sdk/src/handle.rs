@@ -1,7 +1,6 @@
 //! Handlers and their registrations.
 
 use std::future::Future;
-use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 
@@ -16,7 +15,11 @@ use crate::stream::{KinesisPosition, KinesisStream};
 /// `outs` is the seed system's output slot, kept so handlers move over unchanged; a component
 /// publishes through [`publish`](crate::publish) instead.
 ///
-/// ```ignore
+/// ```
+/// use ruststream::prelude::*;
+/// # #[derive(serde::Deserialize)]
+/// # struct Entry { amount: i64 }
+///
 /// struct Book;
 ///
 /// impl Handle<Entry> for Book {
@@ -43,12 +46,49 @@ where
     In: DeserializeOwned + 'static,
     H: Handle<In> + 'static,
 {
-    let name = default_name::<H>();
+    builder(stream, handler, decode_json::<In>)
+}
+
+/// Like [`subscriber`], for a handler of the payload's bytes as they are ([`Raw`]): nothing is
+/// decoded, so nothing can fail to decode.
+pub fn subscriber_raw<H>(stream: KinesisStream, handler: H) -> SubscriberBuilder<Raw, H>
+where
+    H: Handle<Raw> + 'static,
+{
+    builder(stream, handler, |bytes| Ok(Raw(bytes.to_vec())))
+}
+
+fn builder<In, H>(
+    stream: KinesisStream,
+    handler: H,
+    decode: Decoder<In>,
+) -> SubscriberBuilder<In, H>
+where
+    H: Handle<In> + 'static,
+{
     SubscriberBuilder {
-        registration: Registration::new(name, stream),
+        registration: Registration::new(default_name::<H>(), stream),
         handler,
-        _input: PhantomData,
+        decode,
     }
+}
+
+/// A record's payload, undecoded (the envelope, if any, already removed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Raw(pub Vec<u8>);
+
+impl std::ops::Deref for Raw {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+type Decoder<In> = fn(&[u8]) -> Result<In, String>;
+
+fn decode_json<In: DeserializeOwned>(bytes: &[u8]) -> Result<In, String> {
+    serde_json::from_slice(bytes).map_err(|error| error.to_string())
 }
 
 fn default_name<H>() -> String {
@@ -62,21 +102,21 @@ fn default_name<H>() -> String {
 pub struct SubscriberBuilder<In, H> {
     registration: Registration,
     handler: H,
-    _input: PhantomData<fn() -> In>,
+    decode: Decoder<In>,
 }
 
 impl<In, H> SubscriberBuilder<In, H>
 where
-    In: DeserializeOwned + 'static,
+    In: 'static,
     H: Handle<In> + 'static,
 {
     /// The finished registration, ready for [`BrokerScope::include`](crate::BrokerScope::include).
     pub fn build(self) -> Subscriber {
         Subscriber {
             registration: self.registration,
-            dispatch: Box::new(JsonDispatch {
+            dispatch: Box::new(Decoding {
                 handler: self.handler,
-                _input: PhantomData,
+                decode: self.decode,
             }),
         }
     }
@@ -131,8 +171,16 @@ impl Registration {
 /// Registration settings, available on a [`SubscriberBuilder`], a built [`Subscriber`] and on
 /// what [`include`](crate::BrokerScope::include) returns:
 ///
-/// ```ignore
+/// ```
+/// # use ruststream::prelude::*;
+/// # #[derive(serde::Deserialize)]
+/// # struct Entry { amount: i64 }
+/// # #[subscriber(KinesisStream::new("ledger"))]
+/// # async fn book(entry: &Entry) {}
+/// # let service = RustStream::new(AppInfo::new("ledger", "0.1.0"));
+/// # let _ = service.with_broker(ruststream::KinesisBroker::default(), |b| {
 /// b.include(book).max_attempts(3).dead_letter("ledger.dead");
+/// # });
 /// ```
 ///
 /// Invalid values (a zero `max_attempts` or `batch`, a dead-letter stream equal to the
@@ -196,18 +244,18 @@ pub(crate) trait Dispatch {
     fn dispatch(&self, ctx: &mut Context<'_>, registration: &Registration) -> HandlerOutcome;
 }
 
-struct JsonDispatch<In, H> {
+/// A handler with the decoder of its input.
+struct Decoding<In, H> {
     handler: H,
-    _input: PhantomData<fn() -> In>,
+    decode: Decoder<In>,
 }
 
-impl<In, H> Dispatch for JsonDispatch<In, H>
+impl<In, H> Dispatch for Decoding<In, H>
 where
-    In: DeserializeOwned,
     H: Handle<In>,
 {
     fn dispatch(&self, ctx: &mut Context<'_>, registration: &Registration) -> HandlerOutcome {
-        let input: In = match serde_json::from_slice(ctx.data()) {
+        let input: In = match (self.decode)(ctx.data()) {
             Ok(input) => input,
             Err(error) => return decode_failed(ctx, registration, &error),
         };
@@ -218,11 +266,7 @@ where
     }
 }
 
-fn decode_failed(
-    ctx: &Context<'_>,
-    registration: &Registration,
-    error: &serde_json::Error,
-) -> HandlerOutcome {
+fn decode_failed(ctx: &Context<'_>, registration: &Registration, error: &str) -> HandlerOutcome {
     let outcome = registration.on_failure.decode.outcome();
     tracing::error!(
         subscriber = %registration.name,

@@ -5,7 +5,7 @@
 //! retries and limits. A component only says which streams it subscribes to and what happened
 //! to each record it was handed ([`HandlerOutcome`]).
 //!
-//! ```ignore
+//! ```no_run
 //! use ruststream::prelude::*;
 //!
 //! #[derive(serde::Deserialize)]
@@ -72,7 +72,10 @@ pub use app::{AppInfo, BrokerScope, Mounting, RustStream};
 pub use context::{
     Context, Headers, PARTITION_KEY_HEADER, RETRY_COUNT_HEADER, SEQUENCE_HEADER, SHARD_HEADER,
 };
-pub use handle::{Declared, Handle, Subscriber, SubscriberBuilder, SubscriberSettings, subscriber};
+pub use handle::{
+    Declared, Handle, Raw, Subscriber, SubscriberBuilder, SubscriberSettings, subscriber,
+    subscriber_raw,
+};
 pub use outcome::{FailurePolicies, FailurePolicy, HandlerOutcome, IntoOutcome};
 pub use publish::{PublishError, Published, Record, publish};
 pub use ruststream_macros::{service, subscriber};
@@ -83,8 +86,8 @@ pub use tracing;
 pub mod prelude {
     pub use crate::{
         AppInfo, Context, FailurePolicies, FailurePolicy, Handle, HandlerOutcome, KinesisBroker,
-        KinesisPosition, KinesisStream, Record, RustStream, SubscriberSettings, publish, service,
-        subscriber, tracing,
+        KinesisPosition, KinesisStream, Raw, Record, RustStream, SubscriberSettings, publish,
+        service, subscriber, subscriber_raw, tracing,
     };
     pub use std::future::{Future, ready};
 }

@@ -47,6 +47,8 @@ pub struct DeliveryReport {
     pub outcome: Outcome,
     /// Set when the call trapped instead of returning an outcome.
     pub trap: Option<TrapKind>,
+    /// When the outcome was settled (the pipeline clock, ms since the epoch).
+    pub at_ms: u64,
 }
 
 /// Receives a report of every settled delivery.
@@ -194,12 +196,12 @@ impl ShardPipeline {
     }
 
     /// Starts the bookkeeping afresh at `checkpoint` (a seek): records delivered before no
-    /// longer move the checkpoint, waiting records and unsent copies are forgotten (the reader
-    /// reads from the new position).
+    /// longer move the checkpoint, and records waiting for their due time are forgotten (the
+    /// reader reads again from the new position). Copies still being published go on being
+    /// retried, so none is lost, but their originals' acks no longer count.
     pub fn reset(&mut self, checkpoint: Option<String>) {
         self.watermark.reset(checkpoint);
         self.waiting.clear();
-        self.unsent.clear();
         self.checkpoint_moved = false;
     }
 
@@ -395,6 +397,7 @@ impl ShardPipeline {
                 attempt: delivery.attempt(),
                 outcome,
                 trap,
+                at_ms: self.env.clock.now_ms(),
             });
         }
     }

@@ -174,3 +174,69 @@ pub async fn put_json(
         .with_context(|| format!("PutRecord on {stream}"))?;
     Ok((out.shard_id, out.sequence_number))
 }
+
+/// A record as read back from a stream.
+#[derive(Debug, Clone)]
+pub struct ReadBack {
+    pub shard_id: String,
+    pub sequence_number: String,
+    pub partition_key: String,
+    /// The bytes as stored, envelope included.
+    pub data: Vec<u8>,
+}
+
+impl ReadBack {
+    /// Payload and headers, as the host reads them.
+    pub fn unwrap(&self) -> ruststream_host::envelope::Unwrapped {
+        ruststream_host::envelope::unwrap(&self.data)
+    }
+}
+
+/// Every record of every shard of `stream`, from the horizon, in shard order.
+pub async fn read_all(kinesis: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<ReadBack>> {
+    let mut out = Vec::new();
+    let shards = ruststream_host::kinesis::list_shards(kinesis, stream).await?;
+    for shard in shards {
+        let mut iterator = kinesis
+            .get_shard_iterator()
+            .stream_name(stream)
+            .shard_id(&shard.shard_id)
+            .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await?
+            .shard_iterator;
+        while let Some(it) = iterator.take() {
+            let page = kinesis.get_records().shard_iterator(it).send().await?;
+            let records = page.records();
+            out.extend(records.iter().map(|r| ReadBack {
+                shard_id: shard.shard_id.clone(),
+                sequence_number: r.sequence_number().to_owned(),
+                partition_key: r.partition_key().unwrap_or_default().to_owned(),
+                data: r.data().as_ref().to_vec(),
+            }));
+            // An open shard always has a next iterator: stop at the first empty page.
+            if !records.is_empty() {
+                iterator = page.next_shard_iterator;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Puts raw `data` on `stream` with `partition_key`. Returns (shard id, sequence number).
+pub async fn put_raw(
+    kinesis: &aws_sdk_kinesis::Client,
+    stream: &str,
+    partition_key: &str,
+    data: Vec<u8>,
+) -> Result<(String, String)> {
+    let out = kinesis
+        .put_record()
+        .stream_name(stream)
+        .partition_key(partition_key)
+        .data(Blob::new(data))
+        .send()
+        .await
+        .with_context(|| format!("PutRecord on {stream}"))?;
+    Ok((out.shard_id, out.sequence_number))
+}

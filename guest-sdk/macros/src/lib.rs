@@ -12,12 +12,13 @@ use syn::{Expr, FnArg, ItemFn, ReturnType, Token, Type};
 
 /// Declares a handler function as a subscriber of a stream:
 ///
-/// ```ignore
+/// ```text
 /// #[subscriber(KinesisStream::new("ledger"))]
 /// async fn book(entry: &Entry) -> HandlerOutcome { .. }
 /// ```
 ///
-/// The function takes the decoded input by reference and, optionally, `ctx: &mut Context<'_>`;
+/// The function takes the decoded input by reference (`&Raw` for the undecoded payload) and,
+/// optionally, `ctx: &mut Context<'_>`;
 /// it returns `HandlerOutcome`, `()` (ack) or `Result<(), E>` (`Err` drops the record).
 /// Settings may follow the stream: `on_failure(panic = drop, decode = retry)` and
 /// `start_at(KinesisPosition::horizon())`. The function becomes a unit value of the same name,
@@ -77,6 +78,11 @@ fn expand_subscriber(
         quote!(input)
     };
     let await_call = sig.asyncness.map(|_| quote!(.await));
+    let register = if signature.raw {
+        quote!(::ruststream::subscriber_raw)
+    } else {
+        quote!(::ruststream::subscriber)
+    };
     let mut body_sig = sig.clone();
     body_sig.ident = format_ident!("call");
 
@@ -110,7 +116,7 @@ fn expand_subscriber(
         impl ::ruststream::Declared for #name {
             fn declare(self) -> ::ruststream::Subscriber {
                 use ::ruststream::SubscriberSettings as _;
-                ::ruststream::subscriber(#stream, self)
+                #register(#stream, self)
                     .name(#name_text)
                     #(#settings)*
                     .build()
@@ -122,6 +128,8 @@ fn expand_subscriber(
 /// What the handler function takes.
 struct HandlerSignature {
     input: Type,
+    /// The input is `Raw`: the payload's bytes, not decoded.
+    raw: bool,
     takes_context: bool,
 }
 
@@ -175,8 +183,11 @@ impl HandlerSignature {
                 "return `HandlerOutcome`, `()` or `Result<(), E>`",
             ));
         }
+        let raw = matches!(&input, Type::Path(path)
+            if path.path.segments.last().is_some_and(|s| s.ident == "Raw"));
         Ok(Self {
             input,
+            raw,
             takes_context,
         })
     }
@@ -280,9 +291,11 @@ fn expand_service(function: ItemFn) -> TokenStream2 {
 
             fn handle_batch(
                 info: ::ruststream::__private::BatchInfo,
-                records: ::std::vec::Vec<::ruststream::__private::Delivery>,
+                arena: ::std::vec::Vec<u8>,
+                records: ::std::vec::Vec<::ruststream::__private::BatchRecord>,
+                headers: ::std::vec::Vec<::ruststream::__private::BatchHeader>,
             ) -> ::std::vec::Vec<::ruststream::__private::WitOutcome> {
-                ::ruststream::__private::handle_batch(#name, info, records)
+                ::ruststream::__private::handle_batch(#name, info, arena, records, headers)
             }
         }
 

@@ -95,19 +95,19 @@ impl HandlerInstance {
         call: &BatchCall<'_>,
     ) -> Result<Vec<Outcome>, CallFailure> {
         let info = batch_info(call);
-        let headers = wit_headers(call.deliveries);
-        let records: Vec<wit::Delivery<'_>> = call
-            .deliveries
-            .iter()
-            .zip(&headers)
-            .map(|(delivery, headers)| wit_delivery(delivery, headers))
-            .collect();
-        let expected = records.len();
+        let batch = Layout::of(call.deliveries);
+        let expected = batch.records.len();
         let outcomes = self
             .call(call, async |live: &mut Live| {
                 live.bindings
                     .ruststream_handler_handler()
-                    .call_handle_batch(&mut live.store, info, &records)
+                    .call_handle_batch(
+                        &mut live.store,
+                        info,
+                        &batch.arena,
+                        &batch.records,
+                        &batch.headers,
+                    )
                     .await
             })
             .await?;
@@ -267,8 +267,65 @@ fn batch_info<'a>(call: &'a BatchCall<'_>) -> wit::BatchInfo<'a> {
     }
 }
 
-fn wit_headers(deliveries: &[Delivery]) -> Vec<Vec<WitHeader<'_>>> {
-    deliveries.iter().map(wit_header_list).collect()
+/// A batch laid out for `handle-batch`: every byte in one arena, every header in one list,
+/// the records as spans of both.
+struct Layout {
+    arena: Vec<u8>,
+    records: Vec<wit::BatchRecord>,
+    headers: Vec<wit::BatchHeader>,
+}
+
+impl Layout {
+    fn of(deliveries: &[Delivery]) -> Self {
+        let size: usize = deliveries
+            .iter()
+            .map(|d| {
+                let headers: usize = d.headers.iter().map(|h| h.name.len() + h.value.len()).sum();
+                d.payload.len() + d.partition_key.len() + d.sequence_number.len() + headers
+            })
+            .sum();
+        let mut layout = Self {
+            arena: Vec::with_capacity(size),
+            records: Vec::with_capacity(deliveries.len()),
+            headers: Vec::new(),
+        };
+        for delivery in deliveries {
+            let record = layout.record(delivery);
+            layout.records.push(record);
+        }
+        layout
+    }
+
+    fn record(&mut self, delivery: &Delivery) -> wit::BatchRecord {
+        let first_header = self.headers.len();
+        for header in &delivery.headers {
+            let name = self.push(header.name.as_bytes());
+            let value = self.push(&header.value);
+            self.headers.push(wit::BatchHeader { name, value });
+        }
+        wit::BatchRecord {
+            data: self.push(&delivery.payload),
+            partition_key: self.push(delivery.partition_key.as_bytes()),
+            sequence_number: self.push(delivery.sequence_number.as_bytes()),
+            arrival_ms: delivery.arrival_ms,
+            attempt: delivery.attempt(),
+            headers: span(first_header, delivery.headers.len()),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> wit::Span {
+        let span = span(self.arena.len(), bytes.len());
+        self.arena.extend_from_slice(bytes);
+        span
+    }
+}
+
+/// A GetRecords batch is at most 10 MB, far below what u32 offsets reach.
+fn span(offset: usize, len: usize) -> wit::Span {
+    wit::Span {
+        offset: offset as u32,
+        len: len as u32,
+    }
 }
 
 fn wit_header_list(delivery: &Delivery) -> Vec<WitHeader<'_>> {

@@ -8,22 +8,29 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::seek::{SeekError, SeekRequest, ShardSeek};
 use super::worker::{self, WorkerContext, WorkerExit};
+use crate::app::StartPosition;
 use crate::kinesis::{ReadError, ShardInfo, list_shards};
 use crate::lease::{Claim, LeaseKey, LeaseRecord, SHARD_END};
 
 /// Runs a subscription until shutdown; then waits for its workers to flush and release.
-pub(crate) async fn run(ctx: WorkerContext, shared_stream: bool) {
+pub(crate) async fn run(
+    ctx: WorkerContext,
+    shared_stream: bool,
+    mut seeks: mpsc::Receiver<SeekRequest>,
+) {
     let mut coordinator = Coordinator {
         owner: ctx.config.owner_id.clone(),
         shared_stream,
         observed: HashMap::new(),
         workers: JoinSet::new(),
         tasks: HashMap::new(),
-        owned: BTreeSet::new(),
+        owned: BTreeMap::new(),
         ctx,
     };
     let mut shutdown = coordinator.ctx.shutdown.clone();
@@ -42,6 +49,7 @@ pub(crate) async fn run(ctx: WorkerContext, shared_stream: bool) {
             _ = next_sync => {}
             _ = shutdown.changed() => {}
             Some(joined) = coordinator.workers.join_next_with_id() => coordinator.worker_ended(joined),
+            Some(request) = seeks.recv() => coordinator.seek(request).await,
         }
     }
     coordinator.drain().await;
@@ -56,7 +64,8 @@ struct Coordinator {
     workers: JoinSet<(String, WorkerExit)>,
     /// The shard each worker task reads, to know which one a panicked task held.
     tasks: HashMap<tokio::task::Id, String>,
-    owned: BTreeSet<String>,
+    /// Shards this host holds, with the channel to their worker.
+    owned: BTreeMap<String, mpsc::UnboundedSender<ShardSeek>>,
 }
 
 impl Coordinator {
@@ -140,7 +149,7 @@ impl Coordinator {
             if self.owned.len() >= target {
                 return;
             }
-            if self.owned.contains(shard_id) {
+            if self.owned.contains_key(shard_id) {
                 continue;
             }
             let key = self.key(shard_id);
@@ -216,8 +225,11 @@ impl Coordinator {
         {
             Ok(Some(lease)) => {
                 tracing::info!(lease = %key, owner = %self.owner, checkpoint = ?lease.checkpoint, "lease taken");
-                self.owned.insert(key.shard_id().to_owned());
-                let task = self.workers.spawn(worker::run(self.ctx.clone(), lease));
+                let (seeks, seeks_rx) = mpsc::unbounded_channel();
+                self.owned.insert(key.shard_id().to_owned(), seeks);
+                let task = self
+                    .workers
+                    .spawn(worker::run(self.ctx.clone(), lease, seeks_rx));
                 self.tasks.insert(task.id(), key.shard_id().to_owned());
             }
             Ok(None) => tracing::debug!(lease = %key, "lease was taken by another host first"),
@@ -246,6 +258,61 @@ impl Coordinator {
         if let Some(shard_id) = shard_id {
             self.owned.remove(&shard_id);
         }
+    }
+
+    /// Moves the shards a seek names: one shard for a sequence, else every shard held here,
+    /// and the start of shards taken later without a checkpoint.
+    async fn seek(&mut self, request: SeekRequest) {
+        let subscriber = self.ctx.spec.name.clone();
+        let targets: Vec<String> = match &request.position {
+            StartPosition::AtSequence { shard_id, .. } => {
+                if !self.owned.contains_key(shard_id) {
+                    let _ = request.reply.send(Err(SeekError::NotOwned {
+                        subscriber,
+                        shard_id: shard_id.clone(),
+                    }));
+                    return;
+                }
+                vec![shard_id.clone()]
+            }
+            stream_wide => {
+                self.ctx.start = Some(stream_wide.clone());
+                self.owned.keys().cloned().collect()
+            }
+        };
+        let mut replies = Vec::new();
+        for shard_id in &targets {
+            let (reply, answer) = oneshot::channel();
+            let sent = self.owned.get(shard_id).is_some_and(|worker| {
+                worker
+                    .send(ShardSeek {
+                        position: request.position.clone(),
+                        reply,
+                    })
+                    .is_ok()
+            });
+            if sent {
+                replies.push((shard_id.clone(), answer));
+            }
+        }
+        let mut moved = Vec::new();
+        for (shard_id, answer) in replies {
+            match answer.await {
+                Ok(Ok(())) => moved.push(shard_id),
+                Ok(Err(reason)) => {
+                    let _ = request.reply.send(Err(SeekError::Reopen {
+                        subscriber,
+                        shard_id,
+                        reason,
+                    }));
+                    return;
+                }
+                // The worker ended meanwhile (lease lost, shutdown): nothing of it to move.
+                Err(_) => {}
+            }
+        }
+        tracing::info!(subscriber = %subscriber, position = ?request.position, shards = ?moved, "seek done");
+        let _ = request.reply.send(Ok(moved));
     }
 
     /// Waits for every worker to flush and release (they watch the same shutdown signal),

@@ -19,16 +19,18 @@
 
 mod coordinator;
 mod keeper;
+mod seek;
 mod status;
 mod worker;
 
+pub use seek::SeekError;
 pub use status::{ShardState, ShardStatus, SubscriptionStatus};
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use crate::app::StartPosition;
@@ -173,6 +175,7 @@ impl Host {
         };
         let mut tasks = JoinSet::new();
         let mut boards = Vec::new();
+        let mut seeks = HashMap::new();
         let subscriptions = &component.app().subscriptions;
         for spec in subscriptions {
             let shared_stream = subscriptions
@@ -198,13 +201,16 @@ impl Host {
                 shutdown: shutdown.clone(),
             };
             boards.push(status);
-            tasks.spawn(coordinator::run(ctx, shared_stream));
+            let (seek_tx, seek_rx) = mpsc::channel(8);
+            seeks.insert(spec.name.clone(), seek_tx);
+            tasks.spawn(coordinator::run(ctx, shared_stream, seek_rx));
         }
         RunningApp {
             name: component.app().name.clone(),
             shutdown: shutdown_tx,
             tasks,
             boards,
+            seeks,
         }
     }
 }
@@ -215,6 +221,7 @@ pub struct RunningApp {
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
     boards: Vec<StatusBoard>,
+    seeks: HashMap<String, mpsc::Sender<seek::SeekRequest>>,
 }
 
 impl RunningApp {
@@ -242,6 +249,32 @@ impl RunningApp {
         })
         .await
         .is_ok()
+    }
+
+    /// Repositions a subscription: every shard this host holds (and shards it takes later
+    /// without a checkpoint) for horizon, latest and timestamp; one shard for a sequence.
+    /// Each moved shard starts its checkpoint bookkeeping afresh: acks of records delivered
+    /// before the seek never move its checkpoint. Returns the shards moved.
+    ///
+    /// # Errors
+    /// [`SeekError::NotOwned`] for a sequence on a shard this host does not hold (the others
+    /// keep flowing), and when the subscriber is unknown, stopped, or a shard cannot reopen.
+    pub async fn seek(
+        &self,
+        subscriber: &str,
+        position: StartPosition,
+    ) -> Result<Vec<String>, SeekError> {
+        let stopped = || SeekError::Stopped(subscriber.to_owned());
+        let coordinator = self
+            .seeks
+            .get(subscriber)
+            .ok_or_else(|| SeekError::UnknownSubscriber(subscriber.to_owned()))?;
+        let (reply, answer) = oneshot::channel();
+        coordinator
+            .send(seek::SeekRequest { position, reply })
+            .await
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 
     /// Graceful shutdown: stop fetching, let in-flight calls finish (bounded by the grace

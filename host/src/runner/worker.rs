@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::HostConfig;
 use super::keeper::{Keeper, KeeperTiming};
+use super::seek::ShardSeek;
 use super::status::{ShardState, StatusBoard};
 use crate::app::{StartPosition, SubscriptionSpec};
 use crate::component::{InstanceEnv, LoadedComponent};
@@ -46,9 +47,13 @@ pub(crate) enum WorkerExit {
     Failed(String),
 }
 
-pub(crate) async fn run(ctx: WorkerContext, lease: HeldLease) -> (String, WorkerExit) {
+pub(crate) async fn run(
+    ctx: WorkerContext,
+    lease: HeldLease,
+    seeks: mpsc::UnboundedReceiver<ShardSeek>,
+) -> (String, WorkerExit) {
     let shard_id = lease.key.shard_id().to_owned();
-    let exit = work(&ctx, lease).await;
+    let exit = work(&ctx, lease, seeks).await;
     let state = match &exit {
         WorkerExit::Finished => ShardState::Finished,
         WorkerExit::Lost => ShardState::Lost,
@@ -60,7 +65,11 @@ pub(crate) async fn run(ctx: WorkerContext, lease: HeldLease) -> (String, Worker
     (shard_id, exit)
 }
 
-async fn work(ctx: &WorkerContext, lease: HeldLease) -> WorkerExit {
+async fn work(
+    ctx: &WorkerContext,
+    lease: HeldLease,
+    seeks: mpsc::UnboundedReceiver<ShardSeek>,
+) -> WorkerExit {
     let shard_id = lease.key.shard_id().to_owned();
     let checkpoint = lease.checkpoint.clone();
     let keeper = Keeper::spawn(ctx.store.clone(), lease, timing(&ctx.config));
@@ -91,7 +100,7 @@ async fn work(ctx: &WorkerContext, lease: HeldLease) -> WorkerExit {
         ctx.pipeline_env.clone(),
     );
     ctx.status.set_state(&shard_id, ShardState::Reading);
-    let exit = read(ctx, &keeper, &mut reader, &mut pipeline).await;
+    let exit = read(ctx, &keeper, &mut reader, &mut pipeline, seeks).await;
     ctx.status.update(&shard_id, |s| {
         s.checkpoint = pipeline.checkpoint().map(str::to_owned);
         s.held_at = pipeline.held_at().map(str::to_owned);
@@ -119,6 +128,7 @@ async fn read(
     keeper: &Keeper,
     reader: &mut ShardReader,
     pipeline: &mut ShardPipeline,
+    mut seeks: mpsc::UnboundedReceiver<ShardSeek>,
 ) -> WorkerExit {
     let mut lost = keeper.lost();
     let mut shutdown = ctx.shutdown.clone();
@@ -152,6 +162,10 @@ async fn read(
             _ = sleep_until(due), if due.is_some() => {
                 pipeline.poll_due().await;
             }
+            Some(seek) = seeks.recv() => {
+                let moved = reposition(ctx, reader, pipeline, &seek.position).await;
+                let _ = seek.reply.send(moved);
+            }
         }
         if let Some(position) = pipeline.take_checkpoint() {
             ctx.status
@@ -162,6 +176,30 @@ async fn read(
             s.held_at = pipeline.held_at().map(str::to_owned)
         });
     }
+}
+
+/// Reopens the shard at `position` and starts its bookkeeping afresh: records delivered
+/// before no longer move the checkpoint. On failure the shard reads on where it was.
+async fn reposition(
+    ctx: &WorkerContext,
+    reader: &mut ShardReader,
+    pipeline: &mut ShardPipeline,
+    position: &StartPosition,
+) -> Result<(), String> {
+    let shard_id = pipeline.shard_id().to_owned();
+    let start = start_at(None, Some(position), &shard_id);
+    let reopened = ShardReader::open(
+        ctx.client.clone(),
+        &ctx.spec.stream,
+        &shard_id,
+        start,
+        ctx.config.reader.clone(),
+    )
+    .await
+    .map_err(|error| error.to_string())?;
+    *reader = reopened;
+    pipeline.reset(None);
+    Ok(())
 }
 
 async fn give_up(keeper: Keeper, error: ReadError) -> WorkerExit {

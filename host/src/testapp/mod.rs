@@ -337,6 +337,32 @@ impl TestApp {
         Err(TestAppError::NeverSettles(MAX_SETTLE_ROUNDS))
     }
 
+    /// Makes the next `count` writes to `stream` by the component or the runtime (a counted
+    /// copy, a dead letter) fail as an unavailable stream would. The test's own `publish`
+    /// calls are not affected.
+    pub fn fail_next_publishes(&self, stream: &str, count: u32) {
+        self.streams.fail_next_publishes(stream, count);
+    }
+
+    /// Repositions a subscriber's shard, as the host's seek does, and starts its checkpoint
+    /// bookkeeping afresh; then delivers what is due.
+    ///
+    /// # Errors
+    /// When no subscriber matches, or the app never settles.
+    pub async fn seek(
+        &mut self,
+        subscriber: &str,
+        position: StartPosition,
+    ) -> Result<(), TestAppError> {
+        let index = self.reader_index(subscriber)?;
+        let reader = &mut self.readers[index];
+        let mut spec = reader.pipeline.subscription().clone();
+        spec.start = Some(position);
+        reader.next = start_index(&self.streams, &spec);
+        reader.pipeline.reset(None);
+        self.settle().await
+    }
+
     /// Paused time elapsed since the app started.
     pub fn elapsed(&self) -> Duration {
         Duration::from_millis(self.clock.now_ms() - START_MS)
@@ -347,18 +373,7 @@ impl TestApp {
     /// # Errors
     /// [`TestAppError::UnknownSubscriber`] when nothing matches `name`.
     pub fn subscriber(&self, name: &str) -> Result<SubscriberView<'_>, TestAppError> {
-        let reader = self
-            .readers
-            .iter()
-            .find(|r| r.pipeline.subscription().name == name)
-            .or_else(|| {
-                let mut on_stream = self
-                    .readers
-                    .iter()
-                    .filter(|r| r.pipeline.subscription().stream == name);
-                on_stream.next().filter(|_| on_stream.next().is_none())
-            })
-            .ok_or_else(|| TestAppError::UnknownSubscriber(name.to_owned()))?;
+        let reader = &self.readers[self.reader_index(name)?];
         let subscriber = reader.pipeline.subscription().name.clone();
         let reports = lock(&self.reports)
             .iter()
@@ -387,6 +402,25 @@ impl TestApp {
             .into_iter()
             .filter(|line| line.message.contains(text))
             .collect()
+    }
+
+    fn reader_index(&self, name: &str) -> Result<usize, TestAppError> {
+        let by_name = self
+            .readers
+            .iter()
+            .position(|r| r.pipeline.subscription().name == name);
+        let by_stream = || {
+            let mut on_stream = self
+                .readers
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.pipeline.subscription().stream == name)
+                .map(|(i, _)| i);
+            on_stream.next().filter(|_| on_stream.next().is_none())
+        };
+        by_name
+            .or_else(by_stream)
+            .ok_or_else(|| TestAppError::UnknownSubscriber(name.to_owned()))
     }
 
     fn next_due_ms(&self) -> Option<u64> {

@@ -80,6 +80,8 @@ pub struct InProcessStreams {
 struct Streams {
     by_name: BTreeMap<String, Vec<StoredRecord>>,
     next_sequence: u64,
+    /// Injected faults: how many more appends to a stream fail.
+    failing: BTreeMap<String, u32>,
 }
 
 impl InProcessStreams {
@@ -114,6 +116,26 @@ impl InProcessStreams {
             .unwrap_or_default()
     }
 
+    /// Makes the next `count` publishes to `stream` (by the runtime or a component, not
+    /// [`append`](Self::append)) fail as an unavailable stream would.
+    pub fn fail_next_publishes(&self, stream: &str, count: u32) {
+        self.lock().failing.insert(stream.to_owned(), count);
+    }
+
+    fn injected_fault(&self, stream: &str) -> Result<(), PublishError> {
+        let mut streams = self.lock();
+        match streams.failing.get_mut(stream).filter(|left| **left > 0) {
+            Some(left) => {
+                *left -= 1;
+                Err(PublishError::Unavailable {
+                    stream: stream.to_owned(),
+                    reason: "fault injected by the test".to_owned(),
+                })
+            }
+            None => Ok(()),
+        }
+    }
+
     /// How many records `stream` holds.
     pub fn len(&self, stream: &str) -> usize {
         self.lock().by_name.get(stream).map_or(0, Vec::len)
@@ -131,6 +153,7 @@ impl InProcessStreams {
         let Streams {
             by_name,
             next_sequence,
+            ..
         } = &mut *streams;
         let records = by_name
             .get_mut(stream)
@@ -155,12 +178,16 @@ impl InProcessStreams {
     }
 }
 
+/// What the runtime and components write: subject to injected faults.
 impl Publisher for InProcessStreams {
     fn publish<'a>(
         &'a self,
         stream: &'a str,
         record: OutgoingRecord,
     ) -> BoxFuture<'a, Result<Published, PublishError>> {
-        Box::pin(async move { self.append(stream, &record) })
+        Box::pin(async move {
+            self.injected_fault(stream)?;
+            self.append(stream, &record)
+        })
     }
 }
