@@ -32,6 +32,8 @@ pub enum Origin {
 pub struct LogLine {
     pub level: Level,
     pub origin: Origin,
+    /// The tenant owning the component, when the line concerns one.
+    pub tenant: Option<String>,
     pub component: String,
     pub stream: Option<String>,
     pub shard_id: Option<String>,
@@ -52,7 +54,11 @@ impl LogLine {
 
 impl fmt::Display for LogLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} [{}", self.level, self.component)?;
+        write!(f, "{:?} [", self.level)?;
+        if let Some(tenant) = &self.tenant {
+            write!(f, "{tenant}/")?;
+        }
+        write!(f, "{}", self.component)?;
         for tag in [&self.stream, &self.shard_id, &self.sequence_number]
             .into_iter()
             .flatten()
@@ -113,6 +119,7 @@ fn emit_tracing(line: &LogLine) {
             tracing::event!(
                 target: $target,
                 $level,
+                tenant = line.tenant.as_deref().unwrap_or(""),
                 component = %line.component,
                 stream,
                 shard,

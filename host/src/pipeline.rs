@@ -27,6 +27,7 @@ use crate::log::{Level, LogLine, LogSink, Origin};
 use crate::publish::Publisher;
 use crate::record::{Delivery, OutgoingRecord};
 use crate::settlement::{self, CopyPlan, Disposition, Outcome};
+use crate::tenant::Tenant;
 
 /// Records handed to one call when the subscription does not set `batch`.
 pub const DEFAULT_BATCH_LIMIT: usize = 1000;
@@ -59,6 +60,8 @@ pub type Observer = Arc<dyn Fn(&DeliveryReport) + Send + Sync>;
 pub struct PipelineEnv {
     /// The component's name, for log lines.
     pub component: Arc<str>,
+    /// Its tenant, whose quarantine gate stops delivery and counts failed calls.
+    pub tenant: Arc<Tenant>,
     /// Where counted copies are written (the host's own transport, not the tenant's grants).
     pub publisher: Arc<dyn Publisher>,
     pub clock: Arc<dyn Clock>,
@@ -92,6 +95,8 @@ pub struct ShardPipeline {
     watermark: Watermark,
     waiting: Vec<Waiting>,
     unsent: Vec<UnsentCopy>,
+    /// Records not yet handed to the component because its tenant is quarantined.
+    parked: Vec<(Ticket, Delivery)>,
     checkpoint_moved: bool,
     env: PipelineEnv,
 }
@@ -113,6 +118,7 @@ impl ShardPipeline {
             watermark: Watermark::new(checkpoint),
             waiting: Vec::new(),
             unsent: Vec::new(),
+            parked: Vec::new(),
             checkpoint_moved: false,
             env,
         }
@@ -144,10 +150,15 @@ impl ShardPipeline {
         self.run(ready).await;
     }
 
-    /// Delivers waiting records that are now due and retries copies whose pause is over.
-    /// Returns whether it did anything.
+    /// Delivers waiting records that are now due (and parked ones, once the tenant is out of
+    /// quarantine), and retries copies whose pause is over. Returns whether it did anything.
     pub async fn poll_due(&mut self) -> bool {
         let now = self.env.clock.now_ms();
+        let unparked = if self.env.tenant.is_quarantined() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.parked)
+        };
         let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
             .into_iter()
             .partition(|w| w.due_at_ms <= now);
@@ -156,7 +167,8 @@ impl ShardPipeline {
             .into_iter()
             .partition(|u| u.next_try_ms <= now);
         self.unsent = unsent;
-        let progressed = !due.is_empty() || !retry.is_empty();
+        let progressed = !unparked.is_empty() || !due.is_empty() || !retry.is_empty();
+        self.run(unparked).await;
         self.run(due.into_iter().map(|w| (w.ticket, w.delivery)).collect())
             .await;
         for copy in retry {
@@ -169,7 +181,9 @@ impl ShardPipeline {
     pub fn next_due_ms(&self) -> Option<u64> {
         let waiting = self.waiting.iter().map(|w| w.due_at_ms);
         let unsent = self.unsent.iter().map(|u| u.next_try_ms);
-        waiting.chain(unsent).min()
+        let parked = (!self.parked.is_empty() && !self.env.tenant.is_quarantined())
+            .then(|| self.env.clock.now_ms());
+        waiting.chain(unsent).chain(parked).min()
     }
 
     /// Where the checkpoint stands: the last record of the handled prefix.
@@ -192,7 +206,7 @@ impl ShardPipeline {
 
     /// Whether every delivered record is handled and no copy is pending.
     pub fn is_settled(&self) -> bool {
-        self.watermark.in_flight() == 0 && self.unsent.is_empty()
+        self.watermark.in_flight() == 0 && self.unsent.is_empty() && self.parked.is_empty()
     }
 
     /// Starts the bookkeeping afresh at `checkpoint` (a seek): records delivered before no
@@ -202,6 +216,7 @@ impl ShardPipeline {
     pub fn reset(&mut self, checkpoint: Option<String>) {
         self.watermark.reset(checkpoint);
         self.waiting.clear();
+        self.parked.clear();
         self.checkpoint_moved = false;
     }
 
@@ -217,6 +232,10 @@ impl ShardPipeline {
             .map_or(DEFAULT_BATCH_LIMIT, |l| l as usize);
         let mut records = records.into_iter().peekable();
         while records.peek().is_some() {
+            if self.env.tenant.is_quarantined() {
+                self.parked.extend(records);
+                return;
+            }
             let (tickets, deliveries): (Vec<Ticket>, Vec<Delivery>) =
                 records.by_ref().take(limit).unzip();
             self.run_batch(tickets, deliveries.into()).await;
@@ -231,6 +250,7 @@ impl ShardPipeline {
             deliveries: &deliveries,
         };
         let result = self.instance.handle_batch(&call).await;
+        self.count_call(result.as_ref().err());
         match result {
             Ok(outcomes) => {
                 for ((ticket, delivery), outcome) in
@@ -256,6 +276,12 @@ impl ShardPipeline {
 
     async fn isolate(&mut self, tickets: &[Ticket], deliveries: &Arc<[Delivery]>) {
         for (index, ticket) in tickets.iter().enumerate() {
+            if self.env.tenant.is_quarantined() {
+                let rest = tickets[index..].iter().copied();
+                self.parked
+                    .extend(rest.zip(deliveries[index..].iter().cloned()));
+                return;
+            }
             let call = BatchCall {
                 subscription: self.subscription.index,
                 stream: &self.stream,
@@ -263,12 +289,23 @@ impl ShardPipeline {
                 deliveries,
             };
             let result = self.instance.handle_one(&call, index).await;
+            self.count_call(result.as_ref().err());
             match result {
                 Ok(outcome) => {
                     self.settle(*ticket, &deliveries[index], outcome, None)
                         .await
                 }
                 Err(failure) => self.trapped(*ticket, &deliveries[index], failure).await,
+            }
+        }
+    }
+
+    /// Tells the tenant's quarantine gate how a call went.
+    fn count_call(&self, failure: Option<&CallFailure>) {
+        match failure {
+            None => self.env.tenant.call_succeeded(),
+            Some(failure) => {
+                self.env.tenant.call_failed(failure.kind);
             }
         }
     }
@@ -414,6 +451,7 @@ impl ShardPipeline {
         LogLine {
             level,
             origin: Origin::Runtime,
+            tenant: Some(self.env.tenant.name().to_owned()),
             component: self.env.component.to_string(),
             stream: Some(self.stream.to_string()),
             shard_id: Some(self.shard_id.to_string()),

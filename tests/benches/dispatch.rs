@@ -30,6 +30,7 @@ use ruststream_host::component::{
 use ruststream_host::log::LogSink;
 use ruststream_host::record::Delivery;
 use ruststream_host::settlement::Outcome;
+use ruststream_host::tenant::Tenant;
 use ruststream_host::testapp::InProcessStreams;
 
 const RECORDS_PER_ROUND: usize = 20_000;
@@ -102,7 +103,8 @@ impl Variant {
 
     fn component(component: &LoadedComponent, batch: usize, deadlines: bool) -> Self {
         let streams = Arc::new(InProcessStreams::new(Arc::new(SystemClock)));
-        let instance = component.instance(component.env(streams, LogSink::new()));
+        let tenant = Arc::new(Tenant::trusted("bench"));
+        let instance = component.instance(component.env(tenant, streams, LogSink::new()));
         let calls = match batch {
             1 => "one call per record".to_owned(),
             n => format!("batch of {n}"),

@@ -116,7 +116,7 @@ impl TestHost {
 
     /// Starts `deployment` and waits until `shards` shards are being read.
     pub async fn start(&self, deployment: Deployment, shards: usize) -> Result<RunningApp> {
-        let app = self.host.start(deployment);
+        let app = self.host.start(deployment)?;
         let reading = app
             .wait_for(Duration::from_secs(30), |status| {
                 status

@@ -463,11 +463,11 @@ async fn two_apps_on_one_stream_keep_separate_checkpoints() -> anyhow::Result<()
     let ledger = host.host.start(Deployment::new(
         host.load("settlement").await?,
         ledger_store.clone(),
-    ));
+    ))?;
     let bench = host.host.start(Deployment::new(
         host.load("bench-ledger").await?,
         bench_store.clone(),
-    ));
+    ))?;
     for app in [&ledger, &bench] {
         assert!(
             app.wait_for(WAIT, |s| s[0].count(&ShardState::Reading) == 1)

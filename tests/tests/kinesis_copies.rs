@@ -125,7 +125,7 @@ async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result
     let second = TestHost::new(client.clone(), "host-b")?;
     let app = second
         .host
-        .start(Deployment::new(second.load("relay").await?, store.clone()));
+        .start(Deployment::new(second.load("relay").await?, store.clone()))?;
     let reports = second.deliveries.wait_for(1, WAIT).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     app.shutdown().await;

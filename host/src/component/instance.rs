@@ -10,26 +10,24 @@ use super::bindings::exports::ruststream::handler::handler as wit;
 use super::bindings::exports::ruststream::handler::handler::Header as WitHeader;
 use super::bindings::ruststream::handler::types::HandlerOutcome;
 use super::bindings::{SubscriberApp, SubscriberAppPre};
-use super::limits::Limits;
 use super::state::{CallTags, HostState};
 use super::trap::{DeadlineExceeded, TrapKind, classify};
 use crate::log::LogSink;
 use crate::publish::Publisher;
 use crate::record::Delivery;
 use crate::settlement::Outcome;
-use crate::tenant::StreamGrant;
+use crate::tenant::Tenant;
 
 /// What an instance's host imports act on and are limited by.
 #[derive(Clone)]
 pub struct InstanceEnv {
     /// The component's name, for log lines.
     pub component: Arc<str>,
+    /// Its tenant: limits, publish grants, log rate.
+    pub tenant: Arc<Tenant>,
     /// Where the guest's `publish` import writes.
     pub publisher: Arc<dyn Publisher>,
     pub log: LogSink,
-    pub limits: Limits,
-    /// Streams the guest may publish to.
-    pub publish_grant: StreamGrant,
 }
 
 /// One batch of one shard, as handed to a component.
@@ -152,21 +150,31 @@ impl HandlerInstance {
         call: &BatchCall<'_>,
         body: impl AsyncFnOnce(&mut Live) -> wasmtime::Result<R>,
     ) -> Result<R, CallFailure> {
-        let deadline = self.env.limits.call_deadline;
+        let limits = self.env.tenant.call_limits();
+        let deadline = limits.call_deadline;
+        let fuel = self
+            .runtime
+            .config()
+            .fuel
+            .then(|| limits.fuel.unwrap_or(u64::MAX));
         let live = self.live().await?;
-        let state = live.store.data_mut();
-        state.call = Some(CallTags {
+        let tags = CallTags {
             stream: call.stream.clone(),
             shard_id: call.shard_id.clone(),
             deliveries: call.deliveries.clone(),
-        });
-        state.deadline = Some(Instant::now() + deadline);
+        };
+        live.store
+            .data_mut()
+            .begin_call(tags, Instant::now() + deadline);
+        if let Some(fuel) = fuel
+            && let Err(error) = live.store.set_fuel(fuel)
+        {
+            return Err(self.fail(TrapKind::Other, format!("cannot set fuel: {error}")));
+        }
         // The epoch callback ends a spinning guest; this bound covers time spent in host
         // imports (a publish), where no epoch check runs.
         let result = tokio::time::timeout(deadline + deadline / 2, body(live)).await;
-        let state = live.store.data_mut();
-        state.call = None;
-        state.deadline = None;
+        live.store.data_mut().end_call();
         match result {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(self.fail(classify(&error), format!("{error:?}"))),
@@ -210,8 +218,11 @@ async fn instantiate(
     pre: SubscriberAppPre<HostState>,
     env: InstanceEnv,
 ) -> wasmtime::Result<Live> {
-    let limit = env.limits.call_deadline;
+    let limit = env.tenant.call_limits().call_deadline;
     let mut store = Store::new(runtime.engine(), HostState::new(env));
+    if runtime.config().fuel {
+        store.set_fuel(u64::MAX)?;
+    }
     store.limiter(|state| &mut state.limiter);
     if runtime.config().deadlines {
         store.set_epoch_deadline(1);
@@ -236,7 +247,7 @@ pub(crate) async fn describe(
     env: InstanceEnv,
 ) -> Result<wit::App, CallFailure> {
     let mut instance = HandlerInstance::new(runtime.clone(), pre.clone(), env);
-    let deadline = instance.env.limits.call_deadline;
+    let deadline = instance.env.tenant.call_limits().call_deadline;
     let live = instance.live().await?;
     live.store.data_mut().deadline = Some(Instant::now() + deadline);
     let result = tokio::time::timeout(

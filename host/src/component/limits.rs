@@ -17,6 +17,33 @@ pub struct Limits {
     pub max_instances: usize,
     /// Most table elements per table.
     pub max_table_elements: usize,
+    /// Fuel one call may burn (a `handle` of a small record burns ~6 000), when the runtime
+    /// meters fuel; `None` leaves calls unmetered.
+    pub fuel: Option<u64>,
+    /// Caps on what a call may write to the log (log import, stdout, stderr).
+    pub log: LogLimits,
+}
+
+/// How much a component may log. Lines past a cap are dropped and counted, and one warning
+/// per call says how many: a guest can never flood the host's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Lines per record handled in the call.
+    pub lines_per_record: u32,
+    /// Bytes (message and fields, or stdout/stderr text) per record handled in the call.
+    pub bytes_per_record: usize,
+    /// Lines per second across the tenant's instances.
+    pub lines_per_second: u32,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        Self {
+            lines_per_record: 100,
+            bytes_per_record: 16 << 10,
+            lines_per_second: 1000,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -28,6 +55,8 @@ impl Default for Limits {
             max_memories: 4,
             max_instances: 20,
             max_table_elements: 100_000,
+            fuel: None,
+            log: LogLimits::default(),
         }
     }
 }
@@ -42,6 +71,9 @@ pub struct RuntimeConfig {
     pub epoch_tick: Duration,
     /// Largest wasm stack a call may use, in bytes; deeper recursion traps as a stack overflow.
     pub max_wasm_stack: usize,
+    /// Whether calls are metered with fuel (then [`Limits::fuel`] applies). Costs ~25% per
+    /// call on top of deadlines, so it is off by default: deadlines already bound a call.
+    pub fuel: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -50,6 +82,7 @@ impl Default for RuntimeConfig {
             deadlines: true,
             epoch_tick: Duration::from_millis(5),
             max_wasm_stack: 512 << 10,
+            fuel: false,
         }
     }
 }

@@ -8,13 +8,12 @@ use wasmtime::component::Component;
 use super::Runtime;
 use super::bindings::SubscriberAppPre;
 use super::instance::{HandlerInstance, InstanceEnv, describe};
-use super::limits::Limits;
 use super::state::HostState;
 use crate::app::{AppSpec, SpecError};
 use crate::log::LogSink;
 use crate::publish::{BoxFuture, PublishError, Publisher};
 use crate::record::{OutgoingRecord, Published};
-use crate::tenant::StreamGrant;
+use crate::tenant::Tenant;
 
 /// The WIT package this host implements.
 pub const CONTRACT: &str = "ruststream:handler@0.1.0";
@@ -159,14 +158,18 @@ impl LoadedComponent {
         HandlerInstance::new(self.runtime.clone(), self.pre.clone(), env)
     }
 
-    /// An [`InstanceEnv`] for this component with the default limits and no grants narrowed.
-    pub fn env(&self, publisher: Arc<dyn Publisher>, log: LogSink) -> InstanceEnv {
+    /// An [`InstanceEnv`] for this component run by `tenant`.
+    pub fn env(
+        &self,
+        tenant: Arc<Tenant>,
+        publisher: Arc<dyn Publisher>,
+        log: LogSink,
+    ) -> InstanceEnv {
         InstanceEnv {
             component: self.name.clone(),
+            tenant,
             publisher,
             log,
-            limits: Limits::default(),
-            publish_grant: StreamGrant::Any,
         }
     }
 }
@@ -222,25 +225,63 @@ fn check_imports(
 ) -> Result<(), LoadError> {
     let ty = compiled.component_type();
     for (name, _) in ty.imports(runtime.engine()) {
-        let version = name.rsplit_once('@').map(|(_, version)| version);
-        if name.starts_with(CONTRACT_PREFIX) && version != Some(CONTRACT_VERSION) {
+        let (interface, version) = name.rsplit_once('@').unwrap_or((name, ""));
+        if interface.starts_with(CONTRACT_PREFIX) && version != CONTRACT_VERSION {
             return Err(LoadError::ContractVersion {
                 component: component.to_owned(),
                 found: name.to_owned(),
+            });
+        }
+        if !import_allowed(interface, version) {
+            return Err(LoadError::ForbiddenImport {
+                component: component.to_owned(),
+                import: name.to_owned(),
             });
         }
     }
     Ok(())
 }
 
+/// The interfaces a component may import: the host's own, and the WASI 0.2 interfaces that
+/// Rust's standard library needs, served by a context with no preopened directories, no
+/// environment, no arguments and no network. Sockets, HTTP and anything else are refused.
+const ALLOWED_IMPORTS: &[&str] = &[
+    "ruststream:handler/host",
+    "ruststream:handler/types",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+    "wasi:clocks/wall-clock",
+    "wasi:clocks/monotonic-clock",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+];
+
+fn import_allowed(interface: &str, version: &str) -> bool {
+    let wasi_p2 = !interface.starts_with("wasi:") || version.starts_with("0.2.");
+    wasi_p2 && ALLOWED_IMPORTS.contains(&interface)
+}
+
 /// The environment of the instance that answers `describe`: it may log, never publish.
 fn describe_env(component: &str) -> InstanceEnv {
     InstanceEnv {
         component: component.into(),
+        tenant: Arc::new(Tenant::new("(loading)")),
         publisher: Arc::new(RefusingPublisher),
         log: LogSink::new(),
-        limits: Limits::default(),
-        publish_grant: StreamGrant::only(Vec::<String>::new()),
     }
 }
 

@@ -8,12 +8,14 @@ pub mod bindings;
 mod instance;
 mod limits;
 mod loader;
+mod output;
 mod state;
 mod trap;
 
 pub use instance::{BatchCall, CallFailure, HandlerInstance, InstanceEnv};
-pub use limits::{Limits, RuntimeConfig};
+pub use limits::{Limits, LogLimits, RuntimeConfig};
 pub use loader::{CONTRACT, LoadError, LoadedComponent};
+pub use output::LogRate;
 pub use trap::TrapKind;
 
 use std::sync::Arc;
@@ -50,6 +52,7 @@ impl Runtime {
             // Concurrency support costs 1.6-2.3x per call and we never use it.
             .concurrency_support(false)
             .epoch_interruption(config.deadlines)
+            .consume_fuel(config.fuel)
             .max_wasm_stack(config.max_wasm_stack);
         let engine = Engine::new(&wasm)?;
         let mut linker = Linker::new(&engine);

@@ -9,6 +9,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::ruststream::handler::{host, types};
 use super::instance::InstanceEnv;
+use super::output::{LogBudget, OutputCapture};
 use super::trap::MemoryLimitExceeded;
 use crate::log::{Level, LogLine, Origin};
 use crate::publish::{PublishError, check_size, derived_partition_key};
@@ -30,11 +31,14 @@ pub(crate) struct HostState {
     /// When the current call must end; read by the epoch callback.
     pub(crate) deadline: Option<Instant>,
     pub(crate) limiter: MemoryLimiter,
+    budget: LogBudget,
+    stdout: OutputCapture,
+    stderr: OutputCapture,
 }
 
 impl HostState {
     pub(crate) fn new(env: InstanceEnv) -> Self {
-        let limits = &env.limits;
+        let limits = env.tenant.call_limits();
         let limiter = MemoryLimiter {
             limit: limits.memory_bytes,
             inner: wasmtime::StoreLimitsBuilder::new()
@@ -44,15 +48,84 @@ impl HostState {
                 .table_elements(limits.max_table_elements)
                 .build(),
         };
+        let stdout = OutputCapture::default();
+        let stderr = OutputCapture::default();
         Self {
-            // No preopened directories, no environment, no arguments, no network; stdio goes
-            // nowhere. Clocks and randomness are the only ambient capabilities.
-            wasi: WasiCtx::builder().build(),
+            // No preopened directories, no environment, no arguments, no network; stdout and
+            // stderr become log lines. Clocks and randomness are the only ambient capabilities.
+            wasi: WasiCtx::builder()
+                .stdout(stdout.clone())
+                .stderr(stderr.clone())
+                .build(),
             table: ResourceTable::new(),
             env,
             call: None,
             deadline: None,
             limiter,
+            budget: LogBudget::default(),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Prepares a call of `records` records: its tags, deadline and log budget.
+    pub(crate) fn begin_call(&mut self, tags: CallTags, deadline: Instant) {
+        let records = tags.deliveries.len();
+        let limits = &self.env.tenant.call_limits().log;
+        self.budget = LogBudget::for_call(limits, records);
+        let cap = limits.bytes_per_record.saturating_mul(records.max(1));
+        self.stdout.start_call(cap);
+        self.stderr.start_call(cap);
+        self.call = Some(tags);
+        self.deadline = Some(deadline);
+    }
+
+    /// Ends a call: what it wrote to stdout/stderr becomes log lines (within the budget), and
+    /// one warning reports what the caps dropped.
+    pub(crate) fn end_call(&mut self) {
+        self.flush_output("stdout", Level::Info);
+        self.flush_output("stderr", Level::Warn);
+        if self.budget.dropped_any() {
+            let mut line = self.tag(
+                Level::Warn,
+                format!(
+                    "log output capped: {} lines ({} bytes) of this call were dropped",
+                    self.budget.dropped_lines, self.budget.dropped_bytes
+                ),
+                None,
+            );
+            line.origin = Origin::Runtime;
+            self.env.log.emit(line);
+        }
+        self.call = None;
+        self.deadline = None;
+    }
+
+    fn flush_output(&mut self, fd: &str, level: Level) {
+        let capture = if fd == "stdout" {
+            &self.stdout
+        } else {
+            &self.stderr
+        };
+        let (bytes, dropped) = capture.take();
+        self.budget.dropped_bytes += dropped;
+        if dropped > 0 {
+            self.budget.dropped_lines += 1;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        // A call of one record knows whose output it is.
+        let record = self
+            .call
+            .as_ref()
+            .filter(|c| c.deliveries.len() == 1)
+            .map(|_| 0);
+        for message in text.lines().filter(|l| !l.trim().is_empty()) {
+            if !self.budget.spend(message.len(), self.env.tenant.log_rate()) {
+                continue;
+            }
+            let mut line = self.tag(level, message.to_owned(), record);
+            line.fields.push(("fd".into(), fd.to_owned()));
+            self.env.log.emit(line);
         }
     }
 
@@ -62,6 +135,7 @@ impl HostState {
         LogLine {
             level,
             origin: Origin::Guest,
+            tenant: Some(self.env.tenant.name().to_owned()),
             component: self.env.component.to_string(),
             stream: call.map(|c| c.stream.to_string()),
             shard_id: call.map(|c| c.shard_id.to_string()),
@@ -135,6 +209,15 @@ impl types::Host for HostState {}
 
 impl host::Host for HostState {
     fn log(&mut self, line: host::LogLine) -> wasmtime::Result<()> {
+        let size = line.message.len()
+            + line
+                .fields
+                .iter()
+                .map(|f| f.name.len() + f.value.len())
+                .sum::<usize>();
+        if !self.budget.spend(size, self.env.tenant.log_rate()) {
+            return Ok(());
+        }
         let mut tagged = self.tag(level(line.level), line.message, line.record);
         tagged.fields = line
             .fields
@@ -160,7 +243,7 @@ impl host::Host for HostState {
                 .map(|h| Header::new(h.name.to_ascii_lowercase(), h.value))
                 .collect(),
         };
-        let result = match self.env.publish_grant.check_publish(&stream) {
+        let result = match self.env.tenant.publish_grant().check_publish(&stream) {
             Ok(()) => match check_size(&record) {
                 Ok(()) => self.env.publisher.publish(&stream, record).await,
                 Err(error) => Err(error),

@@ -11,7 +11,7 @@
 //! let runtime = Runtime::new(RuntimeConfig::default())?;
 //! let component = LoadedComponent::from_file(&runtime, "settlement.wasm").await?;
 //! let host = Host::new(kinesis, HostConfig::default());
-//! let app = host.start(Deployment::new(component, Arc::new(MemoryLeaseStore::new())));
+//! let app = host.start(Deployment::new(component, Arc::new(MemoryLeaseStore::new())))?;
 //! // ... until SIGTERM:
 //! app.shutdown().await; // stop reading, finish calls, flush checkpoints, release leases
 //! # Ok(()) }
@@ -41,7 +41,7 @@ use crate::lease::LeaseStore;
 use crate::log::LogSink;
 use crate::pipeline::{Observer, PipelineEnv};
 use crate::publish::Publisher;
-use crate::tenant::StreamGrant;
+use crate::tenant::{Tenant, TenantError};
 use status::StatusBoard;
 use worker::WorkerContext;
 
@@ -83,30 +83,35 @@ fn default_owner_id() -> String {
     format!("rs-{host}-{}-{nonce:x}", std::process::id())
 }
 
-/// A component as deployed on a host: where its leases live, what it may do.
+/// A component as deployed on a host: whose it is, where its leases live.
 pub struct Deployment {
     pub component: LoadedComponent,
-    /// The lease store of this component's namespace (its app, within its tenant).
+    /// The lease store of this component's namespace: its app, within its tenant. Give each
+    /// (tenant, app) its own store (a DynamoDB table each), so no two share checkpoints.
     pub lease_store: Arc<dyn LeaseStore>,
-    /// Limits of its calls and instances.
-    pub limits: crate::component::Limits,
-    /// Streams its guest may publish to.
-    pub publish_grant: StreamGrant,
+    /// The tenant running it: grants, limits, quarantine.
+    pub tenant: Arc<Tenant>,
     /// Start positions set by the operator, by subscriber name; they win over the
     /// component's own.
     pub start_overrides: HashMap<String, StartPosition>,
 }
 
 impl Deployment {
-    /// `component` with `lease_store`, default limits and no narrowed grants.
+    /// `component` with `lease_store`, run by a trusted tenant `default` (every stream
+    /// granted, default limits).
     pub fn new(component: LoadedComponent, lease_store: Arc<dyn LeaseStore>) -> Self {
         Self {
             component,
             lease_store,
-            limits: crate::component::Limits::default(),
-            publish_grant: StreamGrant::Any,
+            tenant: Arc::new(Tenant::trusted("default")),
             start_overrides: HashMap::new(),
         }
+    }
+
+    /// Runs it for `tenant` instead.
+    pub fn for_tenant(mut self, tenant: Arc<Tenant>) -> Self {
+        self.tenant = tenant;
+        self
     }
 }
 
@@ -156,18 +161,23 @@ impl Host {
     }
 
     /// Starts every subscription of `deployment`.
-    pub fn start(&self, deployment: Deployment) -> RunningApp {
+    ///
+    /// # Errors
+    /// When the component subscribes to, or dead-letters into, a stream its tenant is not
+    /// granted; nothing of it runs then.
+    pub fn start(&self, deployment: Deployment) -> Result<RunningApp, TenantError> {
+        deployment.tenant.admit(&deployment.component)?;
         let (shutdown_tx, shutdown) = watch::channel(false);
         let component = &deployment.component;
         let instance_env = InstanceEnv {
             component: component.name().into(),
+            tenant: deployment.tenant.clone(),
             publisher: self.publisher.clone(),
             log: self.log.clone(),
-            limits: deployment.limits.clone(),
-            publish_grant: deployment.publish_grant.clone(),
         };
         let pipeline_env = PipelineEnv {
             component: component.name().into(),
+            tenant: deployment.tenant.clone(),
             publisher: self.publisher.clone(),
             clock: self.clock.clone(),
             log: self.log.clone(),
@@ -205,19 +215,21 @@ impl Host {
             seeks.insert(spec.name.clone(), seek_tx);
             tasks.spawn(coordinator::run(ctx, shared_stream, seek_rx));
         }
-        RunningApp {
+        Ok(RunningApp {
             name: component.app().name.clone(),
+            tenant: deployment.tenant.clone(),
             shutdown: shutdown_tx,
             tasks,
             boards,
             seeks,
-        }
+        })
     }
 }
 
 /// A deployment running on a host.
 pub struct RunningApp {
     name: String,
+    tenant: Arc<Tenant>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
     boards: Vec<StatusBoard>,
@@ -228,6 +240,11 @@ impl RunningApp {
     /// The app's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The tenant running the app: its quarantine status, and `resume`.
+    pub fn tenant(&self) -> &Arc<Tenant> {
+        &self.tenant
     }
 
     /// Every subscription's status.

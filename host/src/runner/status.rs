@@ -30,6 +30,8 @@ pub struct ShardStatus {
     pub checkpoint: Option<String>,
     /// The first unhandled record, in front of which the checkpoint is held.
     pub held_at: Option<String>,
+    /// Delivery is paused: the component's tenant is quarantined.
+    pub quarantined: bool,
 }
 
 /// One subscription's status.
@@ -81,6 +83,7 @@ impl StatusBoard {
                 delivered: 0,
                 checkpoint: None,
                 held_at: None,
+                quarantined: false,
             });
         change(shard);
     }

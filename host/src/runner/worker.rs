@@ -83,10 +83,12 @@ async fn work(
         ctx.client.clone(),
         &ctx.spec.stream,
         &shard_id,
-        start,
+        start.clone(),
         ctx.config.reader.clone(),
     )
     .await;
+    tracing::info!(stream = %ctx.spec.stream, shard = %shard_id, ?start,
+        subscriber = %ctx.spec.name, tenant = %ctx.pipeline_env.tenant.name(), "reading shard");
     let mut reader = match reader {
         Ok(reader) => reader,
         Err(error) => return give_up(keeper, error).await,
@@ -132,6 +134,7 @@ async fn read(
 ) -> WorkerExit {
     let mut lost = keeper.lost();
     let mut shutdown = ctx.shutdown.clone();
+    let mut quarantine = ctx.pipeline_env.tenant.watch_quarantine();
     let shard_id = pipeline.shard_id().to_owned();
     loop {
         if keeper.is_lost() {
@@ -146,11 +149,15 @@ async fn read(
         let due = pipeline
             .next_due_ms()
             .map(|ms| instant_at(&ctx.pipeline_env, ms));
+        // A quarantined tenant reads nothing more; what it read waits, parked.
+        let paused = *quarantine.borrow_and_update();
+        ctx.status.update(&shard_id, |s| s.quarantined = paused);
         tokio::select! {
             biased;
             _ = lost.changed() => {}
             _ = shutdown.changed() => {}
-            batch = reader.next(), if !reader.is_finished() => match batch {
+            _ = quarantine.changed() => {}
+            batch = reader.next(), if !reader.is_finished() && !paused => match batch {
                 Ok(batch) => {
                     let count = batch.records.len() as u64;
                     pipeline.deliver(batch.records).await;

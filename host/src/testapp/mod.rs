@@ -30,13 +30,13 @@ use serde::Serialize;
 
 use crate::app::{AppSpec, StartPosition, SubscriptionSpec};
 use crate::clock::{Clock, ManualClock};
-use crate::component::{Limits, LoadError, LoadedComponent, Runtime, RuntimeConfig};
+use crate::component::{LoadError, LoadedComponent, Runtime, RuntimeConfig};
 use crate::log::{LogLine, LogSink};
 use crate::pipeline::{DeliveryReport, PipelineEnv, ShardPipeline};
 use crate::publish::{PublishError, derived_partition_key};
 use crate::record::{Header, OutgoingRecord, Published};
 use crate::settlement::Outcome;
-use crate::tenant::StreamGrant;
+use crate::tenant::{Tenant, TenantError};
 
 /// Where paused time starts: 2026-01-01T00:00:00Z.
 const START_MS: u64 = 1_767_225_600_000;
@@ -50,6 +50,8 @@ const MAX_SETTLE_ROUNDS: usize = 10_000;
 pub enum TestAppError {
     #[error(transparent)]
     Load(#[from] LoadError),
+    #[error(transparent)]
+    Refused(#[from] TenantError),
     #[error("the wasm runtime could not start: {0}")]
     Runtime(String),
     #[error(transparent)]
@@ -67,27 +69,21 @@ pub enum TestAppError {
 /// Builds a [`TestApp`] with non-default settings.
 pub struct TestAppBuilder {
     component: PathBuf,
-    limits: Limits,
     runtime: RuntimeConfig,
-    publish_grant: StreamGrant,
+    tenant: Tenant,
 }
 
 impl TestAppBuilder {
-    /// Limits for the component's calls and instances.
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Engine settings (deadlines, stack size).
+    /// Engine settings (deadlines, fuel, stack size).
     pub fn runtime(mut self, config: RuntimeConfig) -> Self {
         self.runtime = config;
         self
     }
 
-    /// Streams the component may publish to (default: any).
-    pub fn publish_grant(mut self, grant: StreamGrant) -> Self {
-        self.publish_grant = grant;
+    /// The tenant running the component: its grants and limits (default: a trusted tenant
+    /// granted every stream, with default limits).
+    pub fn tenant(mut self, tenant: Tenant) -> Self {
+        self.tenant = tenant;
         self
     }
 
@@ -99,12 +95,15 @@ impl TestAppBuilder {
         let runtime =
             Runtime::new(self.runtime).map_err(|e| TestAppError::Runtime(format!("{e:#}")))?;
         let component = LoadedComponent::from_file(&runtime, &self.component).await?;
+        let tenant = Arc::new(self.tenant);
+        tenant.admit(&component)?;
         let clock = Arc::new(ManualClock::new(START_MS));
         let streams = Arc::new(InProcessStreams::new(clock.clone()));
         let log = LogSink::capturing();
         let reports: Arc<Mutex<Vec<DeliveryReport>>> = Arc::default();
         let env = PipelineEnv {
             component: component.name().into(),
+            tenant: tenant.clone(),
             publisher: streams.clone(),
             clock: clock.clone(),
             log: log.clone(),
@@ -115,9 +114,7 @@ impl TestAppBuilder {
                 })
             }),
         };
-        let mut instance_env = component.env(streams.clone(), log.clone());
-        instance_env.limits = self.limits;
-        instance_env.publish_grant = self.publish_grant;
+        let instance_env = component.env(tenant.clone(), streams.clone(), log.clone());
 
         let mut readers = Vec::new();
         for spec in &component.app().subscriptions {
@@ -139,6 +136,7 @@ impl TestAppBuilder {
         }
         Ok(TestApp {
             component,
+            tenant,
             streams,
             clock,
             log,
@@ -169,6 +167,7 @@ fn start_index(streams: &InProcessStreams, spec: &SubscriptionSpec) -> usize {
 /// A compiled component running against in-process streams in paused time.
 pub struct TestApp {
     component: LoadedComponent,
+    tenant: Arc<Tenant>,
     streams: Arc<InProcessStreams>,
     clock: Arc<ManualClock>,
     log: LogSink,
@@ -194,10 +193,14 @@ impl TestApp {
     pub fn builder(component: impl AsRef<Path>) -> TestAppBuilder {
         TestAppBuilder {
             component: component.as_ref().to_owned(),
-            limits: Limits::default(),
             runtime: RuntimeConfig::default(),
-            publish_grant: StreamGrant::Any,
+            tenant: Tenant::trusted("test"),
         }
+    }
+
+    /// The tenant running the component: quarantine status, `resume`.
+    pub fn tenant(&self) -> &Tenant {
+        &self.tenant
     }
 
     /// The app the component declared.

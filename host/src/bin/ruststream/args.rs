@@ -29,7 +29,8 @@ pub enum Command {
     Run(RunArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LeaseStoreKind {
     /// In memory: checkpoints are forgotten on restart (shards reopen at their start position).
     Memory,
@@ -39,17 +40,23 @@ pub enum LeaseStoreKind {
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Component files (`.wasm`) to run.
-    #[arg(required = true)]
+    /// Component files (`.wasm`) to run for one trusted tenant, `default`, granted every
+    /// stream. Untrusted tenants are configured with `--config` instead.
+    #[arg(required_unless_present = "config", conflicts_with = "config")]
     pub components: Vec<PathBuf>,
+    /// A TOML file of tenants: their components, grants and limits.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     #[command(flatten)]
     pub aws: AwsArgs,
-    #[arg(long, value_enum, default_value_t = LeaseStoreKind::Memory)]
-    pub lease_store: LeaseStoreKind,
-    /// DynamoDB lease table; `{app}` is replaced by the app's name.
-    #[arg(long, default_value = "ruststream-{app}")]
-    pub lease_table: String,
-    /// Create the lease table if it does not exist.
+    /// Where leases and checkpoints live.
+    #[arg(long, value_enum)]
+    pub lease_store: Option<LeaseStoreKind>,
+    /// DynamoDB lease table; `{tenant}` and `{app}` are replaced, so each tenant's app has its
+    /// own [default: ruststream-{tenant}-{app}].
+    #[arg(long)]
+    pub lease_table: Option<String>,
+    /// Create lease tables that do not exist.
     #[arg(long)]
     pub create_lease_table: bool,
     /// This host's lease owner id (default: unique per process). A fixed id lets a

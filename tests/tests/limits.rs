@@ -1,0 +1,71 @@
+//! Limits that TestApp can show exactly: fuel, and the deadline of a spinning call.
+
+use std::time::Duration;
+
+use ruststream_host::component::{Limits, RuntimeConfig, TrapKind};
+use ruststream_host::settlement::Outcome;
+use ruststream_host::tenant::Tenant;
+use ruststream_host::testapp::TestApp;
+use ruststream_tests::component;
+use serde_json::json;
+
+async fn with_fuel(fuel: u64) -> TestApp {
+    TestApp::builder(component("settlement"))
+        .runtime(RuntimeConfig {
+            fuel: true,
+            ..RuntimeConfig::default()
+        })
+        .tenant(Tenant::trusted("metered").limits(Limits {
+            fuel: Some(fuel),
+            ..Limits::default()
+        }))
+        .start()
+        .await
+        .expect("settlement loads")
+}
+
+#[tokio::test]
+async fn a_call_that_runs_out_of_fuel_is_a_failed_attempt() {
+    let mut app = with_fuel(1_000).await;
+    app.publish("ledger", &json!({"id": 1, "amount": 5}))
+        .await
+        .unwrap();
+    let book = app.subscriber("book").unwrap();
+    assert_eq!(book.reports()[0].trap, Some(TrapKind::OutOfFuel));
+    assert_eq!(book.outcomes(), [Outcome::Retry]);
+}
+
+#[tokio::test]
+async fn enough_fuel_handles_the_record() {
+    let mut app = with_fuel(10_000_000).await;
+    app.publish("ledger", &json!({"id": 1, "amount": 5}))
+        .await
+        .unwrap();
+    let book = app.subscriber("book").unwrap();
+    assert_eq!(book.outcomes(), [Outcome::Ack]);
+    assert_eq!(book.reports()[0].trap, None);
+}
+
+#[tokio::test]
+async fn a_spinning_call_ends_at_its_deadline_and_the_instance_is_replaced() {
+    let deadline = Duration::from_millis(200);
+    let mut app = TestApp::builder(component("hostile-spin"))
+        .tenant(Tenant::trusted("evil").limits(Limits {
+            call_deadline: deadline,
+            ..Limits::default()
+        }))
+        .start()
+        .await
+        .expect("hostile-spin loads");
+    let started = std::time::Instant::now();
+    app.publish("hostile", &json!({"id": 1})).await.unwrap();
+    app.publish("hostile", &json!({"id": 2})).await.unwrap();
+    let spin = app.subscriber("hostile").unwrap();
+    assert_eq!(
+        spin.reports().iter().map(|r| r.trap).collect::<Vec<_>>(),
+        [Some(TrapKind::Deadline); 2]
+    );
+    assert_eq!(spin.instance_replacements(), 2);
+    // Each call was cut at its deadline, not left to run.
+    assert!(started.elapsed() < deadline * 10, "{:?}", started.elapsed());
+}
