@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use aws_sdk_kinesis::primitives::Blob;
 use ruststream_host::component::{LoadedComponent, Runtime, RuntimeConfig};
 use ruststream_host::kinesis::ReaderConfig;
-use ruststream_host::lease::{DynamoLeaseStore, LeaseStore};
+use ruststream_host::lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
 use ruststream_host::log::LogSink;
 use ruststream_host::pipeline::{DeliveryReport, Observer};
 use ruststream_host::runner::{Deployment, Host, HostConfig, RunningApp, ShardState};
@@ -112,6 +112,23 @@ impl TestHost {
         LoadedComponent::from_file(&self.runtime, &path)
             .await
             .with_context(|| format!("loading {}", path.display()))
+    }
+
+    /// Starts guest example `name` with `store` and waits until `shards` shards are read.
+    pub async fn run(
+        &self,
+        name: &str,
+        store: Arc<dyn LeaseStore>,
+        shards: usize,
+    ) -> Result<RunningApp> {
+        let deployment = Deployment::new(self.load(name).await?, store);
+        self.start(deployment, shards).await
+    }
+
+    /// [`run`](Self::run) with a fresh in-memory lease store.
+    pub async fn run_in_memory(&self, name: &str, shards: usize) -> Result<RunningApp> {
+        self.run(name, Arc::new(MemoryLeaseStore::new()), shards)
+            .await
     }
 
     /// Starts `deployment` and waits until `shards` shards are being read.

@@ -71,12 +71,7 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
     let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
 
     let first = TestHost::new(client.clone(), "host-a")?;
-    let app = first
-        .start(
-            Deployment::new(first.load("settlement").await?, store.clone()),
-            1,
-        )
-        .await?;
+    let app = first.run("settlement", store.clone(), 1).await?;
     let (shard, one) = put_json(&client, "ledger", &entry(1, 1), None).await?;
     let (_, sticky) = put_json(&client, "ledger", &entry(2, -1), None).await?;
     let (_, after) = put_json(&client, "ledger", &entry(3, 2), None).await?;
@@ -90,12 +85,7 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
     );
 
     let second = TestHost::new(client.clone(), "host-b")?;
-    let app = second
-        .start(
-            Deployment::new(second.load("settlement").await?, store.clone()),
-            1,
-        )
-        .await?;
+    let app = second.run("settlement", store.clone(), 1).await?;
     let reports = second.deliveries.wait_for(2, WAIT).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let again: Vec<&str> = second
@@ -129,24 +119,14 @@ async fn a_dropped_record_does_not_come_back_after_a_restart() -> anyhow::Result
     let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
 
     let first = TestHost::new(client.clone(), "host-a")?;
-    let app = first
-        .start(
-            Deployment::new(first.load("settlement").await?, store.clone()),
-            1,
-        )
-        .await?;
+    let app = first.run("settlement", store.clone(), 1).await?;
     put_json(&client, "ledger", &entry(1, 0), None).await?;
     let reports = first.deliveries.wait_for(1, WAIT).await?;
     assert_eq!(reports[0].outcome, Outcome::Drop);
     app.shutdown().await;
 
     let second = TestHost::new(client.clone(), "host-b")?;
-    let app = second
-        .start(
-            Deployment::new(second.load("settlement").await?, store.clone()),
-            1,
-        )
-        .await?;
+    let app = second.run("settlement", store.clone(), 1).await?;
     let (_, fresh) = put_json(&client, "ledger", &entry(2, 5), None).await?;
     let reports = second.deliveries.wait_for(1, WAIT).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -163,15 +143,7 @@ async fn a_restart_with_the_memory_store_opens_at_the_tip() -> anyhow::Result<()
     let client = kinesis.client().await;
 
     let first = TestHost::new(client.clone(), "host-a")?;
-    let app = first
-        .start(
-            Deployment::new(
-                first.load("settlement").await?,
-                Arc::new(MemoryLeaseStore::new()),
-            ),
-            1,
-        )
-        .await?;
+    let app = first.run_in_memory("settlement", 1).await?;
     put_json(&client, "ledger", &entry(1, 1), None).await?;
     first.deliveries.wait_for(1, WAIT).await?;
     app.shutdown().await;
@@ -179,15 +151,7 @@ async fn a_restart_with_the_memory_store_opens_at_the_tip() -> anyhow::Result<()
     let (_, while_down) = put_json(&client, "ledger", &entry(2, -1), None).await?;
 
     let second = TestHost::new(client.clone(), "host-b")?;
-    let app = second
-        .start(
-            Deployment::new(
-                second.load("settlement").await?,
-                Arc::new(MemoryLeaseStore::new()),
-            ),
-            1,
-        )
-        .await?;
+    let app = second.run_in_memory("settlement", 1).await?;
     let (_, after_start) = put_json(&client, "ledger", &entry(3, 3), None).await?;
     let reports = second.deliveries.wait_for(1, WAIT).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -263,15 +227,7 @@ async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<
     let client = kinesis.client().await;
 
     let host = TestHost::new(proxy.kinesis_client().await, "host-a")?;
-    let app = host
-        .start(
-            Deployment::new(
-                host.load("settlement").await?,
-                Arc::new(MemoryLeaseStore::new()),
-            ),
-            1,
-        )
-        .await?;
+    let app = host.run_in_memory("settlement", 1).await?;
     put_json(&client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
     let iterators_before = proxy.requests("GetShardIterator");
@@ -312,15 +268,7 @@ async fn a_throttled_read_backs_off_and_loses_nothing() -> anyhow::Result<()> {
     let client = kinesis.client().await;
 
     let host = TestHost::new(proxy.kinesis_client().await, "host-a")?;
-    let app = host
-        .start(
-            Deployment::new(
-                host.load("settlement").await?,
-                Arc::new(MemoryLeaseStore::new()),
-            ),
-            1,
-        )
-        .await?;
+    let app = host.run_in_memory("settlement", 1).await?;
     proxy.inject(&["GetRecords"], 3, Fault::throughput_exceeded());
     for id in 1..=5 {
         put_json(&client, "ledger", &entry(id, id as i64), None).await?;
@@ -349,12 +297,7 @@ async fn checkpoint_writes_are_coalesced() -> anyhow::Result<()> {
     let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
 
     let host = TestHost::new(client.clone(), "host-a")?;
-    let app = host
-        .start(
-            Deployment::new(host.load("settlement").await?, store.clone()),
-            1,
-        )
-        .await?;
+    let app = host.run("settlement", store.clone(), 1).await?;
     let mut last = String::new();
     for chunk in 0..2 {
         let records = (0..500).map(|i| {
@@ -409,12 +352,7 @@ async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> any
     let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
 
     let host = TestHost::new(client.clone(), "host-a")?;
-    let app = host
-        .start(
-            Deployment::new(host.load("settlement").await?, store.clone()),
-            1,
-        )
-        .await?;
+    let app = host.run("settlement", store.clone(), 1).await?;
     let (shard, first) = put_json(&client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
     let key = LeaseKey::new("ledger", &shard);
@@ -519,4 +457,130 @@ async fn wait_for_checkpoint(
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     anyhow::bail!("checkpoint of {key} never reached {sequence}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -> anyhow::Result<()>
+{
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    kinesis.create_stream("ledger", 1).await?;
+    let client = kinesis.client().await;
+    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+
+    let host = TestHost::new(client.clone(), "host-a")?;
+    let app = host.run("settlement", store.clone(), 1).await?;
+    let (parent, before) = put_json(&client, "ledger", &entry(1, 1), None).await?;
+    host.deliveries.wait_for(1, WAIT).await?;
+
+    client
+        .split_shard()
+        .stream_name("ledger")
+        .shard_to_split(&parent)
+        .new_starting_hash_key("170141183460469231731687303715884105728")
+        .send()
+        .await?;
+    let low = put_json(&client, "ledger", &entry(2, 2), Some(SHARD_0_KEY)).await?;
+    let high = put_json(
+        &client,
+        "ledger",
+        &entry(3, 3),
+        Some("200000000000000000000000000000000000000"),
+    )
+    .await?;
+    assert_ne!(low.0, parent, "new records land in the children");
+    assert_ne!(low.0, high.0);
+
+    let reports = host.deliveries.wait_for(3, WAIT).await?;
+    let finished = app
+        .wait_for(WAIT, |s| {
+            s[0].count(&ShardState::Finished) == 1 && s[0].count(&ShardState::Reading) == 2
+        })
+        .await;
+    assert!(finished, "{:#?}", app.status());
+    app.shutdown().await;
+
+    let order: Vec<&str> = reports.iter().map(|r| r.sequence_number.as_str()).collect();
+    assert_eq!(order[0], before, "the parent's record first");
+    let children: BTreeSet<&str> = order[1..].iter().copied().collect();
+    assert_eq!(children, BTreeSet::from([low.1.as_str(), high.1.as_str()]));
+    assert_eq!(
+        stored_checkpoint(store.as_ref(), "ledger", &parent)
+            .await?
+            .as_deref(),
+        Some(ruststream_host::lease::SHARD_END)
+    );
+    assert_eq!(
+        stored_checkpoint(store.as_ref(), "ledger", &low.0).await?,
+        Some(low.1.clone())
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    kinesis.create_stream("ledger", 4).await?;
+    let client = kinesis.client().await;
+    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+
+    let first = TestHost::new(client.clone(), "host-a")?;
+    let a = first.run("settlement", store.clone(), 4).await?;
+    let second = TestHost::new(client.clone(), "host-b")?;
+    let b = second.host.start(Deployment::new(
+        second.load("settlement").await?,
+        store.clone(),
+    ))?;
+    let reading =
+        |app: &ruststream_host::runner::RunningApp| app.status()[0].count(&ShardState::Reading);
+    let balanced = tokio::time::timeout(WAIT, async {
+        while !(reading(&a) == 2 && reading(&b) == 2) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(
+        balanced.is_ok(),
+        "a: {:#?}\nb: {:#?}",
+        a.status(),
+        b.status()
+    );
+    let owners: BTreeMap<String, usize> =
+        store
+            .list()
+            .await?
+            .into_iter()
+            .fold(BTreeMap::new(), |mut owners, row| {
+                *owners.entry(row.owner.unwrap_or_default()).or_default() += 1;
+                owners
+            });
+    assert_eq!(
+        owners,
+        BTreeMap::from([("host-a".into(), 2), ("host-b".into(), 2)])
+    );
+
+    // Records on every shard are handled exactly once between the two hosts.
+    let keys = [
+        "0",
+        "100000000000000000000000000000000000000",
+        "200000000000000000000000000000000000000",
+        "300000000000000000000000000000000000000",
+    ];
+    for (id, key) in (1..).zip(keys) {
+        put_json(&client, "ledger", &entry(id, id as i64), Some(key)).await?;
+    }
+    let handled = tokio::time::timeout(WAIT, async {
+        while first.deliveries.len() + second.deliveries.len() < 4 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(handled.is_ok());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(first.deliveries.len(), 2);
+    assert_eq!(second.deliveries.len(), 2);
+    a.shutdown().await;
+    b.shutdown().await;
+    Ok(())
 }

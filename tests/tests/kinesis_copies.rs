@@ -1,12 +1,10 @@
 //! Counted copies, dead letters, seek and publishing on a local Kinesis server: nothing lost
 //! across a crash or a failing publish.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_host::app::StartPosition;
 use ruststream_host::envelope;
-use ruststream_host::lease::MemoryLeaseStore;
 use ruststream_host::record::Header;
 use ruststream_host::runner::{Deployment, SeekError};
 use ruststream_host::settlement::Outcome;
@@ -41,12 +39,7 @@ async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result
     let store = dynamo_store(dynamo.client().await, "ruststream-ledger-retries").await?;
 
     let host = TestHost::new(client.clone(), "host-a")?;
-    let app = host
-        .start(
-            Deployment::new(host.load("settlement-retries").await?, store.clone()),
-            3,
-        )
-        .await?;
+    let app = host.run("settlement-retries", store.clone(), 3).await?;
     let (shard, original) = put_json(&client, "refunds", &entry(7, -40), None).await?;
     let reports = host.deliveries.wait_for(3, WAIT).await?;
     let dead = wait_for_records(&client, "refunds.dead", 1).await?;
@@ -94,12 +87,7 @@ async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result
     let store = dynamo_store(dynamo.client().await, "ruststream-relay").await?;
 
     let first = TestHost::new(client.clone(), "host-a")?;
-    let app = first
-        .start(
-            Deployment::new(first.load("relay").await?, store.clone()),
-            4,
-        )
-        .await?;
+    let app = first.run("relay", store.clone(), 4).await?;
     let (shard, original) = put_json(
         &client,
         "reminders",
@@ -151,15 +139,7 @@ async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds() -> anyh
     let client = kinesis.client().await;
 
     let host = TestHost::new(proxy.kinesis_client().await, "host-a")?;
-    let app = host
-        .start(
-            Deployment::new(
-                host.load("settlement-retries").await?,
-                Arc::new(MemoryLeaseStore::new()),
-            ),
-            3,
-        )
-        .await?;
+    let app = host.run_in_memory("settlement-retries", 3).await?;
     // Two pipeline tries' worth of SDK attempts fail (the SDK itself tries 3 times).
     proxy.inject(&["PutRecord"], 6, Fault::internal_failure());
     let (_, original) = put_json(&client, "refunds", &entry(1, -1), None).await?;
@@ -216,15 +196,7 @@ async fn seek_replays_in_order_and_refuses_shards_held_elsewhere() -> anyhow::Re
     kinesis.create_stream("ledger", 2).await?;
     let client = kinesis.client().await;
     let host = TestHost::new(client.clone(), "host-a")?;
-    let app = host
-        .start(
-            Deployment::new(
-                host.load("settlement").await?,
-                Arc::new(MemoryLeaseStore::new()),
-            ),
-            2,
-        )
-        .await?;
+    let app = host.run_in_memory("settlement", 2).await?;
     let shard_0 = "0";
     let shard_1 = "300000000000000000000000000000000000000";
     let mut first_shard = Vec::new();
@@ -291,12 +263,7 @@ async fn a_handler_publishes_to_a_second_stream_with_its_key() -> anyhow::Result
     streams(&kinesis, &RELAY_STREAMS).await?;
     let client = kinesis.client().await;
     let host = TestHost::new(client.clone(), "host-a")?;
-    let app = host
-        .start(
-            Deployment::new(host.load("relay").await?, Arc::new(MemoryLeaseStore::new())),
-            4,
-        )
-        .await?;
+    let app = host.run_in_memory("relay", 4).await?;
     let order = json!({"id": 42, "customer": "cust-7"});
     put_json(&client, "orders", &order, None).await?;
     put_json(&client, "orders.lost", &order, None).await?;
@@ -340,12 +307,7 @@ async fn plain_enveloped_and_malformed_payloads_decode_correctly() -> anyhow::Re
     streams(&kinesis, &RELAY_STREAMS).await?;
     let client = kinesis.client().await;
     let host = TestHost::new(client.clone(), "host-a")?;
-    let app = host
-        .start(
-            Deployment::new(host.load("relay").await?, Arc::new(MemoryLeaseStore::new())),
-            4,
-        )
-        .await?;
+    let app = host.run_in_memory("relay", 4).await?;
     let plain = br#"{"from":"another producer"}"#.to_vec();
     let wrapped = envelope::wrap(&[Header::new("trace", "t-1")], br#"{"from":"native"}"#);
     let malformed = b"RSK2\x00\x00\x00\xffnot really an envelope".to_vec();

@@ -26,7 +26,8 @@ const MAX_CONSECUTIVE_FAILURES: u32 = 20;
 /// How a shard is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReaderConfig {
-    /// Most records per GetRecords (1..=10000).
+    /// Most records per GetRecords (1..=10000; default 10000, as KCL: with at most 5 reads a
+    /// second per shard, a smaller limit caps a shard below what it can deliver).
     pub batch_limit: i32,
     /// Pause after a read that returned no records.
     pub poll_interval: Duration,
@@ -40,7 +41,7 @@ pub struct ReaderConfig {
 impl Default for ReaderConfig {
     fn default() -> Self {
         Self {
-            batch_limit: 1000,
+            batch_limit: 10_000,
             poll_interval: Duration::from_secs(1),
             min_read_interval: MIN_READ_INTERVAL,
             backoff_first: Duration::from_millis(200),

@@ -31,6 +31,7 @@ pub(crate) async fn run(
         workers: JoinSet::new(),
         tasks: HashMap::new(),
         owned: BTreeMap::new(),
+        children: BTreeSet::new(),
         ctx,
     };
     let mut shutdown = coordinator.ctx.shutdown.clone();
@@ -66,6 +67,8 @@ struct Coordinator {
     tasks: HashMap<tokio::task::Id, String>,
     /// Shards this host holds, with the channel to their worker.
     owned: BTreeMap<String, mpsc::UnboundedSender<ShardSeek>>,
+    /// Shards born of a split or merge, as last listed: they start at their beginning.
+    children: BTreeSet<String>,
 }
 
 impl Coordinator {
@@ -98,6 +101,11 @@ impl Coordinator {
         let rows: HashMap<String, LeaseRecord> =
             rows.into_iter().map(|row| (row.key.clone(), row)).collect();
         self.observe(&rows);
+        self.children = shards
+            .iter()
+            .filter(|shard| !shard.parents.is_empty())
+            .map(|shard| shard.shard_id.clone())
+            .collect();
         let eligible = self.eligible(&shards, &rows);
         self.take_share(&eligible, &rows).await;
         Ok(())
@@ -226,10 +234,11 @@ impl Coordinator {
             Ok(Some(lease)) => {
                 tracing::info!(lease = %key, owner = %self.owner, checkpoint = ?lease.checkpoint, "lease taken");
                 let (seeks, seeks_rx) = mpsc::unbounded_channel();
+                let child = self.children.contains(key.shard_id());
                 self.owned.insert(key.shard_id().to_owned(), seeks);
-                let task = self
-                    .workers
-                    .spawn(worker::run(self.ctx.clone(), lease, seeks_rx));
+                let task =
+                    self.workers
+                        .spawn(worker::run(self.ctx.clone(), lease, seeks_rx, child));
                 self.tasks.insert(task.id(), key.shard_id().to_owned());
             }
             Ok(None) => tracing::debug!(lease = %key, "lease was taken by another host first"),

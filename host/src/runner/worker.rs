@@ -51,9 +51,10 @@ pub(crate) async fn run(
     ctx: WorkerContext,
     lease: HeldLease,
     seeks: mpsc::UnboundedReceiver<ShardSeek>,
+    child: bool,
 ) -> (String, WorkerExit) {
     let shard_id = lease.key.shard_id().to_owned();
-    let exit = work(&ctx, lease, seeks).await;
+    let exit = work(&ctx, lease, seeks, child).await;
     let state = match &exit {
         WorkerExit::Finished => ShardState::Finished,
         WorkerExit::Lost => ShardState::Lost,
@@ -69,6 +70,7 @@ async fn work(
     ctx: &WorkerContext,
     lease: HeldLease,
     seeks: mpsc::UnboundedReceiver<ShardSeek>,
+    child: bool,
 ) -> WorkerExit {
     let shard_id = lease.key.shard_id().to_owned();
     let checkpoint = lease.checkpoint.clone();
@@ -78,7 +80,7 @@ async fn work(
         return WorkerExit::Finished;
     }
     ctx.status.set_state(&shard_id, ShardState::Opening);
-    let start = start_at(checkpoint.as_deref(), ctx.start.as_ref(), &shard_id);
+    let start = start_at(checkpoint.as_deref(), ctx.start.as_ref(), &shard_id, child);
     let reader = ShardReader::open(
         ctx.client.clone(),
         &ctx.spec.stream,
@@ -194,7 +196,7 @@ async fn reposition(
     position: &StartPosition,
 ) -> Result<(), String> {
     let shard_id = pipeline.shard_id().to_owned();
-    let start = start_at(None, Some(position), &shard_id);
+    let start = start_at(None, Some(position), &shard_id, false);
     let reopened = ShardReader::open(
         ctx.client.clone(),
         &ctx.spec.stream,
@@ -217,14 +219,22 @@ async fn give_up(keeper: Keeper, error: ReadError) -> WorkerExit {
     }
 }
 
-/// Stored checkpoint first, then the subscription's start position, then the tip.
-fn start_at(checkpoint: Option<&str>, start: Option<&StartPosition>, shard_id: &str) -> StartAt {
+/// Stored checkpoint first, then the subscription's start position, then the tip. A child of
+/// a split or merge starts at its beginning (its parents were read to their end), unless the
+/// subscription starts at a timestamp.
+fn start_at(
+    checkpoint: Option<&str>,
+    start: Option<&StartPosition>,
+    shard_id: &str,
+    child: bool,
+) -> StartAt {
     if let Some(sequence) = checkpoint {
         return StartAt::AfterSequence(sequence.to_owned());
     }
     match start {
-        Some(StartPosition::Horizon) => StartAt::Horizon,
         Some(StartPosition::AtTimestamp(ms)) => StartAt::AtTimestamp(*ms),
+        _ if child => StartAt::Horizon,
+        Some(StartPosition::Horizon) => StartAt::Horizon,
         Some(StartPosition::AtSequence {
             shard_id: shard,
             sequence_number,
@@ -260,14 +270,23 @@ mod tests {
     #[test]
     fn a_checkpoint_wins_over_any_start_position() {
         assert_eq!(
-            start_at(Some("42"), Some(&StartPosition::Horizon), "s-0"),
+            start_at(Some("42"), Some(&StartPosition::Horizon), "s-0", true),
             StartAt::AfterSequence("42".into())
         );
         assert_eq!(
-            start_at(None, Some(&StartPosition::Horizon), "s-0"),
+            start_at(None, Some(&StartPosition::Horizon), "s-0", false),
             StartAt::Horizon
         );
-        assert_eq!(start_at(None, None, "s-0"), StartAt::Latest);
+        assert_eq!(start_at(None, None, "s-0", false), StartAt::Latest);
+    }
+
+    #[test]
+    fn a_child_shard_starts_at_its_beginning_unless_a_timestamp_says_otherwise() {
+        assert_eq!(start_at(None, None, "s-2", true), StartAt::Horizon);
+        assert_eq!(
+            start_at(None, Some(&StartPosition::AtTimestamp(7)), "s-2", true),
+            StartAt::AtTimestamp(7)
+        );
     }
 
     #[test]
@@ -277,9 +296,9 @@ mod tests {
             sequence_number: "9".into(),
         };
         assert_eq!(
-            start_at(None, Some(&at), "s-1"),
+            start_at(None, Some(&at), "s-1", false),
             StartAt::AtSequence("9".into())
         );
-        assert_eq!(start_at(None, Some(&at), "s-0"), StartAt::Latest);
+        assert_eq!(start_at(None, Some(&at), "s-0", false), StartAt::Latest);
     }
 }

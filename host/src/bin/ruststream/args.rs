@@ -64,7 +64,7 @@ pub struct RunArgs {
     #[arg(long, env = "RUSTSTREAM_OWNER_ID")]
     pub owner_id: Option<String>,
     /// Most records per GetRecords (1-10000).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i32).range(1..=10000))]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..=10000))]
     pub batch_limit: i32,
     /// Pause after an empty read, in milliseconds.
     #[arg(long, default_value_t = 1000)]
