@@ -138,6 +138,10 @@ impl ShardPipeline {
         let mut ready = Vec::with_capacity(records.len());
         for delivery in records {
             let ticket = self.watermark.track(delivery.sequence_number.as_str());
+            if delivery.is_aggregated() {
+                self.refuse_aggregated(ticket, &delivery);
+                continue;
+            }
             match delivery.due_at_ms {
                 Some(due_at_ms) if due_at_ms > now => self.waiting.push(Waiting {
                     ticket,
@@ -298,6 +302,19 @@ impl ShardPipeline {
                 Err(failure) => self.trapped(*ticket, &deliveries[index], failure).await,
             }
         }
+    }
+
+    /// A KPL-aggregated record holds many user records in a format no handler expects; it is
+    /// refused and skipped (as the seed does), so it cannot block its shard forever.
+    fn refuse_aggregated(&mut self, ticket: Ticket, delivery: &Delivery) {
+        self.runtime_log(
+            Level::Error,
+            Some(delivery),
+            "KPL-aggregated record refused: RustStream does not de-aggregate records; publish \
+             without KPL aggregation. The record is skipped"
+                .to_owned(),
+        );
+        self.mark(ticket);
     }
 
     /// Tells the tenant's quarantine gate how a call went.

@@ -2,6 +2,9 @@
 
 use crate::envelope::{self, DUE_AT_HEADER, RETRY_COUNT_HEADER};
 
+/// How a record aggregated by the Kinesis Producer Library begins.
+pub const KPL_MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
+
 /// A user header. Names are lowercase by convention of the envelope format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -55,6 +58,11 @@ impl Delivery {
             retry_count: unwrapped.retry_count,
             due_at_ms: unwrapped.due_at_ms,
         }
+    }
+
+    /// Whether the payload is a KPL-aggregated record (it starts with the KPL magic bytes).
+    pub fn is_aggregated(&self) -> bool {
+        self.payload.starts_with(&KPL_MAGIC)
     }
 
     /// The attempt number the handler sees: 1 on first delivery.

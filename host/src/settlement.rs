@@ -4,7 +4,7 @@
 //! `retry` without declared attempts holds it (a shard cannot requeue); with `max_attempts`
 //! and/or `dead_letter` declared, `retry` and `retry_after` publish a counted copy, and spent
 //! attempts go to the dead-letter stream or are retired. `retry_after` without any declaration
-//! publishes an uncounted-cap copy after the delay, forever.
+//! publishes a copy after each delay, with no cap.
 //!
 //! This module only decides. The shard pipeline carries the decision out, and marks the original
 //! handled only once a copy is acknowledged by the stream.

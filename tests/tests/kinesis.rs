@@ -584,3 +584,37 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
     b.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_stream_stops_its_subscription_with_a_clear_error() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    kinesis.create_stream("ledger", 1).await?;
+    let client = kinesis.client().await;
+    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+
+    let host = TestHost::new(client.clone(), "host-a")?;
+    let app = host.run("settlement", store.clone(), 1).await?;
+    let (shard, sequence) = put_json(&client, "ledger", &entry(1, 1), None).await?;
+    host.deliveries.wait_for(1, WAIT).await?;
+    client.delete_stream().stream_name("ledger").send().await?;
+
+    let stopped = app
+        .wait_for(WAIT, |s| {
+            s[0].error
+                .as_deref()
+                .is_some_and(|e| e.contains("`ledger` no longer exists"))
+                && s[0].count(&ShardState::Reading) == 0
+        })
+        .await;
+    assert!(stopped, "{:#?}", app.status());
+    // The lease was released with its checkpoint flushed.
+    let row = store
+        .read(&LeaseKey::new("ledger", &shard))
+        .await?
+        .expect("row");
+    assert_eq!(row.owner, None);
+    assert_eq!(row.checkpoint, Some(sequence));
+    app.shutdown().await;
+    Ok(())
+}

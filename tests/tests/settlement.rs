@@ -309,3 +309,28 @@ async fn a_trap_inside_a_batch_settles_the_other_records() {
         "{booked:?}"
     );
 }
+
+#[tokio::test]
+async fn a_kpl_aggregated_record_is_refused_and_skipped() {
+    let mut app = start("settlement").await;
+    let mut aggregated = ruststream_host::record::KPL_MAGIC.to_vec();
+    aggregated.extend_from_slice(b"\x0a\x03pk1\x1a\x05hello");
+    let refused = app.publish_raw("ledger", aggregated).await.unwrap();
+    let after = app.publish("ledger", &entry(2, 5)).await.unwrap();
+
+    let book = app.subscriber("book").unwrap();
+    assert_eq!(
+        book.calls(),
+        1,
+        "the handler never sees the aggregated record"
+    );
+    assert_eq!(book.checkpoint(), Some(after.sequence_number.as_str()));
+    let errors = app.logs_containing("KPL-aggregated record refused");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].level, Level::Error);
+    assert_eq!(errors[0].shard_id.as_deref(), Some(SHARD_ID));
+    assert_eq!(
+        errors[0].sequence_number.as_deref(),
+        Some(refused.sequence_number.as_str())
+    );
+}

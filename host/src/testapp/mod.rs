@@ -238,12 +238,7 @@ impl TestApp {
     ) -> Result<Vec<Published>, TestAppError> {
         let mut published = Vec::with_capacity(values.len());
         for value in values {
-            let payload = serde_json::to_vec(value)?;
-            let record = OutgoingRecord {
-                partition_key: derived_partition_key(&payload),
-                payload,
-                headers: Vec::new(),
-            };
+            let record = plain_record(serde_json::to_vec(value)?, &[]);
             published.push(self.streams.append(stream, &record)?);
         }
         self.settle().await?;
@@ -259,12 +254,7 @@ impl TestApp {
         stream: &str,
         data: impl Into<Vec<u8>>,
     ) -> Result<Published, TestAppError> {
-        let payload = data.into();
-        let record = OutgoingRecord {
-            partition_key: derived_partition_key(&payload),
-            payload,
-            headers: Vec::new(),
-        };
+        let record = plain_record(data.into(), &[]);
         self.publish_record(stream, record).await
     }
 
@@ -278,12 +268,7 @@ impl TestApp {
         value: &T,
         headers: &[(&str, &str)],
     ) -> Result<Published, TestAppError> {
-        let payload = serde_json::to_vec(value)?;
-        let record = OutgoingRecord {
-            partition_key: derived_partition_key(&payload),
-            payload,
-            headers: headers.iter().map(|(n, v)| Header::new(*n, *v)).collect(),
-        };
+        let record = plain_record(serde_json::to_vec(value)?, headers);
         self.publish_record(stream, record).await
     }
 
@@ -481,6 +466,15 @@ impl SubscriberView<'_> {
     /// How many times the component instance was replaced after a failed call.
     pub fn instance_replacements(&self) -> u64 {
         self.pipeline.instance_replacements()
+    }
+}
+
+/// A record as a producer would write it: key derived from the payload.
+fn plain_record(payload: Vec<u8>, headers: &[(&str, &str)]) -> OutgoingRecord {
+    OutgoingRecord {
+        partition_key: derived_partition_key(&payload),
+        payload,
+        headers: headers.iter().map(|(n, v)| Header::new(*n, *v)).collect(),
     }
 }
 
