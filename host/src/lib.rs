@@ -41,6 +41,7 @@ pub mod pipeline;
 pub mod publish;
 pub mod record;
 pub mod runner;
+mod sdk_error;
 pub mod settlement;
 pub mod tenant;
 pub mod testapp;

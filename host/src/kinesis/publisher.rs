@@ -3,9 +3,9 @@
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::primitives::Blob;
 
-use super::describe_error;
 use crate::publish::{BoxFuture, PublishError, Publisher, check_size};
 use crate::record::{OutgoingRecord, Published};
+use crate::sdk_error::describe_error;
 
 /// Writes records with PutRecord. The SDK's standard retries cover throttling and server
 /// errors; what is left after them is reported as a typed [`PublishError`].

@@ -12,9 +12,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::backoff::Backoff;
-use super::describe_error;
 use crate::clock::{Clock, SystemClock};
 use crate::record::Delivery;
+use crate::sdk_error::describe_error;
 
 /// Kinesis allows 5 GetRecords per second per shard.
 pub const MIN_READ_INTERVAL: Duration = Duration::from_millis(200);

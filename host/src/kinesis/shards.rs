@@ -2,8 +2,8 @@
 
 use aws_sdk_kinesis::Client;
 
-use super::describe_error;
 use super::reader::ReadError;
+use crate::sdk_error::describe_error;
 
 /// A shard as listed, with what decides when it may be read.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,9 +18,9 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType, TableStatus,
 };
 
-use super::{Claim, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore};
-use crate::clock::{Clock, SystemClock};
+use super::{Claim, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore, expiry_ms};
 use crate::publish::BoxFuture;
+use crate::sdk_error::describe_error;
 
 const KEY: &str = "lease_key";
 const OWNER: &str = "lease_owner";
@@ -179,7 +179,7 @@ impl DynamoLeaseStore {
                     table: self.table.clone(),
                 })
             }
-            Err(error) => Err(self.backend(operation, key, DisplayError(error))),
+            Err(error) => Err(self.backend(operation, key, describe_error(&error))),
         }
     }
 
@@ -231,7 +231,7 @@ impl LeaseStore for DynamoLeaseStore {
                     .set_exclusive_start_key(start)
                     .send()
                     .await
-                    .map_err(|e| self.backend("Scan", "", DisplayError(e)))?;
+                    .map_err(|e| self.backend("Scan", "", describe_error(&e)))?;
                 for item in page.items.unwrap_or_default() {
                     rows.push(parse_record(&item)?);
                 }
@@ -257,7 +257,7 @@ impl LeaseStore for DynamoLeaseStore {
                 .consistent_read(true)
                 .send()
                 .await
-                .map_err(|e| self.backend("GetItem", &name, DisplayError(e)))?;
+                .map_err(|e| self.backend("GetItem", &name, describe_error(&e)))?;
             out.item.as_ref().map(parse_record).transpose()
         })
     }
@@ -273,7 +273,7 @@ impl LeaseStore for DynamoLeaseStore {
             let name = key.to_string();
             let mut values = vec![
                 (":me", AttributeValue::S(owner.to_owned())),
-                (":exp", number(expiry(ttl))),
+                (":exp", number(expiry_ms(ttl))),
                 (":one", number(1)),
             ];
             let condition = match claim {
@@ -306,7 +306,7 @@ impl LeaseStore for DynamoLeaseStore {
     ) -> BoxFuture<'a, Result<bool, LeaseError>> {
         Box::pin(async move {
             let set = format!("SET {EXPIRY} = :exp");
-            let values = vec![(":exp", number(expiry(ttl)))];
+            let values = vec![(":exp", number(expiry_ms(ttl)))];
             self.held_write("UpdateItem(renew)", lease, &set, values)
                 .await
         })
@@ -323,7 +323,7 @@ impl LeaseStore for DynamoLeaseStore {
             let set = format!("SET {CHECKPOINT} = :seq, {EXPIRY} = :exp");
             let values = vec![
                 (":seq", AttributeValue::S(sequence.to_owned())),
-                (":exp", number(expiry(ttl))),
+                (":exp", number(expiry_ms(ttl))),
             ];
             self.held_write("UpdateItem(checkpoint)", lease, &set, values)
                 .await
@@ -337,23 +337,6 @@ impl LeaseStore for DynamoLeaseStore {
                 .await
         })
     }
-}
-
-/// Renders an SDK error with its service code and message, not just "service error".
-struct DisplayError<E>(E);
-
-impl<E: ProvideErrorMetadata + std::fmt::Debug> std::fmt::Display for DisplayError<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.0.code(), self.0.message()) {
-            (Some(code), Some(message)) => write!(f, "{code}: {message}"),
-            (Some(code), None) => f.write_str(code),
-            _ => write!(f, "{:?}", self.0),
-        }
-    }
-}
-
-fn expiry(ttl: Duration) -> u64 {
-    SystemClock.now_ms().saturating_add(ttl.as_millis() as u64)
 }
 
 fn number(n: u64) -> AttributeValue {

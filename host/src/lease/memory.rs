@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{Claim, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore};
-use crate::clock::{Clock, SystemClock};
+use super::{Claim, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore, expiry_ms};
 use crate::publish::BoxFuture;
 
 /// An in-memory lease store. Shared (behind an `Arc`) by the hosts of one process, it behaves
@@ -50,7 +49,7 @@ impl MemoryLeaseStore {
             return None;
         }
         row.owner = Some(owner.to_owned());
-        row.expiry_ms = Some(expiry(ttl));
+        row.expiry_ms = Some(expiry_ms(ttl));
         row.counter += 1;
         Some(HeldLease {
             key: key.clone(),
@@ -74,10 +73,6 @@ impl MemoryLeaseStore {
         lease.counter = row.counter;
         true
     }
-}
-
-fn expiry(ttl: Duration) -> u64 {
-    SystemClock.now_ms().saturating_add(ttl.as_millis() as u64)
 }
 
 impl LeaseStore for MemoryLeaseStore {
@@ -111,7 +106,9 @@ impl LeaseStore for MemoryLeaseStore {
         lease: &'a mut HeldLease,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, LeaseError>> {
-        Box::pin(async move { Ok(self.held_write(lease, |row| row.expiry_ms = Some(expiry(ttl)))) })
+        Box::pin(
+            async move { Ok(self.held_write(lease, |row| row.expiry_ms = Some(expiry_ms(ttl)))) },
+        )
     }
 
     fn checkpoint<'a>(
@@ -123,7 +120,7 @@ impl LeaseStore for MemoryLeaseStore {
         Box::pin(async move {
             Ok(self.held_write(lease, |row| {
                 row.checkpoint = Some(sequence.to_owned());
-                row.expiry_ms = Some(expiry(ttl));
+                row.expiry_ms = Some(expiry_ms(ttl));
             }))
         })
     }

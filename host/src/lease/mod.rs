@@ -24,6 +24,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::clock::{Clock, SystemClock};
 use crate::publish::BoxFuture;
 
 /// The checkpoint of a shard that was read to its end (after a split or merge); its children
@@ -75,6 +76,12 @@ impl fmt::Display for LeaseKey {
         }
         Ok(())
     }
+}
+
+/// The wall-clock expiry written with a lease: now + `ttl`, in ms since the epoch. Only
+/// native services read it; we judge expiry by observing the fencing counter.
+pub(crate) fn expiry_ms(ttl: Duration) -> u64 {
+    SystemClock.now_ms().saturating_add(ttl.as_millis() as u64)
 }
 
 /// A lease row as stored.
