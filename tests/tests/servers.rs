@@ -5,10 +5,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_kinesis::config::retry::RetryConfig;
 use aws_sdk_kinesis::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_kinesis::primitives::Blob;
@@ -303,24 +300,11 @@ async fn shard_count(kinesis: &LocalKinesis, stream: &str) -> Result<i32> {
         .open_shard_count())
 }
 
+/// Creates `table` with the lease layout and waits until it is active: dynalite answers
+/// CreateTable before the table accepts writes, even with `--createTableMs 0`.
 async fn create_lease_table(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<()> {
-    client
-        .create_table()
-        .table_name(table)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("lease_key")
-                .attribute_type(ScalarAttributeType::S)
-                .build()?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("lease_key")
-                .key_type(KeyType::Hash)
-                .build()?,
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
+    ruststream_host::lease::DynamoLeaseStore::new(client.clone(), table)
+        .create_table_if_missing()
         .await?;
     Ok(())
 }
