@@ -152,6 +152,32 @@ impl TestHost {
     }
 }
 
+/// A local Kinesis server with one stream, and a local DynamoDB server with a lease table.
+/// Both servers stop when this is dropped.
+pub struct Servers {
+    pub kinesis: crate::servers::LocalKinesis,
+    pub dynamo: crate::servers::LocalDynamo,
+    pub client: aws_sdk_kinesis::Client,
+    pub store: Arc<DynamoLeaseStore>,
+}
+
+impl Servers {
+    /// Starts both servers, creates `stream` with `shards` shards and the lease table `table`.
+    pub async fn start(stream: &str, shards: i32, table: &str) -> Result<Self> {
+        let kinesis = crate::servers::LocalKinesis::start().await?;
+        let dynamo = crate::servers::LocalDynamo::start().await?;
+        kinesis.create_stream(stream, shards).await?;
+        let client = kinesis.client().await;
+        let store = dynamo_store(dynamo.client().await, table).await?;
+        Ok(Self {
+            kinesis,
+            dynamo,
+            client,
+            store,
+        })
+    }
+}
+
 /// A DynamoDB lease store over a fresh table `table`.
 pub async fn dynamo_store(
     client: aws_sdk_dynamodb::Client,
@@ -203,8 +229,8 @@ pub struct ReadBack {
 }
 
 impl ReadBack {
-    /// Payload and headers, as the host reads them.
-    pub fn unwrap(&self) -> ruststream_host::envelope::Unwrapped {
+    /// Payload and headers, as the host reads them from the envelope.
+    pub fn envelope(&self) -> ruststream_host::envelope::Unwrapped {
         ruststream_host::envelope::unwrap(&self.data)
     }
 }

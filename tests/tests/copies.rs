@@ -19,25 +19,25 @@ async fn start() -> TestApp {
 }
 
 #[tokio::test]
-async fn a_copy_that_fails_to_publish_is_retried_and_holds_the_checkpoint() {
+async fn a_copy_that_fails_to_publish_is_retried_and_holds_the_checkpoint() -> anyhow::Result<()> {
     let mut app = start().await;
     app.fail_next_publishes("refunds", 2);
-    let original = app.publish("refunds", &entry(1, -5)).await.unwrap();
+    let original = app.publish("refunds", &entry(1, -5)).await?;
 
-    let reconcile = app.subscriber("reconcile").unwrap();
+    let reconcile = app.subscriber("reconcile")?;
     assert_eq!(reconcile.calls(), 1);
     assert_eq!(reconcile.checkpoint(), None);
     assert_eq!(reconcile.held_at(), Some(original.sequence_number.as_str()));
     assert_eq!(app.stream("refunds").len(), 1, "no copy yet");
 
     // First retry after 200 ms fails too; the original still holds the checkpoint.
-    app.advance(Duration::from_millis(200)).await.unwrap();
-    assert_eq!(app.subscriber("reconcile").unwrap().checkpoint(), None);
+    app.advance(Duration::from_millis(200)).await?;
+    assert_eq!(app.subscriber("reconcile")?.checkpoint(), None);
     assert_eq!(app.logs_containing("publishing the copy").len(), 2);
 
     // The second retry, 400 ms later, succeeds: the copy runs its course to the dead letter.
-    app.advance(Duration::from_millis(400)).await.unwrap();
-    let reconcile = app.subscriber("reconcile").unwrap();
+    app.advance(Duration::from_millis(400)).await?;
+    let reconcile = app.subscriber("reconcile")?;
     assert_eq!(reconcile.attempts(), [1, 2, 3]);
     assert_eq!(reconcile.held_at(), None);
     let refunds = app.stream("refunds");
@@ -47,15 +47,16 @@ async fn a_copy_that_fails_to_publish_is_retried_and_holds_the_checkpoint() {
         Some(refunds[2].sequence_number.as_str())
     );
     assert_eq!(app.stream("refunds.dead").len(), 1);
+    Ok(())
 }
 
 #[tokio::test]
-async fn a_seek_to_the_horizon_replays_the_stream_in_order() {
+async fn a_seek_to_the_horizon_replays_the_stream_in_order() -> anyhow::Result<()> {
     let mut app = start().await;
-    let a = app.publish("payouts", &entry(1, 5)).await.unwrap();
-    let b = app.publish("payouts", &entry(2, 6)).await.unwrap();
-    app.seek("pay_out", StartPosition::Horizon).await.unwrap();
-    let pay_out = app.subscriber("pay_out").unwrap();
+    let a = app.publish("payouts", &entry(1, 5)).await?;
+    let b = app.publish("payouts", &entry(2, 6)).await?;
+    app.seek("pay_out", StartPosition::Horizon).await?;
+    let pay_out = app.subscriber("pay_out")?;
     let order: Vec<&str> = pay_out
         .reports()
         .iter()
@@ -64,36 +65,37 @@ async fn a_seek_to_the_horizon_replays_the_stream_in_order() {
     let (a, b) = (a.sequence_number.as_str(), b.sequence_number.as_str());
     assert_eq!(order, [a, b, a, b]);
     assert_eq!(pay_out.checkpoint(), Some(b));
+    Ok(())
 }
 
 #[tokio::test]
-async fn acks_of_records_delivered_before_a_seek_never_move_the_checkpoint() {
+async fn acks_of_records_delivered_before_a_seek_never_move_the_checkpoint() -> anyhow::Result<()> {
     let mut app = start().await;
-    app.publish("payouts", &entry(1, 5)).await.unwrap();
+    app.publish("payouts", &entry(1, 5)).await?;
     // B's delayed copy cannot be published: B stays unhandled, its copy pending.
     app.fail_next_publishes("payouts", 1);
-    app.publish("payouts", &entry(2, -1)).await.unwrap();
+    app.publish("payouts", &entry(2, -1)).await?;
 
-    app.seek("pay_out", StartPosition::Latest).await.unwrap();
-    let c = app.publish("payouts", &entry(3, 5)).await.unwrap();
+    app.seek("pay_out", StartPosition::Latest).await?;
+    let c = app.publish("payouts", &entry(3, 5)).await?;
     assert_eq!(
-        app.subscriber("pay_out").unwrap().checkpoint(),
+        app.subscriber("pay_out")?.checkpoint(),
         Some(c.sequence_number.as_str())
     );
-    app.advance(Duration::from_millis(100)).await.unwrap();
+    app.advance(Duration::from_millis(100)).await?;
     app.fail_next_publishes("payouts", 1);
-    let d = app.publish("payouts", &entry(4, -1)).await.unwrap();
+    let d = app.publish("payouts", &entry(4, -1)).await?;
 
     // B's copy goes out now (200 ms after its first try); B was delivered before the seek,
     // so settling it must not count for D, which sits at B's old position.
-    app.advance(Duration::from_millis(100)).await.unwrap();
-    let pay_out = app.subscriber("pay_out").unwrap();
+    app.advance(Duration::from_millis(100)).await?;
+    let pay_out = app.subscriber("pay_out")?;
     assert_eq!(pay_out.checkpoint(), Some(c.sequence_number.as_str()));
     assert_eq!(pay_out.held_at(), Some(d.sequence_number.as_str()));
 
     // D's own copy goes out 100 ms later and settles D.
-    app.advance(Duration::from_millis(100)).await.unwrap();
-    let pay_out = app.subscriber("pay_out").unwrap();
+    app.advance(Duration::from_millis(100)).await?;
+    let pay_out = app.subscriber("pay_out")?;
     assert_eq!(pay_out.checkpoint(), Some(d.sequence_number.as_str()));
     let copies = app
         .stream("payouts")
@@ -110,4 +112,5 @@ async fn acks_of_records_delivered_before_a_seek_never_move_the_checkpoint() {
             Outcome::RetryAfter(Duration::from_secs(30)),
         ]
     );
+    Ok(())
 }

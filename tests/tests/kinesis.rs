@@ -9,7 +9,7 @@ use ruststream_host::app::StartPosition;
 use ruststream_host::lease::{Claim, LeaseKey, LeaseStore, MemoryLeaseStore};
 use ruststream_host::runner::{Deployment, ShardState};
 use ruststream_host::settlement::Outcome;
-use ruststream_tests::e2e::{TestHost, dynamo_store, put_json, stored_checkpoint};
+use ruststream_tests::e2e::{Servers, TestHost, dynamo_store, put_json, stored_checkpoint};
 use ruststream_tests::servers::{Fault, FaultProxy, LocalDynamo, LocalKinesis};
 use serde_json::json;
 
@@ -25,11 +25,12 @@ fn entry(id: u64, amount: i64) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -> anyhow::Result<()>
 {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 2).await?;
-    let client = kinesis.client().await;
-    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+    let Servers {
+        kinesis: _kinesis,
+        dynamo: _dynamo,
+        client,
+        store,
+    } = Servers::start("ledger", 2, "ruststream-ledger").await?;
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let component = host.load("settlement").await?;
@@ -64,11 +65,12 @@ async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let client = kinesis.client().await;
-    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+    let Servers {
+        kinesis: _kinesis,
+        dynamo: _dynamo,
+        client,
+        store,
+    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
 
     let first = TestHost::new(client.clone(), "host-a")?;
     let app = first.run("settlement", store.clone(), 1).await?;
@@ -112,11 +114,12 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_record_does_not_come_back_after_a_restart() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let client = kinesis.client().await;
-    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+    let Servers {
+        kinesis: _kinesis,
+        dynamo: _dynamo,
+        client,
+        store,
+    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
 
     let first = TestHost::new(client.clone(), "host-a")?;
     let app = first.run("settlement", store.clone(), 1).await?;
@@ -290,11 +293,12 @@ async fn a_throttled_read_backs_off_and_loses_nothing() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoint_writes_are_coalesced() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let client = kinesis.client().await;
-    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+    let Servers {
+        kinesis: _kinesis,
+        dynamo: _dynamo,
+        client,
+        store,
+    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run("settlement", store.clone(), 1).await?;
@@ -345,11 +349,12 @@ async fn checkpoint_writes_are_coalesced() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let client = kinesis.client().await;
-    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+    let Servers {
+        kinesis: _kinesis,
+        dynamo: _dynamo,
+        client,
+        store,
+    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run("settlement", store.clone(), 1).await?;
@@ -462,11 +467,12 @@ async fn wait_for_checkpoint(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -> anyhow::Result<()>
 {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let client = kinesis.client().await;
-    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+    let Servers {
+        kinesis: _kinesis,
+        dynamo: _dynamo,
+        client,
+        store,
+    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run("settlement", store.clone(), 1).await?;
@@ -519,11 +525,12 @@ async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 4).await?;
-    let client = kinesis.client().await;
-    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+    let Servers {
+        kinesis: _kinesis,
+        dynamo: _dynamo,
+        client,
+        store,
+    } = Servers::start("ledger", 4, "ruststream-ledger").await?;
 
     let first = TestHost::new(client.clone(), "host-a")?;
     let a = first.run("settlement", store.clone(), 4).await?;
@@ -587,11 +594,12 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_stream_stops_its_subscription_with_a_clear_error() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let client = kinesis.client().await;
-    let store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
+    let Servers {
+        kinesis: _kinesis,
+        dynamo: _dynamo,
+        client,
+        store,
+    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run("settlement", store.clone(), 1).await?;

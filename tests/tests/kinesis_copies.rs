@@ -58,7 +58,7 @@ async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result
         .collect();
     assert_eq!(seen_by_handler, ["1", "2", "3"]);
 
-    let dead = dead[0].unwrap();
+    let dead = dead[0].envelope();
     assert_eq!(dead.retry_count, 3);
     assert_eq!(
         serde_json::from_slice::<serde_json::Value>(&dead.payload)?,
@@ -103,7 +103,7 @@ async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result
     // The copy is in the stream and the original is settled before the crash.
     let copy = wait_for_records(&client, "reminders", 2).await?.remove(1);
     let due = copy
-        .unwrap()
+        .envelope()
         .due_at_ms
         .expect("the copy carries its due time");
     wait_until_checkpoint(store.as_ref(), "reminders", &shard, &original).await?;
@@ -273,7 +273,7 @@ async fn a_handler_publishes_to_a_second_stream_with_its_key() -> anyhow::Result
     let shipments = read_all(&client, "shipments").await?;
     assert_eq!(shipments.len(), 1);
     assert_eq!(shipments[0].partition_key, "cust-7");
-    let shipped = shipments[0].unwrap();
+    let shipped = shipments[0].envelope();
     assert_eq!(
         serde_json::from_slice::<serde_json::Value>(&shipped.payload)?,
         order

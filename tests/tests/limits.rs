@@ -25,29 +25,29 @@ async fn with_fuel(fuel: u64) -> TestApp {
 }
 
 #[tokio::test]
-async fn a_call_that_runs_out_of_fuel_is_a_failed_attempt() {
+async fn a_call_that_runs_out_of_fuel_is_a_failed_attempt() -> anyhow::Result<()> {
     let mut app = with_fuel(1_000).await;
     app.publish("ledger", &json!({"id": 1, "amount": 5}))
-        .await
-        .unwrap();
-    let book = app.subscriber("book").unwrap();
+        .await?;
+    let book = app.subscriber("book")?;
     assert_eq!(book.reports()[0].trap, Some(TrapKind::OutOfFuel));
     assert_eq!(book.outcomes(), [Outcome::Retry]);
+    Ok(())
 }
 
 #[tokio::test]
-async fn enough_fuel_handles_the_record() {
+async fn enough_fuel_handles_the_record() -> anyhow::Result<()> {
     let mut app = with_fuel(10_000_000).await;
     app.publish("ledger", &json!({"id": 1, "amount": 5}))
-        .await
-        .unwrap();
-    let book = app.subscriber("book").unwrap();
+        .await?;
+    let book = app.subscriber("book")?;
     assert_eq!(book.outcomes(), [Outcome::Ack]);
     assert_eq!(book.reports()[0].trap, None);
+    Ok(())
 }
 
 #[tokio::test]
-async fn a_spinning_call_ends_at_its_deadline_and_the_instance_is_replaced() {
+async fn a_spinning_call_ends_at_its_deadline_and_the_instance_is_replaced() -> anyhow::Result<()> {
     let deadline = Duration::from_millis(200);
     let mut app = TestApp::builder(component("hostile-spin"))
         .tenant(Tenant::trusted("evil").limits(Limits {
@@ -58,9 +58,9 @@ async fn a_spinning_call_ends_at_its_deadline_and_the_instance_is_replaced() {
         .await
         .expect("hostile-spin loads");
     let started = std::time::Instant::now();
-    app.publish("hostile", &json!({"id": 1})).await.unwrap();
-    app.publish("hostile", &json!({"id": 2})).await.unwrap();
-    let spin = app.subscriber("hostile").unwrap();
+    app.publish("hostile", &json!({"id": 1})).await?;
+    app.publish("hostile", &json!({"id": 2})).await?;
+    let spin = app.subscriber("hostile")?;
     assert_eq!(
         spin.reports().iter().map(|r| r.trap).collect::<Vec<_>>(),
         [Some(TrapKind::Deadline); 2]
@@ -68,4 +68,5 @@ async fn a_spinning_call_ends_at_its_deadline_and_the_instance_is_replaced() {
     assert_eq!(spin.instance_replacements(), 2);
     // Each call was cut at its deadline, not left to run.
     assert!(started.elapsed() < deadline * 10, "{:?}", started.elapsed());
+    Ok(())
 }

@@ -22,7 +22,7 @@ async fn start(name: &str) -> TestApp {
 }
 
 #[tokio::test]
-async fn the_component_declares_the_seed_app() {
+async fn the_component_declares_the_seed_app() -> anyhow::Result<()> {
     for name in SETTLEMENT {
         let app = start(name).await;
         assert_eq!(app.app().name, "ledger");
@@ -33,31 +33,33 @@ async fn the_component_declares_the_seed_app() {
     }
     let app = start("settlement").await;
     assert_eq!(app.app().subscriptions[0].name, "book");
+    Ok(())
 }
 
 #[tokio::test]
-async fn an_empty_entry_is_dropped_and_the_checkpoint_passes_it() {
+async fn an_empty_entry_is_dropped_and_the_checkpoint_passes_it() -> anyhow::Result<()> {
     for name in SETTLEMENT {
         let mut app = start(name).await;
-        let dropped = app.publish("ledger", &entry(1, 0)).await.unwrap();
-        let ledger = app.subscriber("ledger").unwrap();
+        let dropped = app.publish("ledger", &entry(1, 0)).await?;
+        let ledger = app.subscriber("ledger")?;
         assert_eq!(ledger.outcomes(), [Outcome::Drop], "{name}");
         assert_eq!(ledger.checkpoint(), Some(dropped.sequence_number.as_str()));
         assert_eq!(ledger.held_at(), None);
         assert!(app.logs_containing("booked").is_empty());
     }
+    Ok(())
 }
 
 #[tokio::test]
-async fn a_refund_holds_the_checkpoint_while_later_entries_are_booked() {
+async fn a_refund_holds_the_checkpoint_while_later_entries_are_booked() -> anyhow::Result<()> {
     for name in SETTLEMENT {
         let mut app = start(name).await;
-        let first = app.publish("ledger", &entry(1, 5)).await.unwrap();
-        let refund = app.publish("ledger", &entry(2, -3)).await.unwrap();
-        app.publish("ledger", &entry(3, 7)).await.unwrap();
-        let last = app.publish("ledger", &entry(4, 9)).await.unwrap();
+        let first = app.publish("ledger", &entry(1, 5)).await?;
+        let refund = app.publish("ledger", &entry(2, -3)).await?;
+        app.publish("ledger", &entry(3, 7)).await?;
+        let last = app.publish("ledger", &entry(4, 9)).await?;
 
-        let ledger = app.subscriber("ledger").unwrap();
+        let ledger = app.subscriber("ledger")?;
         assert_eq!(
             ledger.outcomes(),
             [Outcome::Ack, Outcome::Retry, Outcome::Ack, Outcome::Ack],
@@ -91,22 +93,22 @@ async fn a_refund_holds_the_checkpoint_while_later_entries_are_booked() {
         );
 
         // Within one run the held record does not come back, whatever time does.
-        app.advance(Duration::from_secs(3600)).await.unwrap();
-        assert_eq!(app.subscriber("ledger").unwrap().calls(), 4);
+        app.advance(Duration::from_secs(3600)).await?;
+        assert_eq!(app.subscriber("ledger")?.calls(), 4);
     }
+    Ok(())
 }
 
 #[tokio::test]
-async fn a_batch_is_settled_record_by_record() {
+async fn a_batch_is_settled_record_by_record() -> anyhow::Result<()> {
     let mut app = start("settlement").await;
     let published = app
         .publish_batch(
             "ledger",
             &[entry(1, 5), entry(2, 0), entry(3, -1), entry(4, 2)],
         )
-        .await
-        .unwrap();
-    let ledger = app.subscriber("book").unwrap();
+        .await?;
+    let ledger = app.subscriber("book")?;
     assert_eq!(
         ledger.outcomes(),
         [Outcome::Ack, Outcome::Drop, Outcome::Retry, Outcome::Ack]
@@ -119,14 +121,15 @@ async fn a_batch_is_settled_record_by_record() {
         ledger.held_at(),
         Some(published[2].sequence_number.as_str())
     );
+    Ok(())
 }
 
 #[tokio::test]
-async fn a_record_that_is_not_json_is_logged_and_dropped() {
+async fn a_record_that_is_not_json_is_logged_and_dropped() -> anyhow::Result<()> {
     for name in SETTLEMENT {
         let mut app = start(name).await;
-        let bad = app.publish_raw("ledger", "{not json").await.unwrap();
-        let ledger = app.subscriber("ledger").unwrap();
+        let bad = app.publish_raw("ledger", "{not json").await?;
+        let ledger = app.subscriber("ledger")?;
         assert_eq!(ledger.outcomes(), [Outcome::Drop], "{name}");
         assert_eq!(ledger.checkpoint(), Some(bad.sequence_number.as_str()));
 
@@ -145,17 +148,17 @@ async fn a_record_that_is_not_json_is_logged_and_dropped() {
         );
         assert!(error.field("error").is_some_and(|e| e.contains("line 1")));
     }
+    Ok(())
 }
 
 #[tokio::test]
-async fn max_attempts_delivers_three_times_then_dead_letters() {
+async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result<()> {
     let mut app = start("settlement-retries").await;
     let original = app
         .publish_with_headers("refunds", &entry(7, -40), &[("trace-id", "t-7")])
-        .await
-        .unwrap();
+        .await?;
 
-    let reconcile = app.subscriber("reconcile").unwrap();
+    let reconcile = app.subscriber("reconcile")?;
     assert_eq!(reconcile.calls(), 3);
     assert_eq!(reconcile.attempts(), [1, 2, 3]);
     assert_eq!(reconcile.outcomes(), [Outcome::Retry; 3]);
@@ -180,13 +183,10 @@ async fn max_attempts_delivers_three_times_then_dead_letters() {
         Some("3")
     );
     assert_eq!(dead[0].header("trace-id").as_deref(), Some("t-7"));
-    assert_eq!(
-        dead[0].decode::<serde_json::Value>().unwrap(),
-        entry(7, -40)
-    );
+    assert_eq!(dead[0].decode::<serde_json::Value>()?, entry(7, -40));
 
     // Every delivery is settled: the checkpoint passed the original and both copies.
-    let reconcile = app.subscriber("reconcile").unwrap();
+    let reconcile = app.subscriber("reconcile")?;
     assert_eq!(
         reconcile.checkpoint(),
         Some(refunds[2].sequence_number.as_str())
@@ -197,40 +197,42 @@ async fn max_attempts_delivers_three_times_then_dead_letters() {
             .len(),
         1
     );
+    Ok(())
 }
 
 #[tokio::test]
-async fn retry_after_delivers_the_copy_exactly_at_its_delay() {
+async fn retry_after_delivers_the_copy_exactly_at_its_delay() -> anyhow::Result<()> {
     let mut app = start("settlement-retries").await;
-    app.publish("payouts", &entry(9, -1)).await.unwrap();
-    assert_eq!(app.subscriber("pay_out").unwrap().calls(), 1);
+    app.publish("payouts", &entry(9, -1)).await?;
+    assert_eq!(app.subscriber("pay_out")?.calls(), 1);
 
-    app.advance(Duration::from_millis(29_999)).await.unwrap();
-    assert_eq!(app.subscriber("pay_out").unwrap().calls(), 1);
+    app.advance(Duration::from_millis(29_999)).await?;
+    assert_eq!(app.subscriber("pay_out")?.calls(), 1);
 
-    app.advance(Duration::from_millis(1)).await.unwrap();
-    let pay_out = app.subscriber("pay_out").unwrap();
+    app.advance(Duration::from_millis(1)).await?;
+    let pay_out = app.subscriber("pay_out")?;
     assert_eq!(pay_out.calls(), 2);
     assert_eq!(pay_out.attempts(), [1, 2]);
     assert_eq!(app.elapsed(), Duration::from_secs(30));
 
     // No declaration: the copies go on, one per delay.
-    app.advance(Duration::from_secs(60)).await.unwrap();
-    assert_eq!(app.subscriber("pay_out").unwrap().attempts(), [1, 2, 3, 4]);
+    app.advance(Duration::from_secs(60)).await?;
+    assert_eq!(app.subscriber("pay_out")?.attempts(), [1, 2, 3, 4]);
+    Ok(())
 }
 
 #[tokio::test]
-async fn a_waiting_copy_holds_the_checkpoint_but_not_later_records() {
+async fn a_waiting_copy_holds_the_checkpoint_but_not_later_records() -> anyhow::Result<()> {
     let mut app = start("settlement-retries").await;
-    app.publish("payouts", &entry(1, -1)).await.unwrap();
-    app.publish("payouts", &entry(2, 10)).await.unwrap();
+    app.publish("payouts", &entry(1, -1)).await?;
+    app.publish("payouts", &entry(2, 10)).await?;
     let payouts = app.stream("payouts");
     let copy = &payouts[1];
     assert_eq!(
         copy.header("x-ruststream-retry-count").as_deref(),
         Some("1")
     );
-    let pay_out = app.subscriber("pay_out").unwrap();
+    let pay_out = app.subscriber("pay_out")?;
     // The original is settled by its copy; the copy waits for its due time and holds the
     // checkpoint, while entry 2 behind it is handled.
     assert_eq!(pay_out.outcomes().len(), 2);
@@ -239,14 +241,15 @@ async fn a_waiting_copy_holds_the_checkpoint_but_not_later_records() {
         Some(payouts[0].sequence_number.as_str())
     );
     assert_eq!(pay_out.held_at(), Some(copy.sequence_number.as_str()));
+    Ok(())
 }
 
 #[tokio::test]
-async fn error_results_drop_and_decode_policy_is_honoured() {
+async fn error_results_drop_and_decode_policy_is_honoured() -> anyhow::Result<()> {
     let mut app = start("settlement-retries").await;
-    let no_id = app.publish("audit", &entry(0, 5)).await.unwrap();
-    let bad = app.publish_raw("audit", "[]").await.unwrap();
-    let audit = app.subscriber("audit").unwrap();
+    let no_id = app.publish("audit", &entry(0, 5)).await?;
+    let bad = app.publish_raw("audit", "[]").await?;
+    let audit = app.subscriber("audit")?;
     // `Err` drops; the registration says `on_failure(decode = retry)`, which holds.
     assert_eq!(audit.outcomes(), [Outcome::Drop, Outcome::Retry]);
     assert_eq!(audit.checkpoint(), Some(no_id.sequence_number.as_str()));
@@ -254,15 +257,16 @@ async fn error_results_drop_and_decode_policy_is_honoured() {
     let error = app.logs_containing("handler returned an error");
     assert_eq!(error.len(), 1);
     assert_eq!(error[0].field("error"), Some("entry 0 has no id"));
+    Ok(())
 }
 
 #[tokio::test]
-async fn a_trapping_component_does_not_stop_the_host() {
+async fn a_trapping_component_does_not_stop_the_host() -> anyhow::Result<()> {
     let mut app = start("faulty").await;
-    let trapped = app.publish("ledger", &entry(1, 13)).await.unwrap();
-    app.publish("ledger", &entry(2, 5)).await.unwrap();
+    let trapped = app.publish("ledger", &entry(1, 13)).await?;
+    app.publish("ledger", &entry(2, 5)).await?;
 
-    let book = app.subscriber("book").unwrap();
+    let book = app.subscriber("book")?;
     assert_eq!(book.outcomes(), [Outcome::Retry, Outcome::Ack]);
     assert_eq!(
         book.reports()[0].trap.map(|t| t.to_string()).as_deref(),
@@ -279,16 +283,16 @@ async fn a_trapping_component_does_not_stop_the_host() {
         Some(trapped.sequence_number.as_str())
     );
     assert_eq!(app.logs_containing("booked").len(), 1);
+    Ok(())
 }
 
 #[tokio::test]
-async fn a_trap_inside_a_batch_settles_the_other_records() {
+async fn a_trap_inside_a_batch_settles_the_other_records() -> anyhow::Result<()> {
     let mut app = start("faulty").await;
     let published = app
         .publish_batch("ledger", &[entry(1, 1), entry(2, 13), entry(3, 3)])
-        .await
-        .unwrap();
-    let book = app.subscriber("book").unwrap();
+        .await?;
+    let book = app.subscriber("book")?;
     assert_eq!(
         book.outcomes(),
         [Outcome::Ack, Outcome::Retry, Outcome::Ack]
@@ -308,17 +312,18 @@ async fn a_trap_inside_a_batch_settles_the_other_records() {
         booked.ends_with(&["1".to_owned(), "3".to_owned()]),
         "{booked:?}"
     );
+    Ok(())
 }
 
 #[tokio::test]
-async fn a_kpl_aggregated_record_is_refused_and_skipped() {
+async fn a_kpl_aggregated_record_is_refused_and_skipped() -> anyhow::Result<()> {
     let mut app = start("settlement").await;
     let mut aggregated = ruststream_host::record::KPL_MAGIC.to_vec();
     aggregated.extend_from_slice(b"\x0a\x03pk1\x1a\x05hello");
-    let refused = app.publish_raw("ledger", aggregated).await.unwrap();
-    let after = app.publish("ledger", &entry(2, 5)).await.unwrap();
+    let refused = app.publish_raw("ledger", aggregated).await?;
+    let after = app.publish("ledger", &entry(2, 5)).await?;
 
-    let book = app.subscriber("book").unwrap();
+    let book = app.subscriber("book")?;
     assert_eq!(
         book.calls(),
         1,
@@ -333,4 +338,5 @@ async fn a_kpl_aggregated_record_is_refused_and_skipped() {
         errors[0].sequence_number.as_deref(),
         Some(refused.sequence_number.as_str())
     );
+    Ok(())
 }

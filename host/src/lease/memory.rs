@@ -148,58 +148,52 @@ mod tests {
             .block_on(f)
     }
 
+    fn take(
+        store: &MemoryLeaseStore,
+        key: &LeaseKey,
+        owner: &str,
+        claim: Claim,
+    ) -> Option<HeldLease> {
+        block(store.acquire(key, owner, TTL, claim)).expect("the memory store does not fail")
+    }
+
     #[test]
-    fn a_held_lease_fences_off_other_owners() {
+    fn a_held_lease_fences_off_other_owners() -> Result<(), LeaseError> {
         let store = MemoryLeaseStore::new();
         let key = LeaseKey::new("ledger", "shard-0");
-        let mut a = block(store.acquire(&key, "a", TTL, Claim::Free))
-            .unwrap()
-            .expect("free lease");
-        assert!(
-            block(store.acquire(&key, "b", TTL, Claim::Free))
-                .unwrap()
-                .is_none()
-        );
-        // b observed counter 1 and takes the lease over; a's next write fails.
-        let b = block(store.acquire(&key, "b", TTL, Claim::Observed(a.counter)))
-            .unwrap()
-            .expect("observed counter matches");
-        assert!(!block(store.checkpoint(&mut a, "42", TTL)).unwrap());
-        assert!(!block(store.renew(&mut a, TTL)).unwrap());
-        let row = block(store.read(&key)).unwrap().expect("row");
+        let mut a = take(&store, &key, "a", Claim::Free).expect("a free lease");
+        assert!(take(&store, &key, "b", Claim::Free).is_none());
+        // b observed a's counter and takes the lease over; a's next writes fail.
+        let b = take(&store, &key, "b", Claim::Observed(a.counter)).expect("counter matches");
+        assert!(!block(store.checkpoint(&mut a, "42", TTL))?);
+        assert!(!block(store.renew(&mut a, TTL))?);
+        let row = block(store.read(&key))?.expect("row");
         assert_eq!(row.owner.as_deref(), Some("b"));
         assert_eq!(row.checkpoint, None);
-        assert!(block(store.release(b)).unwrap());
+        assert!(block(store.release(b))?);
+        Ok(())
     }
 
     #[test]
-    fn a_stale_observation_cannot_steal() {
+    fn a_stale_observation_cannot_steal() -> Result<(), LeaseError> {
         let store = MemoryLeaseStore::new();
         let key = LeaseKey::new("ledger", "shard-0");
-        let mut a = block(store.acquire(&key, "a", TTL, Claim::Free))
-            .unwrap()
-            .unwrap();
+        let mut a = take(&store, &key, "a", Claim::Free).expect("a free lease");
         let observed = a.counter;
-        assert!(block(store.renew(&mut a, TTL)).unwrap());
-        assert!(
-            block(store.acquire(&key, "b", TTL, Claim::Observed(observed)))
-                .unwrap()
-                .is_none()
-        );
+        assert!(block(store.renew(&mut a, TTL))?);
+        assert!(take(&store, &key, "b", Claim::Observed(observed)).is_none());
+        Ok(())
     }
 
     #[test]
-    fn release_keeps_the_checkpoint_and_frees_the_lease() {
+    fn release_keeps_the_checkpoint_and_frees_the_lease() -> Result<(), LeaseError> {
         let store = MemoryLeaseStore::new();
         let key = LeaseKey::new("ledger", "shard-0");
-        let mut a = block(store.acquire(&key, "a", TTL, Claim::Free))
-            .unwrap()
-            .unwrap();
-        assert!(block(store.checkpoint(&mut a, "7", TTL)).unwrap());
-        assert!(block(store.release(a)).unwrap());
-        let b = block(store.acquire(&key, "b", TTL, Claim::Free))
-            .unwrap()
-            .unwrap();
+        let mut a = take(&store, &key, "a", Claim::Free).expect("a free lease");
+        assert!(block(store.checkpoint(&mut a, "7", TTL))?);
+        assert!(block(store.release(a))?);
+        let b = take(&store, &key, "b", Claim::Free).expect("released");
         assert_eq!(b.checkpoint.as_deref(), Some("7"));
+        Ok(())
     }
 }
