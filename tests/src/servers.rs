@@ -207,7 +207,9 @@ async fn wait_until_active(client: &aws_sdk_kinesis::Client, name: &str) -> Resu
 
 /// A `dynalite` server listening only on 127.0.0.1, in memory, killed when dropped.
 ///
-/// Table creation, deletion and updates complete immediately (no CREATING delay).
+/// Table creation, deletion and updates have no configured delay, but CreateTable still answers
+/// before the table accepts writes: wait for ACTIVE (as `DynamoLeaseStore::create_table_if_missing`
+/// does) before using a new table.
 #[derive(Debug)]
 pub struct LocalDynamo {
     server: NodeServer,
