@@ -36,9 +36,10 @@
 //! component. A tenant crate needs this crate, `serde` for its types, and nothing else: no
 //! WIT files, no `wit-bindgen`.
 //!
-//! Records are decoded from JSON into the handler's input type; a record that does not decode
-//! is logged (naming the subscriber and sequence number) and settled by the registration's
-//! decode policy (default: dropped). `tracing` events inside a handler reach the host's log,
+//! Records are decoded from JSON into the handler's input type (`&Raw` takes the payload as it
+//! is); a record that does not decode is logged (naming the subscriber and sequence number) and
+//! settled by the registration's decode policy (default: dropped). Handlers publish with
+//! [`publish`], which answers where the record landed or a typed [`PublishError`]. `tracing` events inside a handler reach the host's log,
 //! tagged with the component, stream, shard and sequence number.
 
 mod app;
