@@ -1,5 +1,5 @@
 //! The `ruststream` binary's handling of bad input. (Running components with it against real
-//! servers is tested in `tests/tests/binary.rs`.)
+//! servers is tested in `tests/tests/all/binary.rs`.)
 
 use std::process::Command;
 
