@@ -10,7 +10,9 @@
 //!   it while later records go on;
 //! - a counted copy: published to the stream (or dead-letter stream) first, and only once the
 //!   stream has acknowledged it is the original marked handled. A failed publish is retried
-//!   with backoff while the original holds the checkpoint; nothing is ever lost.
+//!   with backoff while the original holds the checkpoint; nothing is ever lost. A copy that
+//!   can never be published (larger than a stream record once its headers are added) is given
+//!   up with an error, and its original is held like a `retry` without attempts.
 //!
 //! A `retry_after` copy carries its due time in its envelope; when it is read before it is due
 //! the pipeline keeps it waiting (holding the checkpoint, not the records after it), so the
@@ -24,7 +26,7 @@ use crate::checkpoint::{Ticket, Watermark};
 use crate::clock::Clock;
 use crate::component::{BatchCall, CallFailure, HandlerInstance, TrapKind};
 use crate::log::{Level, LogLine, LogSink, Origin};
-use crate::publish::Publisher;
+use crate::publish::{PublishError, Publisher};
 use crate::record::{Delivery, OutgoingRecord};
 use crate::settlement::{self, CopyPlan, Disposition, Outcome};
 use crate::tenant::Tenant;
@@ -411,6 +413,19 @@ impl ShardPipeline {
             .await;
         match result {
             Ok(_) => self.mark(copy.ticket),
+            // No later try can succeed; the original is held, as a `retry` without attempts.
+            Err(error @ PublishError::RecordTooLarge { .. }) => {
+                let mut line = self.line(
+                    Level::Error,
+                    None,
+                    format!(
+                        "the copy for `{}` can never be published ({error}); the original stays unhandled and holds the checkpoint until the shard's lease is next taken",
+                        copy.target
+                    ),
+                );
+                line.sequence_number = Some(copy.original_sequence);
+                self.env.log.emit(line);
+            }
             Err(error) => {
                 copy.tries += 1;
                 let pause = backoff(copy.tries);

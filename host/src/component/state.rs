@@ -10,7 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::bindings::ruststream::handler::{host, types};
 use super::instance::InstanceEnv;
 use super::output::{LogBudget, OutputCapture};
-use super::trap::MemoryLimitExceeded;
+use super::trap::{MemoryLimitExceeded, TableLimitExceeded};
 use crate::log::{Level, LogLine, Origin};
 use crate::publish::{PublishError, check_size, derived_partition_key};
 use crate::record::{Delivery, Header, OutgoingRecord};
@@ -30,7 +30,7 @@ pub(crate) struct HostState {
     pub(crate) call: Option<CallTags>,
     /// When the current call must end; read by the epoch callback.
     pub(crate) deadline: Option<Instant>,
-    pub(crate) limiter: MemoryLimiter,
+    pub(crate) limiter: InstanceLimiter,
     budget: LogBudget,
     stdout: OutputCapture,
     stderr: OutputCapture,
@@ -39,13 +39,13 @@ pub(crate) struct HostState {
 impl HostState {
     pub(crate) fn new(env: InstanceEnv) -> Self {
         let limits = env.tenant.call_limits();
-        let limiter = MemoryLimiter {
-            limit: limits.memory_bytes,
-            inner: wasmtime::StoreLimitsBuilder::new()
+        let limiter = InstanceLimiter {
+            memory_bytes: limits.memory_bytes,
+            table_elements: limits.max_table_elements,
+            counts: wasmtime::StoreLimitsBuilder::new()
                 .tables(limits.max_tables)
                 .memories(limits.max_memories)
                 .instances(limits.max_instances)
-                .table_elements(limits.max_table_elements)
                 .build(),
         };
         let stdout = OutputCapture::default();
@@ -155,24 +155,26 @@ impl WasiView for HostState {
     }
 }
 
-/// Caps linear memory with an error that says so, rather than a failed `memory.grow` the guest
-/// turns into an indistinguishable abort.
-pub(crate) struct MemoryLimiter {
-    limit: usize,
-    inner: StoreLimits,
+/// Caps linear memory and tables with errors that say so, rather than a failed `memory.grow`
+/// or `table.grow` the guest turns into an indistinguishable abort. Counts of instances,
+/// tables and memories are wasmtime's own checks (an untyped "resource limit exceeded" error).
+pub(crate) struct InstanceLimiter {
+    memory_bytes: usize,
+    table_elements: usize,
+    counts: StoreLimits,
 }
 
-impl ResourceLimiter for MemoryLimiter {
+impl ResourceLimiter for InstanceLimiter {
     fn memory_growing(
         &mut self,
         _current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.limit {
+        if desired > self.memory_bytes {
             return Err(wasmtime::Error::new(MemoryLimitExceeded {
                 desired,
-                limit: self.limit,
+                limit: self.memory_bytes,
             }));
         }
         Ok(true)
@@ -180,23 +182,29 @@ impl ResourceLimiter for MemoryLimiter {
 
     fn table_growing(
         &mut self,
-        current: usize,
+        _current: usize,
         desired: usize,
-        maximum: Option<usize>,
+        _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        self.inner.table_growing(current, desired, maximum)
+        if desired > self.table_elements {
+            return Err(wasmtime::Error::new(TableLimitExceeded {
+                desired,
+                limit: self.table_elements,
+            }));
+        }
+        Ok(true)
     }
 
     fn instances(&self) -> usize {
-        self.inner.instances()
+        self.counts.instances()
     }
 
     fn tables(&self) -> usize {
-        self.inner.tables()
+        self.counts.tables()
     }
 
     fn memories(&self) -> usize {
-        self.inner.memories()
+        self.counts.memories()
     }
 }
 

@@ -18,6 +18,8 @@ pub enum TrapKind {
     Panic,
     /// The call ran out of fuel.
     OutOfFuel,
+    /// The instance went past a table-size or instance/table/memory-count cap.
+    ResourceLimit,
     /// Any other trap: out-of-bounds access, bad cast, integer fault, a host error.
     Other,
 }
@@ -30,6 +32,7 @@ impl fmt::Display for TrapKind {
             Self::StackOverflow => "stack overflow",
             Self::Panic => "panic",
             Self::OutOfFuel => "out of fuel",
+            Self::ResourceLimit => "resource limit exceeded",
             Self::Other => "trap",
         })
     }
@@ -48,6 +51,18 @@ pub(crate) struct MemoryLimitExceeded {
     pub limit: usize,
 }
 
+/// The error the resource limiter raises when a table would grow past the limit.
+#[derive(Debug, thiserror::Error)]
+#[error("table limit exceeded: growing to {desired} elements, the limit is {limit} elements")]
+pub(crate) struct TableLimitExceeded {
+    pub desired: usize,
+    pub limit: usize,
+}
+
+/// The words wasmtime's own count checks (instances, tables, memories) start their untyped
+/// errors with: "resource limit exceeded: instance count too high at 21".
+const COUNT_LIMIT_PREFIX: &str = "resource limit exceeded";
+
 /// Classifies the error of a failed call.
 pub(crate) fn classify(error: &wasmtime::Error) -> TrapKind {
     if error.downcast_ref::<DeadlineExceeded>().is_some() {
@@ -56,11 +71,48 @@ pub(crate) fn classify(error: &wasmtime::Error) -> TrapKind {
     if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
         return TrapKind::MemoryLimit;
     }
+    if error.downcast_ref::<TableLimitExceeded>().is_some()
+        || error
+            .chain()
+            .any(|cause| cause.to_string().starts_with(COUNT_LIMIT_PREFIX))
+    {
+        return TrapKind::ResourceLimit;
+    }
     match error.downcast_ref::<Trap>() {
         Some(Trap::StackOverflow) => TrapKind::StackOverflow,
         Some(Trap::UnreachableCodeReached) => TrapKind::Panic,
         Some(Trap::OutOfFuel) => TrapKind::OutOfFuel,
         Some(Trap::Interrupt) => TrapKind::Deadline,
         _ => TrapKind::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_told_apart_from_other_failures() {
+        let table = wasmtime::Error::new(TableLimitExceeded {
+            desired: 40,
+            limit: 1,
+        });
+        assert_eq!(classify(&table), TrapKind::ResourceLimit);
+        let count = wasmtime::Error::msg("resource limit exceeded: instance count too high at 2")
+            .context("instantiation failed");
+        assert_eq!(classify(&count), TrapKind::ResourceLimit);
+        let memory = wasmtime::Error::new(MemoryLimitExceeded {
+            desired: 2 << 20,
+            limit: 1 << 20,
+        });
+        assert_eq!(classify(&memory), TrapKind::MemoryLimit);
+        let deadline = wasmtime::Error::new(DeadlineExceeded(Duration::from_millis(5)));
+        assert_eq!(classify(&deadline), TrapKind::Deadline);
+        let host = wasmtime::Error::msg("the host import failed");
+        assert_eq!(classify(&host), TrapKind::Other);
+        assert_eq!(
+            classify(&wasmtime::Error::new(Trap::StackOverflow)),
+            TrapKind::StackOverflow
+        );
     }
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use ruststream_host::app::StartPosition;
+use ruststream_host::publish::MAX_RECORD_BYTES;
 use ruststream_host::settlement::Outcome;
 use ruststream_host::testapp::TestApp;
 use ruststream_tests::component;
@@ -47,6 +48,41 @@ async fn a_copy_that_fails_to_publish_is_retried_and_holds_the_checkpoint() -> a
         Some(refunds[2].sequence_number.as_str())
     );
     assert_eq!(app.stream("refunds.dead").len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_copy_too_large_to_publish_is_given_up_and_its_original_held() -> anyhow::Result<()> {
+    let mut app = start().await;
+    // The original fits a stream record with 10 bytes to spare (its partition key is 16
+    // bytes); its copy, enveloped with the retry-count header, does not.
+    let (head, tail) = (r#"{"id":1,"amount":-5,"pad":""#, r#""}"#);
+    let pad = "x".repeat(MAX_RECORD_BYTES as usize - 16 - 10 - head.len() - tail.len());
+    let big = app
+        .publish_raw("refunds", format!("{head}{pad}{tail}"))
+        .await?;
+    let after = app.publish("refunds", &entry(2, 7)).await?;
+
+    let reconcile = app.subscriber("reconcile")?;
+    assert_eq!(reconcile.outcomes(), [Outcome::Retry, Outcome::Ack]);
+    assert_eq!(reconcile.held_at(), Some(big.sequence_number.as_str()));
+    assert_eq!(reconcile.checkpoint(), None);
+    let given_up = app.logs_containing("can never be published");
+    assert_eq!(given_up.len(), 1, "{given_up:#?}");
+    assert_eq!(
+        given_up[0].sequence_number.as_deref(),
+        Some(big.sequence_number.as_str())
+    );
+    assert_eq!(app.stream("refunds").len(), 2, "no copy was written");
+
+    // Given up means no retry loop: time passes, nothing more is tried or logged.
+    app.advance(Duration::from_secs(60)).await?;
+    assert_eq!(app.logs_containing("can never be published").len(), 1);
+    assert_eq!(app.logs_containing("publishing the copy").len(), 0);
+    let reconcile = app.subscriber("reconcile")?;
+    assert_eq!(reconcile.calls(), 2);
+    assert_eq!(reconcile.held_at(), Some(big.sequence_number.as_str()));
+    assert_ne!(reconcile.checkpoint(), Some(after.sequence_number.as_str()));
     Ok(())
 }
 

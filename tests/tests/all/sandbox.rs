@@ -169,18 +169,32 @@ fn memory() -> Arc<MemoryLeaseStore> {
 fn evil() -> Tenant {
     Tenant::new("evil")
         .subscribe(StreamGrant::only(["hostile"]))
-        .limits(Limits {
-            call_deadline: Duration::from_millis(300),
-            memory_bytes: 16 << 20,
-            ..Limits::default()
-        })
+        .limits(evil_limits())
         .quarantine_after(3)
+}
+
+fn evil_limits() -> Limits {
+    Limits {
+        call_deadline: Duration::from_millis(300),
+        memory_bytes: 16 << 20,
+        ..Limits::default()
+    }
 }
 
 /// Runs a component that traps on every record and checks the trap is contained.
 async fn assert_contained(name: &str, kind: TrapKind, evidence: &str) -> anyhow::Result<Arena> {
+    assert_contained_as(evil(), name, kind, evidence).await
+}
+
+/// [`assert_contained`] for `tenant`'s limits.
+async fn assert_contained_as(
+    tenant: Tenant,
+    name: &str,
+    kind: TrapKind,
+    evidence: &str,
+) -> anyhow::Result<Arena> {
     let arena = Arena::start().await?;
-    let hostile = arena.run(name, evil()).await?;
+    let hostile = arena.run(name, tenant).await?;
     arena.traffic(1, 1).await?;
     hostile.shutdown().await;
     arena.assert_settlement_flows();
@@ -230,6 +244,35 @@ async fn a_memory_bomb_hits_the_memory_limit() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_recursion_overflows_the_stack() -> anyhow::Result<()> {
     assert_contained("hostile-recursion", TrapKind::StackOverflow, "stack").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_and_instance_caps_refuse_the_instance() -> anyhow::Result<()> {
+    // Every component has a function table and several core instances; caps below that make
+    // each instantiation fail, which is a failed attempt of the record that needed it.
+    let tight_tables = Limits {
+        max_table_elements: 1,
+        ..evil_limits()
+    };
+    assert_contained_as(
+        evil().limits(tight_tables),
+        "hostile-panic",
+        TrapKind::ResourceLimit,
+        "table limit exceeded",
+    )
+    .await?;
+    let one_instance = Limits {
+        max_instances: 1,
+        ..evil_limits()
+    };
+    assert_contained_as(
+        evil().limits(one_instance),
+        "hostile-panic",
+        TrapKind::ResourceLimit,
+        "instance count too high",
+    )
+    .await?;
     Ok(())
 }
 
