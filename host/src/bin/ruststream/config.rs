@@ -9,6 +9,8 @@
 //! [defaults]                            # limits every tenant gets unless it says otherwise
 //! call_deadline_ms = 5000
 //! memory_mib = 64
+//! max_table_elements = 100000           # also max_instances, fuel, log_lines_per_record,
+//!                                       # log_bytes_per_record, log_lines_per_second
 //!
 //! [[tenants]]
 //! name = "acme"
@@ -73,6 +75,8 @@ pub struct LimitOverrides {
     pub call_deadline_ms: Option<u64>,
     pub memory_mib: Option<usize>,
     pub fuel: Option<u64>,
+    pub max_table_elements: Option<usize>,
+    pub max_instances: Option<usize>,
     pub log_lines_per_record: Option<u32>,
     pub log_bytes_per_record: Option<usize>,
     pub log_lines_per_second: Option<u32>,
@@ -86,6 +90,12 @@ impl LimitOverrides {
         }
         if let Some(mib) = self.memory_mib {
             limits.memory_bytes = mib << 20;
+        }
+        if let Some(elements) = self.max_table_elements {
+            limits.max_table_elements = elements;
+        }
+        if let Some(instances) = self.max_instances {
+            limits.max_instances = instances;
         }
         if let Some(lines) = self.log_lines_per_record {
             log.lines_per_record = lines;
@@ -197,10 +207,15 @@ mod tests {
             name = "acme"
             components = ["a.wasm"]
             subscribe = ["ledger"]
-            limits = { call_deadline_ms = 500 }
+            limits = { call_deadline_ms = 500, max_instances = 8 }
             "#,
         )?;
         let tenant = config.tenant(&config.tenants[0]);
+        assert_eq!(tenant.call_limits().max_instances, 8);
+        assert_eq!(
+            tenant.call_limits().max_table_elements,
+            Limits::default().max_table_elements
+        );
         assert_eq!(
             tenant.call_limits().call_deadline,
             Duration::from_millis(500)
