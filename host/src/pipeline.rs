@@ -26,7 +26,7 @@ use crate::checkpoint::{Ticket, Watermark};
 use crate::clock::Clock;
 use crate::component::{BatchCall, CallFailure, HandlerInstance, TrapKind};
 use crate::log::{Level, LogLine, LogSink, Origin};
-use crate::publish::{PublishError, Publisher};
+use crate::publish::Publisher;
 use crate::record::{Delivery, OutgoingRecord};
 use crate::settlement::{self, CopyPlan, Disposition, Outcome};
 use crate::tenant::Tenant;
@@ -411,43 +411,46 @@ impl ShardPipeline {
             .publisher
             .publish(&copy.target, copy.record.clone())
             .await;
-        match result {
-            Ok(_) => self.mark(copy.ticket),
-            // No later try can succeed; the original is held, as a `retry` without attempts.
-            Err(error @ PublishError::RecordTooLarge { .. }) => {
-                let mut line = self.line(
-                    Level::Error,
-                    None,
-                    format!(
-                        "the copy for `{}` can never be published ({error}); the original stays unhandled and holds the checkpoint until the shard's lease is next taken",
-                        copy.target
-                    ),
-                );
-                line.sequence_number = Some(copy.original_sequence);
-                self.env.log.emit(line);
-            }
-            Err(error) => {
-                copy.tries += 1;
-                let pause = backoff(copy.tries);
-                copy.next_try_ms = self
-                    .env
-                    .clock
-                    .now_ms()
-                    .saturating_add(pause.as_millis() as u64);
-                let mut line = self.line(
-                    Level::Error,
-                    None,
-                    format!(
-                        "publishing the copy to `{}` failed ({error}); the original holds the checkpoint, next try in {pause:?}",
-                        copy.target
-                    ),
-                );
-                line.sequence_number = Some(copy.original_sequence.clone());
-                line.fields.push(("tries".into(), copy.tries.to_string()));
-                self.env.log.emit(line);
-                self.unsent.push(copy);
-            }
+        let Err(error) = result else {
+            self.mark(copy.ticket);
+            return;
+        };
+        if !error.can_succeed_later() {
+            // The original is held, as a `retry` without attempts.
+            let line = self.copy_failed(
+                &copy,
+                format!(
+                    "the copy for `{}` can never be published ({error}); the original stays unhandled and holds the checkpoint until the shard's lease is next taken",
+                    copy.target
+                ),
+            );
+            self.env.log.emit(line);
+            return;
         }
+        copy.tries += 1;
+        let pause = backoff(copy.tries);
+        copy.next_try_ms = self
+            .env
+            .clock
+            .now_ms()
+            .saturating_add(pause.as_millis() as u64);
+        let mut line = self.copy_failed(
+            &copy,
+            format!(
+                "publishing the copy to `{}` failed ({error}); the original holds the checkpoint, next try in {pause:?}",
+                copy.target
+            ),
+        );
+        line.fields.push(("tries".into(), copy.tries.to_string()));
+        self.env.log.emit(line);
+        self.unsent.push(copy);
+    }
+
+    /// The error line of a copy that was not published, tagged with its original's sequence.
+    fn copy_failed(&self, copy: &UnsentCopy, message: String) -> LogLine {
+        let mut line = self.line(Level::Error, None, message);
+        line.sequence_number = Some(copy.original_sequence.clone());
+        line
     }
 
     fn mark(&mut self, ticket: Ticket) {

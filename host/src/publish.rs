@@ -41,9 +41,11 @@ pub enum PublishError {
 }
 
 impl PublishError {
-    /// Whether trying again later may succeed (a counted copy keeps being retried then).
-    pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Throttled(_) | Self::Unavailable { .. })
+    /// Whether publishing the same record again later may succeed, so a counted copy keeps
+    /// being retried: throttling and outages pass, and an operator may create a missing stream
+    /// or grant one. Only a record too large never fits.
+    pub fn can_succeed_later(&self) -> bool {
+        !matches!(self, Self::RecordTooLarge { .. })
     }
 }
 
