@@ -63,10 +63,13 @@ pub enum PublishError {
     NotPermitted(String),
     /// The record is larger than a stream record may be (size in bytes).
     RecordTooLarge(u64),
-    /// The stream stayed throttled through the host's retries.
+    /// The stream stayed throttled through the host's retries, or the tenant's write quota is
+    /// spent for now: try again later.
     Throttled,
     /// Another failure, as the host describes it.
     Unavailable(String),
+    /// The header name is in the `x-ruststream-` space, which the host reserves for itself.
+    ReservedHeader(String),
 }
 
 impl fmt::Display for PublishError {
@@ -77,6 +80,9 @@ impl fmt::Display for PublishError {
             Self::RecordTooLarge(size) => write!(f, "record of {size} bytes is too large"),
             Self::Throttled => f.write_str("the stream stayed throttled"),
             Self::Unavailable(reason) => write!(f, "publish failed: {reason}"),
+            Self::ReservedHeader(name) => {
+                write!(f, "header `{name}` is reserved to the host")
+            }
         }
     }
 }
@@ -101,5 +107,6 @@ pub fn publish(stream: &str, record: Record) -> Result<Published, PublishError> 
         host::PublishError::RecordTooLarge(size) => PublishError::RecordTooLarge(size),
         host::PublishError::Throttled => PublishError::Throttled,
         host::PublishError::Unavailable(reason) => PublishError::Unavailable(reason),
+        host::PublishError::ReservedHeader(name) => PublishError::ReservedHeader(name),
     })
 }

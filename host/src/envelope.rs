@@ -6,13 +6,21 @@
 //! "RSK2" | u32 BE length of the header block | repeated (u32 BE name len, name, u32 BE value len, value) | payload
 //! ```
 //!
-//! A record carries an envelope only when it has headers. Anything that does not start with a
-//! complete, well-formed envelope is a plain payload with no headers: a producer that knows
-//! nothing of RustStream must never have its bytes misread.
+//! A record carries an envelope only when it has headers, or when its payload itself starts
+//! with the magic: then an envelope with no headers keeps those bytes from being read as an
+//! envelope, so nobody can forge the host's control headers through a raw payload. Anything
+//! that does not start with a complete, well-formed envelope is a plain payload with no
+//! headers: a producer that knows nothing of RustStream must never have its bytes misread.
+//!
+//! Header names starting with [`RESERVED_PREFIX`] belong to the host; a guest cannot publish
+//! them.
 
 use crate::record::Header;
 
 const MAGIC: &[u8; 4] = b"RSK2";
+
+/// The header names the host keeps for itself: `x-ruststream-*`.
+pub const RESERVED_PREFIX: &str = "x-ruststream-";
 
 /// Header holding the number of deliveries a counted copy has already had (absent on the
 /// first delivery; the attempt number is this count + 1).
@@ -35,20 +43,24 @@ pub struct Unwrapped {
     pub due_at_ms: Option<u64>,
 }
 
+/// Whether `name` is one of the host's own header names.
+pub fn is_reserved(name: &str) -> bool {
+    name.len() >= RESERVED_PREFIX.len()
+        && name.as_bytes()[..RESERVED_PREFIX.len()].eq_ignore_ascii_case(RESERVED_PREFIX.as_bytes())
+}
+
 /// Encodes `payload` with `headers`. Without headers the payload is returned as is, exactly as
-/// the native services do.
+/// the native services do, unless it starts with the envelope's magic: then it gets an
+/// envelope with no headers, so it reads back as exactly those bytes.
 ///
 /// # Panics
 /// Never for realistic input; a header block over 4 GiB cannot be represented and would exceed
 /// any stream's record size limit long before.
 pub fn wrap(headers: &[Header], payload: &[u8]) -> Vec<u8> {
-    if headers.is_empty() {
+    if !needs_envelope(headers, payload) {
         return payload.to_vec();
     }
-    let block_len: usize = headers
-        .iter()
-        .map(|h| 8 + h.name.len() + h.value.len())
-        .sum();
+    let block_len = block_len(headers);
     let mut out = Vec::with_capacity(8 + block_len + payload.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&be32(block_len));
@@ -60,6 +72,27 @@ pub fn wrap(headers: &[Header], payload: &[u8]) -> Vec<u8> {
     }
     out.extend_from_slice(payload);
     out
+}
+
+/// The size of what [`wrap`] writes for `headers` and `payload`.
+pub fn wrapped_len(headers: &[Header], payload: &[u8]) -> usize {
+    let envelope = if needs_envelope(headers, payload) {
+        8 + block_len(headers)
+    } else {
+        0
+    };
+    envelope + payload.len()
+}
+
+fn needs_envelope(headers: &[Header], payload: &[u8]) -> bool {
+    !headers.is_empty() || payload.starts_with(MAGIC)
+}
+
+fn block_len(headers: &[Header]) -> usize {
+    headers
+        .iter()
+        .map(|h| 8 + h.name.len() + h.value.len())
+        .sum()
 }
 
 fn be32(len: usize) -> [u8; 4] {
@@ -183,6 +216,26 @@ mod tests {
             assert_eq!(parsed.payload, bad, "{bad:?}");
             assert!(parsed.headers.is_empty());
         }
+    }
+
+    #[test]
+    fn a_raw_payload_that_looks_like_an_envelope_is_carried_as_data() {
+        let forged = wrap(&[header(DUE_AT_HEADER, "99999999999999")], b"{}");
+        let bytes = wrap(&[], &forged);
+        assert_eq!(bytes.len(), wrapped_len(&[], &forged));
+        let read = unwrap(&bytes);
+        assert_eq!(read.payload, forged, "the guest's bytes, untouched");
+        assert_eq!(read.due_at_ms, None, "no control header was forged");
+        assert!(read.headers.is_empty());
+    }
+
+    #[test]
+    fn reserved_names_are_recognised_in_any_case() {
+        assert!(is_reserved(DUE_AT_HEADER));
+        assert!(is_reserved("X-RustStream-Retry-Count"));
+        assert!(is_reserved("x-ruststream-anything"));
+        assert!(!is_reserved("x-rust"));
+        assert!(!is_reserved("trace-id"));
     }
 
     #[test]

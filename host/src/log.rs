@@ -5,8 +5,12 @@
 //! sequence number it concerns. A [`LogSink`] can also keep the lines in memory, which is how
 //! [`TestApp`](crate::testapp::TestApp) lets tests assert on them.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::escape::escape_controls;
 
 /// Severity of a log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -96,17 +100,160 @@ impl LogSink {
     pub fn captured(&self) -> Vec<LogLine> {
         self.capture
             .as_ref()
-            .map(|lines| lines.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .map(|lines| lock(lines).clone())
             .unwrap_or_default()
     }
 
-    /// Emits `line`.
+    /// Emits `line`, with every control character in it escaped: a tenant's text never
+    /// reaches a terminal or a log file able to rewrite what is shown.
     pub fn emit(&self, line: LogLine) {
+        let line = line.escaped();
         emit_tracing(&line);
         if let Some(lines) = &self.capture {
-            lines.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+            lock(lines).push(line);
         }
     }
+}
+
+impl LogLine {
+    fn escaped(mut self) -> Self {
+        let clean = |text: &mut String| {
+            if let std::borrow::Cow::Owned(escaped) = escape_controls(text) {
+                *text = escaped;
+            }
+        };
+        clean(&mut self.message);
+        clean(&mut self.component);
+        for text in [
+            &mut self.tenant,
+            &mut self.stream,
+            &mut self.shard_id,
+            &mut self.sequence_number,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            clean(text);
+        }
+        for (name, value) in &mut self.fields {
+            clean(name);
+            clean(value);
+        }
+        self
+    }
+}
+
+/// What the host itself logs because of one tenant (refused publishes, held records, traps,
+/// failed copies): at most `per_second` lines of each kind per second. The rest are counted,
+/// and one line says how many were dropped once their second is over, so a tenant cannot turn
+/// the host's own warnings into a flood.
+#[derive(Debug)]
+pub struct HostLineBudget {
+    per_second: u32,
+    windows: Mutex<HashMap<&'static str, Window>>,
+}
+
+#[derive(Debug)]
+struct Window {
+    started: Instant,
+    emitted: u32,
+    dropped: u64,
+    /// The last dropped line, whose tags the summary reuses.
+    last: Option<LogLine>,
+}
+
+const WINDOW: Duration = Duration::from_secs(1);
+
+impl HostLineBudget {
+    pub fn new(per_second: u32) -> Self {
+        Self {
+            per_second,
+            windows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Emits `line`, a line of kind `kind`, unless this second's lines of that kind are
+    /// spent; then it is only counted.
+    pub fn emit(&self, sink: &LogSink, kind: &'static str, line: LogLine) {
+        self.emit_at(Instant::now(), sink, kind, line);
+    }
+
+    fn emit_at(&self, now: Instant, sink: &LogSink, kind: &'static str, line: LogLine) {
+        let (summary, admitted) = {
+            let mut windows = lock(&self.windows);
+            let window = windows.entry(kind).or_insert_with(|| Window::new(now));
+            let summary = window.roll(now, kind, self.per_second, false);
+            let admitted = window.emitted < self.per_second;
+            if admitted {
+                window.emitted += 1;
+            } else {
+                window.dropped += 1;
+                window.last = Some(line.clone());
+            }
+            (summary, admitted.then_some(line))
+        };
+        summary
+            .into_iter()
+            .chain(admitted)
+            .for_each(|l| sink.emit(l));
+    }
+
+    /// Says how many lines were dropped in every second that is over.
+    pub fn flush(&self, sink: &LogSink) {
+        self.flush_at(Instant::now(), sink, false);
+    }
+
+    /// Says how many lines were dropped so far, seconds over or not: for the end of an event
+    /// that will not come back (loading a component).
+    pub fn summarise(&self, sink: &LogSink) {
+        self.flush_at(Instant::now(), sink, true);
+    }
+
+    fn flush_at(&self, now: Instant, sink: &LogSink, whole: bool) {
+        let summaries: Vec<LogLine> = lock(&self.windows)
+            .iter_mut()
+            .filter_map(|(kind, window)| window.roll(now, kind, self.per_second, whole))
+            .collect();
+        summaries.into_iter().for_each(|l| sink.emit(l));
+    }
+}
+
+impl Window {
+    fn new(now: Instant) -> Self {
+        Self {
+            started: now,
+            emitted: 0,
+            dropped: 0,
+            last: None,
+        }
+    }
+
+    /// Starts a new window when this one is over (or `early`); returns the summary of what it
+    /// dropped.
+    fn roll(&mut self, now: Instant, kind: &str, per_second: u32, early: bool) -> Option<LogLine> {
+        if !early && now.duration_since(self.started) < WINDOW {
+            return None;
+        }
+        let over = std::mem::replace(self, Self::new(now));
+        let mut line = over.last?;
+        let seconds = now.duration_since(over.started).as_secs_f64();
+        line.level = Level::Warn;
+        line.origin = Origin::Runtime;
+        line.sequence_number = None;
+        line.message = format!(
+            "{} more `{kind}` lines about this tenant were dropped in the last {seconds:.1}s \
+             (at most {per_second} a second are logged)",
+            over.dropped
+        );
+        line.fields.retain(|(name, _)| name == "subscriber");
+        line.fields
+            .push(("dropped".into(), over.dropped.to_string()));
+        Some(line)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn emit_tracing(line: &LogLine) {
@@ -158,5 +305,78 @@ impl fmt::Display for FieldList<'_> {
             write!(f, "{name}={value}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(message: &str) -> LogLine {
+        LogLine {
+            level: Level::Warn,
+            origin: Origin::Runtime,
+            tenant: Some("evil".into()),
+            component: "c".into(),
+            stream: Some("s".into()),
+            shard_id: None,
+            sequence_number: Some("1".into()),
+            message: message.into(),
+            fields: vec![
+                ("subscriber".into(), "book".into()),
+                ("x".into(), "y".into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_log() {
+        let sink = LogSink::capturing();
+        let mut hostile = line("\x1b[2K\rok    fake\x07");
+        hostile.fields.push(("k\x1b".into(), "v\r".into()));
+        sink.emit(hostile);
+        let kept = &sink.captured()[0];
+        let text = kept.to_string();
+        assert!(!text.chars().any(char::is_control), "{text}");
+        assert!(kept.message.contains("ok    fake"));
+    }
+
+    #[test]
+    fn host_lines_past_the_budget_are_counted_and_summarised() {
+        let sink = LogSink::capturing();
+        let budget = HostLineBudget::new(2);
+        let start = Instant::now();
+        for i in 0..5 {
+            budget.emit_at(start, &sink, "held", line(&format!("held {i}")));
+        }
+        budget.emit_at(start, &sink, "trap", line("trap"));
+        let kept: Vec<String> = sink.captured().into_iter().map(|l| l.message).collect();
+        assert_eq!(kept, ["held 0", "held 1", "trap"]);
+
+        budget.flush_at(start + Duration::from_millis(500), &sink, false);
+        assert_eq!(sink.captured().len(), 3, "the second is not over yet");
+        budget.flush_at(start + Duration::from_secs(1), &sink, false);
+        let summary = sink.captured().pop().expect("a summary");
+        assert!(
+            summary.message.starts_with("3 more `held` lines"),
+            "{summary:?}"
+        );
+        assert_eq!(summary.field("dropped"), Some("3"));
+        assert_eq!(summary.field("subscriber"), Some("book"));
+        assert_eq!(summary.tenant.as_deref(), Some("evil"));
+        budget.flush_at(start + Duration::from_secs(3), &sink, false);
+        assert_eq!(sink.captured().len(), 4, "nothing more was dropped");
+        budget.emit_at(start + Duration::from_secs(3), &sink, "held", line("a"));
+        budget.emit_at(start + Duration::from_secs(3), &sink, "held", line("b"));
+        budget.emit_at(start + Duration::from_secs(3), &sink, "held", line("c"));
+        budget.summarise(&sink);
+        let summary = sink
+            .captured()
+            .pop()
+            .expect("a summary before the second is over");
+        assert!(
+            summary.message.starts_with("1 more `held` lines"),
+            "{summary:?}"
+        );
     }
 }

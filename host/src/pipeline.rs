@@ -17,6 +17,11 @@
 //! A `retry_after` copy carries its due time in its envelope; when it is read before it is due
 //! the pipeline keeps it waiting (holding the checkpoint, not the records after it), so the
 //! delay survives a crash and is honoured again when the copy is re-read.
+//!
+//! The tenant's limits bound all of it: a delay is clamped to its maximum (and a due time read
+//! from the stream to the record's arrival plus that maximum, whoever wrote it), copies of a
+//! record after the first are spaced by the minimum delay, and every copy and dead letter
+//! draws on the tenant's write quota: past it the copy waits, its original holding.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +29,7 @@ use std::time::Duration;
 use crate::app::SubscriptionSpec;
 use crate::checkpoint::{Ticket, Watermark};
 use crate::clock::Clock;
-use crate::component::{BatchCall, CallFailure, HandlerInstance, TrapKind};
+use crate::component::{BatchCall, CallFailure, HandlerInstance, Limits, TrapKind};
 use crate::log::{Level, LogLine, LogSink, Origin};
 use crate::publish::Publisher;
 use crate::record::{Delivery, OutgoingRecord};
@@ -135,8 +140,13 @@ impl ShardPipeline {
     }
 
     /// Delivers records read from the shard, in shard order.
+    ///
+    /// A copy's due time is honoured up to its arrival plus the tenant's maximum delay: the
+    /// time travels in the record, and whoever wrote the record (an outside producer too)
+    /// must not be able to hold the shard for longer.
     pub async fn deliver(&mut self, records: Vec<Delivery>) {
         let now = self.env.clock.now_ms();
+        let max_delay = millis(self.limits().copies.max_delay);
         let mut ready = Vec::with_capacity(records.len());
         for delivery in records {
             let ticket = self.watermark.track(delivery.sequence_number.as_str());
@@ -144,7 +154,10 @@ impl ShardPipeline {
                 self.refuse_aggregated(ticket, &delivery);
                 continue;
             }
-            match delivery.due_at_ms {
+            let due = delivery
+                .due_at_ms
+                .map(|due| due.min(delivery.arrival_ms.saturating_add(max_delay)));
+            match due {
                 Some(due_at_ms) if due_at_ms > now => self.waiting.push(Waiting {
                     ticket,
                     due_at_ms,
@@ -240,12 +253,14 @@ impl ShardPipeline {
         while records.peek().is_some() {
             if self.env.tenant.is_quarantined() {
                 self.parked.extend(records);
-                return;
+                break;
             }
             let (tickets, deliveries): (Vec<Ticket>, Vec<Delivery>) =
                 records.by_ref().take(limit).unzip();
             self.run_batch(tickets, deliveries.into()).await;
         }
+        // Say how many of the tenant's host lines were dropped in seconds that are over.
+        self.env.tenant.host_lines().flush(&self.env.log);
     }
 
     async fn run_batch(&mut self, tickets: Vec<Ticket>, deliveries: Arc<[Delivery]>) {
@@ -271,6 +286,7 @@ impl ShardPipeline {
             Err(failure) => {
                 // The batch trapped somewhere: find the record by calling them one at a time.
                 self.runtime_log(
+                    "batch-failed",
                     Level::Warn,
                     None,
                     format!("batch call failed ({failure}); retrying its records one by one"),
@@ -310,6 +326,7 @@ impl ShardPipeline {
     /// refused and skipped (as the seed does), so it cannot block its shard forever.
     fn refuse_aggregated(&mut self, ticket: Ticket, delivery: &Delivery) {
         self.runtime_log(
+            "aggregated",
             Level::Error,
             Some(delivery),
             "KPL-aggregated record refused: RustStream does not de-aggregate records; publish \
@@ -340,7 +357,7 @@ impl ShardPipeline {
         line.fields.push(("error".into(), failure.message));
         line.fields
             .push(("settled_as".into(), stand_in.to_string()));
-        self.env.log.emit(line);
+        self.emit("trap", line);
         self.settle(ticket, delivery, stand_in, Some(failure.kind))
             .await;
     }
@@ -357,6 +374,7 @@ impl ShardPipeline {
             Disposition::Handled | Disposition::Dropped => self.mark(ticket),
             Disposition::Retired { attempts } => {
                 self.runtime_log(
+                    "retired",
                     Level::Warn,
                     Some(delivery),
                     format!("attempts spent after {attempts} deliveries and no dead-letter stream: the record is retired"),
@@ -364,6 +382,7 @@ impl ShardPipeline {
                 self.mark(ticket);
             }
             Disposition::Held => self.runtime_log(
+                "held",
                 Level::Warn,
                 Some(delivery),
                 "retry requested, but a shard cannot requeue a record: it stays unhandled and \
@@ -375,14 +394,14 @@ impl ShardPipeline {
     }
 
     async fn copy(&mut self, ticket: Ticket, delivery: &Delivery, plan: CopyPlan) {
-        let due_at_ms = plan.delay.map(|delay| {
-            let delay = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-            self.env.clock.now_ms().saturating_add(delay)
-        });
+        let due_at_ms = self
+            .copy_delay(delivery, &plan)
+            .map(|delay| self.env.clock.now_ms().saturating_add(millis(delay)));
         let record = OutgoingRecord::counted_copy(delivery, plan.retry_count, due_at_ms);
         let target = match plan.dead_letter {
             Some(dead_letter) => {
                 self.runtime_log(
+                    "dead-letter",
                     Level::Warn,
                     Some(delivery),
                     format!(
@@ -405,7 +424,43 @@ impl ShardPipeline {
         self.send_copy(copy).await;
     }
 
+    /// The delay a copy waits: what the handler asked, clamped to the tenant's maximum (with a
+    /// warning), and at least the minimum between copies when the record is already a copy.
+    /// Dead letters never wait.
+    fn copy_delay(&self, delivery: &Delivery, plan: &CopyPlan) -> Option<Duration> {
+        if plan.dead_letter.is_some() {
+            return None;
+        }
+        let limits = &self.limits().copies;
+        let mut delay = plan.delay;
+        if let Some(asked) = delay.filter(|asked| *asked > limits.max_delay) {
+            self.runtime_log(
+                "delay-clamped",
+                Level::Warn,
+                Some(delivery),
+                format!(
+                    "subscriber `{}` asked for a retry in {asked:?}, more than the maximum delay \
+                     of {:?}: the copy is due after the maximum",
+                    self.subscription.name, limits.max_delay
+                ),
+            );
+            delay = Some(limits.max_delay);
+        }
+        if delivery.retry_count > 0 {
+            delay = Some(delay.unwrap_or_default().max(limits.min_copy_delay));
+        }
+        delay
+    }
+
     async fn send_copy(&mut self, mut copy: UnsentCopy) {
+        let now = self.env.clock.now_ms();
+        let quota = self.env.tenant.write_quota();
+        if let Err(wait) = quota.take(now, copy.record.stream_size()) {
+            // The tenant's write quota is spent for now: the copy waits, the original holds.
+            copy.next_try_ms = now.saturating_add(millis(wait));
+            self.unsent.push(copy);
+            return;
+        }
         let result = self
             .env
             .publisher
@@ -424,7 +479,7 @@ impl ShardPipeline {
                     copy.target
                 ),
             );
-            self.env.log.emit(line);
+            self.emit("copy-failed", line);
             return;
         }
         copy.tries += 1;
@@ -442,7 +497,7 @@ impl ShardPipeline {
             ),
         );
         line.fields.push(("tries".into(), copy.tries.to_string()));
-        self.env.log.emit(line);
+        self.emit("copy-failed", line);
         self.unsent.push(copy);
     }
 
@@ -451,6 +506,10 @@ impl ShardPipeline {
         let mut line = self.line(Level::Error, None, message);
         line.sequence_number = Some(copy.original_sequence.clone());
         line
+    }
+
+    fn limits(&self) -> &Limits {
+        self.env.tenant.call_limits()
     }
 
     fn mark(&mut self, ticket: Ticket) {
@@ -474,8 +533,20 @@ impl ShardPipeline {
         }
     }
 
-    fn runtime_log(&self, level: Level, delivery: Option<&Delivery>, message: String) {
-        self.env.log.emit(self.line(level, delivery, message));
+    /// Logs a line about this tenant's records, within the tenant's host-line budget: past
+    /// it, lines of the same `kind` are counted and summarised.
+    fn runtime_log(
+        &self,
+        kind: &'static str,
+        level: Level,
+        delivery: Option<&Delivery>,
+        message: String,
+    ) {
+        self.emit(kind, self.line(level, delivery, message));
+    }
+
+    fn emit(&self, kind: &'static str, line: LogLine) {
+        self.env.tenant.host_lines().emit(&self.env.log, kind, line);
     }
 
     fn line(&self, level: Level, delivery: Option<&Delivery>, message: String) -> LogLine {
@@ -495,6 +566,10 @@ impl ShardPipeline {
             fields,
         }
     }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Exponential backoff for copy publishes: 200 ms, 400 ms, ... up to 30 s.

@@ -36,6 +36,10 @@ pub enum PublishError {
     RecordTooLarge { size: u64 },
     #[error("stream `{0}` stayed throttled through every retry")]
     Throttled(String),
+    #[error("tenant `{0}` has spent its write quota for now (records or bytes per second)")]
+    QuotaExceeded(String),
+    #[error("header `{0}` is reserved to the host")]
+    ReservedHeader(String),
     #[error("publishing to stream `{stream}` failed: {reason}")]
     Unavailable { stream: String, reason: String },
 }
@@ -45,7 +49,7 @@ impl PublishError {
     /// being retried: throttling and outages pass, and an operator may create a missing stream
     /// or grant one. Only a record too large never fits.
     pub fn can_succeed_later(&self) -> bool {
-        !matches!(self, Self::RecordTooLarge { .. })
+        !matches!(self, Self::RecordTooLarge { .. } | Self::ReservedHeader(_))
     }
 }
 

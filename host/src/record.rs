@@ -90,17 +90,7 @@ impl OutgoingRecord {
 
     /// Size Kinesis counts against its record limit: data plus partition key.
     pub fn stream_size(&self) -> u64 {
-        let block: usize = self
-            .headers
-            .iter()
-            .map(|h| 8 + h.name.len() + h.value.len())
-            .sum();
-        let envelope = if self.headers.is_empty() {
-            0
-        } else {
-            8 + block
-        };
-        (envelope + self.payload.len() + self.partition_key.len()) as u64
+        (envelope::wrapped_len(&self.headers, &self.payload) + self.partition_key.len()) as u64
     }
 
     /// A counted copy of `original`: same payload, key and user headers, the retry count set

@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use crate::component::{Limits, LoadedComponent, LogRate, TrapKind};
+use crate::log::HostLineBudget;
 use crate::publish::PublishError;
+use crate::quota::WriteQuota;
 
 /// The streams a tenant may use for one purpose (subscribing, or publishing).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -91,6 +93,8 @@ pub struct Tenant {
     publish: StreamGrant,
     limits: Limits,
     log_rate: LogRate,
+    host_lines: HostLineBudget,
+    quota: WriteQuota,
     gate: Gate,
 }
 
@@ -98,12 +102,15 @@ impl Tenant {
     /// A tenant granted nothing, with the default limits and quarantine after 10 consecutive
     /// failed calls.
     pub fn new(name: impl Into<String>) -> Self {
+        let limits = Limits::default();
         Self {
             name: name.into(),
             subscribe: StreamGrant::none(),
             publish: StreamGrant::none(),
-            log_rate: LogRate::new(Limits::default().log.lines_per_second),
-            limits: Limits::default(),
+            log_rate: LogRate::new(limits.log.lines_per_second),
+            host_lines: HostLineBudget::new(limits.log.host_lines_per_second),
+            quota: WriteQuota::new(&limits.writes),
+            limits,
             gate: Gate::new(10),
         }
     }
@@ -127,6 +134,8 @@ impl Tenant {
 
     pub fn limits(mut self, limits: Limits) -> Self {
         self.log_rate = LogRate::new(limits.log.lines_per_second);
+        self.host_lines = HostLineBudget::new(limits.log.host_lines_per_second);
+        self.quota = WriteQuota::new(&limits.writes);
         self.limits = limits;
         self
     }
@@ -152,6 +161,16 @@ impl Tenant {
     /// The log-lines-per-second bucket shared by the tenant's instances.
     pub fn log_rate(&self) -> &LogRate {
         &self.log_rate
+    }
+
+    /// The budget of what the host itself logs because of this tenant.
+    pub fn host_lines(&self) -> &HostLineBudget {
+        &self.host_lines
+    }
+
+    /// The tenant's write quota, shared by its guest publishes, copies and dead letters.
+    pub fn write_quota(&self) -> &WriteQuota {
+        &self.quota
     }
 
     /// Checks that every stream `component` subscribes to, and every dead-letter stream it

@@ -80,7 +80,8 @@ async fn load(deadlines: bool) -> anyhow::Result<LoadedComponent> {
     };
     let runtime = Runtime::new(config)?;
     let path = ruststream_tests::component("bench-ledger");
-    LoadedComponent::from_file(&runtime, &path)
+    let tenant = Arc::new(Tenant::trusted("bench"));
+    LoadedComponent::from_file(&runtime, &path, &tenant, &LogSink::new())
         .await
         .with_context(|| format!("loading {}", path.display()))
 }
@@ -102,9 +103,10 @@ impl Variant {
     }
 
     fn component(component: &LoadedComponent, batch: usize, deadlines: bool) -> Self {
-        let streams = Arc::new(InProcessStreams::new(Arc::new(SystemClock)));
+        let clock = Arc::new(SystemClock);
+        let streams = Arc::new(InProcessStreams::new(clock.clone()));
         let tenant = Arc::new(Tenant::trusted("bench"));
-        let instance = component.instance(component.env(tenant, streams, LogSink::new()));
+        let instance = component.instance(component.env(tenant, streams, clock, LogSink::new()));
         let calls = match batch {
             1 => "one call per record".to_owned(),
             n => format!("batch of {n}"),

@@ -6,12 +6,30 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use aws_sdk_kinesis::primitives::Blob;
-use ruststream_host::component::{LoadedComponent, Runtime, RuntimeConfig};
+use ruststream_host::component::{
+    CompileConfig, Compiler, LoadedComponent, Runtime, RuntimeConfig,
+};
 use ruststream_host::kinesis::ReaderConfig;
 use ruststream_host::lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
 use ruststream_host::log::LogSink;
 use ruststream_host::pipeline::{DeliveryReport, Observer};
 use ruststream_host::runner::{Deployment, Host, HostConfig, RunningApp, ShardState};
+use ruststream_host::tenant::Tenant;
+
+/// The engine settings of the binary: components compiled by the `ruststream` binary's bounded
+/// worker, cached under the target dir (so each test run compiles each component once).
+pub fn sandboxed_runtime() -> RuntimeConfig {
+    RuntimeConfig {
+        compile: CompileConfig {
+            compiler: Compiler::Worker {
+                program: crate::binary(),
+            },
+            cache: Some(crate::compile_cache_dir()),
+            ..CompileConfig::default()
+        },
+        ..RuntimeConfig::default()
+    }
+}
 
 /// Host timings short enough for tests, still inside Kinesis's limits.
 pub fn quick_config(owner: &str) -> HostConfig {
@@ -27,6 +45,23 @@ pub fn quick_config(owner: &str) -> HostConfig {
         checkpoint_interval: Duration::from_millis(200),
         shutdown_grace: Duration::from_secs(10),
     }
+}
+
+/// Waits until `condition` holds, checking every 25 ms, for at most `timeout`. Returns whether
+/// it held: tests wait on conditions, never on a guess of how long something takes.
+pub async fn eventually(timeout: Duration, condition: impl Fn() -> bool) -> bool {
+    eventually_async(timeout, async || condition()).await
+}
+
+/// [`eventually`] for a condition that must await (a store read, say).
+pub async fn eventually_async(timeout: Duration, condition: impl AsyncFn() -> bool) -> bool {
+    tokio::time::timeout(timeout, async {
+        while !condition().await {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    })
+    .await
+    .is_ok()
 }
 
 /// Every settled delivery a host reports, in order.
@@ -102,14 +137,20 @@ impl TestHost {
             host,
             deliveries,
             log,
-            runtime: Runtime::new(RuntimeConfig::default())?,
+            runtime: Runtime::new(sandboxed_runtime())?,
         })
     }
 
-    /// Loads guest example `name`.
+    /// Loads guest example `name` for a trusted tenant with the default limits.
     pub async fn load(&self, name: &str) -> Result<LoadedComponent> {
+        self.load_for(name, &Arc::new(Tenant::trusted("default")))
+            .await
+    }
+
+    /// Loads guest example `name` for `tenant`: under its limits, logging to the host's log.
+    pub async fn load_for(&self, name: &str, tenant: &Arc<Tenant>) -> Result<LoadedComponent> {
         let path = crate::component(name);
-        LoadedComponent::from_file(&self.runtime, &path)
+        LoadedComponent::from_file(&self.runtime, &path, tenant, &self.log)
             .await
             .with_context(|| format!("loading {}", path.display()))
     }
@@ -216,6 +257,38 @@ pub async fn put_json(
         .await
         .with_context(|| format!("PutRecord on {stream}"))?;
     Ok((out.shard_id, out.sequence_number))
+}
+
+/// Puts every value as JSON on `stream`, with PutRecords (500 at a time), partition key `pk`.
+pub async fn put_json_batch(
+    kinesis: &aws_sdk_kinesis::Client,
+    stream: &str,
+    values: &[serde_json::Value],
+) -> Result<()> {
+    for chunk in values.chunks(500) {
+        let mut entries = Vec::with_capacity(chunk.len());
+        for value in chunk {
+            entries.push(
+                aws_sdk_kinesis::types::PutRecordsRequestEntry::builder()
+                    .partition_key("pk")
+                    .data(Blob::new(serde_json::to_vec(value)?))
+                    .build()?,
+            );
+        }
+        let out = kinesis
+            .put_records()
+            .stream_name(stream)
+            .set_records(Some(entries))
+            .send()
+            .await
+            .with_context(|| format!("PutRecords on {stream}"))?;
+        anyhow::ensure!(
+            out.failed_record_count().unwrap_or(0) == 0,
+            "{} records were not put",
+            out.failed_record_count().unwrap_or(0)
+        );
+    }
+    Ok(())
 }
 
 /// A record as read back from a stream.

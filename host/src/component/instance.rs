@@ -1,10 +1,12 @@
 //! A live instance of a component, called once per batch, replaced after a trap.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::{Store, UpdateDeadline};
 
+use super::LoadPhase;
 use super::Runtime;
 use super::bindings::exports::ruststream::handler::handler as wit;
 use super::bindings::exports::ruststream::handler::handler::Header as WitHeader;
@@ -12,6 +14,8 @@ use super::bindings::ruststream::handler::types::HandlerOutcome;
 use super::bindings::{SubscriberApp, SubscriberAppPre};
 use super::state::{CallTags, HostState};
 use super::trap::{DeadlineExceeded, TrapKind, classify};
+use crate::clock::Clock;
+use crate::escape::one_line;
 use crate::log::LogSink;
 use crate::publish::Publisher;
 use crate::record::Delivery;
@@ -27,6 +31,8 @@ pub struct InstanceEnv {
     pub tenant: Arc<Tenant>,
     /// Where the guest's `publish` import writes.
     pub publisher: Arc<dyn Publisher>,
+    /// The clock the tenant's write quota refills on.
+    pub clock: Arc<dyn Clock>,
     pub log: LogSink,
 }
 
@@ -38,13 +44,26 @@ pub struct BatchCall<'a> {
     pub deliveries: &'a Arc<[Delivery]>,
 }
 
-/// A call that did not return outcomes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{kind}: {message}")]
+/// A call that did not return outcomes: how it failed, and wasmtime's account of it (one
+/// line, control characters escaped).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallFailure {
     pub kind: TrapKind,
     pub message: String,
 }
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = self.kind.to_string();
+        if self.message.starts_with(&kind) {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{kind}: {}", self.message)
+        }
+    }
+}
+
+impl std::error::Error for CallFailure {}
 
 /// A component instance owned by one shard pipeline.
 ///
@@ -96,7 +115,7 @@ impl HandlerInstance {
         let batch = Layout::of(call.deliveries);
         let expected = batch.records.len();
         let outcomes = self
-            .call(call, async |live: &mut Live| {
+            .call(call, 0..expected, async |live: &mut Live| {
                 live.bindings
                     .ruststream_handler_handler()
                     .call_handle_batch(
@@ -135,7 +154,7 @@ impl HandlerInstance {
         let delivery = &call.deliveries[index];
         let headers = wit_header_list(delivery);
         let record = wit_delivery(delivery, &headers);
-        self.call(call, async |live: &mut Live| {
+        self.call(call, index..index + 1, async |live: &mut Live| {
             live.bindings
                 .ruststream_handler_handler()
                 .call_handle(&mut live.store, info, record)
@@ -145,9 +164,12 @@ impl HandlerInstance {
         .map(outcome)
     }
 
+    /// Runs `body`, a call handing the component `records` of `call`, under the deadline,
+    /// the fuel and the log budget of that many records.
     async fn call<R>(
         &mut self,
         call: &BatchCall<'_>,
+        records: Range<usize>,
         body: impl AsyncFnOnce(&mut Live) -> wasmtime::Result<R>,
     ) -> Result<R, CallFailure> {
         let limits = self.env.tenant.call_limits();
@@ -158,30 +180,24 @@ impl HandlerInstance {
             .fuel
             .then(|| limits.fuel.unwrap_or(u64::MAX));
         let live = self.live().await?;
+        let count = records.len();
         let tags = CallTags {
             stream: call.stream.clone(),
             shard_id: call.shard_id.clone(),
             deliveries: call.deliveries.clone(),
+            records,
         };
         live.store
             .data_mut()
-            .begin_call(tags, Instant::now() + deadline);
+            .begin_call(Some(tags), count, Instant::now() + deadline);
         if let Some(fuel) = fuel
             && let Err(error) = live.store.set_fuel(fuel)
         {
             return Err(self.fail(TrapKind::Other, format!("cannot set fuel: {error}")));
         }
-        // The epoch callback ends a spinning guest; this bound covers time spent in host
-        // imports (a publish), where no epoch check runs.
-        let result = tokio::time::timeout(deadline + deadline / 2, body(live)).await;
+        let result = tokio::time::timeout(import_bound(deadline), body(live)).await;
         live.store.data_mut().end_call();
-        match result {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(self.fail(classify(&error), format!("{error:?}"))),
-            Err(_elapsed) => {
-                Err(self.fail(TrapKind::Deadline, DeadlineExceeded(deadline).to_string()))
-            }
-        }
+        settle_call(result, deadline).inspect_err(|_| self.discard())
     }
 
     fn fail(&mut self, kind: TrapKind, message: String) -> CallFailure {
@@ -198,9 +214,9 @@ impl HandlerInstance {
     async fn live(&mut self) -> Result<&mut Live, CallFailure> {
         if self.live.is_none() {
             let pending = instantiate(self.runtime.clone(), self.pre.clone(), self.env.clone());
-            let live = pending.await.map_err(|error| CallFailure {
-                kind: classify(&error),
-                message: format!("instantiation failed: {error:?}"),
+            let live = pending.await.map_err(|mut failure| {
+                failure.message = format!("instantiation failed: {}", failure.message);
+                failure
             })?;
             self.live = Some(live);
         }
@@ -211,20 +227,58 @@ impl HandlerInstance {
     }
 }
 
-/// A fresh instance. Takes its inputs by value: a `HandlerInstance` is not `Sync`, so the
-/// future must not borrow one.
+/// How long a call may take in all. The epoch callback ends a spinning guest at the deadline;
+/// this bound also covers time spent blocked in host imports (a publish, a WASI sleep), where
+/// no epoch check runs. The slack lets the epoch's trap, which carries a wasm backtrace, win
+/// for a spinning guest.
+fn import_bound(deadline: Duration) -> Duration {
+    deadline + IMPORT_SLACK
+}
+
+const IMPORT_SLACK: Duration = Duration::from_millis(100);
+
+/// A call's result, or the failure it came to.
+fn settle_call<R>(
+    result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
+    deadline: Duration,
+) -> Result<R, CallFailure> {
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(CallFailure {
+            kind: classify(&error),
+            message: one_line(&*error),
+        }),
+        Err(_elapsed) => Err(CallFailure {
+            kind: TrapKind::Deadline,
+            message: DeadlineExceeded(deadline).to_string(),
+        }),
+    }
+}
+
+/// A fresh instance, under the tenant's limits: the start functions and constructors that run
+/// while instantiating get the call deadline (blocked imports included), memory caps and fuel.
+/// Takes its inputs by value: a `HandlerInstance` is not `Sync`, so the future must not borrow
+/// one.
 async fn instantiate(
     runtime: Runtime,
     pre: SubscriberAppPre<HostState>,
     env: InstanceEnv,
-) -> wasmtime::Result<Live> {
-    let limit = env.tenant.call_limits().call_deadline;
+) -> Result<Live, CallFailure> {
+    let limits = env.tenant.call_limits().clone();
+    let deadline = limits.call_deadline;
     let mut store = Store::new(runtime.engine(), HostState::new(env));
+    let failed = |message: String| CallFailure {
+        kind: TrapKind::Other,
+        message,
+    };
     if runtime.config().fuel {
-        store.set_fuel(u64::MAX)?;
+        store
+            .set_fuel(limits.fuel.unwrap_or(u64::MAX))
+            .map_err(|error| failed(format!("cannot set fuel: {error}")))?;
     }
     store.limiter(|state| &mut state.limiter);
     if runtime.config().deadlines {
+        let limit = deadline;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |ctx| match ctx.data().deadline {
             Some(deadline) if Instant::now() >= deadline => {
@@ -232,42 +286,43 @@ async fn instantiate(
             }
             _ => Ok(UpdateDeadline::Yield(1)),
         });
-        // Instantiation runs guest code too (start functions): bound it like a call.
-        store.data_mut().deadline = Some(Instant::now() + limit);
     }
-    let bindings = pre.instantiate_async(&mut store).await?;
-    store.data_mut().deadline = None;
+    store
+        .data_mut()
+        .begin_call(None, 1, Instant::now() + deadline);
+    let result =
+        tokio::time::timeout(import_bound(deadline), pre.instantiate_async(&mut store)).await;
+    store.data_mut().end_call();
+    let bindings = settle_call(result, deadline)?;
     Ok(Live { store, bindings })
 }
 
-/// Instantiates `pre` once and asks the component to describe itself.
+/// Instantiates `pre` once and asks the component to describe itself, each phase under the
+/// tenant's limits.
+///
+/// # Errors
+/// The phase (instantiation or `describe`) and how it failed.
 pub(crate) async fn describe(
     runtime: &Runtime,
     pre: &SubscriberAppPre<HostState>,
     env: InstanceEnv,
-) -> Result<wit::App, CallFailure> {
-    let mut instance = HandlerInstance::new(runtime.clone(), pre.clone(), env);
-    let deadline = instance.env.tenant.call_limits().call_deadline;
-    let live = instance.live().await?;
-    live.store.data_mut().deadline = Some(Instant::now() + deadline);
+) -> Result<wit::App, (LoadPhase, CallFailure)> {
+    let deadline = env.tenant.call_limits().call_deadline;
+    let mut live = instantiate(runtime.clone(), pre.clone(), env)
+        .await
+        .map_err(|failure| (LoadPhase::Instantiate, failure))?;
+    live.store
+        .data_mut()
+        .begin_call(None, 1, Instant::now() + deadline);
     let result = tokio::time::timeout(
-        deadline + Duration::from_millis(100),
+        import_bound(deadline),
         live.bindings
             .ruststream_handler_handler()
             .call_describe(&mut live.store),
     )
     .await;
-    match result {
-        Ok(Ok(app)) => Ok(app),
-        Ok(Err(error)) => Err(CallFailure {
-            kind: classify(&error),
-            message: format!("{error:?}"),
-        }),
-        Err(_elapsed) => Err(CallFailure {
-            kind: TrapKind::Deadline,
-            message: DeadlineExceeded(deadline).to_string(),
-        }),
-    }
+    live.store.data_mut().end_call();
+    settle_call(result, deadline).map_err(|failure| (LoadPhase::Describe, failure))
 }
 
 fn batch_info<'a>(call: &'a BatchCall<'_>) -> wit::BatchInfo<'a> {

@@ -1,5 +1,6 @@
 //! Loading a component file: checking it is a RustStream component and learning its app.
 
+use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -7,94 +8,147 @@ use wasmtime::component::Component;
 
 use super::Runtime;
 use super::bindings::SubscriberAppPre;
-use super::instance::{HandlerInstance, InstanceEnv, describe};
+use super::compile::CompileError;
+use super::instance::{CallFailure, HandlerInstance, InstanceEnv, describe};
 use super::state::HostState;
-use crate::app::{AppSpec, SpecError};
+use crate::app::{AppSpec, DeclarationBounds, SpecError};
+use crate::clock::{Clock, SystemClock};
+use crate::escape::{one_line, quote};
 use crate::log::LogSink;
 use crate::publish::{BoxFuture, PublishError, Publisher};
 use crate::record::{OutgoingRecord, Published};
 use crate::tenant::Tenant;
 
 /// The WIT package this host implements.
-pub const CONTRACT: &str = "ruststream:handler@0.1.0";
-const CONTRACT_VERSION: &str = "0.1.0";
-const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.1.0";
+pub const CONTRACT: &str = "ruststream:handler@0.2.0";
+const CONTRACT_VERSION: &str = "0.2.0";
+const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.2.0";
 const CONTRACT_PREFIX: &str = "ruststream:handler/";
 
-/// Why a component was refused. Every variant names the component.
+/// Why a component was refused: whose component, in which phase of loading, and why.
+///
+/// Displayed alone it names tenant, component and phase; the reason is its
+/// [`source`](std::error::Error::source), so render it with its causes
+/// ([`one_line`](crate::escape::one_line), or `{:#}` through `anyhow`).
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("component `{component}`: cannot read {path}: {source}")]
+#[error("tenant `{tenant}`, component `{component}`: {phase} refused")]
+pub struct LoadError {
+    pub tenant: String,
+    pub component: String,
+    pub phase: LoadPhase,
+    #[source]
+    pub refusal: Refusal,
+}
+
+/// The phases of loading a component, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadPhase {
+    /// Reading the file.
+    Read,
+    /// Checking it is a RustStream component of this contract, with granted imports.
+    Check,
+    /// Size bounds and compiling (in the bounded worker, or from the artifact cache).
+    Compile,
+    /// Linking its imports to the host's.
+    Link,
+    /// Instantiating it (start functions and constructors run), under the tenant's limits.
+    Instantiate,
+    /// Calling `describe`, under the tenant's limits.
+    Describe,
+    /// Validating what `describe` declared.
+    Declaration,
+}
+
+impl fmt::Display for LoadPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Read => "reading",
+            Self::Check => "checking",
+            Self::Compile => "compiling",
+            Self::Link => "linking",
+            Self::Instantiate => "instantiation",
+            Self::Describe => "`describe`",
+            Self::Declaration => "declaration",
+        })
+    }
+}
+
+/// The reason a component was refused. Anything the component named (imports, exports) is
+/// quoted escaped and cut short.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    #[error("cannot read {path}")]
     Read {
-        component: String,
         path: String,
+        #[source]
         source: std::io::Error,
     },
-    #[error("component `{component}`: not a WebAssembly file (no `\\0asm` header)")]
-    NotWasm { component: String },
+    #[error("not a WebAssembly file (no `\\0asm` header)")]
+    NotWasm,
     #[error(
-        "component `{component}`: this is a core WebAssembly module, not a component; \
-         build it with `--target wasm32-wasip2`"
+        "this is a core WebAssembly module, not a component; build it with `--target wasm32-wasip2`"
     )]
-    CoreModule { component: String },
-    #[error("component `{component}`: unsupported WebAssembly encoding version {version:02x?}")]
-    UnknownEncoding { component: String, version: Vec<u8> },
-    #[error("component `{component}`: does not compile: {reason}")]
-    Compile { component: String, reason: String },
+    CoreModule,
+    #[error("unsupported WebAssembly encoding version {0:02x?}")]
+    UnknownEncoding(Vec<u8>),
+    #[error(transparent)]
+    Compile(CompileError),
     #[error(
-        "component `{component}`: does not export `{HANDLER_EXPORT}` (it exports: {found}); \
-         is it built with the RustStream guest SDK?"
+        "does not export `{HANDLER_EXPORT}` (it exports: {found}); is it built with the \
+         RustStream guest SDK?"
     )]
-    MissingExport { component: String, found: String },
-    #[error(
-        "component `{component}`: built against `{found}`, but this host implements {CONTRACT}"
-    )]
-    ContractVersion { component: String, found: String },
-    #[error("component `{component}`: imports `{import}`, which this host does not grant")]
-    ForbiddenImport { component: String, import: String },
-    #[error("component `{component}`: cannot be linked: {reason}")]
-    Link { component: String, reason: String },
-    #[error("component `{component}`: `describe` failed: {reason}")]
-    Describe { component: String, reason: String },
-    #[error("component `{component}`: {source}")]
-    Spec {
-        component: String,
-        source: SpecError,
-    },
+    MissingExport { found: String },
+    #[error("built against `{found}`, but this host implements {CONTRACT}")]
+    ContractVersion { found: String },
+    #[error("imports `{import}`, which this host does not grant")]
+    ForbiddenImport { import: String },
+    #[error("cannot be linked: {0}")]
+    Link(String),
+    #[error(transparent)]
+    Trap(CallFailure),
+    #[error(transparent)]
+    Spec(SpecError),
 }
 
 /// A compiled component that passed every check, with the app it declares.
 #[derive(Clone)]
 pub struct LoadedComponent {
     name: Arc<str>,
+    content_hash: Arc<str>,
     runtime: Runtime,
     pre: SubscriberAppPre<HostState>,
     app: AppSpec,
 }
 
 impl LoadedComponent {
-    /// Loads the component file at `path`, named after the file's stem.
+    /// Loads the component file at `path` for `tenant`, named after the file's stem.
+    ///
+    /// Instantiation and `describe` run under the tenant's limits (deadline, memory, fuel);
+    /// what the component logs meanwhile goes to `log`, within the tenant's log budget.
     ///
     /// # Errors
-    /// See [`LoadError`]: unreadable file, not a component, wrong or missing contract,
-    /// unlinkable imports, or an invalid declaration.
-    pub async fn from_file(runtime: &Runtime, path: impl AsRef<Path>) -> Result<Self, LoadError> {
+    /// See [`LoadError`]: unreadable file, not a component, past a compile bound, wrong or
+    /// missing contract, ungranted imports, a trap or deadline while instantiating or
+    /// describing, or an invalid declaration.
+    pub async fn from_file(
+        runtime: &Runtime,
+        path: impl AsRef<Path>,
+        tenant: &Arc<Tenant>,
+        log: &LogSink,
+    ) -> Result<Self, LoadError> {
         let path = path.as_ref();
         let name = path.file_stem().map_or_else(
             || path.display().to_string(),
             |s| s.to_string_lossy().into_owned(),
         );
-        let bytes = tokio::fs::read(path)
+        let bytes = read_bounded(path, runtime.config().compile.limits.max_bytes)
             .await
-            .map_err(|source| LoadError::Read {
-                component: name.clone(),
-                path: path.display().to_string(),
-                source,
-            })?;
-        Self::from_bytes(runtime, &name, bytes).await
+            .map_err(|refusal| refused(tenant, &name, LoadPhase::Read, refusal))?;
+        Self::from_bytes(runtime, &name, bytes, tenant, log).await
     }
 
-    /// Loads a component from its bytes, under the name `name`.
+    /// Loads a component from its bytes, under the name `name`, for `tenant`.
     ///
     /// # Errors
     /// As [`from_file`](Self::from_file).
@@ -102,42 +156,36 @@ impl LoadedComponent {
         runtime: &Runtime,
         name: &str,
         bytes: Vec<u8>,
+        tenant: &Arc<Tenant>,
+        log: &LogSink,
     ) -> Result<Self, LoadError> {
-        let component = name.to_owned();
-        check_header(&component, &bytes)?;
-        let engine = runtime.engine().clone();
-        let compiled = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
+        let fail = |phase, refusal| refused(tenant, name, phase, refusal);
+        check_header(&bytes).map_err(|r| fail(LoadPhase::Check, r))?;
+        let compiled = runtime
+            .compile(bytes)
             .await
-            .map_err(|join| LoadError::Compile {
-                component: component.clone(),
-                reason: join.to_string(),
-            })?
-            .map_err(|error| LoadError::Compile {
-                component: component.clone(),
-                reason: format!("{error:#}"),
-            })?;
-        check_exports(runtime, &component, &compiled)?;
-        check_imports(runtime, &component, &compiled)?;
+            .map_err(|error| fail(LoadPhase::Compile, Refusal::Compile(error)))?;
+        let component = &compiled.component;
+        check_exports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
+        check_imports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
         let pre = runtime
             .linker()
-            .instantiate_pre(&compiled)
+            .instantiate_pre(component)
             .and_then(SubscriberAppPre::new)
-            .map_err(|error| LoadError::Link {
-                component: component.clone(),
-                reason: format!("{error:#}"),
-            })?;
-        let app = describe(runtime, &pre, describe_env(name))
-            .await
-            .map_err(|failure| LoadError::Describe {
-                component: component.clone(),
-                reason: failure.to_string(),
-            })?;
-        let app = AppSpec::from_wit(app).map_err(|source| LoadError::Spec {
-            component: component.clone(),
-            source,
-        })?;
+            .map_err(|error| fail(LoadPhase::Link, Refusal::Link(one_line(&*error))))?;
+        let env = describe_env(name, tenant, log);
+        let described = describe(runtime, &pre, env).await;
+        tenant.host_lines().summarise(log);
+        let app = described.map_err(|(phase, failure)| fail(phase, Refusal::Trap(failure)))?;
+        let bounds = DeclarationBounds {
+            max_subscriptions: tenant.call_limits().max_subscriptions,
+            now_ms: SystemClock.now_ms(),
+        };
+        let app = AppSpec::from_wit(app, &bounds)
+            .map_err(|error| fail(LoadPhase::Declaration, Refusal::Spec(error)))?;
         Ok(Self {
             name: name.into(),
+            content_hash: compiled.content_hash.into(),
             runtime: runtime.clone(),
             pre,
             app,
@@ -146,6 +194,11 @@ impl LoadedComponent {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The hex SHA-256 of the component's bytes: which build this is.
+    pub fn content_hash(&self) -> &str {
+        &self.content_hash
     }
 
     /// The app and subscriptions the component declared.
@@ -163,79 +216,88 @@ impl LoadedComponent {
         &self,
         tenant: Arc<Tenant>,
         publisher: Arc<dyn Publisher>,
+        clock: Arc<dyn Clock>,
         log: LogSink,
     ) -> InstanceEnv {
         InstanceEnv {
             component: self.name.clone(),
             tenant,
             publisher,
+            clock,
             log,
         }
     }
 }
 
-fn check_header(component: &str, bytes: &[u8]) -> Result<(), LoadError> {
-    let Some(rest) = bytes.strip_prefix(b"\0asm") else {
-        return Err(LoadError::NotWasm {
-            component: component.to_owned(),
-        });
-    };
-    match rest.get(..4) {
-        Some([1, 0, 0, 0]) => Err(LoadError::CoreModule {
-            component: component.to_owned(),
-        }),
-        Some([_, _, 1, 0]) => Ok(()),
-        other => Err(LoadError::UnknownEncoding {
-            component: component.to_owned(),
-            version: other.unwrap_or(rest).to_vec(),
-        }),
+fn refused(tenant: &Tenant, component: &str, phase: LoadPhase, refusal: Refusal) -> LoadError {
+    LoadError {
+        tenant: tenant.name().to_owned(),
+        component: quote(component),
+        phase,
+        refusal,
     }
 }
 
-fn check_exports(
-    runtime: &Runtime,
-    component: &str,
-    compiled: &Component,
-) -> Result<(), LoadError> {
+/// Reads `path`, refusing a file over `max` bytes before reading it.
+async fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, Refusal> {
+    let read = |source| Refusal::Read {
+        path: path.display().to_string(),
+        source,
+    };
+    let size = tokio::fs::metadata(path).await.map_err(read)?.len();
+    if size > max as u64 {
+        return Err(Refusal::Compile(CompileError::Bound {
+            what: "the component",
+            unit: " bytes",
+            actual: usize::try_from(size).unwrap_or(usize::MAX),
+            limit: max,
+            key: "compile_max_bytes",
+        }));
+    }
+    tokio::fs::read(path).await.map_err(read)
+}
+
+fn check_header(bytes: &[u8]) -> Result<(), Refusal> {
+    let Some(rest) = bytes.strip_prefix(b"\0asm") else {
+        return Err(Refusal::NotWasm);
+    };
+    match rest.get(..4) {
+        Some([1, 0, 0, 0]) => Err(Refusal::CoreModule),
+        Some([_, _, 1, 0]) => Ok(()),
+        other => Err(Refusal::UnknownEncoding(other.unwrap_or(rest).to_vec())),
+    }
+}
+
+fn check_exports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal> {
     let ty = compiled.component_type();
     let names: Vec<&str> = ty.exports(runtime.engine()).map(|(name, _)| name).collect();
     if names.contains(&HANDLER_EXPORT) {
         return Ok(());
     }
     if let Some(other) = names.iter().find(|n| n.starts_with(CONTRACT_PREFIX)) {
-        return Err(LoadError::ContractVersion {
-            component: component.to_owned(),
-            found: (*other).to_owned(),
+        return Err(Refusal::ContractVersion {
+            found: quote(other),
         });
     }
-    Err(LoadError::MissingExport {
-        component: component.to_owned(),
+    Err(Refusal::MissingExport {
         found: if names.is_empty() {
             "nothing".to_owned()
         } else {
-            names.join(", ")
+            quote(&names.join(", "))
         },
     })
 }
 
-fn check_imports(
-    runtime: &Runtime,
-    component: &str,
-    compiled: &Component,
-) -> Result<(), LoadError> {
+fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal> {
     let ty = compiled.component_type();
     for (name, _) in ty.imports(runtime.engine()) {
         let (interface, version) = name.rsplit_once('@').unwrap_or((name, ""));
         if interface.starts_with(CONTRACT_PREFIX) && version != CONTRACT_VERSION {
-            return Err(LoadError::ContractVersion {
-                component: component.to_owned(),
-                found: name.to_owned(),
-            });
+            return Err(Refusal::ContractVersion { found: quote(name) });
         }
         if !import_allowed(interface, version) {
-            return Err(LoadError::ForbiddenImport {
-                component: component.to_owned(),
-                import: name.to_owned(),
+            return Err(Refusal::ForbiddenImport {
+                import: quote(name),
             });
         }
     }
@@ -275,13 +337,15 @@ fn import_allowed(interface: &str, version: &str) -> bool {
     wasi_p2 && ALLOWED_IMPORTS.contains(&interface)
 }
 
-/// The environment of the instance that answers `describe`: it may log, never publish.
-fn describe_env(component: &str) -> InstanceEnv {
+/// The environment of the instance that answers `describe`: the tenant's limits and log
+/// budget; it may log, never publish.
+fn describe_env(component: &str, tenant: &Arc<Tenant>, log: &LogSink) -> InstanceEnv {
     InstanceEnv {
         component: component.into(),
-        tenant: Arc::new(Tenant::new("(loading)")),
+        tenant: tenant.clone(),
         publisher: Arc::new(RefusingPublisher),
-        log: LogSink::new(),
+        clock: Arc::new(SystemClock),
+        log: log.clone(),
     }
 }
 

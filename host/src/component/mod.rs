@@ -5,6 +5,7 @@
 //! pipeline gets its own [`HandlerInstance`] of it, which replaces itself after a trap.
 
 pub mod bindings;
+mod compile;
 mod instance;
 mod limits;
 mod loader;
@@ -12,9 +13,13 @@ mod output;
 mod state;
 mod trap;
 
+pub use compile::{CompileError, WORKER_COMMAND, compile_worker};
 pub use instance::{BatchCall, CallFailure, HandlerInstance, InstanceEnv};
-pub use limits::{Limits, LogLimits, RuntimeConfig};
-pub use loader::{CONTRACT, LoadError, LoadedComponent};
+pub use limits::{
+    CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits, RuntimeConfig,
+    TABLE_ELEMENT_BYTES, WriteLimits,
+};
+pub use loader::{CONTRACT, LoadError, LoadPhase, LoadedComponent, Refusal};
 pub use output::LogRate;
 pub use trap::TrapKind;
 
@@ -26,6 +31,7 @@ use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
 use crate::app::AppSpec;
+use compile::Compilation;
 use state::HostState;
 
 /// The engine, linker and epoch ticker shared by every component of a host.
@@ -38,6 +44,7 @@ struct RuntimeInner {
     engine: Engine,
     linker: Linker<HostState>,
     config: RuntimeConfig,
+    compilation: Compilation,
     ticker: Option<Ticker>,
 }
 
@@ -45,18 +52,18 @@ impl Runtime {
     /// Builds the engine for `config`.
     ///
     /// # Errors
-    /// When wasmtime rejects the configuration or the ticker thread cannot start.
+    /// When wasmtime rejects the configuration, the artifact cache directory cannot be
+    /// created, or the ticker thread cannot start.
     pub fn new(config: RuntimeConfig) -> anyhow::Result<Self> {
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true)
-            // Concurrency support costs 1.6-2.3x per call and we never use it.
-            .concurrency_support(false)
-            .epoch_interruption(config.deadlines)
-            .consume_fuel(config.fuel)
-            .max_wasm_stack(config.max_wasm_stack);
-        let engine = Engine::new(&wasm)?;
+        let engine = Engine::new(&engine_config(&config))?;
         let mut linker = Linker::new(&engine);
         state::add_to_linker(&mut linker)?;
+        let compilation = Compilation::new(&engine, &config.compile).map_err(|error| {
+            anyhow::anyhow!(
+                "cannot open the compiled-artifact cache {:?}: {error}",
+                config.compile.cache
+            )
+        })?;
         let ticker = if config.deadlines {
             Some(Ticker::start(engine.clone(), config.epoch_tick)?)
         } else {
@@ -67,6 +74,7 @@ impl Runtime {
                 engine,
                 linker,
                 config,
+                compilation,
                 ticker,
             }),
         })
@@ -83,6 +91,23 @@ impl Runtime {
     pub(crate) fn linker(&self) -> &Linker<HostState> {
         &self.inner.linker
     }
+
+    pub(crate) fn compilation(&self) -> &Compilation {
+        &self.inner.compilation
+    }
+}
+
+/// The engine configuration of `config`: the same in the host and in its compile worker, so
+/// the worker's artifacts load here.
+pub(crate) fn engine_config(config: &RuntimeConfig) -> Config {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        // Concurrency support costs 1.6-2.3x per call and we never use it.
+        .concurrency_support(false)
+        .epoch_interruption(config.deadlines)
+        .consume_fuel(config.fuel)
+        .max_wasm_stack(config.max_wasm_stack);
+    wasm
 }
 
 impl Drop for RuntimeInner {
@@ -121,12 +146,27 @@ impl Ticker {
     }
 }
 
-/// Summary of what a runtime has loaded, for logs and status output.
+/// Summary of what a runtime has loaded, for logs and status output: the app, its version and
+/// its first few streams.
 pub fn describe_app(app: &AppSpec) -> String {
-    let streams: Vec<&str> = app
+    const SHOWN: usize = 4;
+    let mut streams: Vec<&str> = app
         .subscriptions
         .iter()
         .map(|s| s.stream.as_str())
         .collect();
-    format!("{} {} ({})", app.name, app.version, streams.join(", "))
+    streams.dedup();
+    let more = streams.len().saturating_sub(SHOWN);
+    streams.truncate(SHOWN);
+    let more = if more > 0 {
+        format!(", and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} {} ({}{more})",
+        app.name,
+        app.version,
+        streams.join(", ")
+    )
 }

@@ -135,10 +135,9 @@ pub(crate) struct LogBudget {
 impl LogBudget {
     /// The budget of a call handling `records` records.
     pub fn for_call(limits: &LogLimits, records: usize) -> Self {
-        let records = records.max(1);
         Self {
-            lines_left: u64::from(limits.lines_per_record) * records as u64,
-            bytes_left: limits.bytes_per_record.saturating_mul(records),
+            lines_left: limits.call_lines(records),
+            bytes_left: limits.call_bytes(records),
             dropped_lines: 0,
             dropped_bytes: 0,
         }
@@ -220,7 +219,7 @@ mod tests {
         let limits = LogLimits {
             lines_per_record: 2,
             bytes_per_record: 10,
-            lines_per_second: 1000,
+            ..LogLimits::default()
         };
         let rate = LogRate::new(1000);
         let mut budget = LogBudget::for_call(&limits, 2);
@@ -231,6 +230,14 @@ mod tests {
         assert!(budget.spend(0, &rate));
         assert!(!budget.spend(0, &rate), "4 lines spent");
         assert_eq!((budget.dropped_lines, budget.dropped_bytes), (2, 1));
+    }
+
+    #[test]
+    fn a_call_of_many_records_is_capped_in_total() {
+        let limits = LogLimits::default();
+        let budget = LogBudget::for_call(&limits, 10_000);
+        assert_eq!(budget.bytes_left, limits.bytes_per_call);
+        assert_eq!(budget.lines_left, u64::from(limits.lines_per_call));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The per-instance host state and the host's imports: `log` and `publish`.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -7,10 +8,13 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{ResourceLimiter, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::TABLE_ELEMENT_BYTES;
 use super::bindings::ruststream::handler::{host, types};
 use super::instance::InstanceEnv;
 use super::output::{LogBudget, OutputCapture};
 use super::trap::{MemoryLimitExceeded, TableLimitExceeded};
+use crate::envelope::is_reserved;
+use crate::escape::quote;
 use crate::log::{Level, LogLine, Origin};
 use crate::publish::{PublishError, check_size, derived_partition_key};
 use crate::record::{Delivery, Header, OutgoingRecord};
@@ -20,6 +24,18 @@ pub(crate) struct CallTags {
     pub stream: Arc<str>,
     pub shard_id: Arc<str>,
     pub deliveries: Arc<[Delivery]>,
+    /// The deliveries handed to this call; the guest's record index counts from its start.
+    pub records: Range<usize>,
+}
+
+impl CallTags {
+    /// The delivery the guest means by record `index` of this call.
+    fn delivery(&self, index: u32) -> Option<&Delivery> {
+        let index = usize::try_from(index).ok()?;
+        (index < self.records.len())
+            .then(|| self.deliveries.get(self.records.start + index))
+            .flatten()
+    }
 }
 
 /// Everything a component instance's store holds.
@@ -36,18 +52,26 @@ pub(crate) struct HostState {
     stderr: OutputCapture,
 }
 
+/// Most random bytes one WASI call may ask for: wasmtime-wasi allocates what is asked on the
+/// host (64 MiB by default) before the guest's memory cap is ever consulted. Rust's std asks
+/// for 16 bytes at a time.
+const MAX_RANDOM_BYTES: u64 = 64 << 10;
+
 impl HostState {
     pub(crate) fn new(env: InstanceEnv) -> Self {
         let limits = env.tenant.call_limits();
         let limiter = InstanceLimiter {
-            memory_bytes: limits.memory_bytes,
+            total_bytes: limits.memory_bytes,
             table_elements: limits.max_table_elements,
+            used_bytes: 0,
             counts: wasmtime::StoreLimitsBuilder::new()
                 .tables(limits.max_tables)
                 .memories(limits.max_memories)
                 .instances(limits.max_instances)
                 .build(),
         };
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.max_host_resources);
         let stdout = OutputCapture::default();
         let stderr = OutputCapture::default();
         Self {
@@ -56,8 +80,9 @@ impl HostState {
             wasi: WasiCtx::builder()
                 .stdout(stdout.clone())
                 .stderr(stderr.clone())
+                .max_random_size(MAX_RANDOM_BYTES)
                 .build(),
-            table: ResourceTable::new(),
+            table,
             env,
             call: None,
             deadline: None,
@@ -68,15 +93,15 @@ impl HostState {
         }
     }
 
-    /// Prepares a call of `records` records: its tags, deadline and log budget.
-    pub(crate) fn begin_call(&mut self, tags: CallTags, deadline: Instant) {
-        let records = tags.deliveries.len();
+    /// Prepares a call of `records` records (tagged with `tags`; none while instantiating or
+    /// describing): its deadline and log budget.
+    pub(crate) fn begin_call(&mut self, tags: Option<CallTags>, records: usize, deadline: Instant) {
         let limits = &self.env.tenant.call_limits().log;
         self.budget = LogBudget::for_call(limits, records);
-        let cap = limits.bytes_per_record.saturating_mul(records.max(1));
+        let cap = limits.call_bytes(records);
         self.stdout.start_call(cap);
         self.stderr.start_call(cap);
-        self.call = Some(tags);
+        self.call = tags;
         self.deadline = Some(deadline);
     }
 
@@ -95,10 +120,16 @@ impl HostState {
                 None,
             );
             line.origin = Origin::Runtime;
-            self.env.log.emit(line);
+            self.host_line("log-capped", line);
         }
+        self.env.tenant.host_lines().flush(&self.env.log);
         self.call = None;
         self.deadline = None;
+    }
+
+    /// A line the host logs because of this tenant, within the tenant's host-line budget.
+    fn host_line(&self, kind: &'static str, line: LogLine) {
+        self.env.tenant.host_lines().emit(&self.env.log, kind, line);
     }
 
     fn flush_output(&mut self, fd: &str, level: Level) {
@@ -117,7 +148,7 @@ impl HostState {
         let record = self
             .call
             .as_ref()
-            .filter(|c| c.deliveries.len() == 1)
+            .filter(|c| c.records.len() == 1)
             .map(|_| 0);
         for message in text.lines().filter(|l| !l.trim().is_empty()) {
             if !self.budget.spend(message.len(), self.env.tenant.log_rate()) {
@@ -131,7 +162,7 @@ impl HostState {
 
     fn tag(&self, level: Level, message: String, record: Option<u32>) -> LogLine {
         let call = self.call.as_ref();
-        let delivery = record.and_then(|i| call?.deliveries.get(i as usize));
+        let delivery = record.and_then(|i| call?.delivery(i));
         LogLine {
             level,
             origin: Origin::Guest,
@@ -155,34 +186,52 @@ impl WasiView for HostState {
     }
 }
 
-/// Caps linear memory and tables with errors that say so, rather than a failed `memory.grow`
-/// or `table.grow` the guest turns into an indistinguishable abort. Counts of instances,
-/// tables and memories are wasmtime's own checks (an untyped "resource limit exceeded" error).
+/// Caps what an instance holds in all its linear memories and tables together, with errors
+/// that say so, rather than a failed `memory.grow` or `table.grow` the guest turns into an
+/// indistinguishable abort. A per-memory cap would let a component with several memories hold
+/// several times the limit. Counts of instances, tables and memories are wasmtime's own
+/// checks (an untyped "resource limit exceeded" error).
 pub(crate) struct InstanceLimiter {
-    memory_bytes: usize,
+    total_bytes: usize,
     table_elements: usize,
+    /// Bytes granted so far to every memory and table of the instance.
+    used_bytes: usize,
     counts: StoreLimits,
+}
+
+impl InstanceLimiter {
+    /// Grants growing one memory or table from `current` to `desired` bytes, if the instance's
+    /// total stays within the cap.
+    fn grow(&mut self, current: usize, desired: usize) -> Result<(), MemoryLimitExceeded> {
+        let total = self
+            .used_bytes
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.total_bytes {
+            return Err(MemoryLimitExceeded {
+                desired: total,
+                limit: self.total_bytes,
+            });
+        }
+        self.used_bytes = total;
+        Ok(())
+    }
 }
 
 impl ResourceLimiter for InstanceLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.memory_bytes {
-            return Err(wasmtime::Error::new(MemoryLimitExceeded {
-                desired,
-                limit: self.memory_bytes,
-            }));
-        }
+        self.grow(current, desired).map_err(wasmtime::Error::new)?;
         Ok(true)
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -192,6 +241,9 @@ impl ResourceLimiter for InstanceLimiter {
                 limit: self.table_elements,
             }));
         }
+        let bytes = |elements: usize| elements.saturating_mul(TABLE_ELEMENT_BYTES);
+        self.grow(bytes(current), bytes(desired))
+            .map_err(wasmtime::Error::new)?;
         Ok(true)
     }
 
@@ -251,11 +303,8 @@ impl host::Host for HostState {
                 .map(|h| Header::new(h.name.to_ascii_lowercase(), h.value))
                 .collect(),
         };
-        let result = match self.env.tenant.publish_grant().check_publish(&stream) {
-            Ok(()) => match check_size(&record) {
-                Ok(()) => self.env.publisher.publish(&stream, record).await,
-                Err(error) => Err(error),
-            },
+        let result = match self.admit_publish(&stream, &record) {
+            Ok(()) => self.env.publisher.publish(&stream, record).await,
             Err(error) => Err(error),
         };
         result
@@ -268,21 +317,38 @@ impl host::Host for HostState {
 }
 
 impl HostState {
+    /// What a guest publish must pass before anything is sent: the grant, the host's reserved
+    /// header names, the record size and the tenant's write quota.
+    fn admit_publish(&self, stream: &str, record: &OutgoingRecord) -> Result<(), PublishError> {
+        let tenant = &self.env.tenant;
+        tenant.publish_grant().check_publish(stream)?;
+        if let Some(reserved) = record.headers.iter().find(|h| is_reserved(&h.name)) {
+            return Err(PublishError::ReservedHeader(quote(&reserved.name)));
+        }
+        check_size(record)?;
+        tenant
+            .write_quota()
+            .take(self.env.clock.now_ms(), record.stream_size())
+            .map_err(|_wait| PublishError::QuotaExceeded(tenant.name().to_owned()))
+    }
+
     fn refused_publish(&self, stream: &str, error: PublishError) -> host::PublishError {
         let level = match error {
-            PublishError::NotPermitted(_) => Level::Warn,
+            PublishError::NotPermitted(_) | PublishError::ReservedHeader(_) => Level::Warn,
             _ => Level::Info,
         };
         let mut line = self.tag(level, format!("publish refused: {error}"), None);
         line.origin = Origin::Runtime;
-        line.fields
-            .push(("target_stream".into(), stream.to_owned()));
-        self.env.log.emit(line);
+        line.fields.push(("target_stream".into(), quote(stream)));
+        self.host_line("publish-refused", line);
         match error {
             PublishError::StreamNotFound(stream) => host::PublishError::StreamNotFound(stream),
             PublishError::NotPermitted(stream) => host::PublishError::NotPermitted(stream),
             PublishError::RecordTooLarge { size } => host::PublishError::RecordTooLarge(size),
-            PublishError::Throttled(_) => host::PublishError::Throttled,
+            PublishError::Throttled(_) | PublishError::QuotaExceeded(_) => {
+                host::PublishError::Throttled
+            }
+            PublishError::ReservedHeader(name) => host::PublishError::ReservedHeader(name),
             PublishError::Unavailable { reason, .. } => host::PublishError::Unavailable(reason),
         }
     }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use wasmtime::Trap;
+use wasmtime::component::ResourceTableError;
 
 /// Why a component call did not return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,7 +19,7 @@ pub enum TrapKind {
     Panic,
     /// The call ran out of fuel.
     OutOfFuel,
-    /// The instance went past a table-size or instance/table/memory-count cap.
+    /// The instance went past a table-size, instance/table/memory-count or host-resource cap.
     ResourceLimit,
     /// Any other trap: out-of-bounds access, bad cast, integer fault, a host error.
     Other,
@@ -43,9 +44,13 @@ impl fmt::Display for TrapKind {
 #[error("the call ran past its deadline of {0:?}")]
 pub(crate) struct DeadlineExceeded(pub Duration);
 
-/// The error the resource limiter raises when memory would grow past the limit.
+/// The error the resource limiter raises when an instance's memories and tables together would
+/// grow past the limit.
 #[derive(Debug, thiserror::Error)]
-#[error("memory limit exceeded: growing to {desired} bytes, the limit is {limit} bytes")]
+#[error(
+    "memory limit exceeded: the instance's memories and tables would hold {desired} bytes, \
+     the limit is {limit} bytes"
+)]
 pub(crate) struct MemoryLimitExceeded {
     pub desired: usize,
     pub limit: usize,
@@ -71,7 +76,15 @@ pub(crate) fn classify(error: &wasmtime::Error) -> TrapKind {
     if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
         return TrapKind::MemoryLimit;
     }
+    let table_full = || {
+        error.chain().any(|cause| {
+            cause
+                .downcast_ref::<ResourceTableError>()
+                .is_some_and(|e| matches!(e, ResourceTableError::Full))
+        })
+    };
     if error.downcast_ref::<TableLimitExceeded>().is_some()
+        || table_full()
         || error
             .chain()
             .any(|cause| cause.to_string().starts_with(COUNT_LIMIT_PREFIX))
@@ -108,6 +121,8 @@ mod tests {
         assert_eq!(classify(&memory), TrapKind::MemoryLimit);
         let deadline = wasmtime::Error::new(DeadlineExceeded(Duration::from_millis(5)));
         assert_eq!(classify(&deadline), TrapKind::Deadline);
+        let full = wasmtime::Error::new(ResourceTableError::Full).context("subscribe-duration");
+        assert_eq!(classify(&full), TrapKind::ResourceLimit);
         let host = wasmtime::Error::msg("the host import failed");
         assert_eq!(classify(&host), TrapKind::Other);
         assert_eq!(

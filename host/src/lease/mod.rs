@@ -16,9 +16,11 @@
 
 mod dynamo;
 mod memory;
+mod namespace;
 
 pub use dynamo::{DynamoLeaseStore, DynamoStoreStats};
 pub use memory::MemoryLeaseStore;
+pub use namespace::{DEFAULT_TABLE_TEMPLATE, TableTemplate, TemplateError};
 
 use std::fmt;
 use std::sync::Arc;

@@ -6,12 +6,17 @@
 //! use std::sync::Arc;
 //! use ruststream_host::component::{LoadedComponent, Runtime, RuntimeConfig};
 //! use ruststream_host::lease::MemoryLeaseStore;
+//! use ruststream_host::log::LogSink;
 //! use ruststream_host::runner::{Deployment, Host, HostConfig};
+//! use ruststream_host::tenant::Tenant;
 //!
 //! let runtime = Runtime::new(RuntimeConfig::default())?;
-//! let component = LoadedComponent::from_file(&runtime, "settlement.wasm").await?;
+//! let tenant = Arc::new(Tenant::trusted("acme"));
+//! let component =
+//!     LoadedComponent::from_file(&runtime, "settlement.wasm", &tenant, &LogSink::new()).await?;
 //! let host = Host::new(kinesis, HostConfig::default());
-//! let app = host.start(Deployment::new(component, Arc::new(MemoryLeaseStore::new())))?;
+//! let store = Arc::new(MemoryLeaseStore::new());
+//! let app = host.start(Deployment::new(component, store).for_tenant(tenant))?;
 //! // ... until SIGTERM:
 //! app.shutdown().await; // stop reading, finish calls, flush checkpoints, release leases
 //! # Ok(()) }
@@ -173,6 +178,7 @@ impl Host {
             component: component.name().into(),
             tenant: deployment.tenant.clone(),
             publisher: self.publisher.clone(),
+            clock: self.clock.clone(),
             log: self.log.clone(),
         };
         let pipeline_env = PipelineEnv {
@@ -215,6 +221,11 @@ impl Host {
             seeks.insert(spec.name.clone(), seek_tx);
             tasks.spawn(coordinator::run(ctx, shared_stream, seek_rx));
         }
+        tasks.spawn(report_dropped_lines(
+            deployment.tenant.clone(),
+            self.log.clone(),
+            shutdown,
+        ));
         Ok(RunningApp {
             name: component.app().name.clone(),
             tenant: deployment.tenant.clone(),
@@ -224,6 +235,23 @@ impl Host {
             seeks,
         })
     }
+}
+
+/// Says, once a second, how many of the tenant's host lines were dropped, so the last second
+/// of a flood is reported even when nothing else happens after it; and once more at shutdown.
+async fn report_dropped_lines(
+    tenant: Arc<Tenant>,
+    log: LogSink,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => tenant.host_lines().flush(&log),
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        }
+    }
+    tenant.host_lines().summarise(&log);
 }
 
 /// A deployment running on a host.

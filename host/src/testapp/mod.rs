@@ -49,7 +49,7 @@ const MAX_SETTLE_ROUNDS: usize = 10_000;
 #[derive(Debug, thiserror::Error)]
 pub enum TestAppError {
     #[error(transparent)]
-    Load(#[from] LoadError),
+    Load(Box<LoadError>),
     #[error(transparent)]
     Refused(#[from] TenantError),
     #[error("the wasm runtime could not start: {0}")]
@@ -64,6 +64,12 @@ pub enum TestAppError {
         "the app did not settle after {0} rounds of delivery: a handler keeps producing records"
     )]
     NeverSettles(usize),
+}
+
+impl From<LoadError> for TestAppError {
+    fn from(error: LoadError) -> Self {
+        Self::Load(Box::new(error))
+    }
 }
 
 /// Builds a [`TestApp`] with non-default settings.
@@ -94,12 +100,13 @@ impl TestAppBuilder {
     pub async fn start(self) -> Result<TestApp, TestAppError> {
         let runtime =
             Runtime::new(self.runtime).map_err(|e| TestAppError::Runtime(format!("{e:#}")))?;
-        let component = LoadedComponent::from_file(&runtime, &self.component).await?;
         let tenant = Arc::new(self.tenant);
+        let log = LogSink::capturing();
+        let component =
+            LoadedComponent::from_file(&runtime, &self.component, &tenant, &log).await?;
         tenant.admit(&component)?;
         let clock = Arc::new(ManualClock::new(START_MS));
         let streams = Arc::new(InProcessStreams::new(clock.clone()));
-        let log = LogSink::capturing();
         let reports: Arc<Mutex<Vec<DeliveryReport>>> = Arc::default();
         let env = PipelineEnv {
             component: component.name().into(),
@@ -114,7 +121,8 @@ impl TestAppBuilder {
                 })
             }),
         };
-        let instance_env = component.env(tenant.clone(), streams.clone(), log.clone());
+        let instance_env =
+            component.env(tenant.clone(), streams.clone(), clock.clone(), log.clone());
 
         let mut readers = Vec::new();
         for spec in &component.app().subscriptions {

@@ -1,33 +1,42 @@
-//! The `ruststream` binary end to end: tenants from a config file, local servers, and a
-//! graceful stop on SIGTERM (calls finished, checkpoint flushed, lease released).
+//! The `ruststream` binary end to end: tenants from a config file, local servers, a graceful
+//! stop on SIGTERM (calls finished, checkpoint flushed, lease released), and hostile tenants
+//! that neither delay nor bloat the others.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use ruststream_host::lease::{DynamoLeaseStore, LeaseKey, LeaseStore};
+use ruststream_tests::binary;
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use serde_json::json;
 
-/// The binary cargo built beside this test (`cargo test --workspace` builds it for the host
-/// crate's own CLI tests).
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps");
-    let binary = dir.join("ruststream");
-    assert!(
-        binary.exists(),
-        "{} is missing: build it with `cargo build -p ruststream-host`",
-        binary.display()
-    );
-    binary
-}
-
 struct Running(Child);
+
+/// `ruststream run --config config` against `kinesis`, with quick polling and its log in
+/// `log`; `args` adds to the command line.
+fn run_host(
+    config: &Path,
+    kinesis: &LocalKinesis,
+    log: &Path,
+    args: &[&str],
+) -> anyhow::Result<Running> {
+    let child = Command::new(binary())
+        .args(["run", "--config"])
+        .arg(config)
+        .args(["--kinesis-endpoint", &kinesis.endpoint()])
+        .args(["--region", "us-east-1", "--poll-interval-ms", "200"])
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(log)?)
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    Ok(Running(child))
+}
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -69,27 +78,19 @@ async fn the_binary_runs_tenants_and_stops_gracefully_on_sigterm() -> anyhow::Re
         ),
     )?;
     let log = dir.join("ruststream.log");
-    let child = Command::new(binary())
-        .args(["run", "--config"])
-        .arg(&config)
-        .args(["--kinesis-endpoint", &kinesis.endpoint()])
-        .args(["--dynamodb-endpoint", &dynamo.endpoint()])
-        .args(["--region", "us-east-1", "--owner-id", "binary-host"])
-        .args([
-            "--poll-interval-ms",
-            "200",
+    let mut running = run_host(
+        &config,
+        &kinesis,
+        &log,
+        &[
+            "--dynamodb-endpoint",
+            &dynamo.endpoint(),
+            "--owner-id",
+            "binary-host",
             "--checkpoint-interval-ms",
             "200",
-        ])
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log)?)
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let mut running = Running(child);
+        ],
+    )?;
 
     let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-good-ledger");
     let output = || std::fs::read_to_string(&log).unwrap_or_default();
@@ -150,4 +151,181 @@ async fn wait_for_lease(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     anyhow::bail!("the binary never took the lease: {}", output())
+}
+
+/// Output a person reads: no control character but line breaks, no Rust backtrace.
+fn assert_clean(output: &str) {
+    let bad: Vec<char> = output
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n')
+        .collect();
+    assert!(bad.is_empty(), "control characters {bad:?} in: {output}");
+    assert!(
+        !output.contains("Stack backtrace") && !output.contains("panicked"),
+        "{output}"
+    );
+}
+
+#[test]
+fn check_prints_a_few_clean_lines_for_hostile_components() -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("ruststream-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let start_spin = dir.join("start_spin.wasm");
+    let settlement = std::fs::read(ruststream_tests::component("settlement"))?;
+    std::fs::write(
+        &start_spin,
+        ruststream_tests::hostile::with_spinning_start(&settlement),
+    )?;
+    let hostile = [
+        ruststream_tests::component("hostile-decl-control"),
+        ruststream_tests::component("hostile-decl-long-name"),
+        ruststream_tests::component("hostile-describe-publish"),
+        ruststream_tests::component("hostile-initialize-spin"),
+        start_spin,
+    ];
+    for component in hostile {
+        let out = Command::new(binary())
+            .arg("check")
+            .arg(&component)
+            .arg("--compile-cache")
+            .arg(ruststream_tests::compile_cache_dir())
+            .env("RUST_BACKTRACE", "1")
+            .env("RUST_LOG", "info")
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert_clean(&text);
+        let lines = text.lines().count();
+        assert!(
+            lines <= 8,
+            "{lines} lines for {}: {text}",
+            component.display()
+        );
+        assert!(text.len() < 4096, "{} bytes: {text}", text.len());
+    }
+    Ok(())
+}
+
+/// The peak resident memory of process `pid`, in KiB.
+fn peak_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .ok_or_else(|| anyhow::anyhow!("no VmHWM in /proc/{pid}/status"))?;
+    Ok(line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(u64::MAX))
+}
+
+/// Most resident memory the host process may reach while tenants send compile bombs: the
+/// bombs take gigabytes, in the worker; the host itself stays at its own size.
+const HOST_PEAK_RSS_KIB: u64 = 150 << 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_tenants_neither_delay_nor_bloat_the_others() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    for stream in ["ledger", "hostile"] {
+        kinesis.create_stream(stream, 1).await?;
+    }
+    let client = kinesis.client().await;
+    let dir = std::env::temp_dir().join(format!("ruststream-bombs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let write = |name: &str, bytes: Vec<u8>| -> anyhow::Result<std::path::PathBuf> {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes)?;
+        Ok(path)
+    };
+    let cpu = write(
+        "cpu_bomb.wasm",
+        ruststream_tests::hostile::compile_bomb_cpu(),
+    )?;
+    let memory = write(
+        "memory_bomb.wasm",
+        ruststream_tests::hostile::compile_bomb_memory(),
+    )?;
+    let config = dir.join("tenants.toml");
+    // The hostile tenants come first: they must not hold up the one after them.
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+            [host]
+            compile_cpu_seconds = 4
+            compile_memory_mib = 512
+            compile_timeout_ms = 30000
+
+            [[tenants]]
+            name = "bombs"
+            components = ["{cpu}", "{memory}"]
+            subscribe = ["hostile"]
+
+            [[tenants]]
+            name = "slow"
+            components = ["{slow}"]
+            subscribe = ["hostile"]
+            limits = {{ call_deadline_ms = 3000 }}
+
+            [[tenants]]
+            name = "good"
+            components = ["{settlement}"]
+            subscribe = ["ledger"]
+            "#,
+            cpu = cpu.display(),
+            memory = memory.display(),
+            slow = ruststream_tests::component("hostile-initialize-sleep").display(),
+            settlement = ruststream_tests::component("settlement").display(),
+        ),
+    )?;
+    let log = dir.join("ruststream.log");
+    let mut running = run_host(&config, &kinesis, &log, &["--no-compile-cache"])?;
+    let pid = running.0.id();
+    let output = || std::fs::read_to_string(&log).unwrap_or_default();
+    let seen = async |text: &str| {
+        ruststream_tests::e2e::eventually(Duration::from_secs(60), || output().contains(text)).await
+    };
+
+    // The good tenant reads, and books, while the others are still being refused.
+    assert!(seen("reading shard").await, "{}", output());
+    put_json(&client, "ledger", &json!({"id": 1, "amount": 5}), None).await?;
+    assert!(seen("booked").await, "{}", output());
+    let booked_at = output().find("booked").unwrap_or(usize::MAX);
+    let refused = [
+        "tenant `slow`, component `hostile_initialize_sleep`: instantiation refused",
+        "tenant `bombs`, component `cpu_bomb`: compiling refused",
+        "tenant `bombs`, component `memory_bomb`: compiling refused",
+    ];
+    for line in refused {
+        assert!(seen(line).await, "{line}: {}", output());
+    }
+    let text = output();
+    let slow_refused = text.find(refused[0]).unwrap_or(0);
+    assert!(
+        booked_at < slow_refused,
+        "the good tenant waited for the slow one: {text}"
+    );
+    // Each bomb is stopped by one of the budget's bounds, which its refusal names.
+    for bomb in &refused[1..] {
+        let line = text.lines().find(|l| l.contains(bomb)).unwrap_or_default();
+        let keys = [
+            "`compile_cpu_seconds`",
+            "`compile_memory_mib`",
+            "`compile_timeout_ms`",
+        ];
+        assert!(keys.iter().any(|key| line.contains(key)), "{line}");
+    }
+    let peak = peak_rss_kib(pid)?;
+    assert!(peak < HOST_PEAK_RSS_KIB, "the host peaked at {peak} KiB");
+    println!("host peak RSS while refusing compile bombs: {peak} KiB");
+
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()?;
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || running.0.wait()).await??;
+    assert!(exit.success(), "exit {exit:?}: {}", output());
+    assert_clean(&output());
+    Ok(())
 }

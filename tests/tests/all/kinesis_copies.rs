@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ruststream_host::app::StartPosition;
 use ruststream_host::envelope;
+use ruststream_host::escape::escape_controls;
 use ruststream_host::record::Header;
 use ruststream_host::runner::{Deployment, SeekError};
 use ruststream_host::settlement::Outcome;
@@ -332,8 +333,9 @@ async fn plain_enveloped_and_malformed_payloads_decode_correctly() -> anyhow::Re
         [
             (String::from_utf8(plain)?, String::new()),
             (r#"{"from":"native"}"#.to_owned(), "trace=t-1".to_owned()),
+            // Shown with its control characters escaped, as every guest log line is.
             (
-                String::from_utf8_lossy(&malformed).into_owned(),
+                escape_controls(&String::from_utf8_lossy(&malformed)).into_owned(),
                 String::new()
             ),
         ]

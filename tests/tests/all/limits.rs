@@ -2,42 +2,52 @@
 
 use std::time::Duration;
 
-use ruststream_host::component::{Limits, RuntimeConfig, TrapKind};
+use ruststream_host::component::{Limits, LoadPhase, Refusal, RuntimeConfig, TrapKind};
 use ruststream_host::settlement::Outcome;
 use ruststream_host::tenant::Tenant;
-use ruststream_host::testapp::TestApp;
+use ruststream_host::testapp::{TestApp, TestAppError};
 use ruststream_tests::component;
 use serde_json::json;
 
-async fn with_fuel(fuel: u64) -> TestApp {
-    TestApp::builder(component("settlement"))
+async fn with_fuel(name: &str, fuel: u64) -> Result<TestApp, TestAppError> {
+    TestApp::builder(component(name))
         .runtime(RuntimeConfig {
             fuel: true,
             ..RuntimeConfig::default()
         })
         .tenant(Tenant::trusted("metered").limits(Limits {
             fuel: Some(fuel),
+            call_deadline: Duration::from_secs(30),
             ..Limits::default()
         }))
         .start()
         .await
-        .expect("settlement loads")
 }
 
 #[tokio::test]
 async fn a_call_that_runs_out_of_fuel_is_a_failed_attempt() -> anyhow::Result<()> {
-    let mut app = with_fuel(1_000).await;
-    app.publish("ledger", &json!({"id": 1, "amount": 5}))
-        .await?;
-    let book = app.subscriber("book")?;
-    assert_eq!(book.reports()[0].trap, Some(TrapKind::OutOfFuel));
-    assert_eq!(book.outcomes(), [Outcome::Retry]);
+    // Enough fuel to describe itself; its handler spins until the fuel is gone.
+    let mut app = with_fuel("hostile-spin", 1_000_000).await?;
+    app.publish("hostile", &json!({"id": 1})).await?;
+    let spin = app.subscriber("hostile")?;
+    assert_eq!(spin.reports()[0].trap, Some(TrapKind::OutOfFuel));
+    assert_eq!(spin.outcomes(), [Outcome::Retry]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn loading_runs_on_the_tenants_fuel_too() -> anyhow::Result<()> {
+    let Err(TestAppError::Load(error)) = with_fuel("settlement", 1_000).await else {
+        panic!("1 000 units of fuel cannot describe settlement");
+    };
+    assert_eq!(error.phase, LoadPhase::Describe);
+    assert!(matches!(&error.refusal, Refusal::Trap(f) if f.kind == TrapKind::OutOfFuel));
     Ok(())
 }
 
 #[tokio::test]
 async fn enough_fuel_handles_the_record() -> anyhow::Result<()> {
-    let mut app = with_fuel(10_000_000).await;
+    let mut app = with_fuel("settlement", 10_000_000).await?;
     app.publish("ledger", &json!({"id": 1, "amount": 5}))
         .await?;
     let book = app.subscriber("book")?;

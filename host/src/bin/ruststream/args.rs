@@ -24,6 +24,8 @@ pub enum Command {
     Check {
         #[arg(required = true)]
         components: Vec<PathBuf>,
+        #[command(flatten)]
+        compile: CompileArgs,
     },
     /// Runs components until SIGINT/SIGTERM.
     Run(RunArgs),
@@ -49,11 +51,14 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub aws: AwsArgs,
+    #[command(flatten)]
+    pub compile: CompileArgs,
     /// Where leases and checkpoints live.
     #[arg(long, value_enum)]
     pub lease_store: Option<LeaseStoreKind>,
-    /// DynamoDB lease table; `{tenant}` and `{app}` are replaced, so each tenant's app has its
-    /// own [default: ruststream-{tenant}-{app}].
+    /// DynamoDB lease table; `{tenant}` and `{app}` are replaced (names escaped so that no two
+    /// tenants' apps share a table), so each tenant's app has its own
+    /// [default: ruststream-{tenant}-{app}].
     #[arg(long)]
     pub lease_table: Option<String>,
     /// Create lease tables that do not exist.
@@ -88,6 +93,38 @@ impl RunArgs {
             ..defaults
         }
     }
+}
+
+/// Where compiled components are cached.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompileArgs {
+    /// Directory of compiled components, keyed by content hash and engine configuration
+    /// [default: $XDG_CACHE_HOME/ruststream/compiled, or ~/.cache/ruststream/compiled].
+    #[arg(long, env = "RUSTSTREAM_COMPILE_CACHE")]
+    pub compile_cache: Option<PathBuf>,
+    /// Compile every component at every load; keep no compiled artifacts.
+    #[arg(long, conflicts_with = "compile_cache")]
+    pub no_compile_cache: bool,
+}
+
+impl CompileArgs {
+    /// The cache directory: the flag, else `configured`, else the user's cache directory.
+    pub fn cache_dir(&self, configured: Option<&PathBuf>) -> Option<PathBuf> {
+        if self.no_compile_cache {
+            return None;
+        }
+        self.compile_cache
+            .clone()
+            .or_else(|| configured.cloned())
+            .or_else(default_cache_dir)
+    }
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+    Some(base.join("ruststream").join("compiled"))
 }
 
 #[derive(Debug, clap::Args)]

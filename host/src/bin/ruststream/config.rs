@@ -5,12 +5,14 @@
 //! lease_store = "dynamodb"              # or "memory" (the default)
 //! lease_table = "ruststream-{tenant}-{app}"
 //! create_lease_table = true
+//! compile_timeout_ms = 30000            # also compile_cpu_seconds, compile_memory_mib,
+//!                                       # compile_max_bytes, compile_max_functions,
+//!                                       # compile_max_function_bytes, compile_cache
 //!
 //! [defaults]                            # limits every tenant gets unless it says otherwise
 //! call_deadline_ms = 5000
-//! memory_mib = 64
-//! max_table_elements = 100000           # also max_instances, fuel, log_lines_per_record,
-//!                                       # log_bytes_per_record, log_lines_per_second
+//! memory_mib = 64                       # all memories and tables of an instance together
+//! max_delay_ms = 900000                 # see `LimitOverrides` for every key
 //!
 //! [[tenants]]
 //! name = "acme"
@@ -27,7 +29,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use ruststream_host::app::valid_name;
-use ruststream_host::component::Limits;
+use ruststream_host::component::{CompileLimits, Limits};
+use ruststream_host::escape::quote;
 use ruststream_host::tenant::{StreamGrant, Tenant};
 use serde::Deserialize;
 
@@ -51,6 +54,54 @@ pub struct HostSection {
     /// `{tenant}` and `{app}` are replaced.
     pub lease_table: Option<String>,
     pub create_lease_table: Option<bool>,
+    /// Where compiled components are cached (relative to this file).
+    pub compile_cache: Option<PathBuf>,
+    pub compile_timeout_ms: Option<u64>,
+    pub compile_cpu_seconds: Option<u64>,
+    pub compile_memory_mib: Option<u64>,
+    pub compile_max_bytes: Option<usize>,
+    pub compile_max_functions: Option<usize>,
+    pub compile_max_function_bytes: Option<usize>,
+}
+
+impl HostSection {
+    /// The compile bounds, over the built-in defaults.
+    pub fn compile_limits(&self) -> CompileLimits {
+        let mut limits = CompileLimits::default();
+        if let Some(ms) = self.compile_timeout_ms {
+            limits.timeout = Duration::from_millis(ms);
+        }
+        if let Some(seconds) = self.compile_cpu_seconds {
+            limits.cpu = Duration::from_secs(seconds);
+        }
+        if let Some(mib) = self.compile_memory_mib {
+            limits.memory_bytes = mib << 20;
+        }
+        limits.max_bytes = self.compile_max_bytes.unwrap_or(limits.max_bytes);
+        limits.max_functions = self.compile_max_functions.unwrap_or(limits.max_functions);
+        limits.max_function_bytes = self
+            .compile_max_function_bytes
+            .unwrap_or(limits.max_function_bytes);
+        limits
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        let zero = [
+            ("compile_timeout_ms", self.compile_timeout_ms == Some(0)),
+            ("compile_cpu_seconds", self.compile_cpu_seconds == Some(0)),
+            ("compile_memory_mib", self.compile_memory_mib == Some(0)),
+            ("compile_max_bytes", self.compile_max_bytes == Some(0)),
+            (
+                "compile_max_functions",
+                self.compile_max_functions == Some(0),
+            ),
+            (
+                "compile_max_function_bytes",
+                self.compile_max_function_bytes == Some(0),
+            ),
+        ];
+        refuse_zero("[host]", &zero)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,46 +119,98 @@ pub struct TenantSection {
 }
 
 /// Limits as written in the file; absent values fall back to `[defaults]`, then the built-in
-/// defaults.
+/// defaults (see the README's sandbox section for each one and why).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverrides {
     pub call_deadline_ms: Option<u64>,
     pub memory_mib: Option<usize>,
     pub fuel: Option<u64>,
+    pub max_tables: Option<usize>,
+    pub max_memories: Option<usize>,
     pub max_table_elements: Option<usize>,
     pub max_instances: Option<usize>,
+    pub max_host_resources: Option<usize>,
+    pub max_subscriptions: Option<usize>,
     pub log_lines_per_record: Option<u32>,
     pub log_bytes_per_record: Option<usize>,
+    pub log_lines_per_call: Option<u32>,
+    pub log_bytes_per_call: Option<usize>,
     pub log_lines_per_second: Option<u32>,
+    pub host_log_lines_per_second: Option<u32>,
+    pub max_delay_ms: Option<u64>,
+    pub min_copy_delay_ms: Option<u64>,
+    pub write_records_per_second: Option<u32>,
+    pub write_bytes_per_second: Option<u64>,
 }
 
 impl LimitOverrides {
     fn apply(&self, mut limits: Limits) -> Limits {
-        let log = &mut limits.log;
-        if let Some(ms) = self.call_deadline_ms {
-            limits.call_deadline = Duration::from_millis(ms);
-        }
-        if let Some(mib) = self.memory_mib {
-            limits.memory_bytes = mib << 20;
-        }
-        if let Some(elements) = self.max_table_elements {
-            limits.max_table_elements = elements;
-        }
-        if let Some(instances) = self.max_instances {
-            limits.max_instances = instances;
-        }
-        if let Some(lines) = self.log_lines_per_record {
-            log.lines_per_record = lines;
-        }
-        if let Some(bytes) = self.log_bytes_per_record {
-            log.bytes_per_record = bytes;
-        }
-        if let Some(lines) = self.log_lines_per_second {
-            log.lines_per_second = lines;
-        }
+        let set = |value: Option<usize>, field: &mut usize| *field = value.unwrap_or(*field);
+        let millis = |value: Option<u64>, field: &mut Duration| {
+            if let Some(ms) = value {
+                *field = Duration::from_millis(ms);
+            }
+        };
+        millis(self.call_deadline_ms, &mut limits.call_deadline);
+        set(
+            self.memory_mib.map(|mib| mib << 20),
+            &mut limits.memory_bytes,
+        );
+        set(self.max_tables, &mut limits.max_tables);
+        set(self.max_memories, &mut limits.max_memories);
+        set(self.max_table_elements, &mut limits.max_table_elements);
+        set(self.max_instances, &mut limits.max_instances);
+        set(self.max_host_resources, &mut limits.max_host_resources);
+        set(self.max_subscriptions, &mut limits.max_subscriptions);
         limits.fuel = self.fuel.or(limits.fuel);
+        let log = &mut limits.log;
+        log.lines_per_record = self.log_lines_per_record.unwrap_or(log.lines_per_record);
+        set(self.log_bytes_per_record, &mut log.bytes_per_record);
+        log.lines_per_call = self.log_lines_per_call.unwrap_or(log.lines_per_call);
+        set(self.log_bytes_per_call, &mut log.bytes_per_call);
+        log.lines_per_second = self.log_lines_per_second.unwrap_or(log.lines_per_second);
+        log.host_lines_per_second = self
+            .host_log_lines_per_second
+            .unwrap_or(log.host_lines_per_second);
+        millis(self.max_delay_ms, &mut limits.copies.max_delay);
+        millis(self.min_copy_delay_ms, &mut limits.copies.min_copy_delay);
+        let writes = &mut limits.writes;
+        writes.records_per_second = self
+            .write_records_per_second
+            .unwrap_or(writes.records_per_second);
+        writes.bytes_per_second = self
+            .write_bytes_per_second
+            .unwrap_or(writes.bytes_per_second);
         limits
+    }
+
+    /// Limits that would refuse every call, instance or write at 0.
+    fn check(&self, section: &str) -> anyhow::Result<()> {
+        let zero = [
+            ("call_deadline_ms", self.call_deadline_ms == Some(0)),
+            ("memory_mib", self.memory_mib == Some(0)),
+            ("max_memories", self.max_memories == Some(0)),
+            ("max_instances", self.max_instances == Some(0)),
+            ("max_subscriptions", self.max_subscriptions == Some(0)),
+            ("max_delay_ms", self.max_delay_ms == Some(0)),
+            (
+                "write_records_per_second",
+                self.write_records_per_second == Some(0),
+            ),
+            (
+                "write_bytes_per_second",
+                self.write_bytes_per_second == Some(0),
+            ),
+        ];
+        refuse_zero(section, &zero)
+    }
+}
+
+fn refuse_zero(section: &str, keys: &[(&str, bool)]) -> anyhow::Result<()> {
+    match keys.iter().find(|(_, zero)| *zero) {
+        Some((key, _)) => anyhow::bail!("{section}: `{key} = 0` would refuse everything"),
+        None => Ok(()),
     }
 }
 
@@ -131,17 +234,22 @@ impl Config {
                 *component = base.join(&*component);
             }
         }
+        if let Some(cache) = &mut config.host.compile_cache {
+            *cache = base.join(&*cache);
+        }
         Ok(config)
     }
 
     fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(!self.tenants.is_empty(), "no [[tenants]] configured");
+        self.host.check()?;
+        self.defaults.check("[defaults]")?;
         let mut names = BTreeSet::new();
         for tenant in &self.tenants {
             anyhow::ensure!(
                 valid_name(&tenant.name, 64),
                 "tenant name `{}` is not valid: use 1-64 characters of [A-Za-z0-9_.-]",
-                tenant.name
+                quote(&tenant.name)
             );
             anyhow::ensure!(
                 names.insert(&tenant.name),
@@ -156,17 +264,14 @@ impl Config {
             for stream in tenant.subscribe.iter().chain(&tenant.publish) {
                 anyhow::ensure!(
                     valid_name(stream, 128),
-                    "tenant `{}`: `{stream}` is not a valid stream name",
-                    tenant.name
+                    "tenant `{}`: `{}` is not a valid stream name",
+                    tenant.name,
+                    quote(stream)
                 );
             }
-            for limits in [&self.defaults, &tenant.limits] {
-                anyhow::ensure!(
-                    limits.call_deadline_ms != Some(0) && limits.memory_mib != Some(0),
-                    "tenant `{}`: a deadline or memory limit of 0 would refuse every call",
-                    tenant.name
-                );
-            }
+            tenant
+                .limits
+                .check(&format!("tenant `{}`, limits", tenant.name))?;
         }
         Ok(())
     }
@@ -242,5 +347,37 @@ mod tests {
             "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nsubscribe = [\"no spaces\"]",
         );
         assert!(stream.is_err_and(|e| e.to_string().contains("not a valid stream name")));
+        let zero = parse(
+            "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nlimits = { write_records_per_second = 0 }",
+        );
+        assert!(zero.is_err_and(|e| e.to_string().contains("write_records_per_second = 0")));
+    }
+
+    #[test]
+    fn sandbox_keys_reach_the_limits() -> anyhow::Result<()> {
+        let config = parse(
+            r#"
+            [host]
+            compile_timeout_ms = 2000
+            compile_memory_mib = 512
+            [defaults]
+            max_delay_ms = 60000
+            write_records_per_second = 10
+            [[tenants]]
+            name = "acme"
+            components = ["a.wasm"]
+            limits = { max_memories = 3, min_copy_delay_ms = 0 }
+            "#,
+        )?;
+        let tenant = config.tenant(&config.tenants[0]);
+        let limits = tenant.call_limits();
+        assert_eq!(limits.copies.max_delay, Duration::from_secs(60));
+        assert_eq!(limits.copies.min_copy_delay, Duration::ZERO);
+        assert_eq!(limits.writes.records_per_second, 10);
+        assert_eq!(limits.max_memories, 3);
+        let compile = config.host.compile_limits();
+        assert_eq!(compile.timeout, Duration::from_secs(2));
+        assert_eq!(compile.memory_bytes, 512 << 20);
+        Ok(())
     }
 }

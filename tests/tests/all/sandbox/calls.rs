@@ -1,185 +1,21 @@
-//! Untrusted tenants: every hostile component runs next to the well-behaved `settlement`
-//! tenant in the same host, on a local Kinesis server. Each test asserts both that the hostile
-//! one is contained with the right error and that settlement's records keep being handled and
-//! its checkpoint keeps moving.
+//! Calls: a component that spins, grows, recurses, panics, floods its log, reaches for files,
+//! the environment, sockets or ungranted streams, or is no RustStream component at all, is
+//! contained, and settlement runs on.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_host::component::{Limits, LoadError, LoadedComponent, LogLimits, TrapKind};
-use ruststream_host::lease::MemoryLeaseStore;
-use ruststream_host::log::{LogLine, Origin};
-use ruststream_host::pipeline::DeliveryReport;
-use ruststream_host::runner::{Deployment, RunningApp, ShardState};
+use ruststream_host::component::{
+    Limits, LoadPhase, LoadedComponent, LogLimits, Refusal, TrapKind,
+};
+use ruststream_host::escape::one_line;
+use ruststream_host::log::Origin;
 use ruststream_host::settlement::Outcome;
 use ruststream_host::tenant::{StreamGrant, Tenant, TenantError};
-use ruststream_tests::e2e::{TestHost, put_json, read_all};
-use ruststream_tests::servers::LocalKinesis;
-use serde_json::json;
+use ruststream_tests::e2e::read_all;
 
-const WAIT: Duration = Duration::from_secs(40);
-
-/// A host running `settlement` for tenant `good`, with streams for the hostile tenant.
-struct Arena {
-    _kinesis: LocalKinesis,
-    client: aws_sdk_kinesis::Client,
-    host: TestHost,
-    good: RunningApp,
-}
-
-impl Arena {
-    async fn start() -> anyhow::Result<Self> {
-        let kinesis = LocalKinesis::start().await?;
-        for stream in ["ledger", "hostile", "payments", "secrets"] {
-            kinesis.create_stream(stream, 1).await?;
-        }
-        let client = kinesis.client().await;
-        let host = TestHost::new(client.clone(), "host-a")?;
-        let good = Tenant::new("good").subscribe(StreamGrant::only(["ledger"]));
-        let deployment =
-            Deployment::new(host.load("settlement").await?, memory()).for_tenant(Arc::new(good));
-        let good = host.start(deployment, 1).await?;
-        Ok(Self {
-            _kinesis: kinesis,
-            client,
-            host,
-            good,
-        })
-    }
-
-    /// Starts guest example `name` for `tenant`, and waits until it reads its shard.
-    async fn run(&self, name: &str, tenant: Tenant) -> anyhow::Result<RunningApp> {
-        let deployment =
-            Deployment::new(self.host.load(name).await?, memory()).for_tenant(Arc::new(tenant));
-        let app = self.host.host.start(deployment)?;
-        let reading = app
-            .wait_for(WAIT, |s| s[0].count(&ShardState::Reading) == 1)
-            .await;
-        anyhow::ensure!(reading, "{name} never read its shard: {:#?}", app.status());
-        Ok(app)
-    }
-
-    /// Publishes `hostile` records to the hostile stream and 3 ledger entries around them;
-    /// waits until settlement booked all 3 and the hostile tenant saw `expected` deliveries.
-    async fn traffic(&self, hostile: u64, expected: usize) -> anyhow::Result<()> {
-        put_json(
-            &self.client,
-            "ledger",
-            &json!({"id": 1, "amount": 10}),
-            None,
-        )
-        .await?;
-        for id in 0..hostile {
-            put_json(
-                &self.client,
-                "hostile",
-                &json!({"id": 100 + id, "amount": 1}),
-                None,
-            )
-            .await?;
-        }
-        put_json(
-            &self.client,
-            "ledger",
-            &json!({"id": 2, "amount": 20}),
-            None,
-        )
-        .await?;
-        put_json(
-            &self.client,
-            "ledger",
-            &json!({"id": 3, "amount": 30}),
-            None,
-        )
-        .await?;
-        let hostile = |r: &DeliveryReport| r.stream == "hostile";
-        let waited = tokio::time::timeout(WAIT, async {
-            loop {
-                let all = self.host.deliveries.all();
-                if self.booked().len() == 3 && all.iter().filter(|r| hostile(r)).count() >= expected
-                {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await;
-        anyhow::ensure!(
-            waited.is_ok(),
-            "booked {:?}, deliveries {:#?}",
-            self.booked(),
-            self.host.deliveries.all()
-        );
-        Ok(())
-    }
-
-    /// The ids settlement booked.
-    fn booked(&self) -> BTreeSet<String> {
-        self.logs()
-            .iter()
-            .filter(|l| l.message == "booked")
-            .filter_map(|l| l.field("entry.id").map(str::to_owned))
-            .collect()
-    }
-
-    /// Settlement's records are handled and its checkpoint moved past all three.
-    fn assert_settlement_flows(&self) {
-        assert_eq!(self.booked(), ["1", "2", "3"].map(String::from).into());
-        let status = self.good.status();
-        let shard = status[0].shards.values().next().expect("ledger shard");
-        assert_eq!(shard.state, ShardState::Reading);
-        assert_eq!(shard.held_at, None);
-        let last_ledger = self
-            .host
-            .deliveries
-            .all()
-            .into_iter()
-            .rfind(|r| r.stream == "ledger")
-            .map(|r| r.sequence_number);
-        assert_eq!(shard.checkpoint, last_ledger);
-    }
-
-    fn logs(&self) -> Vec<LogLine> {
-        self.host.log.captured()
-    }
-
-    fn hostile_reports(&self) -> Vec<DeliveryReport> {
-        self.host
-            .deliveries
-            .all()
-            .into_iter()
-            .filter(|r| r.stream == "hostile")
-            .collect()
-    }
-
-    fn failures(&self) -> Vec<LogLine> {
-        self.logs()
-            .into_iter()
-            .filter(|l| l.message.starts_with("handler call failed"))
-            .collect()
-    }
-}
-
-fn memory() -> Arc<MemoryLeaseStore> {
-    Arc::new(MemoryLeaseStore::new())
-}
-
-/// A hostile tenant: granted only its stream, tight limits, quarantined after 3 failures.
-fn evil() -> Tenant {
-    Tenant::new("evil")
-        .subscribe(StreamGrant::only(["hostile"]))
-        .limits(evil_limits())
-        .quarantine_after(3)
-}
-
-fn evil_limits() -> Limits {
-    Limits {
-        call_deadline: Duration::from_millis(300),
-        memory_bytes: 16 << 20,
-        ..Limits::default()
-    }
-}
+use super::{Arena, WAIT, evil, evil_limits};
 
 /// Runs a component that traps on every record and checks the trap is contained.
 async fn assert_contained(name: &str, kind: TrapKind, evidence: &str) -> anyhow::Result<Arena> {
@@ -197,7 +33,7 @@ async fn assert_contained_as(
     let hostile = arena.run(name, tenant).await?;
     arena.traffic(1, 1).await?;
     hostile.shutdown().await;
-    arena.assert_settlement_flows();
+    arena.assert_settlement_flows().await?;
 
     let reports = arena.hostile_reports();
     assert_eq!(reports[0].trap, Some(kind), "{reports:#?}");
@@ -242,38 +78,60 @@ async fn a_memory_bomb_hits_the_memory_limit() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_resources_are_capped_per_instance() -> anyhow::Result<()> {
+    // Each pollable lives in host memory, outside the memory cap: the table of them is capped.
+    assert_contained(
+        "hostile-resources",
+        TrapKind::ResourceLimit,
+        "resource table has no free keys",
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_recursion_overflows_the_stack() -> anyhow::Result<()> {
     assert_contained("hostile-recursion", TrapKind::StackOverflow, "stack").await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn table_and_instance_caps_refuse_the_instance() -> anyhow::Result<()> {
-    // Every component has a function table and several core instances; caps below that make
-    // each instantiation fail, which is a failed attempt of the record that needed it.
-    let tight_tables = Limits {
-        max_table_elements: 1,
-        ..evil_limits()
-    };
-    assert_contained_as(
-        evil().limits(tight_tables),
-        "hostile-panic",
-        TrapKind::ResourceLimit,
-        "table limit exceeded",
-    )
-    .await?;
-    let one_instance = Limits {
-        max_instances: 1,
-        ..evil_limits()
-    };
-    assert_contained_as(
-        evil().limits(one_instance),
-        "hostile-panic",
-        TrapKind::ResourceLimit,
-        "instance count too high",
-    )
-    .await?;
-    Ok(())
+async fn table_and_instance_caps_refuse_the_component_at_load() -> anyhow::Result<()> {
+    // Every component has a function table and several core instances. Loading instantiates
+    // it under the tenant's caps, so caps below that refuse it before it runs any record.
+    let arena = Arena::start().await?;
+    let cases = [
+        (
+            Limits {
+                max_table_elements: 1,
+                ..evil_limits()
+            },
+            "table limit exceeded",
+        ),
+        (
+            Limits {
+                max_instances: 1,
+                ..evil_limits()
+            },
+            "instance count too high",
+        ),
+    ];
+    for (limits, evidence) in cases {
+        let tenant = Arc::new(evil().limits(limits));
+        let error = arena
+            .load("hostile-panic", &tenant)
+            .await
+            .err()
+            .expect("refused");
+        let line = one_line(&error);
+        assert_eq!(error.phase, LoadPhase::Instantiate, "{line}");
+        assert!(
+            matches!(&error.refusal, Refusal::Trap(f) if f.kind == TrapKind::ResourceLimit),
+            "{line}"
+        );
+        assert!(line.contains(evidence), "{line}");
+    }
+    arena.assert_settlement_flows().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,26 +166,18 @@ async fn a_tenant_whose_calls_keep_failing_is_quarantined_until_resumed() -> any
     // before the last record.
     let delivered = arena.hostile_reports().len();
     assert!((2..=3).contains(&delivered), "{delivered} deliveries");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    arena.assert_settlement_flows().await?;
     assert_eq!(
         arena.hostile_reports().len(),
         delivered,
         "nothing delivered while quarantined"
     );
-    arena.assert_settlement_flows();
 
     // Settlement's tenant was never affected; the operator lets the hostile one go on.
     tenant.resume();
-    let resumed = tokio::time::timeout(WAIT, async {
-        while arena.hostile_reports().len() <= delivered {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    assert!(
-        resumed.is_ok(),
-        "the parked record was delivered after resume"
-    );
+    let resumed =
+        ruststream_tests::e2e::eventually(WAIT, || arena.hostile_reports().len() > delivered).await;
+    assert!(resumed, "the parked record was delivered after resume");
     hostile.shutdown().await;
     Ok(())
 }
@@ -348,7 +198,7 @@ async fn a_log_flood_is_capped() -> anyhow::Result<()> {
     let hostile = arena.run("hostile-log-flood", flood).await?;
     arena.traffic(1, 1).await?;
     hostile.shutdown().await;
-    arena.assert_settlement_flows();
+    arena.assert_settlement_flows().await?;
 
     assert_eq!(arena.hostile_reports()[0].outcome, Outcome::Ack);
     let logs = arena.logs();
@@ -375,7 +225,7 @@ async fn files_cannot_be_opened() -> anyhow::Result<()> {
     let hostile = arena.run("hostile-fs", evil()).await?;
     arena.traffic(1, 1).await?;
     hostile.shutdown().await;
-    arena.assert_settlement_flows();
+    arena.assert_settlement_flows().await?;
 
     assert_eq!(arena.hostile_reports()[0].outcome, Outcome::Ack);
     let attempts: Vec<(String, String)> = arena
@@ -396,7 +246,7 @@ async fn the_environment_is_empty() -> anyhow::Result<()> {
     let hostile = arena.run("hostile-env", evil()).await?;
     arena.traffic(1, 1).await?;
     hostile.shutdown().await;
-    arena.assert_settlement_flows();
+    arena.assert_settlement_flows().await?;
 
     let logs = arena.logs();
     let seen = logs
@@ -429,18 +279,17 @@ async fn the_environment_is_empty() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_component_that_imports_sockets_is_refused_at_load() -> anyhow::Result<()> {
     let arena = Arena::start().await?;
-    let refused = LoadedComponent::from_file(
-        &arena.host.runtime,
-        ruststream_tests::component("hostile-net"),
-    )
-    .await;
-    let Err(LoadError::ForbiddenImport { component, import }) = refused else {
-        panic!("hostile-net must be refused for its socket import");
+    let refused = arena.load("hostile-net", &Arc::new(evil())).await;
+    let error = refused
+        .err()
+        .expect("hostile-net must be refused for its socket import");
+    assert_eq!(error.component, "hostile_net");
+    assert_eq!(error.phase, LoadPhase::Check);
+    let Refusal::ForbiddenImport { import } = &error.refusal else {
+        panic!("refused for another reason: {}", one_line(&error));
     };
-    assert_eq!(component, "hostile_net");
     assert!(import.starts_with("wasi:sockets/"), "{import}");
-    arena.traffic(0, 0).await?;
-    arena.assert_settlement_flows();
+    arena.assert_settlement_flows().await?;
     Ok(())
 }
 
@@ -450,7 +299,7 @@ async fn publishing_to_an_ungranted_stream_is_a_typed_error() -> anyhow::Result<
     let hostile = arena.run("hostile-publish", evil()).await?;
     arena.traffic(1, 1).await?;
     hostile.shutdown().await;
-    arena.assert_settlement_flows();
+    arena.assert_settlement_flows().await?;
 
     let logs = arena.logs();
     let guest = logs
@@ -490,17 +339,21 @@ async fn subscribing_to_an_ungranted_stream_is_refused() -> anyhow::Result<()> {
             stream: "secrets".into(),
         }
     );
-    arena.traffic(0, 0).await?;
-    arena.assert_settlement_flows();
+    arena.assert_settlement_flows().await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_components_are_refused_and_the_host_runs_on() -> anyhow::Result<()> {
     let arena = Arena::start().await?;
-    let runtime = &arena.host.runtime;
+    let tenant = Arc::new(evil());
     let load = async |name: &'static str, bytes: Vec<u8>| {
-        LoadedComponent::from_bytes(runtime, name, bytes).await
+        let runtime = &arena.host.runtime;
+        let log = &arena.host.log;
+        LoadedComponent::from_bytes(runtime, name, bytes, &tenant, log)
+            .await
+            .err()
+            .map(|error| (error.phase, error.refusal))
     };
 
     let random: Vec<u8> = (0u32..4096)
@@ -508,47 +361,46 @@ async fn malformed_components_are_refused_and_the_host_runs_on() -> anyhow::Resu
         .collect();
     assert!(matches!(
         load("random", random).await,
-        Err(LoadError::NotWasm { .. })
+        Some((LoadPhase::Check, Refusal::NotWasm))
     ));
     let core = b"\0asm\x01\0\0\0".to_vec();
     assert!(matches!(
         load("core", core).await,
-        Err(LoadError::CoreModule { .. })
+        Some((LoadPhase::Check, Refusal::CoreModule))
     ));
     let truncated = std::fs::read(ruststream_tests::component("settlement"))?[..200].to_vec();
     assert!(matches!(
         load("truncated", truncated).await,
-        Err(LoadError::Compile { .. })
+        Some((LoadPhase::Compile, Refusal::Compile(_)))
     ));
 
     let command = std::fs::read(ruststream_tests::component("not-ruststream"))?;
-    match load("not_ruststream", command).await {
-        Err(LoadError::MissingExport { found, .. }) => {
+    match load("not_ruststream", command.clone()).await {
+        Some((LoadPhase::Check, Refusal::MissingExport { found })) => {
             assert!(found.contains("wasi:cli/run"), "{found}")
         }
-        other => panic!("expected MissingExport, got {:?}", other.err()),
+        other => panic!("expected MissingExport, got {other:?}"),
     }
     let future = std::fs::read(ruststream_tests::component("future-contract"))?;
     match load("future_contract", future).await {
-        Err(LoadError::ContractVersion { found, .. }) => {
-            assert_eq!(found, "ruststream:handler/handler@0.2.0");
+        Some((LoadPhase::Check, Refusal::ContractVersion { found })) => {
+            assert_eq!(found, "ruststream:handler/handler@0.3.0");
         }
-        other => panic!("expected ContractVersion, got {:?}", other.err()),
+        other => panic!("expected ContractVersion, got {other:?}"),
     }
-    let refused = load(
-        "not_ruststream",
-        std::fs::read(ruststream_tests::component("not-ruststream"))?,
-    )
-    .await
-    .err()
-    .map(|e| e.to_string())
-    .unwrap_or_default();
+    let runtime = &arena.host.runtime;
+    let refused =
+        LoadedComponent::from_bytes(runtime, "not_ruststream", command, &tenant, &arena.host.log)
+            .await
+            .err()
+            .map(|e| one_line(&e))
+            .unwrap_or_default();
     assert!(
-        refused.contains("not_ruststream") && refused.contains("ruststream:handler/handler@0.1.0"),
+        refused.starts_with("tenant `evil`, component `not_ruststream`: checking refused: ")
+            && refused.contains("ruststream:handler/handler@0.2.0"),
         "{refused}"
     );
 
-    arena.traffic(0, 0).await?;
-    arena.assert_settlement_flows();
+    arena.assert_settlement_flows().await?;
     Ok(())
 }

@@ -1,0 +1,142 @@
+//! Compiled artifacts on disk, keyed by the component's content hash and the engine's
+//! configuration, so a component the host compiled once loads in a millisecond after that.
+//!
+//! Only artifacts this host wrote are ever loaded: the directory is created private to the
+//! host's user, each file is written whole (a temporary file renamed into place) and carries a
+//! SHA-256 of the artifact, checked before it is handed to wasmtime. A tenant supplies
+//! components, never artifacts.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+
+/// A directory of compiled artifacts for one engine configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct ArtifactCache {
+    dir: PathBuf,
+    engine_key: String,
+}
+
+const DIGEST_BYTES: usize = 32;
+
+impl ArtifactCache {
+    /// Opens (creating it, private to this user) the cache at `dir` for an engine whose
+    /// configuration hashes to `engine_key`.
+    pub(crate) fn open(dir: &Path, engine_key: String) -> io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        restrict(dir)?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            engine_key,
+        })
+    }
+
+    /// The artifact of the component whose content hash is `component`, if it is cached and
+    /// intact. A damaged file is removed and reported as missing.
+    pub(crate) fn get(&self, component: &str) -> Option<Vec<u8>> {
+        let path = self.path(component);
+        let stored = fs::read(&path).ok()?;
+        let (digest, artifact) = stored.split_at_checked(DIGEST_BYTES)?;
+        if Sha256::digest(artifact).as_slice() == digest {
+            return Some(artifact.to_vec());
+        }
+        tracing::warn!(path = %path.display(), "a cached artifact is damaged; compiling again");
+        let _ = fs::remove_file(&path);
+        None
+    }
+
+    /// Stores the artifact of `component`.
+    ///
+    /// # Errors
+    /// When the directory cannot be written; the artifact is then simply not cached.
+    pub(crate) fn put(&self, component: &str, artifact: &[u8]) -> io::Result<()> {
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let path = self.path(component);
+        // Unique per write: two loads of one component may store it at the same time.
+        let write = WRITES.fetch_add(1, Ordering::Relaxed);
+        let temporary = self
+            .dir
+            .join(format!(".{component}.{}.{write}.tmp", std::process::id()));
+        let mut stored = Vec::with_capacity(DIGEST_BYTES + artifact.len());
+        stored.extend_from_slice(&Sha256::digest(artifact));
+        stored.extend_from_slice(artifact);
+        fs::write(&temporary, &stored)?;
+        fs::rename(&temporary, &path).inspect_err(|_| {
+            let _ = fs::remove_file(&temporary);
+        })
+    }
+
+    fn path(&self, component: &str) -> PathBuf {
+        self.dir
+            .join(format!("{component}-{}.cwasm", self.engine_key))
+    }
+}
+
+/// The content hash of a component: the hex SHA-256 of its bytes.
+pub(crate) fn content_hash(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// A short hex key for an engine configuration, from wasmtime's compatibility hash: artifacts
+/// of another configuration or wasmtime version never share a file name.
+pub(crate) fn engine_key(engine: &wasmtime::Engine) -> String {
+    use std::hash::Hash;
+    let mut hasher = DigestHasher(Sha256::new());
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hex(&hasher.0.finalize()[..12])
+}
+
+/// Feeds `Hash` into SHA-256, a hash stable across processes (the std hashers are not
+/// promised to be).
+struct DigestHasher(Sha256);
+
+impl std::hash::Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(unix)]
+fn restrict(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+}
+
+#[cfg(not(unix))]
+fn restrict(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn artifacts_round_trip_and_damage_is_detected() -> io::Result<()> {
+        let dir = std::env::temp_dir().join(format!("ruststream-cache-{}", std::process::id()));
+        let cache = ArtifactCache::open(&dir, "engine".into())?;
+        let key = content_hash(b"component");
+        assert_eq!(cache.get(&key), None);
+        cache.put(&key, b"artifact")?;
+        assert_eq!(cache.get(&key).as_deref(), Some(&b"artifact"[..]));
+
+        let path = cache.path(&key);
+        let mut stored = fs::read(&path)?;
+        *stored.last_mut().expect("not empty") ^= 1;
+        fs::write(&path, stored)?;
+        assert_eq!(cache.get(&key), None, "a damaged artifact is never loaded");
+        assert!(!path.exists(), "and it is removed");
+        fs::remove_dir_all(dir)
+    }
+}
