@@ -9,6 +9,7 @@ use crate::bindings::exports::ruststream::handler::handler as wit;
 pub use crate::bindings::exports::ruststream::handler::handler::{
     App, BatchHeader, BatchInfo, BatchRecord, Delivery, Guest,
 };
+use crate::bindings::ruststream::handler::host;
 pub use crate::bindings::ruststream::handler::types::HandlerOutcome as WitOutcome;
 use crate::context::{Context, HeaderList, RecordView, bytes, text};
 use crate::log;
@@ -60,23 +61,26 @@ pub fn describe(build: ServiceFn) -> wit::App {
 /// `handle`: one record.
 pub fn handle(build: ServiceFn, info: wit::BatchInfo, delivery: wit::Delivery) -> WitOutcome {
     with_service(build, |service| {
-        dispatch(service, &info, std::iter::once(RecordView::of(&delivery)))
-            .pop()
-            .unwrap_or(WitOutcome::Drop)
+        let mut outcome = WitOutcome::Drop;
+        let record = std::iter::once(RecordView::of(&delivery));
+        dispatch(service, &info, record, |_, decided| outcome = decided);
+        outcome
     })
 }
 
-/// `handle-batch`: records in order, one outcome each, laid out in the batch's buffers.
+/// `handle-batch`: records in order, laid out in the batch's buffers, each outcome reported to
+/// the host as soon as it is decided (the host then gives the next record a fresh deadline,
+/// and never runs a reported record again should a later one trap).
 pub fn handle_batch(
     build: ServiceFn,
     info: wit::BatchInfo,
     arena: Vec<u8>,
     records: Vec<wit::BatchRecord>,
     headers: Vec<wit::BatchHeader>,
-) -> Vec<WitOutcome> {
+) {
     with_service(build, |service| {
         let views = records.iter().map(|record| view(&arena, &headers, record));
-        dispatch(service, &info, views)
+        dispatch(service, &info, views, host::record_outcome);
     })
 }
 
@@ -100,29 +104,31 @@ fn view<'a>(
     }
 }
 
+/// Runs each record through its subscriber and hands `report` the record's index and outcome.
 fn dispatch<'a>(
     service: &RustStream,
     info: &wit::BatchInfo,
-    records: impl ExactSizeIterator<Item = RecordView<'a>>,
-) -> Vec<WitOutcome> {
+    records: impl Iterator<Item = RecordView<'a>>,
+    mut report: impl FnMut(u32, WitOutcome),
+) {
     let Some(subscriber) = service.subscribers.get(info.subscription as usize) else {
         tracing::error!(
             subscription = info.subscription,
             "the host named a subscription this component does not have; records dropped"
         );
-        return vec![WitOutcome::Drop; records.len()];
+        (0u32..)
+            .zip(records)
+            .for_each(|(index, _)| report(index, WitOutcome::Drop));
+        return;
     };
-    let outcomes = records
-        .zip(0u32..)
-        .map(|(record, index)| {
-            log::set_current_record(Some(index));
-            let mut ctx = Context::new(&subscriber.registration.name, info, record);
-            subscriber
-                .dispatch
-                .dispatch(&mut ctx, &subscriber.registration)
-                .to_wit()
-        })
-        .collect();
+    for (index, record) in (0u32..).zip(records) {
+        log::set_current_record(Some(index));
+        let mut ctx = Context::new(&subscriber.registration.name, info, record);
+        let outcome = subscriber
+            .dispatch
+            .dispatch(&mut ctx, &subscriber.registration)
+            .to_wit();
+        report(index, outcome);
+    }
     log::set_current_record(None);
-    outcomes
 }

@@ -57,7 +57,7 @@ pub mod __private {
 }
 mod export;
 
-/// Bindings generated from the RustStream WIT contract (`ruststream:handler@0.2.0`).
+/// Bindings generated from the RustStream WIT contract (`ruststream:handler@0.3.0`).
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({

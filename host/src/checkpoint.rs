@@ -16,19 +16,29 @@ pub struct Ticket {
 }
 
 /// The handled-prefix tracker of one shard.
+///
+/// Only records not yet handled are kept (with, for the one whose turn comes next, the sequence
+/// number of the record just before it): memory follows what is outstanding, not what was
+/// read. A record held for good in front of a million handled ones costs one entry.
 #[derive(Debug, Default)]
 pub struct Watermark {
     generation: u64,
-    /// Arrival index of `slots[0]`.
-    base: u64,
-    slots: VecDeque<Slot>,
+    /// Arrival index the next tracked delivery gets.
+    next: u64,
+    /// Unhandled deliveries, by arrival index (increasing).
+    pending: VecDeque<Pending>,
+    /// Sequence number of the last tracked delivery.
+    latest: Option<String>,
     checkpoint: Option<String>,
 }
 
 #[derive(Debug)]
-struct Slot {
+struct Pending {
+    index: u64,
     sequence_number: String,
-    handled: bool,
+    /// The sequence number of the delivery just before this one, once that one is handled:
+    /// where the checkpoint moves when this one is the first still unhandled.
+    before: Option<String>,
 }
 
 impl Watermark {
@@ -42,10 +52,21 @@ impl Watermark {
 
     /// Starts tracking the next delivery in arrival order.
     pub fn track(&mut self, sequence_number: impl Into<String>) -> Ticket {
-        let index = self.base + self.slots.len() as u64;
-        self.slots.push_back(Slot {
-            sequence_number: sequence_number.into(),
-            handled: false,
+        let index = self.next;
+        self.next += 1;
+        let sequence_number = sequence_number.into();
+        // When the delivery before this one is already handled, remember where it stood.
+        let previous_pending = self.pending.back().is_some_and(|p| p.index + 1 == index);
+        let before = if previous_pending {
+            None
+        } else {
+            self.latest.take()
+        };
+        self.latest = Some(sequence_number.clone());
+        self.pending.push_back(Pending {
+            index,
+            sequence_number,
+            before,
         });
         Ticket {
             generation: self.generation,
@@ -56,28 +77,30 @@ impl Watermark {
     /// Marks a delivery handled. Returns the new checkpoint when the handled prefix grew.
     /// A stale ticket (from before a reset) or one already handled changes nothing.
     pub fn mark_handled(&mut self, ticket: Ticket) -> Option<&str> {
-        if ticket.generation != self.generation || ticket.index < self.base {
+        if ticket.generation != self.generation {
             return None;
         }
-        let slot = self.slots.get_mut((ticket.index - self.base) as usize)?;
-        slot.handled = true;
-        self.advance()
-    }
-
-    fn advance(&mut self) -> Option<&str> {
-        let mut moved = false;
-        while self.slots.front().is_some_and(|slot| slot.handled) {
-            if let Some(slot) = self.slots.pop_front() {
-                self.checkpoint = Some(slot.sequence_number);
-                self.base += 1;
-                moved = true;
-            }
+        let position = self
+            .pending
+            .binary_search_by_key(&ticket.index, |p| p.index)
+            .ok()?;
+        let handled = self.pending.remove(position)?;
+        if let Some(after) = self.pending.get_mut(position)
+            && after.index == handled.index + 1
+        {
+            after.before = Some(handled.sequence_number);
         }
-        if moved {
-            self.checkpoint.as_deref()
-        } else {
-            None
+        if position != 0 {
+            return None;
         }
+        let moved_to = match self.pending.front() {
+            Some(first) => first.before.clone(),
+            None => self.latest.clone(),
+        };
+        if moved_to.is_some() {
+            self.checkpoint = moved_to;
+        }
+        self.checkpoint.as_deref()
     }
 
     /// The sequence number of the last record of the handled prefix, if any record is handled
@@ -86,25 +109,22 @@ impl Watermark {
         self.checkpoint.as_deref()
     }
 
-    /// Deliveries tracked and not yet passed by the checkpoint (handled or not).
+    /// Deliveries tracked and not yet handled.
     pub fn in_flight(&self) -> usize {
-        self.slots.len()
+        self.pending.len()
     }
 
     /// The first unhandled delivery's sequence number: where the checkpoint is held.
     pub fn held_at(&self) -> Option<&str> {
-        self.slots
-            .iter()
-            .find(|slot| !slot.handled)
-            .map(|slot| slot.sequence_number.as_str())
+        self.pending.front().map(|p| p.sequence_number.as_str())
     }
 
     /// Starts the bookkeeping afresh (a seek): every earlier ticket becomes stale, and the
     /// checkpoint becomes `checkpoint`.
     pub fn reset(&mut self, checkpoint: Option<String>) {
         self.generation += 1;
-        self.base = 0;
-        self.slots.clear();
+        self.pending.clear();
+        self.latest = None;
         self.checkpoint = checkpoint;
     }
 }
@@ -159,6 +179,36 @@ mod tests {
         assert_eq!(w.mark_handled(old), None);
         assert_eq!(w.checkpoint(), Some("3"));
         assert_eq!(w.mark_handled(new), Some("4"));
+    }
+
+    #[test]
+    fn a_held_record_costs_one_entry_whatever_comes_after_it() {
+        let mut w = Watermark::new(None);
+        let first = w.track("1");
+        let held = w.track("2");
+        assert_eq!(w.mark_handled(first), Some("1"));
+        for n in 3..100_003u64 {
+            let ticket = w.track(n.to_string());
+            assert_eq!(w.mark_handled(ticket), None);
+        }
+        assert_eq!(w.in_flight(), 1, "only the held record is kept");
+        assert_eq!(w.held_at(), Some("2"));
+        assert_eq!(w.mark_handled(held), Some("100002"));
+    }
+
+    #[test]
+    fn records_handled_out_of_order_move_it_to_the_right_place() {
+        let mut w = Watermark::new(None);
+        let t: Vec<Ticket> = (1..=5).map(|n| w.track(n.to_string())).collect();
+        assert_eq!(w.mark_handled(t[3]), None);
+        assert_eq!(w.mark_handled(t[1]), None);
+        assert_eq!(w.mark_handled(t[0]), Some("2"));
+        assert_eq!(w.held_at(), Some("3"));
+        assert_eq!(w.mark_handled(t[2]), Some("4"));
+        let later = w.track("6");
+        assert_eq!(w.mark_handled(t[4]), Some("5"));
+        assert_eq!(w.mark_handled(later), Some("6"));
+        assert_eq!(w.in_flight(), 0);
     }
 
     #[test]

@@ -81,6 +81,8 @@ impl fmt::Display for LogLine {
 #[derive(Debug, Clone, Default)]
 pub struct LogSink {
     capture: Option<Arc<Mutex<Vec<LogLine>>>>,
+    /// Set for a sink that only counts lines.
+    silent: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl LogSink {
@@ -93,7 +95,23 @@ impl LogSink {
     pub fn capturing() -> Self {
         Self {
             capture: Some(Arc::default()),
+            ..Self::default()
         }
+    }
+
+    /// A sink that emits nothing and only counts the lines it is given.
+    pub fn silent() -> Self {
+        Self {
+            silent: Some(Arc::default()),
+            ..Self::default()
+        }
+    }
+
+    /// Lines a [`silent`](Self::silent) sink was given.
+    pub fn count(&self) -> u64 {
+        self.silent
+            .as_ref()
+            .map_or(0, |n| n.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// The lines kept so far (empty unless capturing).
@@ -107,6 +125,10 @@ impl LogSink {
     /// Emits `line`, with every control character in it escaped: a tenant's text never
     /// reaches a terminal or a log file able to rewrite what is shown.
     pub fn emit(&self, line: LogLine) {
+        if let Some(count) = &self.silent {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
         let line = line.escaped();
         emit_tracing(&line);
         if let Some(lines) = &self.capture {

@@ -23,13 +23,16 @@
 //! record after the first are spaced by the minimum delay, and every copy and dead letter
 //! draws on the tenant's write quota: past it the copy waits, its original holding.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use crate::app::SubscriptionSpec;
 use crate::checkpoint::{Ticket, Watermark};
 use crate::clock::Clock;
-use crate::component::{BatchCall, CallFailure, HandlerInstance, Limits, TrapKind};
+use crate::component::{BatchCall, BatchFailure, CallFailure, HandlerInstance, Limits, TrapKind};
 use crate::log::{Level, LogLine, LogSink, Origin};
 use crate::publish::Publisher;
 use crate::record::{Delivery, OutgoingRecord};
@@ -42,6 +45,15 @@ pub const DEFAULT_BATCH_LIMIT: usize = 1000;
 /// First and largest pause between attempts to publish a counted copy.
 const COPY_RETRY_FIRST: Duration = Duration::from_millis(200);
 const COPY_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Why a shard must stop being delivered on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The lease is lost: stop at once, write nothing more.
+    Lost,
+    /// Another host asked for the lease: stop at the next call boundary and hand it over.
+    HandOff(String),
+}
 
 /// What one delivery came to, for observers (tests, metrics, quarantine).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +93,9 @@ struct Waiting {
     ticket: Ticket,
     due_at_ms: u64,
     delivery: Delivery,
+    /// When it was read: it holds the checkpoint from then on, for at most the tenant's
+    /// `max_hold`, after which it is carried forward.
+    since_ms: u64,
 }
 
 /// A counted copy whose publish failed; the original holds the checkpoint until it succeeds.
@@ -104,6 +119,8 @@ pub struct ShardPipeline {
     unsent: Vec<UnsentCopy>,
     /// Records not yet handed to the component because its tenant is quarantined.
     parked: Vec<(Ticket, Delivery)>,
+    /// Set when the shard must stop being delivered here (lease lost, or wanted elsewhere).
+    stop: Option<watch::Receiver<Option<Stop>>>,
     checkpoint_moved: bool,
     env: PipelineEnv,
 }
@@ -126,6 +143,7 @@ impl ShardPipeline {
             waiting: Vec::new(),
             unsent: Vec::new(),
             parked: Vec::new(),
+            stop: None,
             checkpoint_moved: false,
             env,
         }
@@ -133,6 +151,31 @@ impl ShardPipeline {
 
     pub fn shard_id(&self) -> &str {
         &self.shard_id
+    }
+
+    /// Stops handing records to the component, at the next call boundary, once `stop` says
+    /// so; once the lease is lost, copies are no longer published either (the next holder
+    /// reads their originals again).
+    pub fn stop_when(&mut self, stop: watch::Receiver<Option<Stop>>) {
+        self.stop = Some(stop);
+    }
+
+    fn stopped(&self) -> Option<Stop> {
+        self.stop.as_ref().and_then(|stop| stop.borrow().clone())
+    }
+
+    /// Publishes the copies still owed (their pause over or not), for at most `grace`: what a
+    /// shard handed over owes before it goes.
+    pub async fn send_copies(&mut self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
+        while !self.unsent.is_empty() && tokio::time::Instant::now() < deadline {
+            for copy in std::mem::take(&mut self.unsent) {
+                self.send_copy(copy).await;
+            }
+            if !self.unsent.is_empty() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
 
     pub fn subscription(&self) -> &SubscriptionSpec {
@@ -162,6 +205,7 @@ impl ShardPipeline {
                     ticket,
                     due_at_ms,
                     delivery,
+                    since_ms: now,
                 }),
                 _ => ready.push((ticket, delivery)),
             }
@@ -181,7 +225,16 @@ impl ShardPipeline {
         let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
             .into_iter()
             .partition(|w| w.due_at_ms <= now);
+        let max_hold = millis(self.limits().copies.max_hold);
+        let (held_long, waiting): (Vec<_>, Vec<_>) = waiting
+            .into_iter()
+            .partition(|w| w.since_ms.saturating_add(max_hold) <= now);
         self.waiting = waiting;
+        // A copy waiting longer than `max_hold` is published again at the tip with the same
+        // due time; once that one is in the stream this one is handled and the checkpoint
+        // moves on. The wait survives restarts and retention, and holds nothing for long.
+        let carried: Vec<UnsentCopy> = held_long.into_iter().map(|w| self.carry(w)).collect();
+        self.unsent.extend(carried);
         let (retry, unsent): (Vec<_>, Vec<_>) = std::mem::take(&mut self.unsent)
             .into_iter()
             .partition(|u| u.next_try_ms <= now);
@@ -198,7 +251,11 @@ impl ShardPipeline {
 
     /// The earliest time (ms since the epoch) at which [`poll_due`](Self::poll_due) has work.
     pub fn next_due_ms(&self) -> Option<u64> {
-        let waiting = self.waiting.iter().map(|w| w.due_at_ms);
+        let max_hold = millis(self.limits().copies.max_hold);
+        let waiting = self
+            .waiting
+            .iter()
+            .map(|w| w.due_at_ms.min(w.since_ms.saturating_add(max_hold)));
         let unsent = self.unsent.iter().map(|u| u.next_try_ms);
         let parked = (!self.parked.is_empty() && !self.env.tenant.is_quarantined())
             .then(|| self.env.clock.now_ms());
@@ -229,12 +286,15 @@ impl ShardPipeline {
     }
 
     /// Starts the bookkeeping afresh at `checkpoint` (a seek): records delivered before no
-    /// longer move the checkpoint, and records waiting for their due time are forgotten (the
-    /// reader reads again from the new position). Copies still being published go on being
-    /// retried, so none is lost, but their originals' acks no longer count.
+    /// longer move the checkpoint. Copies read and waiting for their due time are carried
+    /// forward (published again at the tip with the same due time), and copies still being
+    /// published go on being retried: every pending copy comes back at its due time, wherever
+    /// the seek moved the reader.
     pub fn reset(&mut self, checkpoint: Option<String>) {
         self.watermark.reset(checkpoint);
-        self.waiting.clear();
+        let waiting = std::mem::take(&mut self.waiting);
+        let carried: Vec<UnsentCopy> = waiting.into_iter().map(|w| self.carry(w)).collect();
+        self.unsent.extend(carried);
         self.parked.clear();
         self.checkpoint_moved = false;
     }
@@ -244,26 +304,41 @@ impl ShardPipeline {
         self.instance.replacements()
     }
 
+    /// Hands `records` to the component in batches, in order, and settles each outcome. After
+    /// a trap, the records the guest had reported stand as reported, the record it was on is a
+    /// failed attempt, and the rest go on in the next call: no record runs twice.
     async fn run(&mut self, records: Vec<(Ticket, Delivery)>) {
         let limit = self
             .subscription
             .batch_limit
             .map_or(DEFAULT_BATCH_LIMIT, |l| l as usize);
-        let mut records = records.into_iter().peekable();
-        while records.peek().is_some() {
-            if self.env.tenant.is_quarantined() {
-                self.parked.extend(records);
+        let mut queue: VecDeque<(Ticket, Delivery)> = records.into();
+        while !queue.is_empty() {
+            if self.stopped().is_some() {
+                // Not delivered, not handled: the next holder reads them from the checkpoint.
                 break;
             }
-            let (tickets, deliveries): (Vec<Ticket>, Vec<Delivery>) =
-                records.by_ref().take(limit).unzip();
-            self.run_batch(tickets, deliveries.into()).await;
+            if self.env.tenant.is_quarantined() {
+                self.parked.extend(queue);
+                break;
+            }
+            let take = limit.min(queue.len());
+            let (tickets, deliveries): (Vec<Ticket>, Vec<Delivery>) = queue.drain(..take).unzip();
+            let unfinished = self.run_batch(tickets, deliveries.into()).await;
+            for record in unfinished.into_iter().rev() {
+                queue.push_front(record);
+            }
         }
         // Say how many of the tenant's host lines were dropped in seconds that are over.
         self.env.tenant.host_lines().flush(&self.env.log);
     }
 
-    async fn run_batch(&mut self, tickets: Vec<Ticket>, deliveries: Arc<[Delivery]>) {
+    /// One call; returns the records it did not get to (after a trap), in order.
+    async fn run_batch(
+        &mut self,
+        tickets: Vec<Ticket>,
+        deliveries: Arc<[Delivery]>,
+    ) -> Vec<(Ticket, Delivery)> {
         let call = BatchCall {
             subscription: self.subscription.index,
             stream: &self.stream,
@@ -271,55 +346,24 @@ impl ShardPipeline {
             deliveries: &deliveries,
         };
         let result = self.instance.handle_batch(&call).await;
-        self.count_call(result.as_ref().err());
-        match result {
-            Ok(outcomes) => {
-                for ((ticket, delivery), outcome) in
-                    tickets.iter().zip(deliveries.iter()).zip(outcomes)
-                {
-                    self.settle(*ticket, delivery, outcome, None).await;
-                }
-            }
-            Err(failure) if deliveries.len() == 1 => {
-                self.trapped(tickets[0], &deliveries[0], failure).await;
-            }
-            Err(failure) => {
-                // The batch trapped somewhere: find the record by calling them one at a time.
-                self.runtime_log(
-                    "batch-failed",
-                    Level::Warn,
-                    None,
-                    format!("batch call failed ({failure}); retrying its records one by one"),
-                );
-                self.isolate(&tickets, &deliveries).await;
-            }
+        self.count_call(result.as_ref().err().map(|f| &f.failure));
+        let (outcomes, failure) = match result {
+            Ok(outcomes) => (outcomes, None),
+            Err(BatchFailure { settled, failure }) => (settled, Some(failure)),
+        };
+        let mut records = tickets.into_iter().zip(deliveries.iter());
+        // Outcomes first: `zip` would otherwise take one record past the last outcome.
+        for (outcome, (ticket, delivery)) in outcomes.into_iter().zip(records.by_ref()) {
+            self.settle(ticket, delivery, outcome, None).await;
         }
-    }
-
-    async fn isolate(&mut self, tickets: &[Ticket], deliveries: &Arc<[Delivery]>) {
-        for (index, ticket) in tickets.iter().enumerate() {
-            if self.env.tenant.is_quarantined() {
-                let rest = tickets[index..].iter().copied();
-                self.parked
-                    .extend(rest.zip(deliveries[index..].iter().cloned()));
-                return;
-            }
-            let call = BatchCall {
-                subscription: self.subscription.index,
-                stream: &self.stream,
-                shard_id: &self.shard_id,
-                deliveries,
-            };
-            let result = self.instance.handle_one(&call, index).await;
-            self.count_call(result.as_ref().err());
-            match result {
-                Ok(outcome) => {
-                    self.settle(*ticket, &deliveries[index], outcome, None)
-                        .await
-                }
-                Err(failure) => self.trapped(*ticket, &deliveries[index], failure).await,
-            }
+        let Some(failure) = failure else {
+            return Vec::new();
+        };
+        // The record the guest was on when the call failed (none if it failed after the last).
+        if let Some((ticket, delivery)) = records.next() {
+            self.trapped(ticket, delivery, failure).await;
         }
+        records.map(|(t, d)| (t, d.clone())).collect()
     }
 
     /// A KPL-aggregated record holds many user records in a format no handler expects; it is
@@ -424,6 +468,21 @@ impl ShardPipeline {
         self.send_copy(copy).await;
     }
 
+    /// A waiting copy, to be published again as it is (same retry count, same due time).
+    fn carry(&self, waiting: Waiting) -> UnsentCopy {
+        let delivery = &waiting.delivery;
+        let record =
+            OutgoingRecord::counted_copy(delivery, delivery.retry_count, Some(waiting.due_at_ms));
+        UnsentCopy {
+            ticket: waiting.ticket,
+            original_sequence: delivery.sequence_number.clone(),
+            target: self.stream.to_string(),
+            record,
+            tries: 0,
+            next_try_ms: 0,
+        }
+    }
+
     /// The delay a copy waits: what the handler asked, clamped to the tenant's maximum (with a
     /// warning), and at least the minimum between copies when the record is already a copy.
     /// Dead letters never wait.
@@ -453,6 +512,10 @@ impl ShardPipeline {
     }
 
     async fn send_copy(&mut self, mut copy: UnsentCopy) {
+        if self.stopped() == Some(Stop::Lost) {
+            // The next holder handles the original again; a copy from here would be a second.
+            return;
+        }
         let now = self.env.clock.now_ms();
         let quota = self.env.tenant.write_quota();
         if let Err(wait) = quota.take(now, copy.record.stream_size()) {

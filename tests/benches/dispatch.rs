@@ -165,12 +165,8 @@ async fn dispatch(
             shard_id: &shard,
             deliveries,
         };
-        acked += if deliveries.len() == 1 {
-            usize::from(instance.handle_one(&call, 0).await? == Outcome::Ack)
-        } else {
-            let outcomes = instance.handle_batch(&call).await?;
-            outcomes.iter().filter(|o| **o == Outcome::Ack).count()
-        };
+        let outcomes = instance.handle_batch(&call).await?;
+        acked += outcomes.iter().filter(|o| **o == Outcome::Ack).count();
     }
     Ok(acked)
 }

@@ -259,18 +259,19 @@ pub async fn put_json(
     Ok((out.shard_id, out.sequence_number))
 }
 
-/// Puts every value as JSON on `stream`, with PutRecords (500 at a time), partition key `pk`.
+/// Puts every value as JSON on `stream`, with PutRecords (500 at a time), partition keys
+/// `pk-0`, `pk-1`, ... so the records spread over the stream's shards.
 pub async fn put_json_batch(
     kinesis: &aws_sdk_kinesis::Client,
     stream: &str,
     values: &[serde_json::Value],
 ) -> Result<()> {
-    for chunk in values.chunks(500) {
+    for (chunk_index, chunk) in values.chunks(500).enumerate() {
         let mut entries = Vec::with_capacity(chunk.len());
-        for value in chunk {
+        for (index, value) in chunk.iter().enumerate() {
             entries.push(
                 aws_sdk_kinesis::types::PutRecordsRequestEntry::builder()
-                    .partition_key("pk")
+                    .partition_key(format!("pk-{}", chunk_index * 500 + index))
                     .data(Blob::new(serde_json::to_vec(value)?))
                     .build()?,
             );

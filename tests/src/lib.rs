@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 
 pub mod e2e;
+pub mod faults;
 pub mod hostile;
 pub mod servers;
 

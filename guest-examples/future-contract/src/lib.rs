@@ -1,9 +1,9 @@
 //! Malformed: a handler built against a newer contract: it exports
-//! `ruststream:handler/handler@0.3.0` instead of `@0.2.0` (its own copy of the WIT, package
+//! `ruststream:handler/handler@0.4.0` instead of `@0.3.0` (its own copy of the WIT, package
 //! version bumped, otherwise identical). Built with `wit-bindgen` directly, not the SDK.
 //!
 //! The host must refuse to load it, saying the component does not export the contract version
-//! it speaks (`ruststream:handler/handler@0.2.0`).
+//! it speaks (`ruststream:handler/handler@0.3.0`).
 //!
 //! `wit/ruststream.wit` is `../../wit/ruststream.wit` with only the package line changed; keep
 //! it in step when the contract changes.
@@ -11,7 +11,7 @@
 mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "ruststream:handler/subscriber-app@0.3.0",
+        world: "ruststream:handler/subscriber-app@0.4.0",
     });
 }
 
@@ -50,8 +50,10 @@ impl Guest for FutureContract {
         _arena: Vec<u8>,
         records: Vec<BatchRecord>,
         _headers: Vec<BatchHeader>,
-    ) -> Vec<HandlerOutcome> {
-        records.iter().map(|_| HandlerOutcome::Ack).collect()
+    ) {
+        for index in 0..records.len() as u32 {
+            bindings::ruststream::handler::host::record_outcome(index, HandlerOutcome::Ack);
+        }
     }
 }
 

@@ -187,8 +187,10 @@ impl Guest for HostileDeclarations {
         _arena: Vec<u8>,
         records: Vec<BatchRecord>,
         _headers: Vec<BatchHeader>,
-    ) -> Vec<HandlerOutcome> {
-        records.iter().map(|_| HandlerOutcome::Ack).collect()
+    ) {
+        for index in 0..records.len() as u32 {
+            ruststream::handler::host::record_outcome(index, HandlerOutcome::Ack);
+        }
     }
 }
 

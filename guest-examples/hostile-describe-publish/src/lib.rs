@@ -72,8 +72,10 @@ impl Guest for DescribePublish {
         _arena: Vec<u8>,
         records: Vec<BatchRecord>,
         _headers: Vec<BatchHeader>,
-    ) -> Vec<HandlerOutcome> {
-        records.iter().map(|_| HandlerOutcome::Ack).collect()
+    ) {
+        for index in 0..records.len() as u32 {
+            host::record_outcome(index, HandlerOutcome::Ack);
+        }
     }
 }
 

@@ -294,7 +294,7 @@ fn expand_service(function: ItemFn) -> TokenStream2 {
                 arena: ::std::vec::Vec<u8>,
                 records: ::std::vec::Vec<::ruststream::__private::BatchRecord>,
                 headers: ::std::vec::Vec<::ruststream::__private::BatchHeader>,
-            ) -> ::std::vec::Vec<::ruststream::__private::WitOutcome> {
+            ) {
                 ::ruststream::__private::handle_batch(#name, info, arena, records, headers)
             }
         }

@@ -13,3 +13,19 @@ wasmtime::component::bindgen!({
     exports: { default: async },
     ownership: Borrowing { duplicate_if_necessary: true },
 });
+
+use std::time::Duration;
+
+use crate::settlement::Outcome;
+
+impl From<ruststream::handler::types::HandlerOutcome> for Outcome {
+    fn from(outcome: ruststream::handler::types::HandlerOutcome) -> Self {
+        use ruststream::handler::types::HandlerOutcome;
+        match outcome {
+            HandlerOutcome::Ack => Outcome::Ack,
+            HandlerOutcome::Drop => Outcome::Drop,
+            HandlerOutcome::Retry => Outcome::Retry,
+            HandlerOutcome::RetryAfter(ms) => Outcome::RetryAfter(Duration::from_millis(ms)),
+        }
+    }
+}

@@ -1,6 +1,5 @@
 //! A live instance of a component, called once per batch, replaced after a trap.
 
-use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,10 +8,8 @@ use wasmtime::{Store, UpdateDeadline};
 use super::LoadPhase;
 use super::Runtime;
 use super::bindings::exports::ruststream::handler::handler as wit;
-use super::bindings::exports::ruststream::handler::handler::Header as WitHeader;
-use super::bindings::ruststream::handler::types::HandlerOutcome;
 use super::bindings::{SubscriberApp, SubscriberAppPre};
-use super::state::{CallTags, HostState};
+use super::state::{CallProgress, CallTags, HostState};
 use super::trap::{DeadlineExceeded, TrapKind, classify};
 use crate::clock::Clock;
 use crate::escape::one_line;
@@ -42,6 +39,16 @@ pub struct BatchCall<'a> {
     pub stream: &'a Arc<str>,
     pub shard_id: &'a Arc<str>,
     pub deliveries: &'a Arc<[Delivery]>,
+}
+
+/// A batch call that did not finish: the outcomes the guest reported before it failed (they
+/// stand, in order from the batch's first record), and how the record after them failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("record {} of the batch failed", settled.len())]
+pub struct BatchFailure {
+    pub settled: Vec<Outcome>,
+    #[source]
+    pub failure: CallFailure,
 }
 
 /// A call that did not return outcomes: how it failed, and wasmtime's account of it (one
@@ -104,18 +111,22 @@ impl HandlerInstance {
 
     /// Calls `handle-batch` with every delivery of `call`; one outcome per delivery, in order.
     ///
+    /// Each record has the tenant's deadline (and fuel), counted from when the record before it
+    /// was reported: a batch of slow but healthy records never runs out of time.
+    ///
     /// # Errors
-    /// When the call traps (panic, deadline, memory limit, stack overflow, ...) or returns a
-    /// wrong number of outcomes. The instance is replaced before the next call.
+    /// When the call traps (panic, deadline, memory limit, stack overflow, ...) or returns
+    /// without reporting every record: the outcomes reported before that, which stand, and the
+    /// failure of the record after them. The instance is replaced before the next call.
     pub async fn handle_batch(
         &mut self,
         call: &BatchCall<'_>,
-    ) -> Result<Vec<Outcome>, CallFailure> {
+    ) -> Result<Vec<Outcome>, BatchFailure> {
         let info = batch_info(call);
         let batch = Layout::of(call.deliveries);
         let expected = batch.records.len();
-        let outcomes = self
-            .call(call, 0..expected, async |live: &mut Live| {
+        let (result, reported) = self
+            .call(call, async |live: &mut Live| {
                 live.bindings
                     .ruststream_handler_handler()
                     .call_handle_batch(
@@ -127,77 +138,69 @@ impl HandlerInstance {
                     )
                     .await
             })
-            .await?;
-        if outcomes.len() != expected {
-            self.discard();
-            return Err(CallFailure {
-                kind: TrapKind::Other,
-                message: format!(
-                    "handle-batch returned {} outcomes for {expected} records",
-                    outcomes.len()
-                ),
-            });
-        }
-        Ok(outcomes.into_iter().map(outcome).collect())
-    }
-
-    /// Calls `handle` with delivery `index` of `call` alone.
-    ///
-    /// # Errors
-    /// As [`handle_batch`](Self::handle_batch).
-    pub async fn handle_one(
-        &mut self,
-        call: &BatchCall<'_>,
-        index: usize,
-    ) -> Result<Outcome, CallFailure> {
-        let info = batch_info(call);
-        let delivery = &call.deliveries[index];
-        let headers = wit_header_list(delivery);
-        let record = wit_delivery(delivery, &headers);
-        self.call(call, index..index + 1, async |live: &mut Live| {
-            live.bindings
-                .ruststream_handler_handler()
-                .call_handle(&mut live.store, info, record)
-                .await
+            .await;
+        let failure = match result {
+            Ok(()) if reported.len() == expected => return Ok(reported),
+            Ok(()) => {
+                self.discard();
+                CallFailure {
+                    kind: TrapKind::Other,
+                    message: format!(
+                        "handle-batch returned without reporting an outcome for record {} of {expected}",
+                        reported.len()
+                    ),
+                }
+            }
+            Err(failure) => failure,
+        };
+        Err(BatchFailure {
+            settled: reported,
+            failure,
         })
-        .await
-        .map(outcome)
     }
 
-    /// Runs `body`, a call handing the component `records` of `call`, under the deadline,
-    /// the fuel and the log budget of that many records.
-    async fn call<R>(
+    /// Runs `body`, a call handing the component every delivery of `call`, under a deadline
+    /// and fuel per record, and the log budget of that many records. Returns how the call
+    /// went, and the outcomes the guest reported meanwhile.
+    async fn call(
         &mut self,
         call: &BatchCall<'_>,
-        records: Range<usize>,
-        body: impl AsyncFnOnce(&mut Live) -> wasmtime::Result<R>,
-    ) -> Result<R, CallFailure> {
+        body: impl AsyncFnOnce(&mut Live) -> wasmtime::Result<()>,
+    ) -> (Result<(), CallFailure>, Vec<Outcome>) {
         let limits = self.env.tenant.call_limits();
         let deadline = limits.call_deadline;
-        let fuel = self
-            .runtime
-            .config()
-            .fuel
-            .then(|| limits.fuel.unwrap_or(u64::MAX));
-        let live = self.live().await?;
-        let count = records.len();
+        let records = call.deliveries.len();
+        let fuel = self.runtime.config().fuel.then(|| {
+            limits
+                .fuel
+                .map_or(u64::MAX, |fuel| fuel.saturating_mul(records.max(1) as u64))
+        });
+        let live = match self.live().await {
+            Ok(live) => live,
+            Err(failure) => return (Err(failure), Vec::new()),
+        };
         let tags = CallTags {
             stream: call.stream.clone(),
             shard_id: call.shard_id.clone(),
             deliveries: call.deliveries.clone(),
-            records,
         };
-        live.store
+        let progress = live
+            .store
             .data_mut()
-            .begin_call(Some(tags), count, Instant::now() + deadline);
+            .begin_call(Some(tags), records, deadline);
         if let Some(fuel) = fuel
             && let Err(error) = live.store.set_fuel(fuel)
         {
-            return Err(self.fail(TrapKind::Other, format!("cannot set fuel: {error}")));
+            let failure = self.fail(TrapKind::Other, format!("cannot set fuel: {error}"));
+            return (Err(failure), Vec::new());
         }
-        let result = tokio::time::timeout(import_bound(deadline), body(live)).await;
-        live.store.data_mut().end_call();
-        settle_call(result, deadline).inspect_err(|_| self.discard())
+        let result = within_deadline(&progress, body(live)).await;
+        let reported = live.store.data_mut().end_call();
+        let result = settle_call(result, deadline);
+        if result.is_err() {
+            self.discard();
+        }
+        (result, reported)
     }
 
     fn fail(&mut self, kind: TrapKind, message: String) -> CallFailure {
@@ -227,19 +230,37 @@ impl HandlerInstance {
     }
 }
 
-/// How long a call may take in all. The epoch callback ends a spinning guest at the deadline;
-/// this bound also covers time spent blocked in host imports (a publish, a WASI sleep), where
-/// no epoch check runs. The slack lets the epoch's trap, which carries a wasm backtrace, win
-/// for a spinning guest.
-fn import_bound(deadline: Duration) -> Duration {
-    deadline + IMPORT_SLACK
+/// Runs `call` until it ends or its deadline passes. The epoch callback ends a spinning guest at
+/// the deadline; this timer also covers time spent blocked in host imports (a publish, a WASI
+/// sleep), where no epoch check runs. The slack lets the epoch's trap, which carries a wasm
+/// backtrace, win for a spinning guest.
+async fn within_deadline<R>(
+    progress: &CallProgress,
+    call: impl Future<Output = wasmtime::Result<R>>,
+) -> Result<wasmtime::Result<R>, Elapsed> {
+    let mut call = std::pin::pin!(call);
+    loop {
+        let deadline = progress.deadline() + IMPORT_SLACK;
+        tokio::select! {
+            result = &mut call => return Ok(result),
+            () = tokio::time::sleep_until(deadline.into()) => {
+                // A record reported meanwhile moved the deadline: wait on.
+                if Instant::now() >= progress.deadline() + IMPORT_SLACK {
+                    return Err(Elapsed);
+                }
+            }
+        }
+    }
 }
 
 const IMPORT_SLACK: Duration = Duration::from_millis(100);
 
+/// A call ran past its deadline while blocked outside the guest.
+struct Elapsed;
+
 /// A call's result, or the failure it came to.
 fn settle_call<R>(
-    result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
+    result: Result<wasmtime::Result<R>, Elapsed>,
     deadline: Duration,
 ) -> Result<R, CallFailure> {
     match result {
@@ -278,20 +299,16 @@ async fn instantiate(
     }
     store.limiter(|state| &mut state.limiter);
     if runtime.config().deadlines {
-        let limit = deadline;
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |ctx| match ctx.data().deadline {
-            Some(deadline) if Instant::now() >= deadline => {
-                Err(wasmtime::Error::new(DeadlineExceeded(limit)))
+        store.epoch_deadline_callback(move |ctx| match ctx.data().deadline() {
+            Some(at) if Instant::now() >= at => {
+                Err(wasmtime::Error::new(DeadlineExceeded(deadline)))
             }
             _ => Ok(UpdateDeadline::Yield(1)),
         });
     }
-    store
-        .data_mut()
-        .begin_call(None, 1, Instant::now() + deadline);
-    let result =
-        tokio::time::timeout(import_bound(deadline), pre.instantiate_async(&mut store)).await;
+    let progress = store.data_mut().begin_call(None, 1, deadline);
+    let result = within_deadline(&progress, pre.instantiate_async(&mut store)).await;
     store.data_mut().end_call();
     let bindings = settle_call(result, deadline)?;
     Ok(Live { store, bindings })
@@ -311,16 +328,12 @@ pub(crate) async fn describe(
     let mut live = instantiate(runtime.clone(), pre.clone(), env)
         .await
         .map_err(|failure| (LoadPhase::Instantiate, failure))?;
-    live.store
-        .data_mut()
-        .begin_call(None, 1, Instant::now() + deadline);
-    let result = tokio::time::timeout(
-        import_bound(deadline),
-        live.bindings
-            .ruststream_handler_handler()
-            .call_describe(&mut live.store),
-    )
-    .await;
+    let progress = live.store.data_mut().begin_call(None, 1, deadline);
+    let describing = live
+        .bindings
+        .ruststream_handler_handler()
+        .call_describe(&mut live.store);
+    let result = within_deadline(&progress, describing).await;
     live.store.data_mut().end_call();
     settle_call(result, deadline).map_err(|failure| (LoadPhase::Describe, failure))
 }
@@ -391,36 +404,5 @@ fn span(offset: usize, len: usize) -> wit::Span {
     wit::Span {
         offset: offset as u32,
         len: len as u32,
-    }
-}
-
-fn wit_header_list(delivery: &Delivery) -> Vec<WitHeader<'_>> {
-    delivery
-        .headers
-        .iter()
-        .map(|h| WitHeader {
-            name: &h.name,
-            value: &h.value,
-        })
-        .collect()
-}
-
-fn wit_delivery<'a>(delivery: &'a Delivery, headers: &'a [WitHeader<'a>]) -> wit::Delivery<'a> {
-    wit::Delivery {
-        data: &delivery.payload,
-        partition_key: &delivery.partition_key,
-        sequence_number: &delivery.sequence_number,
-        arrival_ms: delivery.arrival_ms,
-        attempt: delivery.attempt(),
-        headers,
-    }
-}
-
-fn outcome(outcome: HandlerOutcome) -> Outcome {
-    match outcome {
-        HandlerOutcome::Ack => Outcome::Ack,
-        HandlerOutcome::Drop => Outcome::Drop,
-        HandlerOutcome::Retry => Outcome::Retry,
-        HandlerOutcome::RetryAfter(ms) => Outcome::RetryAfter(Duration::from_millis(ms)),
     }
 }

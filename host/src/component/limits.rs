@@ -101,6 +101,10 @@ pub struct CopyLimits {
     /// Least time between two copies of one record: the second and later copies wait at least
     /// this long, whatever the handler asked.
     pub min_copy_delay: Duration,
+    /// Longest a copy read before its due time may hold its shard's checkpoint: then it is
+    /// carried forward (published again at the tip with the same due time) and the checkpoint
+    /// moves on.
+    pub max_hold: Duration,
 }
 
 impl Default for CopyLimits {
@@ -108,6 +112,7 @@ impl Default for CopyLimits {
         Self {
             max_delay: Duration::from_secs(15 * 60),
             min_copy_delay: Duration::from_secs(1),
+            max_hold: Duration::from_secs(60),
         }
     }
 }

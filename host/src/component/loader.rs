@@ -20,9 +20,9 @@ use crate::record::{OutgoingRecord, Published};
 use crate::tenant::Tenant;
 
 /// The WIT package this host implements.
-pub const CONTRACT: &str = "ruststream:handler@0.2.0";
-const CONTRACT_VERSION: &str = "0.2.0";
-const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.2.0";
+pub const CONTRACT: &str = "ruststream:handler@0.3.0";
+const CONTRACT_VERSION: &str = "0.3.0";
+const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.3.0";
 const CONTRACT_PREFIX: &str = "ruststream:handler/";
 
 /// Why a component was refused: whose component, in which phase of loading, and why.

@@ -14,7 +14,7 @@ mod state;
 mod trap;
 
 pub use compile::{CompileError, WORKER_COMMAND, compile_worker};
-pub use instance::{BatchCall, CallFailure, HandlerInstance, InstanceEnv};
+pub use instance::{BatchCall, BatchFailure, CallFailure, HandlerInstance, InstanceEnv};
 pub use limits::{
     CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits, RuntimeConfig,
     TABLE_ELEMENT_BYTES, WriteLimits,

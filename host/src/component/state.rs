@@ -1,8 +1,7 @@
 //! The per-instance host state and the host's imports: `log` and `publish`.
 
-use std::ops::Range;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{ResourceLimiter, StoreLimits};
@@ -18,23 +17,69 @@ use crate::escape::quote;
 use crate::log::{Level, LogLine, Origin};
 use crate::publish::{PublishError, check_size, derived_partition_key};
 use crate::record::{Delivery, Header, OutgoingRecord};
+use crate::settlement::Outcome;
 
 /// What a call is about, so the host can tag what the guest logs.
 pub(crate) struct CallTags {
     pub stream: Arc<str>,
     pub shard_id: Arc<str>,
     pub deliveries: Arc<[Delivery]>,
-    /// The deliveries handed to this call; the guest's record index counts from its start.
-    pub records: Range<usize>,
 }
 
 impl CallTags {
     /// The delivery the guest means by record `index` of this call.
     fn delivery(&self, index: u32) -> Option<&Delivery> {
-        let index = usize::try_from(index).ok()?;
-        (index < self.records.len())
-            .then(|| self.deliveries.get(self.records.start + index))
-            .flatten()
+        self.deliveries.get(usize::try_from(index).ok()?)
+    }
+}
+
+/// How far a call has got: the outcomes the guest reported so far, and the deadline of the
+/// record it is on. Shared with the timer that bounds the call from outside the guest.
+#[derive(Clone)]
+pub(crate) struct CallProgress(Arc<Mutex<Progress>>);
+
+struct Progress {
+    per_record: Duration,
+    deadline: Instant,
+    expected: usize,
+    outcomes: Vec<Outcome>,
+}
+
+impl CallProgress {
+    /// A call of `expected` records, each with `per_record` to finish.
+    fn new(per_record: Duration, expected: usize) -> Self {
+        Self(Arc::new(Mutex::new(Progress {
+            per_record,
+            deadline: Instant::now() + per_record,
+            expected,
+            outcomes: Vec::with_capacity(expected),
+        })))
+    }
+
+    /// When the record under way must be done.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.lock().deadline
+    }
+
+    /// Takes the next record's outcome: it must be the next in order and within the call. The
+    /// record after it gets a fresh deadline.
+    fn report(&self, index: u32, outcome: Outcome) -> bool {
+        let mut progress = self.lock();
+        let next = progress.outcomes.len();
+        if usize::try_from(index).ok() != Some(next) || next >= progress.expected {
+            return false;
+        }
+        progress.outcomes.push(outcome);
+        progress.deadline = Instant::now() + progress.per_record;
+        true
+    }
+
+    fn take(&self) -> Vec<Outcome> {
+        std::mem::take(&mut self.lock().outcomes)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -44,8 +89,8 @@ pub(crate) struct HostState {
     table: ResourceTable,
     pub(crate) env: InstanceEnv,
     pub(crate) call: Option<CallTags>,
-    /// When the current call must end; read by the epoch callback.
-    pub(crate) deadline: Option<Instant>,
+    /// The call under way; its deadline is read by the epoch callback.
+    progress: Option<CallProgress>,
     pub(crate) limiter: InstanceLimiter,
     budget: LogBudget,
     stdout: OutputCapture,
@@ -85,7 +130,7 @@ impl HostState {
             table,
             env,
             call: None,
-            deadline: None,
+            progress: None,
             limiter,
             budget: LogBudget::default(),
             stdout,
@@ -94,20 +139,33 @@ impl HostState {
     }
 
     /// Prepares a call of `records` records (tagged with `tags`; none while instantiating or
-    /// describing): its deadline and log budget.
-    pub(crate) fn begin_call(&mut self, tags: Option<CallTags>, records: usize, deadline: Instant) {
+    /// describing), each with `per_record` to finish, and its log budget. Returns its progress,
+    /// for the timer that bounds the call from outside.
+    pub(crate) fn begin_call(
+        &mut self,
+        tags: Option<CallTags>,
+        records: usize,
+        per_record: Duration,
+    ) -> CallProgress {
         let limits = &self.env.tenant.call_limits().log;
         self.budget = LogBudget::for_call(limits, records);
         let cap = limits.call_bytes(records);
         self.stdout.start_call(cap);
         self.stderr.start_call(cap);
         self.call = tags;
-        self.deadline = Some(deadline);
+        let progress = CallProgress::new(per_record, records);
+        self.progress = Some(progress.clone());
+        progress
+    }
+
+    /// When the record under way must be done, during a call.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.progress.as_ref().map(CallProgress::deadline)
     }
 
     /// Ends a call: what it wrote to stdout/stderr becomes log lines (within the budget), and
-    /// one warning reports what the caps dropped.
-    pub(crate) fn end_call(&mut self) {
+    /// one warning reports what the caps dropped. Returns the outcomes the guest reported.
+    pub(crate) fn end_call(&mut self) -> Vec<Outcome> {
         self.flush_output("stdout", Level::Info);
         self.flush_output("stderr", Level::Warn);
         if self.budget.dropped_any() {
@@ -124,7 +182,7 @@ impl HostState {
         }
         self.env.tenant.host_lines().flush(&self.env.log);
         self.call = None;
-        self.deadline = None;
+        self.progress.take().map(|p| p.take()).unwrap_or_default()
     }
 
     /// A line the host logs because of this tenant, within the tenant's host-line budget.
@@ -148,7 +206,7 @@ impl HostState {
         let record = self
             .call
             .as_ref()
-            .filter(|c| c.records.len() == 1)
+            .filter(|c| c.deliveries.len() == 1)
             .map(|_| 0);
         for message in text.lines().filter(|l| !l.trim().is_empty()) {
             if !self.budget.spend(message.len(), self.env.tenant.log_rate()) {
@@ -268,6 +326,17 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 impl types::Host for HostState {}
 
 impl host::Host for HostState {
+    fn record_outcome(
+        &mut self,
+        index: u32,
+        outcome: types::HandlerOutcome,
+    ) -> wasmtime::Result<()> {
+        if let Some(progress) = &self.progress {
+            progress.report(index, outcome.into());
+        }
+        Ok(())
+    }
+
     fn log(&mut self, line: host::LogLine) -> wasmtime::Result<()> {
         let size = line.message.len()
             + line

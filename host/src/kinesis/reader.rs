@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::config::retry::RetryConfig;
-use aws_sdk_kinesis::error::SdkError;
-use aws_sdk_kinesis::operation::get_records::{GetRecordsError, GetRecordsOutput};
+use aws_sdk_kinesis::operation::get_records::GetRecordsOutput;
 use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use tokio::task::JoinHandle;
@@ -72,6 +71,8 @@ pub enum ReadError {
     StreamGone(String),
     #[error("{0}")]
     Service(String),
+    #[error("the reader of `{stream}`/{shard_id} has no read in flight on an unfinished shard")]
+    Stalled { stream: String, shard_id: String },
 }
 
 /// One GetRecords' worth of a shard.
@@ -85,8 +86,9 @@ pub struct Batch {
 /// Reads one shard in order.
 ///
 /// The next GetRecords is in flight while the caller handles the current batch (read-ahead),
-/// so the handler, not the network, sets the pace. [`next`](Self::next) is cancel-safe: a fetch
-/// in flight is kept for the next call.
+/// so the handler, not the network, sets the pace. [`next`](Self::next) is cancel-safe: its
+/// only await is on the fetch task, which stays in place if the call is dropped, and the fetch
+/// task does everything that waits (pacing, the read, reopening an expired iterator).
 pub struct ShardReader {
     client: Client,
     stream: String,
@@ -95,10 +97,10 @@ pub struct ShardReader {
     /// Where to reopen if the iterator expires: after the last record read, else the start.
     resume: StartAt,
     in_flight: Option<JoinHandle<Fetched>>,
-    /// The iterator of the fetch in flight, to read again with after a failure.
-    last_iterator: Option<String>,
     backoff: Backoff,
     finished: bool,
+    /// The shards that continue this one, as its last read named them.
+    children: Vec<String>,
 }
 
 enum Fetched {
@@ -106,10 +108,17 @@ enum Fetched {
         output: GetRecordsOutput,
         started: Instant,
     },
-    Throttled(String),
-    Expired,
-    Gone,
-    Failed(String),
+    /// Worth trying again with the same iterator, after a pause.
+    Throttled {
+        reason: String,
+        iterator: String,
+    },
+    Failed {
+        reason: String,
+        iterator: String,
+    },
+    /// The stream is gone, or the iterator could not be renewed.
+    Fatal(ReadError),
 }
 
 impl ShardReader {
@@ -130,7 +139,13 @@ impl ShardReader {
             StartAt::Latest => StartAt::AtTimestamp(SystemClock.now_ms().saturating_sub(1000)),
             other => other.clone(),
         };
-        let backoff = Backoff::new(config.backoff_first, config.backoff_max);
+        let mut backoff = Backoff::new(config.backoff_first, config.backoff_max);
+        let shard = ShardRef {
+            client: client.clone(),
+            stream: stream.to_owned(),
+            shard_id: shard_id.to_owned(),
+        };
+        let iterator = shard.iterator(&start, &mut backoff).await?;
         let mut reader = Self {
             client,
             stream: stream.to_owned(),
@@ -138,11 +153,10 @@ impl ShardReader {
             config,
             resume,
             in_flight: None,
-            last_iterator: None,
             backoff,
             finished: false,
+            children: Vec::new(),
         };
-        let iterator = reader.iterator(&start).await?;
         reader.fetch(iterator, Instant::now());
         Ok(reader)
     }
@@ -152,22 +166,39 @@ impl ShardReader {
         self.finished
     }
 
+    /// The shards that continue this one (after a split or merge), as the read that reached its
+    /// end named them (`ChildShards`); empty until then, or if the server does not say.
+    pub fn children(&self) -> &[String] {
+        &self.children
+    }
+
     /// The next batch of records (never empty unless it ends the shard).
     ///
     /// # Errors
     /// [`ReadError::StreamGone`] when the stream was deleted; [`ReadError::Service`] after
-    /// repeated failures.
+    /// repeated failures; [`ReadError::Stalled`] if the reader of an unfinished shard has no
+    /// read in flight, which would be a bug.
     pub async fn next(&mut self) -> Result<Batch, ReadError> {
         loop {
             let Some(handle) = self.in_flight.as_mut() else {
-                return Ok(Batch {
-                    records: Vec::new(),
-                    shard_end: true,
-                });
+                if self.finished {
+                    return Ok(Batch {
+                        records: Vec::new(),
+                        shard_end: true,
+                    });
+                }
+                let stalled = ReadError::Stalled {
+                    stream: self.stream.clone(),
+                    shard_id: self.shard_id.clone(),
+                };
+                tracing::error!(error = %stalled, "a shard reader lost its read");
+                return Err(stalled);
             };
-            let fetched = handle
-                .await
-                .unwrap_or_else(|join| Fetched::Failed(format!("read task failed: {join}")));
+            let fetched = handle.await.unwrap_or_else(|join| Fetched::Failed {
+                reason: format!("read task failed: {join}"),
+                iterator: String::new(),
+            });
+            // From here to the next fetch nothing awaits: dropping this call cannot lose it.
             self.in_flight = None;
             match fetched {
                 Fetched::Records { output, started } => {
@@ -175,16 +206,13 @@ impl ShardReader {
                         return Ok(batch);
                     }
                 }
-                Fetched::Throttled(reason) => self.retry_later(reason, "throttled")?,
-                Fetched::Failed(reason) => self.retry_later(reason, "failed")?,
-                Fetched::Expired => {
-                    tracing::info!(stream = %self.stream, shard = %self.shard_id, resume = ?self.resume,
-                        "shard iterator expired; reopening where the reader stood");
-                    let resume = self.resume.clone();
-                    let iterator = self.iterator(&resume).await?;
-                    self.fetch(iterator, Instant::now());
+                Fetched::Throttled { reason, iterator } => {
+                    self.retry_later(reason, iterator, "throttled")?
                 }
-                Fetched::Gone => return Err(ReadError::StreamGone(self.stream.clone())),
+                Fetched::Failed { reason, iterator } => {
+                    self.retry_later(reason, iterator, "failed")?
+                }
+                Fetched::Fatal(error) => return Err(error),
             }
         }
     }
@@ -196,6 +224,11 @@ impl ShardReader {
         if let Some(last) = records.last() {
             self.resume = StartAt::AfterSequence(last.sequence_number.clone());
         }
+        let children: Vec<String> = output
+            .child_shards()
+            .iter()
+            .map(|child| child.shard_id().to_owned())
+            .collect();
         match output.next_shard_iterator {
             Some(iterator) => {
                 let spacing = self.config.min_read_interval.max(MIN_READ_INTERVAL);
@@ -211,6 +244,7 @@ impl ShardReader {
             }
             None => {
                 self.finished = true;
+                self.children = children;
                 Some(Batch {
                     records,
                     shard_end: true,
@@ -219,8 +253,14 @@ impl ShardReader {
         }
     }
 
-    /// Schedules the failed read again after a backoff pause, with the same iterator.
-    fn retry_later(&mut self, reason: String, what: &str) -> Result<(), ReadError> {
+    /// Schedules the failed read again after a backoff pause, with the same iterator (still
+    /// valid after a failed read).
+    fn retry_later(
+        &mut self,
+        reason: String,
+        iterator: String,
+        what: &str,
+    ) -> Result<(), ReadError> {
         if self.backoff.failures() >= MAX_CONSECUTIVE_FAILURES {
             return Err(ReadError::Service(format!(
                 "GetRecords on `{}`/{} {what} {MAX_CONSECUTIVE_FAILURES} times in a row: {reason}",
@@ -230,23 +270,51 @@ impl ShardReader {
         let pause = self.backoff.next_pause();
         tracing::warn!(stream = %self.stream, shard = %self.shard_id, ?pause, %reason,
             "GetRecords {what}; backing off");
-        // The iterator of a failed read is still valid: read again with it.
-        if let Some(iterator) = self.last_iterator.take() {
-            self.fetch(iterator, Instant::now() + pause);
-        }
+        self.fetch(iterator, Instant::now() + pause);
         Ok(())
     }
 
+    /// Starts the next read: after `not_before`, GetRecords with `iterator`; should the
+    /// iterator have expired, the task itself reopens the shard where the reader stood.
     fn fetch(&mut self, iterator: String, not_before: Instant) {
-        let client = self.client.clone();
+        let shard = ShardRef {
+            client: self.client.clone(),
+            stream: self.stream.clone(),
+            shard_id: self.shard_id.clone(),
+        };
         let limit = self.config.batch_limit;
-        self.last_iterator = Some(iterator.clone());
+        let resume = self.resume.clone();
+        let backoff = Backoff::new(self.config.backoff_first, self.config.backoff_max);
         self.in_flight = Some(tokio::spawn(async move {
             tokio::time::sleep_until(not_before).await;
+            shard.read(iterator, limit, resume, backoff).await
+        }));
+    }
+}
+
+/// One shard, as the fetch task needs it.
+struct ShardRef {
+    client: Client,
+    stream: String,
+    shard_id: String,
+}
+
+impl ShardRef {
+    /// GetRecords with `iterator`; an expired iterator is renewed at `resume` and the read
+    /// tried again.
+    async fn read(
+        &self,
+        mut iterator: String,
+        limit: i32,
+        resume: StartAt,
+        mut backoff: Backoff,
+    ) -> Fetched {
+        loop {
             let started = Instant::now();
-            let result = client
+            let result = self
+                .client
                 .get_records()
-                .shard_iterator(iterator)
+                .shard_iterator(&iterator)
                 .limit(limit)
                 .customize()
                 // This reader does its own backoff, so it can log and pace it.
@@ -255,23 +323,46 @@ impl ShardReader {
                 )
                 .send()
                 .await;
-            classify(result, started)
-        }));
+            let error = match result {
+                Ok(output) => return Fetched::Records { output, started },
+                Err(error) => error,
+            };
+            let service = error.as_service_error();
+            if service.is_some_and(|e| e.is_expired_iterator_exception()) {
+                tracing::info!(stream = %self.stream, shard = %self.shard_id, resume = ?resume,
+                    "shard iterator expired; reopening where the reader stood");
+                match self.iterator(&resume, &mut backoff).await {
+                    Ok(renewed) => iterator = renewed,
+                    Err(error) => return Fetched::Fatal(error),
+                }
+                continue;
+            }
+            let reason = describe_error(&error);
+            return match service {
+                Some(e) if e.is_provisioned_throughput_exceeded_exception() => {
+                    Fetched::Throttled { reason, iterator }
+                }
+                Some(e) if e.is_resource_not_found_exception() => {
+                    Fetched::Fatal(ReadError::StreamGone(self.stream.clone()))
+                }
+                _ => Fetched::Failed { reason, iterator },
+            };
+        }
     }
 
     /// Gets an iterator at `start`, retrying throttling and server errors.
-    async fn iterator(&mut self, start: &StartAt) -> Result<String, ReadError> {
+    async fn iterator(&self, start: &StartAt, backoff: &mut Backoff) -> Result<String, ReadError> {
         loop {
             match self.request_iterator(start).await {
                 Ok(iterator) => return Ok(iterator),
                 Err(Some(error)) => return Err(error),
-                Err(None) if self.backoff.failures() >= MAX_CONSECUTIVE_FAILURES => {
+                Err(None) if backoff.failures() >= MAX_CONSECUTIVE_FAILURES => {
                     return Err(ReadError::Service(format!(
                         "no iterator for `{}`/{} after {MAX_CONSECUTIVE_FAILURES} tries",
                         self.stream, self.shard_id
                     )));
                 }
-                Err(None) => tokio::time::sleep(self.backoff.next_pause()).await,
+                Err(None) => tokio::time::sleep(backoff.next_pause()).await,
             }
         }
     }
@@ -329,23 +420,6 @@ impl Drop for ShardReader {
         if let Some(handle) = self.in_flight.take() {
             handle.abort();
         }
-    }
-}
-
-fn classify(
-    result: Result<GetRecordsOutput, SdkError<GetRecordsError>>,
-    started: Instant,
-) -> Fetched {
-    match result {
-        Ok(output) => Fetched::Records { output, started },
-        Err(error) => match error.as_service_error() {
-            Some(e) if e.is_provisioned_throughput_exceeded_exception() => {
-                Fetched::Throttled(describe_error(&error))
-            }
-            Some(e) if e.is_expired_iterator_exception() => Fetched::Expired,
-            Some(e) if e.is_resource_not_found_exception() => Fetched::Gone,
-            _ => Fetched::Failed(describe_error(&error)),
-        },
     }
 }
 

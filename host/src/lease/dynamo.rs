@@ -4,8 +4,9 @@
 //! The table layout is the seed's, so a table written by native RustStream services is
 //! readable (and ours by them): hash key `lease_key` (S, `stream:shard`), attributes
 //! `lease_owner` (S), `lease_expiry` (N, epoch ms), `lease_counter` (N, incremented by every
-//! write) and `checkpoint` (S). Every write is one conditional `UpdateItem`; the protocol needs
-//! no transactions or TTL.
+//! write) and `checkpoint` (S). One attribute of ours comes on top, `lease_wanted_by` (S): the
+//! host that asked for the lease to be handed over; native services ignore it. Every write is
+//! one conditional `UpdateItem`; the protocol needs no transactions or TTL.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +19,7 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType, TableStatus,
 };
 
-use super::{Claim, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore, expiry_ms};
+use super::{Claim, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore, Renewal, expiry_ms};
 use crate::publish::BoxFuture;
 use crate::sdk_error::describe_error;
 
@@ -27,6 +28,7 @@ const OWNER: &str = "lease_owner";
 const EXPIRY: &str = "lease_expiry";
 const COUNTER: &str = "lease_counter";
 const CHECKPOINT: &str = "checkpoint";
+const WANTED_BY: &str = "lease_wanted_by";
 
 /// Counts of what the store sent, for tests and metrics.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -183,15 +185,15 @@ impl DynamoLeaseStore {
         }
     }
 
-    /// A write by the holder of `lease`: conditional on owner and counter, and bumping both
-    /// the counter and the expiry.
+    /// A write by the holder of `lease`: conditional on owner and counter, and bumping the
+    /// counter. Returns the row as written, `None` when the lease was lost.
     async fn held_write(
         &self,
         operation: &'static str,
         lease: &mut HeldLease,
         set: &str,
         mut values: Vec<(&str, AttributeValue)>,
-    ) -> Result<bool, LeaseError> {
+    ) -> Result<Option<HashMap<String, AttributeValue>>, LeaseError> {
         let key = lease.key.to_string();
         values.extend([
             (":me", AttributeValue::S(lease.owner.clone())),
@@ -200,16 +202,14 @@ impl DynamoLeaseStore {
         ]);
         let update = format!("{set} ADD {COUNTER} :one");
         let condition = format!("{OWNER} = :me AND {COUNTER} = :c");
-        match self
+        let Some(row) = self
             .update(operation, &key, &update, &condition, values)
             .await?
-        {
-            Some(row) => {
-                lease.counter = read_counter(&key, &row)?;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        else {
+            return Ok(None);
+        };
+        lease.counter = read_counter(&key, &row)?;
+        Ok(Some(row))
     }
 }
 
@@ -283,7 +283,8 @@ impl LeaseStore for DynamoLeaseStore {
                     format!("{COUNTER} = :c")
                 }
             };
-            let update = format!("SET {OWNER} = :me, {EXPIRY} = :exp ADD {COUNTER} :one");
+            let update =
+                format!("SET {OWNER} = :me, {EXPIRY} = :exp REMOVE {WANTED_BY} ADD {COUNTER} :one");
             let Some(row) = self
                 .update("UpdateItem(acquire)", &name, &update, &condition, values)
                 .await?
@@ -303,12 +304,17 @@ impl LeaseStore for DynamoLeaseStore {
         &'a self,
         lease: &'a mut HeldLease,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> BoxFuture<'a, Result<Renewal, LeaseError>> {
         Box::pin(async move {
             let set = format!("SET {EXPIRY} = :exp");
             let values = vec![(":exp", number(expiry_ms(ttl)))];
-            self.held_write("UpdateItem(renew)", lease, &set, values)
-                .await
+            let row = self
+                .held_write("UpdateItem(renew)", lease, &set, values)
+                .await?;
+            Ok(Renewal {
+                held: row.is_some(),
+                wanted_by: row.and_then(|row| string(&row, WANTED_BY)),
+            })
         })
     }
 
@@ -325,16 +331,86 @@ impl LeaseStore for DynamoLeaseStore {
                 (":seq", AttributeValue::S(sequence.to_owned())),
                 (":exp", number(expiry_ms(ttl))),
             ];
-            self.held_write("UpdateItem(checkpoint)", lease, &set, values)
-                .await
+            let row = self
+                .held_write("UpdateItem(checkpoint)", lease, &set, values)
+                .await?;
+            Ok(row.is_some())
         })
     }
 
     fn release(&self, mut lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>> {
         Box::pin(async move {
-            let set = format!("REMOVE {OWNER}, {EXPIRY}");
-            self.held_write("UpdateItem(release)", &mut lease, &set, Vec::new())
-                .await
+            let set = format!("REMOVE {OWNER}, {EXPIRY}, {WANTED_BY}");
+            let row = self
+                .held_write("UpdateItem(release)", &mut lease, &set, Vec::new())
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn request_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        taker: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            // The counter is left alone: the holder's fenced writes go on until it hands over.
+            let values = vec![
+                (":holder", AttributeValue::S(holder.to_owned())),
+                (":taker", AttributeValue::S(taker.to_owned())),
+            ];
+            let update = format!("SET {WANTED_BY} = :taker");
+            let condition = format!("{OWNER} = :holder");
+            let name = key.to_string();
+            let row = self
+                .update(
+                    "UpdateItem(request handoff)",
+                    &name,
+                    &update,
+                    &condition,
+                    values,
+                )
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn hand_off<'a>(
+        &'a self,
+        mut lease: HeldLease,
+        to: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            let set = format!("SET {OWNER} = :to REMOVE {WANTED_BY}");
+            let values = vec![(":to", AttributeValue::S(to.to_owned()))];
+            let row = self
+                .held_write("UpdateItem(hand off)", &mut lease, &set, values)
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn seed_checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        checkpoint: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            let values = vec![(":c", AttributeValue::S(checkpoint.to_owned()))];
+            let update = format!("SET {CHECKPOINT} = :c");
+            let condition = format!("attribute_not_exists({CHECKPOINT})");
+            let name = key.to_string();
+            let row = self
+                .update(
+                    "UpdateItem(seed checkpoint)",
+                    &name,
+                    &update,
+                    &condition,
+                    values,
+                )
+                .await?;
+            Ok(row.is_some())
         })
     }
 }
@@ -381,6 +457,7 @@ fn parse_record(row: &HashMap<String, AttributeValue>) -> Result<LeaseRecord, Le
         expiry_ms: read_number(&key, row, EXPIRY)?,
         counter: read_counter(&key, row)?,
         checkpoint: string(row, CHECKPOINT),
+        wanted_by: string(row, WANTED_BY),
         key,
     })
 }

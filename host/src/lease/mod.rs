@@ -33,6 +33,55 @@ use crate::publish::BoxFuture;
 /// may start.
 pub const SHARD_END: &str = "SHARD_END";
 
+/// The checkpoint of a shard that starts at its oldest record: a child whose parent this
+/// namespace read to its end.
+pub const TRIM_HORIZON: &str = "TRIM_HORIZON";
+
+/// The checkpoint of a shard opened at a time (or at the tip, resolved to the time it was
+/// opened) that has no handled record yet: `AT_TIMESTAMP:<ms since the epoch>`.
+pub const AT_TIMESTAMP_PREFIX: &str = "AT_TIMESTAMP:";
+
+/// What a stored checkpoint says: a sequence number, or one of the positions above.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checkpoint {
+    /// After this record.
+    Sequence(String),
+    /// The shard was read to its end.
+    ShardEnd,
+    /// From the shard's oldest record.
+    TrimHorizon,
+    /// From the records that arrived at or after this time (ms since the epoch).
+    AtTimestamp(u64),
+}
+
+impl Checkpoint {
+    /// Reads a stored checkpoint.
+    pub fn parse(stored: &str) -> Self {
+        match stored {
+            SHARD_END => Self::ShardEnd,
+            TRIM_HORIZON => Self::TrimHorizon,
+            other => match other
+                .strip_prefix(AT_TIMESTAMP_PREFIX)
+                .and_then(|ms| ms.parse().ok())
+            {
+                Some(ms) => Self::AtTimestamp(ms),
+                None => Self::Sequence(other.to_owned()),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Checkpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Sequence(sequence) => f.write_str(sequence),
+            Self::ShardEnd => f.write_str(SHARD_END),
+            Self::TrimHorizon => f.write_str(TRIM_HORIZON),
+            Self::AtTimestamp(ms) => write!(f, "{AT_TIMESTAMP_PREFIX}{ms}"),
+        }
+    }
+}
+
 /// Identifies one shard of one subscription in a lease store.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeaseKey {
@@ -97,6 +146,17 @@ pub struct LeaseRecord {
     /// The fencing counter: incremented by every write.
     pub counter: u64,
     pub checkpoint: Option<String>,
+    /// The host that asked the owner to hand the lease over (balancing), if any.
+    pub wanted_by: Option<String>,
+}
+
+/// What a renewal found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewal {
+    /// Whether the lease is still held (`false`: taken over or released by someone else).
+    pub held: bool,
+    /// The host that asked for it to be handed over, if one did.
+    pub wanted_by: Option<String>,
 }
 
 /// A lease this host holds, with the counter of its last write (its fencing token).
@@ -134,6 +194,8 @@ pub enum LeaseError {
     },
     #[error("lease row `{key}` is malformed: {reason}")]
     Malformed { key: String, reason: String },
+    #[error("the lease store did not answer within {0:?}")]
+    Timeout(Duration),
 }
 
 /// Where leases and checkpoints live. One store serves one namespace (a tenant's app).
@@ -163,12 +225,12 @@ pub trait LeaseStore: Send + Sync + 'static {
         claim: Claim,
     ) -> BoxFuture<'a, Result<Option<HeldLease>, LeaseError>>;
 
-    /// Extends a held lease. `false`: it was lost (taken over or released by someone else).
+    /// Extends a held lease, and says whether another host asked for it to be handed over.
     fn renew<'a>(
         &'a self,
         lease: &'a mut HeldLease,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+    ) -> BoxFuture<'a, Result<Renewal, LeaseError>>;
 
     /// Stores `sequence` as the checkpoint of a held lease (and extends it).
     /// `false`: the lease was lost; nothing was written.
@@ -181,4 +243,30 @@ pub trait LeaseStore: Send + Sync + 'static {
 
     /// Gives a held lease up, keeping its checkpoint. `false`: it was already lost.
     fn release(&self, lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>>;
+
+    /// Asks `holder` to hand the lease over to `taker` (balancing): marks the row, without
+    /// touching its counter, so the holder goes on until it hands over. `false`: `holder` no
+    /// longer holds it.
+    fn request_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        taker: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+
+    /// Hands a held lease over to `to`, keeping its checkpoint: `to` then takes it as its own
+    /// (an acquire with [`Claim::Free`]). `false`: it was already lost.
+    fn hand_off<'a>(
+        &'a self,
+        lease: HeldLease,
+        to: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+
+    /// Sets `checkpoint` on the row of `key` (creating it) unless it has one: where a shard
+    /// with no handled record starts. The counter is not touched. `false`: it had one.
+    fn seed_checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        checkpoint: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
 }

@@ -7,16 +7,20 @@
 //! leases first, then one lease per round from the most loaded host.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
-use tokio::time::Instant;
+use tokio::time::{Instant, timeout};
 
+use super::keeper::KeeperTiming;
 use super::seek::{SeekError, SeekRequest, ShardSeek};
-use super::worker::{self, WorkerContext, WorkerExit};
+use super::worker::{self, Assignment, WorkerContext, WorkerExit};
 use crate::app::StartPosition;
 use crate::kinesis::{ReadError, ShardInfo, list_shards};
-use crate::lease::{Claim, LeaseKey, LeaseRecord, SHARD_END};
+use crate::lease::{Claim, LeaseError, LeaseKey, LeaseRecord, SHARD_END};
 
 /// Runs a subscription until shutdown; then waits for its workers to flush and release.
 pub(crate) async fn run(
@@ -31,7 +35,7 @@ pub(crate) async fn run(
         workers: JoinSet::new(),
         tasks: HashMap::new(),
         owned: BTreeMap::new(),
-        children: BTreeSet::new(),
+        shards: BTreeMap::new(),
         ctx,
     };
     let mut shutdown = coordinator.ctx.shutdown.clone();
@@ -56,6 +60,16 @@ pub(crate) async fn run(
     coordinator.drain().await;
 }
 
+/// The lease key of a shard: `stream:shard`, with `@subscriber` when several subscriptions of
+/// the app read the stream.
+fn lease_key(stream: &str, shard_id: &str, subscriber: &str, shared_stream: bool) -> LeaseKey {
+    if shared_stream {
+        LeaseKey::for_subscriber(stream, shard_id, subscriber)
+    } else {
+        LeaseKey::new(stream, shard_id)
+    }
+}
+
 struct Coordinator {
     ctx: WorkerContext,
     owner: String,
@@ -67,17 +81,14 @@ struct Coordinator {
     tasks: HashMap<tokio::task::Id, String>,
     /// Shards this host holds, with the channel to their worker.
     owned: BTreeMap<String, mpsc::UnboundedSender<ShardSeek>>,
-    /// Shards born of a split or merge, as last listed: they start at their beginning.
-    children: BTreeSet<String>,
+    /// The shards as last listed.
+    shards: BTreeMap<String, ShardInfo>,
 }
 
 impl Coordinator {
     fn key(&self, shard_id: &str) -> LeaseKey {
-        if self.shared_stream {
-            LeaseKey::for_subscriber(&self.ctx.spec.stream, shard_id, &self.ctx.spec.name)
-        } else {
-            LeaseKey::new(&self.ctx.spec.stream, shard_id)
-        }
+        let spec = &self.ctx.spec;
+        lease_key(&spec.stream, shard_id, &spec.name, self.shared_stream)
     }
 
     /// One round: list shards and leases, take what this host should hold.
@@ -91,7 +102,8 @@ impl Coordinator {
                 return Ok(());
             }
         };
-        let rows = match self.ctx.store.list().await {
+        let listed = timeout(self.call_timeout(), self.ctx.store.list()).await;
+        let rows = match listed.unwrap_or_else(|_| Err(LeaseError::Timeout(self.call_timeout()))) {
             Ok(rows) => rows,
             Err(error) => {
                 tracing::warn!(store = %self.ctx.store.describe(), %error, "listing leases failed; retrying next round");
@@ -101,10 +113,9 @@ impl Coordinator {
         let rows: HashMap<String, LeaseRecord> =
             rows.into_iter().map(|row| (row.key.clone(), row)).collect();
         self.observe(&rows);
-        self.children = shards
+        self.shards = shards
             .iter()
-            .filter(|shard| !shard.parents.is_empty())
-            .map(|shard| shard.shard_id.clone())
+            .map(|shard| (shard.shard_id.clone(), shard.clone()))
             .collect();
         let eligible = self.eligible(&shards, &rows);
         self.take_share(&eligible, &rows).await;
@@ -218,27 +229,71 @@ impl Coordinator {
             return;
         };
         let key = self.key(shard_id);
-        let Some(row) = rows.get(&key.to_string()) else {
-            return;
-        };
-        tracing::info!(lease = %key, from = %victim, "taking a lease over to balance shards between hosts");
-        self.acquire(key, Claim::Observed(row.counter)).await;
+        if rows
+            .get(&key.to_string())
+            .is_some_and(|row| row.wanted_by.as_deref() == Some(&self.owner))
+        {
+            return; // asked already; the holder hands it over at its next renewal
+        }
+        // Balancing never takes a live lease: the holder is asked, stops at its next call
+        // boundary, flushes its checkpoint and hands the lease over, so no record is handled
+        // by both. Only an expired lease is taken without a handoff.
+        let store = self.ctx.store.clone();
+        let asked = timeout(
+            self.call_timeout(),
+            store.request_handoff(&key, victim, &self.owner),
+        )
+        .await;
+        match asked {
+            Ok(Ok(true)) => {
+                tracing::info!(lease = %key, from = %victim, "asked for a lease to balance shards between hosts")
+            }
+            Ok(Ok(false)) => tracing::debug!(lease = %key, "the lease changed hands meanwhile"),
+            Ok(Err(error)) => tracing::warn!(lease = %key, %error, "asking for a lease failed"),
+            Err(_) => tracing::warn!(lease = %key, "asking for a lease timed out"),
+        }
+    }
+
+    fn call_timeout(&self) -> Duration {
+        let config = &self.ctx.config;
+        KeeperTiming::new(
+            config.lease_ttl,
+            config.renew_interval,
+            config.checkpoint_interval,
+        )
+        .call_timeout
     }
 
     async fn acquire(&mut self, key: LeaseKey, claim: Claim) {
         let store = self.ctx.store.clone();
-        match store
-            .acquire(&key, &self.owner, self.ctx.config.lease_ttl, claim)
-            .await
-        {
+        let ttl = self.ctx.config.lease_ttl;
+        let acquired = timeout(
+            self.call_timeout(),
+            store.acquire(&key, &self.owner, ttl, claim),
+        )
+        .await
+        .unwrap_or_else(|_| Err(LeaseError::Timeout(self.call_timeout())));
+        match acquired {
             Ok(Some(lease)) => {
                 tracing::info!(lease = %key, owner = %self.owner, checkpoint = ?lease.checkpoint, "lease taken");
+                let Some(shard) = self.shards.get(key.shard_id()).cloned() else {
+                    return;
+                };
+                let (stream, subscriber) =
+                    (self.ctx.spec.stream.clone(), self.ctx.spec.name.clone());
+                let shared = self.shared_stream;
+                let assignment = Assignment {
+                    lease,
+                    shard,
+                    key_of: Arc::new(move |shard_id| {
+                        lease_key(&stream, shard_id, &subscriber, shared)
+                    }),
+                };
                 let (seeks, seeks_rx) = mpsc::unbounded_channel();
-                let child = self.children.contains(key.shard_id());
                 self.owned.insert(key.shard_id().to_owned(), seeks);
-                let task =
-                    self.workers
-                        .spawn(worker::run(self.ctx.clone(), lease, seeks_rx, child));
+                let task = self
+                    .workers
+                    .spawn(worker::run(self.ctx.clone(), assignment, seeks_rx));
                 self.tasks.insert(task.id(), key.shard_id().to_owned());
             }
             Ok(None) => tracing::debug!(lease = %key, "lease was taken by another host first"),

@@ -14,6 +14,8 @@ pub enum ShardState {
     Finished,
     /// Another host took the lease; nothing more is delivered here.
     Lost,
+    /// Handed over to the host that asked for it (balancing), checkpoint flushed.
+    HandedOver(String),
     /// Stopped by shutdown (checkpoint flushed, lease released).
     Stopped,
     /// Stopped by an error, which says why.

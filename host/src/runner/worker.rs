@@ -1,7 +1,8 @@
 //! The shard worker: reads one leased shard and feeds its pipeline until the shard ends, the
-//! lease is lost, or the host shuts down.
+//! lease is lost or wanted elsewhere, or the host shuts down.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -11,10 +12,14 @@ use super::keeper::{Keeper, KeeperTiming};
 use super::seek::ShardSeek;
 use super::status::{ShardState, StatusBoard};
 use crate::app::{StartPosition, SubscriptionSpec};
+use crate::clock::{Clock, SystemClock};
 use crate::component::{InstanceEnv, LoadedComponent};
-use crate::kinesis::{ReadError, ShardReader, StartAt};
-use crate::lease::{HeldLease, LeaseStore, SHARD_END};
-use crate::pipeline::{PipelineEnv, ShardPipeline};
+use crate::kinesis::{ReadError, ShardInfo, ShardReader, StartAt, list_shards};
+use crate::lease::{Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON};
+use crate::pipeline::{PipelineEnv, ShardPipeline, Stop};
+
+/// How long a worker handing its lease over keeps trying to publish the copies it owes.
+const HANDOFF_COPY_GRACE: Duration = Duration::from_secs(2);
 
 /// Everything a worker needs, shared by the workers of one subscription.
 #[derive(Clone)]
@@ -32,6 +37,16 @@ pub(crate) struct WorkerContext {
     pub shutdown: watch::Receiver<bool>,
 }
 
+/// A leased shard, as the coordinator hands it to a worker.
+pub(crate) struct Assignment {
+    pub lease: HeldLease,
+    /// The shard as listed when its lease was taken.
+    pub shard: ShardInfo,
+    /// The lease key of a shard of this subscription: children started by a finished shard
+    /// are keyed like it.
+    pub key_of: Arc<dyn Fn(&str) -> LeaseKey + Send + Sync>,
+}
+
 /// How a worker ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum WorkerExit {
@@ -39,6 +54,8 @@ pub(crate) enum WorkerExit {
     Finished,
     /// Another host took the lease.
     Lost,
+    /// Handed over to the host that asked for it, checkpoint flushed.
+    HandedOver(String),
     /// Host shutdown: checkpoint flushed, lease released.
     Stopped,
     /// The stream was deleted.
@@ -49,15 +66,15 @@ pub(crate) enum WorkerExit {
 
 pub(crate) async fn run(
     ctx: WorkerContext,
-    lease: HeldLease,
+    assignment: Assignment,
     seeks: mpsc::UnboundedReceiver<ShardSeek>,
-    child: bool,
 ) -> (String, WorkerExit) {
-    let shard_id = lease.key.shard_id().to_owned();
-    let exit = work(&ctx, lease, seeks, child).await;
+    let shard_id = assignment.lease.key.shard_id().to_owned();
+    let exit = work(&ctx, assignment, seeks).await;
     let state = match &exit {
         WorkerExit::Finished => ShardState::Finished,
         WorkerExit::Lost => ShardState::Lost,
+        WorkerExit::HandedOver(to) => ShardState::HandedOver(to.clone()),
         WorkerExit::Stopped => ShardState::Stopped,
         WorkerExit::StreamGone => ShardState::Failed("the stream no longer exists".into()),
         WorkerExit::Failed(reason) => ShardState::Failed(reason.clone()),
@@ -68,65 +85,147 @@ pub(crate) async fn run(
 
 async fn work(
     ctx: &WorkerContext,
-    lease: HeldLease,
+    assignment: Assignment,
     seeks: mpsc::UnboundedReceiver<ShardSeek>,
-    child: bool,
 ) -> WorkerExit {
-    let shard_id = lease.key.shard_id().to_owned();
-    let checkpoint = lease.checkpoint.clone();
+    let Assignment {
+        lease,
+        shard,
+        key_of,
+    } = assignment;
+    let stored = lease.checkpoint.as_deref().map(Checkpoint::parse);
     let keeper = Keeper::spawn(ctx.store.clone(), lease, timing(&ctx.config));
-    if checkpoint.as_deref() == Some(SHARD_END) {
-        keeper.finish().await;
+    let grace = ctx.config.shutdown_grace;
+    if stored == Some(Checkpoint::ShardEnd) {
+        keeper.finish(grace).await;
         return WorkerExit::Finished;
     }
-    ctx.status.set_state(&shard_id, ShardState::Opening);
-    let start = start_at(checkpoint.as_deref(), ctx.start.as_ref(), &shard_id, child);
+    ctx.status.set_state(&shard.shard_id, ShardState::Opening);
+    let start = start_at(stored.as_ref(), ctx.start.as_ref(), &shard.shard_id);
+    // Opened at a time (or the tip) with nothing handled yet: pin where, so that a restart
+    // reads again from there, a held first record included.
+    if stored.is_none()
+        && let Some(pin) = pinned(&start)
+        && let Err(reason) = keeper.write_now(pin.to_string()).await
+    {
+        keeper.finish(grace).await;
+        return WorkerExit::Failed(format!("cannot pin where the shard opened: {reason}"));
+    }
     let reader = ShardReader::open(
         ctx.client.clone(),
         &ctx.spec.stream,
-        &shard_id,
+        &shard.shard_id,
         start.clone(),
         ctx.config.reader.clone(),
     )
     .await;
-    tracing::info!(stream = %ctx.spec.stream, shard = %shard_id, ?start,
+    tracing::info!(stream = %ctx.spec.stream, shard = %shard.shard_id, ?start,
         subscriber = %ctx.spec.name, tenant = %ctx.pipeline_env.tenant.name(), "reading shard");
     let mut reader = match reader {
         Ok(reader) => reader,
-        Err(error) => return give_up(keeper, error).await,
+        Err(error) => return give_up(keeper, error, grace).await,
+    };
+    let sequence = match stored {
+        Some(Checkpoint::Sequence(sequence)) => Some(sequence),
+        _ => None,
     };
     let instance = ctx.component.instance(ctx.instance_env.clone());
     let mut pipeline = ShardPipeline::new(
         ctx.spec.clone(),
-        &shard_id,
-        checkpoint,
+        &shard.shard_id,
+        sequence,
         instance,
         ctx.pipeline_env.clone(),
     );
-    ctx.status.set_state(&shard_id, ShardState::Reading);
+    pipeline.stop_when(keeper.stop());
+    ctx.status.set_state(&shard.shard_id, ShardState::Reading);
     let exit = read(ctx, &keeper, &mut reader, &mut pipeline, seeks).await;
-    ctx.status.update(&shard_id, |s| {
+    ctx.status.update(&shard.shard_id, |s| {
         s.checkpoint = pipeline.checkpoint().map(str::to_owned);
         s.held_at = pipeline.held_at().map(str::to_owned);
     });
+    let skipped = shard.closed && matches!(start, StartAt::Latest);
+    let exit = match exit {
+        WorkerExit::Finished if !skipped => {
+            // Children of a shard this namespace read start at their beginning; those of one
+            // it skipped (closed before it was first opened at the tip) start where the
+            // subscription does. Seeded before SHARD_END is stored, so a crash in between
+            // reads the parent's end again rather than skipping a child.
+            match seed_children(ctx, &reader, &shard.shard_id, key_of.as_ref()).await {
+                Ok(()) => WorkerExit::Finished,
+                Err(reason) => WorkerExit::Failed(reason),
+            }
+        }
+        other => other,
+    };
+    end(ctx, keeper, &mut pipeline, exit).await
+}
+
+/// Stores `TRIM_HORIZON` as the start of each child of `shard_id` that has no checkpoint.
+///
+/// # Errors
+/// When the children cannot be listed or seeded: the shard must then not be marked finished.
+async fn seed_children(
+    ctx: &WorkerContext,
+    reader: &ShardReader,
+    shard_id: &str,
+    key_of: &(dyn Fn(&str) -> LeaseKey + Send + Sync),
+) -> Result<(), String> {
+    let children: Vec<String> = if reader.children().is_empty() {
+        // The server did not name them: list the stream.
+        list_shards(&ctx.client, &ctx.spec.stream)
+            .await
+            .map_err(|error| format!("listing the children of {shard_id}: {error}"))?
+            .into_iter()
+            .filter(|child| child.parents.iter().any(|p| p == shard_id))
+            .map(|child| child.shard_id)
+            .collect()
+    } else {
+        reader.children().to_vec()
+    };
+    for child in children {
+        ctx.store
+            .seed_checkpoint(&key_of(&child), TRIM_HORIZON)
+            .await
+            .map_err(|error| format!("seeding child {child}: {error}"))?;
+    }
+    Ok(())
+}
+
+/// Flushes and lets the lease go as `exit` requires.
+async fn end(
+    ctx: &WorkerContext,
+    keeper: Keeper,
+    pipeline: &mut ShardPipeline,
+    exit: WorkerExit,
+) -> WorkerExit {
+    let grace = ctx.config.shutdown_grace;
     match exit {
         WorkerExit::Lost => WorkerExit::Lost,
         WorkerExit::Finished => {
             keeper.checkpoint(SHARD_END.to_owned());
-            keeper.finish().await;
+            keeper.finish(grace).await;
             WorkerExit::Finished
+        }
+        WorkerExit::HandedOver(to) => {
+            pipeline.send_copies(HANDOFF_COPY_GRACE).await;
+            if let Some(position) = pipeline.checkpoint() {
+                keeper.checkpoint(position.to_owned());
+            }
+            keeper.hand_off(to.clone(), grace).await;
+            WorkerExit::HandedOver(to)
         }
         other => {
             if let Some(position) = pipeline.checkpoint() {
                 keeper.checkpoint(position.to_owned());
             }
-            keeper.finish().await;
+            keeper.finish(grace).await;
             other
         }
     }
 }
 
-/// The read loop. Returns how it ended; the caller flushes and releases.
+/// The read loop. Returns how it ended; the caller flushes and lets the lease go.
 async fn read(
     ctx: &WorkerContext,
     keeper: &Keeper,
@@ -134,13 +233,15 @@ async fn read(
     pipeline: &mut ShardPipeline,
     mut seeks: mpsc::UnboundedReceiver<ShardSeek>,
 ) -> WorkerExit {
-    let mut lost = keeper.lost();
+    let mut stop = keeper.stop();
     let mut shutdown = ctx.shutdown.clone();
     let mut quarantine = ctx.pipeline_env.tenant.watch_quarantine();
     let shard_id = pipeline.shard_id().to_owned();
     loop {
-        if keeper.is_lost() {
-            return WorkerExit::Lost;
+        match stop.borrow_and_update().clone() {
+            Some(Stop::Lost) => return WorkerExit::Lost,
+            Some(Stop::HandOff(to)) => return WorkerExit::HandedOver(to),
+            None => {}
         }
         if *shutdown.borrow() {
             return WorkerExit::Stopped;
@@ -156,7 +257,7 @@ async fn read(
         ctx.status.update(&shard_id, |s| s.quarantined = paused);
         tokio::select! {
             biased;
-            _ = lost.changed() => {}
+            _ = stop.changed() => {}
             _ = shutdown.changed() => {}
             _ = quarantine.changed() => {}
             batch = reader.next(), if !reader.is_finished() && !paused => match batch {
@@ -166,9 +267,9 @@ async fn read(
                     ctx.status.update(&shard_id, |s| s.delivered += count);
                 }
                 Err(ReadError::StreamGone(_)) => return WorkerExit::StreamGone,
-                Err(ReadError::Service(reason)) => return WorkerExit::Failed(reason),
+                Err(error) => return WorkerExit::Failed(error.to_string()),
             },
-            _ = sleep_until(due), if due.is_some() => {
+            () = sleep_until(due), if due.is_some() => {
                 pipeline.poll_due().await;
             }
             Some(seek) = seeks.recv() => {
@@ -196,7 +297,7 @@ async fn reposition(
     position: &StartPosition,
 ) -> Result<(), String> {
     let shard_id = pipeline.shard_id().to_owned();
-    let start = start_at(None, Some(position), &shard_id, false);
+    let start = start_at(None, Some(position), &shard_id);
     let reopened = ShardReader::open(
         ctx.client.clone(),
         &ctx.spec.stream,
@@ -211,29 +312,24 @@ async fn reposition(
     Ok(())
 }
 
-async fn give_up(keeper: Keeper, error: ReadError) -> WorkerExit {
-    keeper.finish().await;
+async fn give_up(keeper: Keeper, error: ReadError, grace: Duration) -> WorkerExit {
+    keeper.finish(grace).await;
     match error {
         ReadError::StreamGone(_) => WorkerExit::StreamGone,
-        ReadError::Service(reason) => WorkerExit::Failed(reason),
+        error => WorkerExit::Failed(error.to_string()),
     }
 }
 
-/// Stored checkpoint first, then the subscription's start position, then the tip. A child of
-/// a split or merge starts at its beginning (its parents were read to their end), unless the
-/// subscription starts at a timestamp.
-fn start_at(
-    checkpoint: Option<&str>,
-    start: Option<&StartPosition>,
-    shard_id: &str,
-    child: bool,
-) -> StartAt {
-    if let Some(sequence) = checkpoint {
-        return StartAt::AfterSequence(sequence.to_owned());
+/// Stored checkpoint first, then the subscription's start position, then the tip.
+fn start_at(stored: Option<&Checkpoint>, start: Option<&StartPosition>, shard_id: &str) -> StartAt {
+    match stored {
+        Some(Checkpoint::Sequence(sequence)) => return StartAt::AfterSequence(sequence.clone()),
+        Some(Checkpoint::TrimHorizon) => return StartAt::Horizon,
+        Some(Checkpoint::AtTimestamp(ms)) => return StartAt::AtTimestamp(*ms),
+        Some(Checkpoint::ShardEnd) | None => {}
     }
     match start {
         Some(StartPosition::AtTimestamp(ms)) => StartAt::AtTimestamp(*ms),
-        _ if child => StartAt::Horizon,
         Some(StartPosition::Horizon) => StartAt::Horizon,
         Some(StartPosition::AtSequence {
             shard_id: shard,
@@ -243,18 +339,31 @@ fn start_at(
     }
 }
 
-fn timing(config: &HostConfig) -> KeeperTiming {
-    KeeperTiming {
-        ttl: config.lease_ttl,
-        renew_every: config.renew_interval,
-        checkpoint_every: config.checkpoint_interval,
+/// The position to pin in the lease row of a shard opened at `start` with nothing handled:
+/// the tip resolved to a time a little before now (never after a record it may deliver), or
+/// the time asked for. The others do not move with time.
+fn pinned(start: &StartAt) -> Option<Checkpoint> {
+    match start {
+        StartAt::Latest => Some(Checkpoint::AtTimestamp(
+            SystemClock.now_ms().saturating_sub(1000),
+        )),
+        StartAt::AtTimestamp(ms) => Some(Checkpoint::AtTimestamp(*ms)),
+        _ => None,
     }
+}
+
+fn timing(config: &HostConfig) -> KeeperTiming {
+    KeeperTiming::new(
+        config.lease_ttl,
+        config.renew_interval,
+        config.checkpoint_interval,
+    )
 }
 
 /// The monotonic instant at which the pipeline clock reads `at_ms`.
 fn instant_at(env: &PipelineEnv, at_ms: u64) -> Instant {
     let now = env.clock.now_ms();
-    Instant::now() + std::time::Duration::from_millis(at_ms.saturating_sub(now))
+    Instant::now() + Duration::from_millis(at_ms.saturating_sub(now))
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -269,24 +378,37 @@ mod tests {
 
     #[test]
     fn a_checkpoint_wins_over_any_start_position() {
+        let stored = Checkpoint::Sequence("42".into());
         assert_eq!(
-            start_at(Some("42"), Some(&StartPosition::Horizon), "s-0", true),
+            start_at(Some(&stored), Some(&StartPosition::Horizon), "s-0"),
             StartAt::AfterSequence("42".into())
         );
         assert_eq!(
-            start_at(None, Some(&StartPosition::Horizon), "s-0", false),
+            start_at(None, Some(&StartPosition::Horizon), "s-0"),
             StartAt::Horizon
         );
-        assert_eq!(start_at(None, None, "s-0", false), StartAt::Latest);
+        assert_eq!(start_at(None, None, "s-0"), StartAt::Latest);
     }
 
     #[test]
-    fn a_child_shard_starts_at_its_beginning_unless_a_timestamp_says_otherwise() {
-        assert_eq!(start_at(None, None, "s-2", true), StartAt::Horizon);
+    fn positions_stored_before_any_record_is_handled_are_honoured() {
         assert_eq!(
-            start_at(None, Some(&StartPosition::AtTimestamp(7)), "s-2", true),
+            start_at(Some(&Checkpoint::TrimHorizon), None, "s-2"),
+            StartAt::Horizon
+        );
+        assert_eq!(
+            start_at(
+                Some(&Checkpoint::AtTimestamp(7)),
+                Some(&StartPosition::Horizon),
+                "s-2"
+            ),
             StartAt::AtTimestamp(7)
         );
+        assert!(matches!(
+            pinned(&StartAt::Latest),
+            Some(Checkpoint::AtTimestamp(_))
+        ));
+        assert_eq!(pinned(&StartAt::Horizon), None);
     }
 
     #[test]
@@ -296,9 +418,9 @@ mod tests {
             sequence_number: "9".into(),
         };
         assert_eq!(
-            start_at(None, Some(&at), "s-1", false),
+            start_at(None, Some(&at), "s-1"),
             StartAt::AtSequence("9".into())
         );
-        assert_eq!(start_at(None, Some(&at), "s-0", false), StartAt::Latest);
+        assert_eq!(start_at(None, Some(&at), "s-0"), StartAt::Latest);
     }
 }

@@ -111,6 +111,12 @@ async fn the_binary_runs_tenants_and_stops_gracefully_on_sigterm() -> anyhow::Re
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(output().contains("booked"), "{}", output());
+    // Tenants load side by side: the refused one may still be loading.
+    let refused = ruststream_tests::e2e::eventually(Duration::from_secs(30), || {
+        output().contains("tenant `evil`")
+    })
+    .await;
+    assert!(refused, "{}", output());
 
     let status = Command::new("kill")
         .args(["-TERM", &running.0.id().to_string()])
@@ -327,5 +333,134 @@ async fn hostile_tenants_neither_delay_nor_bloat_the_others() -> anyhow::Result<
     let exit = tokio::task::spawn_blocking(move || running.0.wait()).await??;
     assert!(exit.success(), "exit {exit:?}: {}", output());
     assert_clean(&output());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_start_up_is_graceful() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    for stream in ["ledger", "hostile"] {
+        kinesis.create_stream(stream, 1).await?;
+    }
+    let dir = std::env::temp_dir().join(format!("ruststream-early-stop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("tenants.toml");
+    // The slow tenant is still instantiating (its deadline is long) when the stop comes.
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+            [host]
+            lease_store = "dynamodb"
+            create_lease_table = true
+
+            [[tenants]]
+            name = "slow"
+            components = ["{slow}"]
+            subscribe = ["hostile"]
+            limits = {{ call_deadline_ms = 60000 }}
+
+            [[tenants]]
+            name = "good"
+            components = ["{settlement}"]
+            subscribe = ["ledger"]
+            "#,
+            slow = ruststream_tests::component("hostile-initialize-sleep").display(),
+            settlement = ruststream_tests::component("settlement").display(),
+        ),
+    )?;
+    let log = dir.join("ruststream.log");
+    let dynamo_endpoint = dynamo.endpoint();
+    let args = [
+        "--dynamodb-endpoint",
+        &dynamo_endpoint,
+        "--owner-id",
+        "early",
+    ];
+    let mut running = run_host(&config, &kinesis, &log, &args)?;
+    let output = || std::fs::read_to_string(&log).unwrap_or_default();
+    let started = ruststream_tests::e2e::eventually(Duration::from_secs(60), || {
+        output().contains("reading shard")
+    })
+    .await;
+    assert!(started, "{}", output());
+    assert!(
+        !output().contains("every tenant is loaded"),
+        "still starting: {}",
+        output()
+    );
+
+    let pid = running.0.id();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()?;
+    assert!(status.success());
+    let exit = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::task::spawn_blocking(move || running.0.wait()),
+    )
+    .await???;
+    assert!(exit.success(), "exit {exit:?}: {}", output());
+    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-good-ledger");
+    let rows = store.list().await?;
+    assert!(!rows.is_empty(), "{}", output());
+    assert!(
+        rows.iter().all(|r| r.owner.is_none()),
+        "released: {rows:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_interrupt_exits_at_once() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    for stream in ["paced", "singly"] {
+        kinesis.create_stream(stream, 1).await?;
+    }
+    let client = kinesis.client().await;
+    let dir = std::env::temp_dir().join(format!("ruststream-interrupt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("tenants.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[tenants]]\nname = \"slow\"\ncomponents = [\"{}\"]\nsubscribe = [\"paced\", \"singly\"]\nlimits = {{ call_deadline_ms = 60000 }}\n",
+            ruststream_tests::component("pacer").display()
+        ),
+    )?;
+    let log = dir.join("ruststream.log");
+    let mut running = run_host(&config, &kinesis, &log, &["--shutdown-grace-ms", "60000"])?;
+    let output = || std::fs::read_to_string(&log).unwrap_or_default();
+    let reading = ruststream_tests::e2e::eventually(Duration::from_secs(60), || {
+        output().matches("reading shard").count() == 2
+    })
+    .await;
+    assert!(reading, "{}", output());
+    // A record whose call takes a minute: a graceful stop would wait for it.
+    put_json(
+        &client,
+        "paced",
+        &json!({"id": 1, "sleep_ms": 60_000}),
+        None,
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pid = running.0.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status()?;
+    let stopping = ruststream_tests::e2e::eventually(Duration::from_secs(10), || {
+        output().contains("stopping")
+    })
+    .await;
+    assert!(stopping, "{}", output());
+    let interrupted = std::time::Instant::now();
+    Command::new("kill").args(["-INT", &pid]).status()?;
+    let exit = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::task::spawn_blocking(move || running.0.wait()),
+    )
+    .await???;
+    assert_eq!(exit.code(), Some(130), "{}", output());
+    assert!(interrupted.elapsed() < Duration::from_secs(5));
     Ok(())
 }

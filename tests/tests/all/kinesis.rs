@@ -10,7 +10,8 @@ use ruststream_host::lease::{Claim, LeaseKey, LeaseStore, MemoryLeaseStore};
 use ruststream_host::runner::{Deployment, ShardState};
 use ruststream_host::settlement::Outcome;
 use ruststream_tests::e2e::{Servers, TestHost, dynamo_store, put_json, stored_checkpoint};
-use ruststream_tests::servers::{Fault, FaultProxy, LocalDynamo, LocalKinesis};
+use ruststream_tests::faults::{Fault, Faults};
+use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -226,15 +227,15 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
 async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     kinesis.create_stream("ledger", 1).await?;
-    let proxy = FaultProxy::start(&kinesis.endpoint()).await?;
+    let faults = Faults::new();
     let client = kinesis.client().await;
 
-    let host = TestHost::new(proxy.kinesis_client().await, "host-a")?;
+    let host = TestHost::new(faults.kinesis_client(&kinesis.endpoint()).await, "host-a")?;
     let app = host.run_in_memory("settlement", 1).await?;
     put_json(&client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
-    let iterators_before = proxy.requests("GetShardIterator");
-    proxy.inject(&["GetRecords"], 1, Fault::expired_iterator());
+    let iterators_before = faults.requests("GetShardIterator");
+    faults.inject(&["GetRecords"], 1, Fault::expired_iterator());
     for id in 2..=4 {
         put_json(&client, "ledger", &entry(id, id as i64), None).await?;
     }
@@ -242,9 +243,9 @@ async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<
     tokio::time::sleep(Duration::from_millis(500)).await;
     app.shutdown().await;
 
-    assert_eq!(proxy.injected("GetRecords"), 1);
+    assert_eq!(faults.injected("GetRecords"), 1);
     assert_eq!(
-        proxy.requests("GetShardIterator"),
+        faults.requests("GetShardIterator"),
         iterators_before + 1,
         "reopened once"
     );
@@ -267,19 +268,19 @@ async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<
 async fn a_throttled_read_backs_off_and_loses_nothing() -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     kinesis.create_stream("ledger", 1).await?;
-    let proxy = FaultProxy::start(&kinesis.endpoint()).await?;
+    let faults = Faults::new();
     let client = kinesis.client().await;
 
-    let host = TestHost::new(proxy.kinesis_client().await, "host-a")?;
+    let host = TestHost::new(faults.kinesis_client(&kinesis.endpoint()).await, "host-a")?;
     let app = host.run_in_memory("settlement", 1).await?;
-    proxy.inject(&["GetRecords"], 3, Fault::throughput_exceeded());
+    faults.inject(&["GetRecords"], 3, Fault::throughput_exceeded());
     for id in 1..=5 {
         put_json(&client, "ledger", &entry(id, id as i64), None).await?;
     }
     host.deliveries.wait_for(5, WAIT).await?;
     app.shutdown().await;
 
-    assert_eq!(proxy.injected("GetRecords"), 3);
+    assert_eq!(faults.injected("GetRecords"), 3);
     let sequences: BTreeSet<_> = host
         .deliveries
         .all()

@@ -12,7 +12,8 @@ use ruststream_host::settlement::Outcome;
 use ruststream_tests::e2e::{
     TestHost, dynamo_store, put_json, put_raw, read_all, stored_checkpoint,
 };
-use ruststream_tests::servers::{Fault, FaultProxy, LocalDynamo, LocalKinesis};
+use ruststream_tests::faults::{Fault, Faults};
+use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -136,13 +137,13 @@ async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result
 async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds() -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     streams(&kinesis, &RETRIES_STREAMS).await?;
-    let proxy = FaultProxy::start(&kinesis.endpoint()).await?;
+    let faults = Faults::new();
     let client = kinesis.client().await;
 
-    let host = TestHost::new(proxy.kinesis_client().await, "host-a")?;
+    let host = TestHost::new(faults.kinesis_client(&kinesis.endpoint()).await, "host-a")?;
     let app = host.run_in_memory("settlement-retries", 3).await?;
     // Two pipeline tries' worth of SDK attempts fail (the SDK itself tries 3 times).
-    proxy.inject(&["PutRecord"], 6, Fault::internal_failure());
+    faults.inject(&["PutRecord"], 6, Fault::internal_failure());
     let (_, original) = put_json(&client, "refunds", &entry(1, -1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
     let refunds_shard = |status: &[ruststream_host::runner::SubscriptionStatus]| {
@@ -158,7 +159,7 @@ async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds() -> anyh
         })
         .await;
     assert!(held, "{:#?}", app.status());
-    while proxy.pending_faults() > 0 {
+    while faults.pending_faults() > 0 {
         let shard = refunds_shard(&app.status());
         assert_eq!(
             shard.checkpoint, None,
@@ -173,7 +174,7 @@ async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds() -> anyh
     let status = app.status();
     app.shutdown().await;
 
-    assert_eq!(proxy.injected("PutRecord"), 6);
+    assert_eq!(faults.injected("PutRecord"), 6);
     let failed_publishes = host
         .log
         .captured()

@@ -3,10 +3,12 @@
 //! and ~450 MB of disk. Each module is one area; run one with `cargo test --test all <module>::`.
 
 mod binary;
+mod chaos;
 mod copies;
 mod kinesis;
 mod kinesis_copies;
 mod limits;
+mod resilience;
 mod sandbox;
 mod servers;
 mod settlement;

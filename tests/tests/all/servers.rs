@@ -1,5 +1,5 @@
 //! The local-server harness against the real servers: kinesis-local and dynalite on loopback,
-//! isolation between instances, and faults injected by the proxy reaching the SDK as typed
+//! isolation between instances, and faults injected at the SDK seam reaching the SDK as typed
 //! errors.
 
 use std::time::Duration;
@@ -10,7 +10,8 @@ use aws_sdk_kinesis::config::retry::RetryConfig;
 use aws_sdk_kinesis::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType};
-use ruststream_tests::servers::{Fault, FaultProxy, LocalDynamo, LocalKinesis, sdk_config};
+use ruststream_tests::faults::{Fault, Faults};
+use ruststream_tests::servers::{LocalDynamo, LocalKinesis, sdk_config};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep};
 
@@ -132,11 +133,11 @@ async fn kinesis_instances_are_isolated_and_stop_when_dropped() -> Result<()> {
 }
 
 #[tokio::test]
-async fn fault_proxy_get_records_faults_are_typed_sdk_errors() -> Result<()> {
+async fn injected_get_records_faults_are_typed_sdk_errors() -> Result<()> {
     let kinesis = LocalKinesis::start().await?;
     kinesis.create_stream("faults", 1).await?;
-    let proxy = FaultProxy::start(&kinesis.endpoint()).await?;
-    let client = kinesis_client(&proxy.endpoint(), RetryConfig::disabled()).await;
+    let faults = Faults::new();
+    let client = kinesis_client(&kinesis.endpoint(), &faults, RetryConfig::disabled()).await;
     let put = client
         .put_record()
         .stream_name("faults")
@@ -146,9 +147,9 @@ async fn fault_proxy_get_records_faults_are_typed_sdk_errors() -> Result<()> {
         .await?;
     let iterator = trim_horizon(&client, "faults", put.shard_id()).await?;
 
-    proxy.inject(&["GetRecords"], 1, Fault::throughput_exceeded());
-    proxy.inject(&["GetRecords"], 1, Fault::expired_iterator());
-    assert_eq!(proxy.pending_faults(), 2);
+    faults.inject(&["GetRecords"], 1, Fault::throughput_exceeded());
+    faults.inject(&["GetRecords"], 1, Fault::expired_iterator());
+    assert_eq!(faults.pending_faults(), 2);
     let get = || client.get_records().shard_iterator(&iterator).send();
     let throttled = get().await.expect_err("first GetRecords is throttled");
     assert!(
@@ -172,31 +173,31 @@ async fn fault_proxy_get_records_faults_are_typed_sdk_errors() -> Result<()> {
     assert_eq!(records.records().len(), 1);
     assert_eq!(records.records()[0].data().as_ref(), b"payload");
 
-    assert_eq!(proxy.pending_faults(), 0);
+    assert_eq!(faults.pending_faults(), 0);
     assert_eq!(
-        (proxy.requests("GetRecords"), proxy.injected("GetRecords")),
+        (faults.requests("GetRecords"), faults.injected("GetRecords")),
         (3, 2)
     );
     assert_eq!(
-        (proxy.requests("PutRecord"), proxy.injected("PutRecord")),
+        (faults.requests("PutRecord"), faults.injected("PutRecord")),
         (1, 0)
     );
-    assert_eq!(proxy.requests("GetShardIterator"), 1);
-    assert_eq!(proxy.requests("ListShards"), 0);
+    assert_eq!(faults.requests("GetShardIterator"), 1);
+    assert_eq!(faults.requests("ListShards"), 0);
     Ok(())
 }
 
 #[tokio::test]
-async fn fault_proxy_500s_are_retried_by_the_sdk_and_never_reach_the_server() -> Result<()> {
+async fn injected_500s_are_retried_by_the_sdk_and_never_reach_the_server() -> Result<()> {
     let kinesis = LocalKinesis::start().await?;
     kinesis.create_stream("flaky", 1).await?;
-    let proxy = FaultProxy::start(&kinesis.endpoint()).await?;
+    let faults = Faults::new();
     // Standard retries (3 attempts) with a short backoff so the test stays fast.
     let fast_retry = RetryConfig::standard().with_initial_backoff(Duration::from_millis(5));
-    let retrying = kinesis_client(&proxy.endpoint(), fast_retry).await;
-    let once = kinesis_client(&proxy.endpoint(), RetryConfig::disabled()).await;
+    let retrying = kinesis_client(&kinesis.endpoint(), &faults, fast_retry).await;
+    let once = kinesis_client(&kinesis.endpoint(), &faults, RetryConfig::disabled()).await;
 
-    proxy.inject(&["PutRecord", "PutRecords"], 2, Fault::internal_failure());
+    faults.inject(&["PutRecord", "PutRecords"], 2, Fault::internal_failure());
     let put = retrying
         .put_record()
         .stream_name("flaky")
@@ -205,11 +206,11 @@ async fn fault_proxy_500s_are_retried_by_the_sdk_and_never_reach_the_server() ->
         .send()
         .await?;
     assert_eq!(
-        (proxy.requests("PutRecord"), proxy.injected("PutRecord")),
+        (faults.requests("PutRecord"), faults.injected("PutRecord")),
         (3, 2)
     );
 
-    proxy.inject(&["PutRecord", "PutRecords"], 1, Fault::internal_failure());
+    faults.inject(&["PutRecord", "PutRecords"], 1, Fault::internal_failure());
     let entry = PutRecordsRequestEntry::builder()
         .partition_key("k")
         .data(Blob::new("lost"))
@@ -227,7 +228,7 @@ async fn fault_proxy_500s_are_retried_by_the_sdk_and_never_reach_the_server() ->
     );
     assert_eq!(failed.code(), Some("InternalFailure"));
     assert_eq!(
-        (proxy.requests("PutRecords"), proxy.injected("PutRecords")),
+        (faults.requests("PutRecords"), faults.injected("PutRecords")),
         (1, 1)
     );
 
@@ -238,10 +239,15 @@ async fn fault_proxy_500s_are_retried_by_the_sdk_and_never_reach_the_server() ->
     Ok(())
 }
 
-/// A Kinesis client of `endpoint` with the harness configuration but `retry`.
-async fn kinesis_client(endpoint: &str, retry: RetryConfig) -> aws_sdk_kinesis::Client {
+/// A Kinesis client of `endpoint` through `faults`, with the harness configuration but `retry`.
+async fn kinesis_client(
+    endpoint: &str,
+    faults: &Faults,
+    retry: RetryConfig,
+) -> aws_sdk_kinesis::Client {
     let config = aws_sdk_kinesis::config::Builder::from(&sdk_config(endpoint).await)
         .retry_config(retry)
+        .http_client(faults.http_client())
         .build();
     aws_sdk_kinesis::Client::from_conf(config)
 }

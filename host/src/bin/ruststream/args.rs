@@ -77,20 +77,38 @@ pub struct RunArgs {
     /// Least time between two checkpoint writes of a shard, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub checkpoint_interval_ms: u64,
+    /// How long a lease lives without renewal, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub lease_ttl_ms: u64,
+    /// How often a held lease is renewed, in milliseconds.
+    #[arg(long, default_value_t = 3_000)]
+    pub renew_interval_ms: u64,
+    /// How often shards are re-listed and leases balanced, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub shard_sync_interval_ms: u64,
+    /// How long a stop waits for calls to finish and checkpoints to be flushed, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 15_000)]
+    pub shutdown_grace_ms: u64,
 }
 
 impl RunArgs {
     pub fn host_config(&self) -> HostConfig {
-        let defaults = HostConfig::default();
         HostConfig {
-            owner_id: self.owner_id.clone().unwrap_or(defaults.owner_id),
+            owner_id: self
+                .owner_id
+                .clone()
+                .unwrap_or_else(|| HostConfig::default().owner_id),
             reader: ReaderConfig {
                 batch_limit: self.batch_limit,
                 poll_interval: Duration::from_millis(self.poll_interval_ms),
                 ..ReaderConfig::default()
             },
             checkpoint_interval: Duration::from_millis(self.checkpoint_interval_ms),
-            ..defaults
+            lease_ttl: Duration::from_millis(self.lease_ttl_ms),
+            renew_interval: Duration::from_millis(self.renew_interval_ms),
+            shard_sync_interval: Duration::from_millis(self.shard_sync_interval_ms),
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
         }
     }
 }

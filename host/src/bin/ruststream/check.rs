@@ -20,12 +20,14 @@ pub async fn check(components: &[PathBuf], compile: &CompileArgs) -> anyhow::Res
     let config = runtime_config(CompileLimits::default(), compile.cache_dir(None))?;
     let runtime = Runtime::new(config)?;
     let tenant = Arc::new(Tenant::trusted("check").limits(quiet_limits()));
-    let log = LogSink::new();
     let mut failed = 0;
     for path in components {
         let shown = path.display().to_string();
         let shown = escape_controls(&shown);
-        match LoadedComponent::from_file(&runtime, path, &tenant, &log).await {
+        // What the component says while it loads is counted, not shown: `check` reports.
+        let log = LogSink::silent();
+        let loaded = LoadedComponent::from_file(&runtime, path, &tenant, &log).await;
+        match loaded {
             Ok(component) => {
                 println!("ok    {shown}: {}", describe_app(component.app()));
                 for s in &component.app().subscriptions {
@@ -40,6 +42,10 @@ pub async fn check(components: &[PathBuf], compile: &CompileArgs) -> anyhow::Res
                 println!("error {shown}: {}", one_line(&error));
             }
         }
+        let said = log.count();
+        if said > 0 {
+            println!("      ({said} log lines while loading, not shown; `run` logs them)");
+        }
     }
     anyhow::ensure!(
         failed == 0,
@@ -49,8 +55,7 @@ pub async fn check(components: &[PathBuf], compile: &CompileArgs) -> anyhow::Res
     Ok(())
 }
 
-/// The default limits, with room for only a few log lines: `check` reports, it does not
-/// replay what a component says while it loads.
+/// The default limits, with room for only a few log lines: counted lines cost memory too.
 fn quiet_limits() -> Limits {
     Limits {
         log: LogLimits {

@@ -140,6 +140,7 @@ pub struct LimitOverrides {
     pub host_log_lines_per_second: Option<u32>,
     pub max_delay_ms: Option<u64>,
     pub min_copy_delay_ms: Option<u64>,
+    pub max_hold_ms: Option<u64>,
     pub write_records_per_second: Option<u32>,
     pub write_bytes_per_second: Option<u64>,
 }
@@ -175,6 +176,7 @@ impl LimitOverrides {
             .unwrap_or(log.host_lines_per_second);
         millis(self.max_delay_ms, &mut limits.copies.max_delay);
         millis(self.min_copy_delay_ms, &mut limits.copies.min_copy_delay);
+        millis(self.max_hold_ms, &mut limits.copies.max_hold);
         let writes = &mut limits.writes;
         writes.records_per_second = self
             .write_records_per_second
@@ -194,6 +196,7 @@ impl LimitOverrides {
             ("max_instances", self.max_instances == Some(0)),
             ("max_subscriptions", self.max_subscriptions == Some(0)),
             ("max_delay_ms", self.max_delay_ms == Some(0)),
+            ("max_hold_ms", self.max_hold_ms == Some(0)),
             (
                 "write_records_per_second",
                 self.write_records_per_second == Some(0),

@@ -33,7 +33,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     )?)?;
     let kinesis = aws_sdk_kinesis::Client::new(&args.aws.kinesis_config().await);
     let dynamo = aws_sdk_dynamodb::Client::new(&args.aws.dynamodb_config().await);
-    let host = Host::new(kinesis, args.host_config());
+    let config = args.host_config();
+    anyhow::ensure!(
+        config.renew_interval < config.lease_ttl,
+        "--renew-interval-ms ({:?}) must be shorter than --lease-ttl-ms ({:?})",
+        config.renew_interval,
+        config.lease_ttl
+    );
+    let host = Host::new(kinesis, config);
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let mut loaders = JoinSet::new();
     for (tenant, components) in &plan.tenants {

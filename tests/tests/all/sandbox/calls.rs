@@ -384,7 +384,7 @@ async fn malformed_components_are_refused_and_the_host_runs_on() -> anyhow::Resu
     let future = std::fs::read(ruststream_tests::component("future-contract"))?;
     match load("future_contract", future).await {
         Some((LoadPhase::Check, Refusal::ContractVersion { found })) => {
-            assert_eq!(found, "ruststream:handler/handler@0.3.0");
+            assert_eq!(found, "ruststream:handler/handler@0.4.0");
         }
         other => panic!("expected ContractVersion, got {other:?}"),
     }
@@ -397,7 +397,7 @@ async fn malformed_components_are_refused_and_the_host_runs_on() -> anyhow::Resu
             .unwrap_or_default();
     assert!(
         refused.starts_with("tenant `evil`, component `not_ruststream`: checking refused: ")
-            && refused.contains("ruststream:handler/handler@0.2.0"),
+            && refused.contains("ruststream:handler/handler@0.3.0"),
         "{refused}"
     );
 

@@ -128,8 +128,11 @@ async fn compile_bombs_are_refused_within_the_compile_budget() -> anyhow::Result
         ..CompileLimits::default()
     };
     let runtime = bounded_runtime(limits.clone())?;
+    // The memory bomb gets all the CPU it wants: only its memory can stop it.
     let tight = bounded_runtime(CompileLimits {
-        memory_bytes: 512 << 20,
+        memory_bytes: 256 << 20,
+        cpu: Duration::from_secs(60),
+        timeout: Duration::from_secs(60),
         ..limits.clone()
     })?;
     let tenant = Arc::new(evil());
@@ -168,7 +171,7 @@ async fn compile_bombs_are_refused_within_the_compile_budget() -> anyhow::Result
         );
         let error = memory.await.err().expect("refused");
         assert!(
-            matches!(error.refusal, Refusal::Compile(CompileError::Memory(512))),
+            matches!(error.refusal, Refusal::Compile(CompileError::Memory(256))),
             "{}",
             one_line(&error)
         );

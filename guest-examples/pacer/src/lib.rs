@@ -1,0 +1,58 @@
+//! A fixture for the host's timing: each record says how long its handler takes and how it
+//! ends, so tests can make slow but healthy batches, a trap at a chosen record, and delayed
+//! copies.
+//!
+//! `pace` reads `paced` in the host's batches; `pace_singly` reads `singly` one record per call.
+//! `{"id": 7}` is acked; `"sleep_ms": 10` sleeps first (a WASI clock wait, outside the guest's
+//! own code); `"panic": true` panics; `"after_ms": 1500` asks for a copy after that delay on
+//! the first attempt and acks the copy.
+
+use std::time::Duration;
+
+use ruststream::prelude::*;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+pub struct Step {
+    pub id: u64,
+    #[serde(default)]
+    pub sleep_ms: u64,
+    #[serde(default)]
+    pub panic: bool,
+    #[serde(default)]
+    pub after_ms: Option<u64>,
+}
+
+/// Takes the time the step asks for, then ends as it asks.
+#[subscriber(KinesisStream::new("paced"))]
+async fn pace(step: &Step, ctx: &mut Context<'_>) -> HandlerOutcome {
+    take_step(step, ctx)
+}
+
+/// The same, one record per call (`batch(1)` on the mount): a call boundary after every record.
+#[subscriber(KinesisStream::new("singly"))]
+async fn pace_singly(step: &Step, ctx: &mut Context<'_>) -> HandlerOutcome {
+    take_step(step, ctx)
+}
+
+fn take_step(step: &Step, ctx: &mut Context<'_>) -> HandlerOutcome {
+    if step.sleep_ms > 0 {
+        std::thread::sleep(Duration::from_millis(step.sleep_ms));
+    }
+    if step.panic {
+        panic!("step {} panics", step.id);
+    }
+    tracing::info!(step.id, attempt = ctx.attempt(), "paced");
+    match step.after_ms {
+        Some(ms) if ctx.attempt() == 1 => HandlerOutcome::retry_after(Duration::from_millis(ms)),
+        _ => HandlerOutcome::ack(),
+    }
+}
+
+#[service]
+fn service(broker: KinesisBroker) -> RustStream {
+    RustStream::new(AppInfo::new("pacer", "0.1.0")).with_broker(broker, |b| {
+        b.include(pace);
+        b.include(pace_singly).batch(1);
+    })
+}
