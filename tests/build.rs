@@ -35,6 +35,44 @@ fn main() {
     build_guests(root, &target_dir);
     let out = target_dir.join(TARGET).join("release");
     println!("cargo:rustc-env=RUSTSTREAM_GUEST_DIR={}", out.display());
+    write_constants(&members(root), &out);
+}
+
+/// The crates of the guest workspace, as its `Cargo.toml` lists them.
+fn members(root: &Path) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root.join("guest-examples/Cargo.toml"))
+        .expect("guest-examples/Cargo.toml is readable");
+    let list = manifest
+        .split_once("members = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(list, _)| list)
+        .expect("guest-examples/Cargo.toml lists its members");
+    list.lines()
+        .map(|line| line.split('#').next().unwrap_or_default())
+        .flat_map(|line| line.split(','))
+        .map(|item| item.trim().trim_matches('"').to_owned())
+        .filter(|item| !item.is_empty())
+        .collect()
+}
+
+/// One constant per guest component (`SETTLEMENT`, `HOSTILE_SPIN`, ...) in
+/// `$OUT_DIR/guests.rs`, so a test naming a component that does not exist does not compile.
+fn write_constants(members: &[String], built: &Path) {
+    let mut code = String::new();
+    for member in members {
+        let file = built.join(format!("{}.wasm", member.replace('-', "_")));
+        assert!(
+            file.exists(),
+            "guest `{member}` was built, but {} is missing",
+            file.display()
+        );
+        let constant = member.to_uppercase().replace('-', "_");
+        code.push_str(&format!(
+            "/// `guest-examples/{member}`.\npub const {constant}: Guest = Guest::new({member:?});\n"
+        ));
+    }
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo")).join("guests.rs");
+    std::fs::write(&out, code).expect("cannot write the guest constants");
 }
 
 /// Fails the build with the fix when the wasm target's standard library is not installed.

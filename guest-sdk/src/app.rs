@@ -12,6 +12,9 @@ pub struct AppInfo {
 }
 
 impl AppInfo {
+    /// The app `name` at `version`. The host validates both when it loads the component
+    /// (1-64 characters of `[A-Za-z0-9_.-]`, and `+` in versions); its lease tables and log
+    /// lines are named after them.
     pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -19,10 +22,12 @@ impl AppInfo {
         }
     }
 
+    /// The app's name.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The app's version.
     pub fn version(&self) -> &str {
         &self.version
     }
@@ -36,6 +41,8 @@ pub struct RustStream {
 }
 
 impl RustStream {
+    /// An app called `info`, with no subscribers yet: add them with
+    /// [`with_broker`](Self::with_broker).
     pub fn new(info: AppInfo) -> Self {
         Self {
             info,
@@ -55,6 +62,7 @@ impl RustStream {
         self
     }
 
+    /// Its name and version.
     pub fn info(&self) -> &AppInfo {
         &self.info
     }

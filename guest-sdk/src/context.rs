@@ -31,7 +31,7 @@ pub(crate) enum HeaderList<'a> {
 }
 
 impl<'a> HeaderList<'a> {
-    pub fn iter(self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
+    pub(crate) fn iter(self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
         let (owned, arena) = match self {
             Self::Owned(headers) => (headers, None),
             Self::Arena { arena, headers } => (&[][..], Some((arena, headers))),
@@ -61,7 +61,7 @@ pub(crate) fn text(arena: &[u8], span: Span) -> &str {
 }
 
 impl<'a> RecordView<'a> {
-    pub fn of(delivery: &'a Delivery) -> Self {
+    pub(crate) fn of(delivery: &'a Delivery) -> Self {
         Self {
             data: &delivery.data,
             partition_key: &delivery.partition_key,
@@ -126,6 +126,7 @@ impl<'a> Context<'a> {
         self.record.sequence_number
     }
 
+    /// The key the producer gave the record, which chose its shard.
     pub fn partition_key(&self) -> &str {
         self.record.partition_key
     }

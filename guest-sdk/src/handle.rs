@@ -131,6 +131,7 @@ pub struct Subscriber {
 /// Something [`BrokerScope::include`](crate::BrokerScope::include) accepts: a built
 /// [`Subscriber`], or a handler declared with `#[subscriber(..)]`.
 pub trait Declared {
+    /// The subscriber, as the app declares it to the host.
     fn declare(self) -> Subscriber;
 }
 

@@ -34,13 +34,15 @@
 //!
 //! Build with `cargo build --release --target wasm32-wasip2`; the `.wasm` file is the
 //! component. A tenant crate needs this crate, `serde` for its types, and nothing else: no
-//! WIT files, no `wit-bindgen`.
+//! WIT files (the contract ships inside this crate, `wit/`), no `wit-bindgen`.
+//! `ruststream new NAME` writes such a crate, with a `TestApp` test.
 //!
 //! Records are decoded from JSON into the handler's input type (`&Raw` takes the payload as it
 //! is); a record that does not decode is logged (naming the subscriber and sequence number) and
 //! settled by the registration's decode policy (default: dropped). Handlers publish with
-//! [`publish`], which answers where the record landed or a typed [`PublishError`]. `tracing` events inside a handler reach the host's log,
-//! tagged with the component, stream, shard and sequence number.
+//! [`publish`], which answers where the record landed or a typed [`PublishError`]. `tracing`
+//! events inside a handler reach the host's log, tagged with the component, stream, shard and
+//! sequence number.
 
 mod app;
 mod context;
@@ -61,7 +63,7 @@ mod export;
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "ruststream:handler/subscriber-app",
         pub_export_macro: true,
         export_macro_name: "export",

@@ -49,10 +49,12 @@ impl HandlerOutcome {
         Self(Kind::RetryAfter(delay))
     }
 
+    /// Whether this is [`ack`](Self::ack).
     pub const fn is_ack(&self) -> bool {
         matches!(self.0, Kind::Ack)
     }
 
+    /// Whether this is [`drop`](Self::drop).
     pub const fn is_drop(&self) -> bool {
         matches!(self.0, Kind::Drop)
     }
@@ -90,6 +92,7 @@ pub(crate) fn millis(delay: Duration) -> u64 {
 /// record and logs the error, as the seed system does) and `Result<(), HandlerOutcome>` (the
 /// manual [`Handle`](crate::Handle) form).
 pub trait IntoOutcome {
+    /// `Ok(())` to ack the record, or the outcome it stands for.
     fn into_outcome(self) -> Result<(), HandlerOutcome>;
 }
 
@@ -143,7 +146,9 @@ pub enum FailurePolicy {
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailurePolicies {
+    /// What a trapped call stands for (panic, deadline, memory limit).
     pub panic: FailurePolicy,
+    /// What a record that does not decode into the handler's input stands for.
     pub decode: FailurePolicy,
 }
 
@@ -157,11 +162,13 @@ impl Default for FailurePolicies {
 }
 
 impl FailurePolicies {
+    /// These policies, with `policy` for trapped calls.
     pub fn with_panic(mut self, policy: FailurePolicy) -> Self {
         self.panic = policy;
         self
     }
 
+    /// These policies, with `policy` for records that do not decode.
     pub fn with_decode(mut self, policy: FailurePolicy) -> Self {
         self.decode = policy;
         self

@@ -49,7 +49,9 @@ impl Record {
 /// Where a published record landed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Published {
+    /// The shard it was written to.
     pub shard_id: String,
+    /// Its sequence number in that shard.
     pub sequence_number: String,
 }
 

@@ -36,22 +36,32 @@ pub enum KinesisPosition {
     /// The first record that arrived at or after this time, in milliseconds since the epoch.
     Timestamp(u64),
     /// This record of this shard (delivered again).
-    Sequence { shard: String, sequence: String },
+    Sequence {
+        /// The shard; other shards start at the tip.
+        shard: String,
+        /// The record's sequence number.
+        sequence: String,
+    },
 }
 
 impl KinesisPosition {
+    /// The oldest record still in each shard.
     pub const fn horizon() -> Self {
         Self::Horizon
     }
 
+    /// Only records written from now on.
     pub const fn latest() -> Self {
         Self::Latest
     }
 
+    /// The first record that arrived at or after `millis` since the epoch. The host refuses a
+    /// time in the future.
     pub const fn timestamp(millis: u64) -> Self {
         Self::Timestamp(millis)
     }
 
+    /// Record `sequence` of `shard`, delivered again; the other shards start at the tip.
     pub fn sequence(shard: impl Into<String>, sequence: impl Into<String>) -> Self {
         Self::Sequence {
             shard: shard.into(),

@@ -13,6 +13,10 @@
 //! variant alike, and medians are reported.
 
 #[path = "../../guest-examples/bench-ledger/src/ledger.rs"]
+#[allow(
+    unreachable_pub,
+    reason = "the guest's own items, public in the guest crate"
+)]
 mod ledger;
 
 use std::collections::BTreeMap;
@@ -23,15 +27,12 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use ruststream_host::clock::SystemClock;
-use ruststream_host::component::{
-    BatchCall, HandlerInstance, LoadedComponent, Runtime, RuntimeConfig,
+use ruststream_runtime::internals::{BatchCall, HandlerInstance};
+use ruststream_runtime::{
+    Delivery, InProcessStreams, LoadedComponent, LogSink, Outcome, Runtime, RuntimeConfig,
+    SystemClock, Tenant,
 };
-use ruststream_host::log::LogSink;
-use ruststream_host::record::Delivery;
-use ruststream_host::settlement::Outcome;
-use ruststream_host::tenant::Tenant;
-use ruststream_host::testapp::InProcessStreams;
+use ruststream_tests::guests;
 
 const RECORDS_PER_ROUND: usize = 20_000;
 const ROUNDS: usize = 25;
@@ -79,9 +80,9 @@ async fn load(deadlines: bool) -> anyhow::Result<LoadedComponent> {
         ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(config)?;
-    let path = ruststream_tests::component("bench-ledger");
+    let path = guests::BENCH_LEDGER.path();
     let tenant = Arc::new(Tenant::trusted("bench"));
-    LoadedComponent::from_file(&runtime, &path, &tenant, &LogSink::new())
+    LoadedComponent::from_file(&runtime, &path, tenant.policy(), &LogSink::new())
         .await
         .with_context(|| format!("loading {}", path.display()))
 }
@@ -106,7 +107,12 @@ impl Variant {
         let clock = Arc::new(SystemClock);
         let streams = Arc::new(InProcessStreams::new(clock.clone()));
         let tenant = Arc::new(Tenant::trusted("bench"));
-        let instance = component.instance(component.env(tenant, streams, clock, LogSink::new()));
+        let instance = component.instance(component.env(
+            tenant.policy().clone(),
+            streams,
+            clock,
+            LogSink::new(),
+        ));
         let calls = match batch {
             1 => "one call per record".to_owned(),
             n => format!("batch of {n}"),

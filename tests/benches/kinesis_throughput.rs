@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType};
-use ruststream_host::app::StartPosition;
-use ruststream_host::lease::MemoryLeaseStore;
-use ruststream_host::runner::Deployment;
+use ruststream_host::{Deployment, MemoryLeaseStore};
+use ruststream_runtime::StartPosition;
 use ruststream_tests::e2e::TestHost;
+use ruststream_tests::guests;
 use ruststream_tests::servers::LocalKinesis;
 
 const RECORDS: usize = 4000;
@@ -60,7 +60,7 @@ async fn round() -> anyhow::Result<Round> {
     let client = kinesis.client().await;
 
     let tip = TestHost::new(client.clone(), "bench-tip")?;
-    let app = tip.run_in_memory("bench-ledger", 1).await?;
+    let app = tip.run_in_memory(guests::BENCH_LEDGER, 1).await?;
     let started = Instant::now();
     put_all(&client).await?;
     let put = started.elapsed();
@@ -70,7 +70,7 @@ async fn round() -> anyhow::Result<Round> {
 
     let horizon = TestHost::new(client.clone(), "bench-horizon")?;
     let mut deployment = Deployment::new(
-        horizon.load("bench-ledger").await?,
+        horizon.load(guests::BENCH_LEDGER).await?,
         Arc::new(MemoryLeaseStore::new()),
     );
     deployment
@@ -95,7 +95,7 @@ async fn round() -> anyhow::Result<Round> {
 
 /// Reads the stream from the horizon with a plain GetRecords loop; the time it took.
 async fn bare_read(client: &aws_sdk_kinesis::Client) -> anyhow::Result<Duration> {
-    let shards = ruststream_host::kinesis::list_shards(client, STREAM).await?;
+    let shards = ruststream_host::list_shards(client, STREAM).await?;
     let shard = &shards
         .first()
         .ok_or_else(|| anyhow::anyhow!("no shard"))?

@@ -4,13 +4,13 @@
 //!
 //! `cargo run -p ruststream-tests --example settlement`
 
-use ruststream_host::log::Origin;
-use ruststream_host::testapp::TestApp;
+use ruststream_runtime::{Origin, TestApp};
+use ruststream_tests::guests;
 use serde_json::json;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let path = ruststream_tests::component("settlement");
+    let path = guests::SETTLEMENT.path();
     let mut app = TestApp::start(&path).await?;
     println!(
         "loaded {} — app {} {}, subscriber `book` on stream `ledger`\n",

@@ -1,20 +1,22 @@
 //! Running the host against the local servers: hosts with short timings, recorded deliveries,
 //! and producers that write straight to Kinesis.
 
+use crate::Guest;
+use crate::wait::eventually;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use aws_sdk_kinesis::primitives::Blob;
-use ruststream_host::component::{
-    CompileConfig, Compiler, LoadedComponent, Runtime, RuntimeConfig,
+use ruststream_host::{
+    Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore, MemoryLeaseStore, ReaderConfig,
+    RunningApp, ShardState,
 };
-use ruststream_host::kinesis::ReaderConfig;
-use ruststream_host::lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
-use ruststream_host::log::LogSink;
-use ruststream_host::pipeline::{DeliveryReport, Observer};
-use ruststream_host::runner::{Deployment, Host, HostConfig, RunningApp, ShardState};
-use ruststream_host::tenant::Tenant;
+use ruststream_runtime::internals::lock;
+use ruststream_runtime::{
+    CompileConfig, Compiler, DeliveryReport, LoadedComponent, LogSink, Observer, Runtime,
+    RuntimeConfig, Tenant,
+};
 
 /// The engine settings of the binary: components compiled by the `ruststream` binary's bounded
 /// worker, cached under the target dir (so each test run compiles each component once).
@@ -47,86 +49,70 @@ pub fn quick_config(owner: &str) -> HostConfig {
     }
 }
 
-/// Waits until `condition` holds, checking every 25 ms, for at most `timeout`. Returns whether
-/// it held: tests wait on conditions, never on a guess of how long something takes.
-pub async fn eventually(timeout: Duration, condition: impl Fn() -> bool) -> bool {
-    eventually_async(timeout, async || condition()).await
-}
-
-/// [`eventually`] for a condition that must await (a store read, say).
-pub async fn eventually_async(timeout: Duration, condition: impl AsyncFn() -> bool) -> bool {
-    tokio::time::timeout(timeout, async {
-        while !condition().await {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    })
-    .await
-    .is_ok()
-}
-
 /// Every settled delivery a host reports, in order.
 #[derive(Clone, Default)]
 pub struct Deliveries(Arc<Mutex<Vec<DeliveryReport>>>);
 
 impl Deliveries {
+    /// An observer that records every report here; give it to a host.
     pub fn observer(&self) -> Observer {
         let reports = self.0.clone();
         Arc::new(move |report: &DeliveryReport| {
-            reports
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(report.clone());
+            lock(&reports).push(report.clone());
         })
     }
 
+    /// Every report so far, in order.
     pub fn all(&self) -> Vec<DeliveryReport> {
         self.lock().clone()
     }
 
+    /// How many deliveries were reported.
     pub fn len(&self) -> usize {
         self.lock().len()
     }
 
+    /// Whether none was.
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }
 
     /// Waits until at least `count` deliveries were reported.
     pub async fn wait_for(&self, count: usize, timeout: Duration) -> Result<Vec<DeliveryReport>> {
-        let waited = tokio::time::timeout(timeout, async {
-            while self.len() < count {
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-        })
-        .await;
+        let waited = eventually(timeout, || self.len() >= count).await;
         let all = self.all();
-        waited.map_err(|_| {
-            anyhow::anyhow!(
-                "waited {timeout:?} for {count} deliveries, saw {}: {all:#?}",
-                all.len()
-            )
-        })?;
+        anyhow::ensure!(
+            waited,
+            "waited {timeout:?} for {count} deliveries, saw {}: {all:#?}",
+            all.len()
+        );
         Ok(all)
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<DeliveryReport>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.0)
     }
 }
 
 /// A host on `kinesis` with quick timings, its deliveries and log captured.
 pub struct TestHost {
+    /// The host.
     pub host: Host,
+    /// Every delivery it settled.
     pub deliveries: Deliveries,
+    /// What it and its components logged.
     pub log: LogSink,
+    /// The wasm runtime it loads components with (compile worker, shared cache).
     pub runtime: Runtime,
 }
 
 impl TestHost {
+    /// A host called `owner` with [`quick_config`] timings.
     pub fn new(kinesis: aws_sdk_kinesis::Client, owner: &str) -> Result<Self> {
         Self::with_config(kinesis, quick_config(owner))
     }
 
+    /// A host with `config`.
     pub fn with_config(kinesis: aws_sdk_kinesis::Client, config: HostConfig) -> Result<Self> {
         let deliveries = Deliveries::default();
         let log = LogSink::capturing();
@@ -141,34 +127,34 @@ impl TestHost {
         })
     }
 
-    /// Loads guest example `name` for a trusted tenant with the default limits.
-    pub async fn load(&self, name: &str) -> Result<LoadedComponent> {
-        self.load_for(name, &Arc::new(Tenant::trusted("default")))
+    /// Loads `guest` for a trusted tenant with the default limits.
+    pub async fn load(&self, guest: Guest) -> Result<LoadedComponent> {
+        self.load_for(guest, &Arc::new(Tenant::trusted("default")))
             .await
     }
 
-    /// Loads guest example `name` for `tenant`: under its limits, logging to the host's log.
-    pub async fn load_for(&self, name: &str, tenant: &Arc<Tenant>) -> Result<LoadedComponent> {
-        let path = crate::component(name);
-        LoadedComponent::from_file(&self.runtime, &path, tenant, &self.log)
+    /// Loads `guest` for `tenant`: under its limits, logging to the host's log.
+    pub async fn load_for(&self, guest: Guest, tenant: &Arc<Tenant>) -> Result<LoadedComponent> {
+        let path = guest.path();
+        LoadedComponent::from_file(&self.runtime, &path, tenant.policy(), &self.log)
             .await
             .with_context(|| format!("loading {}", path.display()))
     }
 
-    /// Starts guest example `name` with `store` and waits until `shards` shards are read.
+    /// Starts `guest` with `store` and waits until `shards` shards are read.
     pub async fn run(
         &self,
-        name: &str,
+        guest: Guest,
         store: Arc<dyn LeaseStore>,
         shards: usize,
     ) -> Result<RunningApp> {
-        let deployment = Deployment::new(self.load(name).await?, store);
+        let deployment = Deployment::new(self.load(guest).await?, store);
         self.start(deployment, shards).await
     }
 
     /// [`run`](Self::run) with a fresh in-memory lease store.
-    pub async fn run_in_memory(&self, name: &str, shards: usize) -> Result<RunningApp> {
-        self.run(name, Arc::new(MemoryLeaseStore::new()), shards)
+    pub async fn run_in_memory(&self, guest: Guest, shards: usize) -> Result<RunningApp> {
+        self.run(guest, Arc::new(MemoryLeaseStore::new()), shards)
             .await
     }
 
@@ -196,9 +182,13 @@ impl TestHost {
 /// A local Kinesis server with one stream, and a local DynamoDB server with a lease table.
 /// Both servers stop when this is dropped.
 pub struct Servers {
+    /// The Kinesis server.
     pub kinesis: crate::servers::LocalKinesis,
+    /// The DynamoDB server.
     pub dynamo: crate::servers::LocalDynamo,
+    /// A client of the Kinesis server.
     pub client: aws_sdk_kinesis::Client,
+    /// A lease store on the lease table.
     pub store: Arc<DynamoLeaseStore>,
 }
 
@@ -235,7 +225,7 @@ pub async fn stored_checkpoint(
     stream: &str,
     shard: &str,
 ) -> Result<Option<String>> {
-    let key = ruststream_host::lease::LeaseKey::new(stream, shard);
+    let key = ruststream_host::LeaseKey::new(stream, shard);
     Ok(store.read(&key).await?.and_then(|row| row.checkpoint))
 }
 
@@ -295,8 +285,11 @@ pub async fn put_json_batch(
 /// A record as read back from a stream.
 #[derive(Debug, Clone)]
 pub struct ReadBack {
+    /// The shard it was read from.
     pub shard_id: String,
+    /// Its sequence number there.
     pub sequence_number: String,
+    /// Its partition key.
     pub partition_key: String,
     /// The bytes as stored, envelope included.
     pub data: Vec<u8>,
@@ -304,15 +297,15 @@ pub struct ReadBack {
 
 impl ReadBack {
     /// Payload and headers, as the host reads them from the envelope.
-    pub fn envelope(&self) -> ruststream_host::envelope::Unwrapped {
-        ruststream_host::envelope::unwrap(&self.data)
+    pub fn envelope(&self) -> ruststream_runtime::internals::envelope::Unwrapped {
+        ruststream_runtime::internals::envelope::unwrap(&self.data)
     }
 }
 
 /// Every record of every shard of `stream`, from the horizon, in shard order.
 pub async fn read_all(kinesis: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<ReadBack>> {
     let mut out = Vec::new();
-    let shards = ruststream_host::kinesis::list_shards(kinesis, stream).await?;
+    let shards = ruststream_host::list_shards(kinesis, stream).await?;
     for shard in shards {
         let mut iterator = kinesis
             .get_shard_iterator()

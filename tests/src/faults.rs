@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use aws_smithy_runtime_api::client::http::{
@@ -30,6 +30,7 @@ use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
+use ruststream_runtime::internals::lock;
 
 /// What an injected operation gets instead of a plain pass to the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,8 +39,11 @@ pub enum Fault {
     /// `x-amzn-ErrorType` header and a body `{"__type": .., "message": ..}`, so the SDK
     /// reports the modelled error.
     Error {
+        /// The HTTP status.
         status: u16,
+        /// The error's type, as the service names it (`ProvisionedThroughputExceededException`).
         error_type: String,
+        /// Its message.
         message: String,
     },
     /// The request reaches the server only after this long: a slow or hung server.
@@ -125,6 +129,7 @@ impl fmt::Debug for Faults {
 }
 
 impl Faults {
+    /// An injector with no rules: every request goes through.
     pub fn new() -> Self {
         Self::default()
     }
@@ -204,7 +209,7 @@ impl Faults {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 }
 

@@ -1,10 +1,14 @@
-//! Shared helpers of RustStream's end-to-end tests: where the compiled guest components are.
+//! Shared helpers of RustStream's end-to-end tests: the compiled guest components, local
+//! servers, hosts running against them, fault injection, hostile components, and waiting for
+//! a condition.
 //!
 //! `build.rs` builds every crate of `guest-examples/` for `wasm32-wasip2` before the tests
-//! compile; [`component`] gives the path of one of them.
+//! compile, and writes one constant per component in [`guests`]:
 //!
 //! ```
-//! let path = ruststream_tests::component("settlement");
+//! use ruststream_tests::guests;
+//!
+//! let path = guests::SETTLEMENT.path();
 //! assert!(path.ends_with("settlement.wasm"));
 //! ```
 
@@ -13,18 +17,50 @@ use std::path::PathBuf;
 pub mod e2e;
 pub mod faults;
 pub mod hostile;
+pub mod imports;
 pub mod servers;
+pub mod wait;
 
 /// Directory holding the compiled guest components.
 pub const GUEST_DIR: &str = env!("RUSTSTREAM_GUEST_DIR");
 
-/// The compiled component of guest example `name` (its crate name; `-` and `_` are the same).
-pub fn component(name: &str) -> PathBuf {
-    PathBuf::from(GUEST_DIR).join(format!("{}.wasm", name.replace('-', "_")))
+/// One compiled component of `guest-examples/`; the constants of [`guests`] name them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Guest {
+    name: &'static str,
+}
+
+impl Guest {
+    const fn new(name: &'static str) -> Self {
+        Self { name }
+    }
+
+    /// Its crate name in `guest-examples/`.
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+
+    /// Its compiled component file.
+    pub fn path(self) -> PathBuf {
+        PathBuf::from(GUEST_DIR).join(format!("{}.wasm", self.name.replace('-', "_")))
+    }
+}
+
+impl std::fmt::Display for Guest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Every guest component, as built for this test run.
+pub mod guests {
+    use super::Guest;
+
+    include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }
 
 /// The `ruststream` binary cargo built beside the running test (`cargo test --workspace`
-/// builds it for the host crate's own CLI tests).
+/// builds it for the CLI crate's own tests).
 ///
 /// # Panics
 /// When it is missing, saying how to build it.
@@ -37,7 +73,7 @@ pub fn binary() -> PathBuf {
     let binary = dir.join("ruststream");
     assert!(
         binary.exists(),
-        "{} is missing: build it with `cargo build -p ruststream-host`",
+        "{} is missing: build it with `cargo build -p ruststream-cli`",
         binary.display()
     );
     binary

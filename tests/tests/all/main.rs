@@ -1,14 +1,13 @@
 //! Every test of the tests crate, in one binary (as wasmtime's `tests/all`): each test binary
 //! links wasmtime and both AWS SDKs, so one binary instead of eight saves most of the link time
-//! and ~450 MB of disk. Each module is one area; run one with `cargo test --test all <module>::`.
+//! and ~450 MB of disk.
+//!
+//! - `testapp`: components under `TestApp`, no server;
+//! - `e2e`: the host and the binary against local Kinesis and DynamoDB servers;
+//! - `layout`: the shape of the workspace itself.
+//!
+//! Run one area with `cargo test --test all e2e::sandbox::`.
 
-mod binary;
-mod chaos;
-mod copies;
-mod kinesis;
-mod kinesis_copies;
-mod limits;
-mod resilience;
-mod sandbox;
-mod servers;
-mod settlement;
+mod e2e;
+mod layout;
+mod testapp;

@@ -1,0 +1,462 @@
+//! Leases and checkpoints in a DynamoDB table: they survive restarts, and several hosts share
+//! the shards of a stream through them.
+//!
+//! The table layout is the seed's, so a table written by native RustStream services is
+//! readable (and ours by them): hash key `lease_key` (S, `stream:shard`), attributes
+//! `lease_owner` (S), `lease_expiry` (N, epoch ms), `lease_counter` (N, incremented by every
+//! write) and `checkpoint` (S). One attribute of ours comes on top, `lease_wanted_by` (S): the
+//! host that asked for the lease to be handed over; native services ignore it. Every write is
+//! one conditional `UpdateItem`; the protocol needs no transactions or TTL.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
+    ScalarAttributeType, TableStatus,
+};
+
+use super::{Claim, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore, Renewal, expiry_ms};
+use crate::Cause;
+use ruststream_runtime::BoxFuture;
+
+const KEY: &str = "lease_key";
+const OWNER: &str = "lease_owner";
+const EXPIRY: &str = "lease_expiry";
+const COUNTER: &str = "lease_counter";
+const CHECKPOINT: &str = "checkpoint";
+const WANTED_BY: &str = "lease_wanted_by";
+
+/// Counts of what the store sent, for tests and metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DynamoStoreStats {
+    /// Conditional writes sent (acquire, renew, checkpoint, release).
+    pub writes: u64,
+    /// Of those, checkpoint writes.
+    pub checkpoint_writes: u64,
+}
+
+/// A lease store backed by one DynamoDB table (one table per namespace: a tenant's app).
+#[derive(Debug)]
+pub struct DynamoLeaseStore {
+    client: Client,
+    table: String,
+    writes: AtomicU64,
+    checkpoint_writes: AtomicU64,
+}
+
+impl DynamoLeaseStore {
+    /// A store over the existing table `table`.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            writes: AtomicU64::new(0),
+            checkpoint_writes: AtomicU64::new(0),
+        }
+    }
+
+    /// The table it uses.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// What the store has sent so far.
+    pub fn stats(&self) -> DynamoStoreStats {
+        DynamoStoreStats {
+            writes: self.writes.load(Ordering::Relaxed),
+            checkpoint_writes: self.checkpoint_writes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Creates the table (on-demand capacity) unless it exists, and waits until it is active.
+    ///
+    /// # Errors
+    /// When DynamoDB refuses or the table does not become active within a minute.
+    pub async fn create_table_if_missing(&self) -> Result<(), LeaseError> {
+        if self.table_status().await?.is_none() {
+            let created = self
+                .client
+                .create_table()
+                .table_name(&self.table)
+                .attribute_definitions(
+                    AttributeDefinition::builder()
+                        .attribute_name(KEY)
+                        .attribute_type(ScalarAttributeType::S)
+                        .build()
+                        .map_err(|e| self.backend("CreateTable", "", e))?,
+                )
+                .key_schema(
+                    KeySchemaElement::builder()
+                        .attribute_name(KEY)
+                        .key_type(KeyType::Hash)
+                        .build()
+                        .map_err(|e| self.backend("CreateTable", "", e))?,
+                )
+                .billing_mode(BillingMode::PayPerRequest)
+                .send()
+                .await;
+            if let Err(error) = created
+                && error.code() != Some("ResourceInUseException")
+            {
+                return Err(self.backend("CreateTable", "", error));
+            }
+        }
+        for _ in 0..120 {
+            if self.table_status().await? == Some(TableStatus::Active) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Err(LeaseError::NotActive {
+            table: self.table.clone(),
+        })
+    }
+
+    async fn table_status(&self) -> Result<Option<TableStatus>, LeaseError> {
+        match self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.table.and_then(|t| t.table_status)),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(self.backend("DescribeTable", "", error)),
+        }
+    }
+
+    fn backend(&self, operation: &'static str, key: &str, error: impl Into<Cause>) -> LeaseError {
+        LeaseError::Backend {
+            store: self.describe(),
+            operation,
+            key: key.to_owned(),
+            source: error.into(),
+        }
+    }
+
+    /// One conditional `UpdateItem`. `Ok(None)` when the condition failed.
+    async fn update(
+        &self,
+        operation: &'static str,
+        key: &str,
+        update: &str,
+        condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<Option<HashMap<String, AttributeValue>>, LeaseError> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(KEY, AttributeValue::S(key.to_owned()))
+            .update_expression(update)
+            .condition_expression(condition)
+            .return_values(ReturnValue::AllNew);
+        for (name, value) in values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match request.send().await {
+            Ok(out) => Ok(Some(out.attributes.unwrap_or_default())),
+            Err(SdkError::ServiceError(e)) if e.err().is_conditional_check_failed_exception() => {
+                Ok(None)
+            }
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                Err(LeaseError::NoTable {
+                    table: self.table.clone(),
+                })
+            }
+            Err(error) => Err(self.backend(operation, key, error)),
+        }
+    }
+
+    /// A write by the holder of `lease`: conditional on owner and counter, and bumping the
+    /// counter. Returns the row as written, `None` when the lease was lost.
+    async fn held_write(
+        &self,
+        operation: &'static str,
+        lease: &mut HeldLease,
+        set: &str,
+        mut values: Vec<(&str, AttributeValue)>,
+    ) -> Result<Option<HashMap<String, AttributeValue>>, LeaseError> {
+        let key = lease.key.to_string();
+        values.extend([
+            (":me", AttributeValue::S(lease.owner.clone())),
+            (":c", number(lease.counter)),
+            (":one", number(1)),
+        ]);
+        let update = format!("{set} ADD {COUNTER} :one");
+        let condition = format!("{OWNER} = :me AND {COUNTER} = :c");
+        let Some(row) = self
+            .update(operation, &key, &update, &condition, values)
+            .await?
+        else {
+            return Ok(None);
+        };
+        lease.counter = read_counter(&key, &row)?;
+        Ok(Some(row))
+    }
+}
+
+impl LeaseStore for DynamoLeaseStore {
+    fn describe(&self) -> String {
+        format!("dynamodb:{}", self.table)
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<LeaseRecord>, LeaseError>> {
+        Box::pin(async move {
+            let mut rows = Vec::new();
+            let mut start = None;
+            loop {
+                let page = self
+                    .client
+                    .scan()
+                    .table_name(&self.table)
+                    .consistent_read(true)
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|e| self.backend("Scan", "", e))?;
+                for item in page.items.unwrap_or_default() {
+                    rows.push(parse_record(&item)?);
+                }
+                start = page.last_evaluated_key;
+                if start.is_none() {
+                    return Ok(rows);
+                }
+            }
+        })
+    }
+
+    fn read<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+    ) -> BoxFuture<'a, Result<Option<LeaseRecord>, LeaseError>> {
+        Box::pin(async move {
+            let name = key.to_string();
+            let out = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .key(KEY, AttributeValue::S(name.clone()))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|e| self.backend("GetItem", &name, e))?;
+            out.item.as_ref().map(parse_record).transpose()
+        })
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        ttl: Duration,
+        claim: Claim,
+    ) -> BoxFuture<'a, Result<Option<HeldLease>, LeaseError>> {
+        Box::pin(async move {
+            let name = key.to_string();
+            let mut values = vec![
+                (":me", AttributeValue::S(owner.to_owned())),
+                (":exp", number(expiry_ms(ttl))),
+                (":one", number(1)),
+            ];
+            let condition = match claim {
+                Claim::Free => format!("attribute_not_exists({OWNER}) OR {OWNER} = :me"),
+                Claim::Observed(counter) => {
+                    values.push((":c", number(counter)));
+                    format!("{COUNTER} = :c")
+                }
+            };
+            let update =
+                format!("SET {OWNER} = :me, {EXPIRY} = :exp REMOVE {WANTED_BY} ADD {COUNTER} :one");
+            let Some(row) = self
+                .update("UpdateItem(acquire)", &name, &update, &condition, values)
+                .await?
+            else {
+                return Ok(None);
+            };
+            Ok(Some(HeldLease {
+                key: key.clone(),
+                owner: owner.to_owned(),
+                counter: read_counter(&name, &row)?,
+                checkpoint: string(&row, CHECKPOINT),
+            }))
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        lease: &'a mut HeldLease,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Renewal, LeaseError>> {
+        Box::pin(async move {
+            let set = format!("SET {EXPIRY} = :exp");
+            let values = vec![(":exp", number(expiry_ms(ttl)))];
+            let row = self
+                .held_write("UpdateItem(renew)", lease, &set, values)
+                .await?;
+            Ok(Renewal {
+                held: row.is_some(),
+                wanted_by: row.and_then(|row| string(&row, WANTED_BY)),
+            })
+        })
+    }
+
+    fn checkpoint<'a>(
+        &'a self,
+        lease: &'a mut HeldLease,
+        sequence: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            self.checkpoint_writes.fetch_add(1, Ordering::Relaxed);
+            let set = format!("SET {CHECKPOINT} = :seq, {EXPIRY} = :exp");
+            let values = vec![
+                (":seq", AttributeValue::S(sequence.to_owned())),
+                (":exp", number(expiry_ms(ttl))),
+            ];
+            let row = self
+                .held_write("UpdateItem(checkpoint)", lease, &set, values)
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn release(&self, mut lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            let set = format!("REMOVE {OWNER}, {EXPIRY}, {WANTED_BY}");
+            let row = self
+                .held_write("UpdateItem(release)", &mut lease, &set, Vec::new())
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn request_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        taker: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            // The counter is left alone: the holder's fenced writes go on until it hands over.
+            let values = vec![
+                (":holder", AttributeValue::S(holder.to_owned())),
+                (":taker", AttributeValue::S(taker.to_owned())),
+            ];
+            let update = format!("SET {WANTED_BY} = :taker");
+            let condition = format!("{OWNER} = :holder");
+            let name = key.to_string();
+            let row = self
+                .update(
+                    "UpdateItem(request handoff)",
+                    &name,
+                    &update,
+                    &condition,
+                    values,
+                )
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn hand_off<'a>(
+        &'a self,
+        mut lease: HeldLease,
+        to: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            let set = format!("SET {OWNER} = :to REMOVE {WANTED_BY}");
+            let values = vec![(":to", AttributeValue::S(to.to_owned()))];
+            let row = self
+                .held_write("UpdateItem(hand off)", &mut lease, &set, values)
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn seed_checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        checkpoint: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            let values = vec![(":c", AttributeValue::S(checkpoint.to_owned()))];
+            let update = format!("SET {CHECKPOINT} = :c");
+            let condition = format!("attribute_not_exists({CHECKPOINT})");
+            let name = key.to_string();
+            let row = self
+                .update(
+                    "UpdateItem(seed checkpoint)",
+                    &name,
+                    &update,
+                    &condition,
+                    values,
+                )
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+}
+
+fn number(n: u64) -> AttributeValue {
+    AttributeValue::N(n.to_string())
+}
+
+fn string(row: &HashMap<String, AttributeValue>, name: &str) -> Option<String> {
+    row.get(name).and_then(|v| v.as_s().ok()).cloned()
+}
+
+fn read_number(
+    key: &str,
+    row: &HashMap<String, AttributeValue>,
+    name: &str,
+) -> Result<Option<u64>, LeaseError> {
+    let Some(value) = row.get(name) else {
+        return Ok(None);
+    };
+    let malformed = |reason: String| LeaseError::Malformed {
+        key: key.to_owned(),
+        reason,
+    };
+    let text = value
+        .as_n()
+        .map_err(|_| malformed(format!("`{name}` is not a number")))?;
+    text.parse()
+        .map(Some)
+        .map_err(|_| malformed(format!("`{name}` = {text} is not a non-negative integer")))
+}
+
+fn read_counter(key: &str, row: &HashMap<String, AttributeValue>) -> Result<u64, LeaseError> {
+    Ok(read_number(key, row, COUNTER)?.unwrap_or(0))
+}
+
+fn parse_record(row: &HashMap<String, AttributeValue>) -> Result<LeaseRecord, LeaseError> {
+    let key = string(row, KEY).ok_or_else(|| LeaseError::Malformed {
+        key: "?".to_owned(),
+        reason: format!("a row without a string `{KEY}`"),
+    })?;
+    Ok(LeaseRecord {
+        owner: string(row, OWNER),
+        expiry_ms: read_number(&key, row, EXPIRY)?,
+        counter: read_counter(&key, row)?,
+        checkpoint: string(row, CHECKPOINT),
+        wanted_by: string(row, WANTED_BY),
+        key,
+    })
+}

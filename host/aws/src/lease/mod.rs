@@ -1,0 +1,302 @@
+//! Leases and stored checkpoints: which host reads a shard, and where its subscription stands.
+//!
+//! One lease row per shard (per subscription) holds its owner, an expiry, a **fencing counter**
+//! that every write increments, and the checkpoint. Every write a holder makes is conditional on
+//! the owner *and* the counter it last saw, so a host whose lease was taken over cannot write
+//! again: its next renewal or checkpoint fails, and it stops delivering that shard at once.
+//!
+//! Expiry is judged the KCL way, not by trusting wall clocks: a lease held by someone else is
+//! expired when its counter has not moved for the lease duration as seen by the observer's own
+//! monotonic clock; taking it over is conditional on that same counter. The row also carries
+//! `lease_expiry` (wall clock, epoch ms), which native RustStream services read.
+//!
+//! A store serves one namespace (a tenant's app), so two apps reading one stream keep separate
+//! checkpoints. Keys are `stream:shard`, the seed's layout, so a table written by native
+//! services is readable.
+
+mod dynamo;
+mod memory;
+mod namespace;
+
+pub use dynamo::{DynamoLeaseStore, DynamoStoreStats};
+pub use memory::MemoryLeaseStore;
+pub use namespace::{DEFAULT_TABLE_TEMPLATE, TableTemplate, TemplateError};
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ruststream_runtime::{BoxFuture, Clock, SystemClock};
+
+/// The checkpoint of a shard that was read to its end (after a split or merge); its children
+/// may start.
+pub const SHARD_END: &str = "SHARD_END";
+
+/// The checkpoint of a shard that starts at its oldest record: a child whose parent this
+/// namespace read to its end.
+pub const TRIM_HORIZON: &str = "TRIM_HORIZON";
+
+/// The checkpoint of a shard opened at a time (or at the tip, resolved to the time it was
+/// opened) that has no handled record yet: `AT_TIMESTAMP:<ms since the epoch>`.
+pub const AT_TIMESTAMP_PREFIX: &str = "AT_TIMESTAMP:";
+
+/// What a stored checkpoint says: a sequence number, or one of the positions above.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checkpoint {
+    /// After this record.
+    Sequence(String),
+    /// The shard was read to its end.
+    ShardEnd,
+    /// From the shard's oldest record.
+    TrimHorizon,
+    /// From the records that arrived at or after this time (ms since the epoch).
+    AtTimestamp(u64),
+}
+
+impl Checkpoint {
+    /// Reads a stored checkpoint.
+    pub fn parse(stored: &str) -> Self {
+        match stored {
+            SHARD_END => Self::ShardEnd,
+            TRIM_HORIZON => Self::TrimHorizon,
+            other => match other
+                .strip_prefix(AT_TIMESTAMP_PREFIX)
+                .and_then(|ms| ms.parse().ok())
+            {
+                Some(ms) => Self::AtTimestamp(ms),
+                None => Self::Sequence(other.to_owned()),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Checkpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Sequence(sequence) => f.write_str(sequence),
+            Self::ShardEnd => f.write_str(SHARD_END),
+            Self::TrimHorizon => f.write_str(TRIM_HORIZON),
+            Self::AtTimestamp(ms) => write!(f, "{AT_TIMESTAMP_PREFIX}{ms}"),
+        }
+    }
+}
+
+/// Identifies one shard of one subscription in a lease store.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseKey {
+    stream: Arc<str>,
+    shard_id: Arc<str>,
+    /// Set only when several subscriptions of one app read the same stream.
+    subscriber: Option<Arc<str>>,
+}
+
+impl LeaseKey {
+    /// The key of `shard_id` of `stream`: `stream:shard`.
+    pub fn new(stream: &str, shard_id: &str) -> Self {
+        Self {
+            stream: stream.into(),
+            shard_id: shard_id.into(),
+            subscriber: None,
+        }
+    }
+
+    /// The key of a subscription that shares its stream with another of the same app:
+    /// `stream:shard@subscriber`.
+    pub fn for_subscriber(stream: &str, shard_id: &str, subscriber: &str) -> Self {
+        Self {
+            subscriber: Some(subscriber.into()),
+            ..Self::new(stream, shard_id)
+        }
+    }
+
+    /// The stream of the shard.
+    pub fn stream(&self) -> &str {
+        &self.stream
+    }
+
+    /// The shard.
+    pub fn shard_id(&self) -> &str {
+        &self.shard_id
+    }
+}
+
+impl fmt::Display for LeaseKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.stream, self.shard_id)?;
+        if let Some(subscriber) = &self.subscriber {
+            write!(f, "@{subscriber}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The wall-clock expiry written with a lease: now + `ttl`, in ms since the epoch. Only
+/// native services read it; we judge expiry by observing the fencing counter.
+pub(crate) fn expiry_ms(ttl: Duration) -> u64 {
+    SystemClock.now_ms().saturating_add(ttl.as_millis() as u64)
+}
+
+/// A lease row as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// The row's key as stored (`stream:shard`).
+    pub key: String,
+    /// The host holding it; none once released.
+    pub owner: Option<String>,
+    /// Wall-clock expiry (epoch ms) written by the owner; informational for us.
+    pub expiry_ms: Option<u64>,
+    /// The fencing counter: incremented by every write.
+    pub counter: u64,
+    /// The stored position: a sequence number, or a marker ([`Checkpoint`] reads both).
+    pub checkpoint: Option<String>,
+    /// The host that asked the owner to hand the lease over (balancing), if any.
+    pub wanted_by: Option<String>,
+}
+
+/// What a renewal found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewal {
+    /// Whether the lease is still held (`false`: taken over or released by someone else).
+    pub held: bool,
+    /// The host that asked for it to be handed over, if one did.
+    pub wanted_by: Option<String>,
+}
+
+/// A lease this host holds, with the counter of its last write (its fencing token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLease {
+    /// The shard it is for.
+    pub key: LeaseKey,
+    /// This host.
+    pub owner: String,
+    /// The counter of this host's last write: every write is conditional on it.
+    pub counter: u64,
+    /// The checkpoint stored when the lease was taken.
+    pub checkpoint: Option<String>,
+}
+
+/// The condition under which [`LeaseStore::acquire`] takes a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The lease has no owner (or no row exists), or it is already ours (a restart with a
+    /// fixed owner id).
+    Free,
+    /// Take it over from whoever holds it, provided its counter is still exactly this value:
+    /// the caller observed it unchanged for the lease duration (expired), or is balancing.
+    Observed(u64),
+}
+
+/// A lease store failed (not: a condition did not hold, which is a normal `false`/`None`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// The lease table does not exist.
+    #[error("lease table `{table}` does not exist")]
+    NoTable {
+        /// The table.
+        table: String,
+    },
+    /// The lease table was created but did not become active in time.
+    #[error("lease table `{table}` did not become active within a minute")]
+    NotActive {
+        /// The table.
+        table: String,
+    },
+    /// The store's backend failed; the cause is its own error (an SDK error stays one).
+    #[error("lease store `{store}`: {operation} on `{key}` failed")]
+    Backend {
+        /// The store, as [`LeaseStore::describe`] names it.
+        store: String,
+        /// The backend operation.
+        operation: &'static str,
+        /// The lease key, when the call was about one.
+        key: String,
+        /// What the backend said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A row of the table is not a lease row this host can read.
+    #[error("lease row `{key}` is malformed: {reason}")]
+    Malformed {
+        /// The row's key (`?` when it has none).
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The store did not answer in time; the call may or may not have taken effect.
+    #[error("the lease store did not answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// Where leases and checkpoints live. One store serves one namespace (a tenant's app).
+///
+/// Every mutating call is conditional: `Ok(None)`/`Ok(false)` means the condition did not hold
+/// (someone else holds the lease, or this holder was fenced off); `Err` means the store itself
+/// failed and the caller may retry.
+pub trait LeaseStore: Send + Sync + 'static {
+    /// A short description for logs (`memory`, `dynamodb:table`).
+    fn describe(&self) -> String;
+
+    /// Every lease row of the namespace.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<LeaseRecord>, LeaseError>>;
+
+    /// One lease row, if it exists.
+    fn read<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+    ) -> BoxFuture<'a, Result<Option<LeaseRecord>, LeaseError>>;
+
+    /// Takes the lease for `owner` under `claim`, setting its expiry to now + `ttl`.
+    fn acquire<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        owner: &'a str,
+        ttl: Duration,
+        claim: Claim,
+    ) -> BoxFuture<'a, Result<Option<HeldLease>, LeaseError>>;
+
+    /// Extends a held lease, and says whether another host asked for it to be handed over.
+    fn renew<'a>(
+        &'a self,
+        lease: &'a mut HeldLease,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Renewal, LeaseError>>;
+
+    /// Stores `sequence` as the checkpoint of a held lease (and extends it).
+    /// `false`: the lease was lost; nothing was written.
+    fn checkpoint<'a>(
+        &'a self,
+        lease: &'a mut HeldLease,
+        sequence: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+
+    /// Gives a held lease up, keeping its checkpoint. `false`: it was already lost.
+    fn release(&self, lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>>;
+
+    /// Asks `holder` to hand the lease over to `taker` (balancing): marks the row, without
+    /// touching its counter, so the holder goes on until it hands over. `false`: `holder` no
+    /// longer holds it.
+    fn request_handoff<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        holder: &'a str,
+        taker: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+
+    /// Hands a held lease over to `to`, keeping its checkpoint: `to` then takes it as its own
+    /// (an acquire with [`Claim::Free`]). `false`: it was already lost.
+    fn hand_off<'a>(
+        &'a self,
+        lease: HeldLease,
+        to: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+
+    /// Sets `checkpoint` on the row of `key` (creating it) unless it has one: where a shard
+    /// with no handled record starts. The counter is not touched. `false`: it had one.
+    fn seed_checkpoint<'a>(
+        &'a self,
+        key: &'a LeaseKey,
+        checkpoint: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+}

@@ -1,0 +1,46 @@
+//! The RustStream host: runs components of `ruststream-runtime` against Amazon Kinesis.
+//!
+//! It owns what a tenant must not touch: reading shards (paced, retried, reopened where it
+//! stood after an expired iterator), leases with fencing and graceful handoff, stored
+//! checkpoints in memory or DynamoDB, children of split and merged shards, and the admin
+//! hooks of a running app (status, seek, quarantine).
+//!
+//! ```no_run
+//! # async fn demo(kinesis: aws_sdk_kinesis::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use ruststream_host::{Deployment, Host, HostConfig, MemoryLeaseStore};
+//! use ruststream_runtime::{LoadedComponent, LogSink, Runtime, RuntimeConfig, Tenant};
+//!
+//! let runtime = Runtime::new(RuntimeConfig::default())?;
+//! let tenant = Arc::new(Tenant::trusted("acme"));
+//! let log = LogSink::new();
+//! let component =
+//!     LoadedComponent::from_file(&runtime, "settlement.wasm", tenant.policy(), &log).await?;
+//! let host = Host::new(kinesis, HostConfig::default());
+//! let store = Arc::new(MemoryLeaseStore::new());
+//! let app = host.start(Deployment::new(component, store).for_tenant(tenant))?;
+//! // ... until SIGTERM:
+//! app.shutdown().await; // stop reading, finish calls, flush checkpoints, release leases
+//! # Ok(()) }
+//! ```
+
+mod kinesis;
+mod lease;
+mod runner;
+
+/// An error of the SDK (or of the task running a call), kept whole as the cause of ours.
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+pub use kinesis::{
+    Batch, KinesisPublisher, MIN_READ_INTERVAL, ReadError, ReaderConfig, ShardInfo, ShardReader,
+    StartAt, list_shards,
+};
+pub use lease::{
+    AT_TIMESTAMP_PREFIX, Checkpoint, Claim, DEFAULT_TABLE_TEMPLATE, DynamoLeaseStore,
+    DynamoStoreStats, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore, MemoryLeaseStore,
+    Renewal, SHARD_END, TRIM_HORIZON, TableTemplate, TemplateError,
+};
+pub use runner::{
+    Deployment, Host, HostConfig, RunningApp, SeekError, ShardState, ShardStatus,
+    SubscriptionStatus,
+};

@@ -1,0 +1,400 @@
+//! The lease keeper: the one task that writes a held lease's row.
+//!
+//! Renewals and checkpoint writes go through this task alone, so they never race on the
+//! fencing counter, and run apart from the shard's reader so a slow handler or a full buffer
+//! never costs the lease. Checkpoints are coalesced: at most one write in flight, at most one
+//! per interval, always the latest position.
+//!
+//! Every store call has a timeout, and the lease counts as lost once no renewal has succeeded
+//! for `lost_after` (less than the lease's duration, so this host stops before another may take
+//! it over), whether the store answered with errors or not at all. A renewal also tells whether
+//! another host asked for the lease (balancing): the worker then stops at its next call
+//! boundary and the keeper hands the lease over. The final checkpoint is flushed with retries
+//! within the shutdown grace, and the lease is released (or handed over) only once it is.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use ruststream_runtime::internals::sleep_until;
+use ruststream_runtime::{Stop, one_line};
+
+use crate::lease::{HeldLease, LeaseError, LeaseStore};
+
+/// Timing of a keeper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeeperTiming {
+    pub ttl: Duration,
+    pub renew_every: Duration,
+    pub checkpoint_every: Duration,
+    /// Longest wait for one store call.
+    pub call_timeout: Duration,
+    /// Longest time without a successful renewal before the lease counts as lost.
+    pub lost_after: Duration,
+}
+
+impl KeeperTiming {
+    /// The timing of a lease of duration `ttl` renewed every `renew_every`: store calls time
+    /// out within a third of the lease, and the lease counts as lost a renewal interval before
+    /// others may take it.
+    pub(crate) fn new(ttl: Duration, renew_every: Duration, checkpoint_every: Duration) -> Self {
+        Self {
+            ttl,
+            renew_every,
+            checkpoint_every,
+            call_timeout: renew_every.max(Duration::from_secs(1)).min(ttl / 3),
+            lost_after: ttl.saturating_sub(renew_every).max(ttl / 2),
+        }
+    }
+}
+
+/// Why a checkpoint was not written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    /// The lease was taken by another host: nothing more is written.
+    #[error("the lease was lost")]
+    Lost,
+    /// The store failed or did not answer; the write is tried again.
+    #[error("the lease store failed")]
+    Store(#[source] LeaseError),
+    /// The keeper ended (its worker is shutting down).
+    #[error("the lease keeper stopped")]
+    KeeperStopped,
+}
+
+/// Pauses between tries of a final write: 100 ms doubling to 2 s, until a deadline.
+struct Pause {
+    next: Duration,
+    deadline: Instant,
+}
+
+impl Pause {
+    fn new(deadline: Instant) -> Self {
+        Self {
+            next: Duration::from_millis(100),
+            deadline,
+        }
+    }
+
+    /// Waits before the next try; false (at once) when that try would start past the
+    /// deadline.
+    async fn wait(&mut self) -> bool {
+        if Instant::now() + self.next >= self.deadline {
+            return false;
+        }
+        tokio::time::sleep(self.next).await;
+        self.next = (self.next * 2).min(Duration::from_secs(2));
+        true
+    }
+}
+
+/// How the worker's part ends.
+enum Finish {
+    /// Flush the checkpoint, then release the lease.
+    Release,
+    /// Flush the checkpoint, then hand the lease to this host.
+    HandOff(String),
+}
+
+/// The worker's side of a keeper.
+pub(crate) struct Keeper {
+    checkpoint: watch::Sender<Option<String>>,
+    writes: mpsc::UnboundedSender<(String, oneshot::Sender<Result<(), WriteError>>)>,
+    finish: Option<oneshot::Sender<(Finish, Duration)>>,
+    stop: watch::Receiver<Option<Stop>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Keeper {
+    /// Starts keeping `lease`.
+    pub(crate) fn spawn(
+        store: Arc<dyn LeaseStore>,
+        lease: HeldLease,
+        timing: KeeperTiming,
+    ) -> Self {
+        let (checkpoint, checkpoint_rx) = watch::channel(lease.checkpoint.clone());
+        let (writes, writes_rx) = mpsc::unbounded_channel();
+        let (finish, finish_rx) = oneshot::channel();
+        let (stop_tx, stop) = watch::channel(None);
+        let state = State {
+            written: lease.checkpoint.clone(),
+            store,
+            lease,
+            timing,
+            last_renewed: Instant::now(),
+            stop: stop_tx,
+        };
+        let task = tokio::spawn(keep(state, checkpoint_rx, writes_rx, finish_rx));
+        Self {
+            checkpoint,
+            writes,
+            finish: Some(finish),
+            stop,
+            task: Some(task),
+        }
+    }
+
+    /// Asks for `sequence` to be stored; only the latest asked-for position is written.
+    pub(crate) fn checkpoint(&self, sequence: String) {
+        self.checkpoint.send_replace(Some(sequence));
+    }
+
+    /// Stores `checkpoint` now and says whether it was stored: for a position that must be in
+    /// the store before anything is read (where a shard with no checkpoint opened).
+    ///
+    /// # Errors
+    /// Why it was not stored: the lease was lost, or the store failed or did not answer.
+    pub(crate) async fn write_now(&self, checkpoint: String) -> Result<(), WriteError> {
+        let (reply, answer) = oneshot::channel();
+        self.writes
+            .send((checkpoint, reply))
+            .map_err(|_| WriteError::KeeperStopped)?;
+        answer.await.map_err(|_| WriteError::KeeperStopped)?
+    }
+
+    /// Changes when the worker must stop delivering, and why.
+    pub(crate) fn stop(&self) -> watch::Receiver<Option<Stop>> {
+        self.stop.clone()
+    }
+
+    /// Flushes the latest checkpoint (retrying within `grace`) and releases the lease once it
+    /// is stored; returns once done.
+    pub(crate) async fn finish(self, grace: Duration) {
+        self.end(Finish::Release, grace).await;
+    }
+
+    /// Flushes the latest checkpoint (retrying within `grace`) and hands the lease over to
+    /// `to` once it is stored; returns once done.
+    pub(crate) async fn hand_off(self, to: String, grace: Duration) {
+        self.end(Finish::HandOff(to), grace).await;
+    }
+
+    async fn end(mut self, how: Finish, grace: Duration) {
+        if let Some(finish) = self.finish.take() {
+            let _ = finish.send((how, grace));
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Keeper {
+    /// Dropped without [`finish`](Self::finish) (the host was aborted): stop writing at once,
+    /// as a crash would. The lease expires for others to take.
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+struct State {
+    store: Arc<dyn LeaseStore>,
+    lease: HeldLease,
+    timing: KeeperTiming,
+    written: Option<String>,
+    last_renewed: Instant,
+    stop: watch::Sender<Option<Stop>>,
+}
+
+async fn keep(
+    mut state: State,
+    mut checkpoint: watch::Receiver<Option<String>>,
+    mut writes: mpsc::UnboundedReceiver<(String, oneshot::Sender<Result<(), WriteError>>)>,
+    mut finish: oneshot::Receiver<(Finish, Duration)>,
+) {
+    let timing = state.timing;
+    let mut renew =
+        tokio::time::interval_at(Instant::now() + timing.renew_every, timing.renew_every);
+    renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut next_write: Option<Instant> = None;
+    let mut last_write = Instant::now() - timing.checkpoint_every;
+    loop {
+        let lost_at = state.last_renewed + timing.lost_after;
+        tokio::select! {
+            ended = &mut finish => {
+                if let Ok((how, grace)) = ended {
+                    let latest = checkpoint.borrow_and_update().clone();
+                    state.end(latest, how, grace).await;
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(lost_at) => {
+                state.mark_lost(&format!("no renewal succeeded for {:?}", timing.lost_after));
+                return;
+            }
+            _ = renew.tick() => {
+                if !state.renew().await {
+                    return;
+                }
+            }
+            Some((position, reply)) = writes.recv() => {
+                let written = state.write(Some(position)).await;
+                let _ = reply.send(written.map(|_| ()));
+                if state.is_lost() {
+                    return;
+                }
+            }
+            changed = checkpoint.changed(), if next_write.is_none() => {
+                if changed.is_err() {
+                    return; // the worker is gone without finishing: stop, like a crash
+                }
+                next_write = Some(last_write + timing.checkpoint_every);
+            }
+            () = sleep_until(next_write), if next_write.is_some() => {
+                next_write = None;
+                let latest = checkpoint.borrow_and_update().clone();
+                match state.write(latest).await {
+                    Ok(_) => last_write = Instant::now(),
+                    Err(_) if state.is_lost() => return,
+                    // A failed write is tried again with whatever is latest then.
+                    Err(_) => next_write = Some(Instant::now() + timing.checkpoint_every),
+                }
+            }
+        }
+    }
+}
+
+impl State {
+    /// How long the next store call may take: its timeout, and never past the moment the lease
+    /// counts as lost, which a hung call must not delay.
+    fn call_timeout(&self) -> Duration {
+        let lost_at = self.last_renewed + self.timing.lost_after;
+        let left = lost_at.saturating_duration_since(Instant::now());
+        self.timing
+            .call_timeout
+            .min(left.max(Duration::from_millis(1)))
+    }
+
+    /// Renews; returns false once the lease is lost.
+    async fn renew(&mut self) -> bool {
+        let timeout = self.call_timeout();
+        let ttl = self.timing.ttl;
+        match call(timeout, self.store.renew(&mut self.lease, ttl)).await {
+            Ok(renewal) if renewal.held => {
+                self.last_renewed = Instant::now();
+                if let Some(taker) = renewal.wanted_by
+                    && self.stop.borrow().is_none()
+                {
+                    tracing::info!(lease = %self.lease.key, to = %taker,
+                        "another host asked for this lease: handing it over at the next call boundary");
+                    self.stop.send_replace(Some(Stop::HandOff(taker)));
+                }
+                true
+            }
+            Ok(_) => {
+                self.mark_lost("it was taken over");
+                false
+            }
+            // Unable to prove we hold it: `lost_after` decides when to give up.
+            Err(error) => {
+                if self.last_renewed.elapsed() >= self.timing.lost_after {
+                    self.mark_lost(&format!(
+                        "no renewal succeeded for {:?}",
+                        self.timing.lost_after
+                    ));
+                    return false;
+                }
+                tracing::warn!(lease = %self.lease.key, error = %one_line(&error), "lease renewal failed; retrying");
+                true
+            }
+        }
+    }
+
+    /// Writes `latest` if it differs from what is stored. `Ok(true)`: stored; `Ok(false)`:
+    /// nothing to store; `Err`: not stored (and, when the lease was fenced off, it is lost).
+    async fn write(&mut self, latest: Option<String>) -> Result<bool, WriteError> {
+        let Some(sequence) = latest.filter(|s| Some(s) != self.written.as_ref()) else {
+            return Ok(false);
+        };
+        let (timeout, ttl) = (self.call_timeout(), self.timing.ttl);
+        let written = call(
+            timeout,
+            self.store.checkpoint(&mut self.lease, &sequence, ttl),
+        )
+        .await;
+        match written {
+            Ok(true) => {
+                self.last_renewed = Instant::now();
+                self.written = Some(sequence);
+                Ok(true)
+            }
+            Ok(false) => {
+                self.mark_lost("a checkpoint write was fenced off");
+                Err(WriteError::Lost)
+            }
+            Err(error) => {
+                tracing::warn!(lease = %self.lease.key, error = %one_line(&error), "checkpoint write failed; retrying");
+                Err(WriteError::Store(error))
+            }
+        }
+    }
+
+    /// The final flush, retried until it is stored or `grace` is over; then the lease is
+    /// released (or handed over), and only then: a lease released with a stale checkpoint
+    /// would have its next holder read records again.
+    async fn end(&mut self, latest: Option<String>, how: Finish, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        let mut pause = Pause::new(deadline);
+        loop {
+            match self.write(latest.clone()).await {
+                Ok(_) => break,
+                Err(_) if self.is_lost() => return,
+                Err(_) if pause.wait().await => {}
+                Err(_) => {
+                    tracing::error!(lease = %self.lease.key,
+                        "the final checkpoint could not be stored within the shutdown grace; \
+                         the lease is left to expire");
+                    return;
+                }
+            }
+        }
+        // The writes are conditional: a try that took effect unseen makes the next one find
+        // the lease gone, which is as good.
+        let mut pause = Pause::new(deadline);
+        let what = match how {
+            Finish::Release => "released",
+            Finish::HandOff(_) => "handed over",
+        };
+        loop {
+            let (lease, timeout) = (self.lease.clone(), self.timing.call_timeout);
+            let result = match &how {
+                Finish::Release => call(timeout, self.store.release(lease)).await,
+                Finish::HandOff(to) => call(timeout, self.store.hand_off(lease, to)).await,
+            };
+            match result {
+                Ok(true) => tracing::debug!(lease = %self.lease.key, "lease {what}"),
+                Ok(false) => tracing::info!(lease = %self.lease.key, "lease was already lost"),
+                Err(_) if pause.wait().await => continue,
+                Err(error) => tracing::warn!(lease = %self.lease.key, error = %one_line(&error),
+                    "lease not {what} within the shutdown grace; it will expire"),
+            }
+            return;
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        *self.stop.borrow() == Some(Stop::Lost)
+    }
+
+    fn mark_lost(&self, why: &str) {
+        tracing::warn!(lease = %self.lease.key, owner = %self.lease.owner,
+            "lease lost ({why}); the shard is no longer delivered here");
+        self.stop.send_replace(Some(Stop::Lost));
+    }
+}
+
+/// A store call, bounded by `timeout`.
+async fn call<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<T, LeaseError>>,
+) -> Result<T, LeaseError> {
+    tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| LeaseError::Timeout(timeout))?
+}

@@ -1,0 +1,335 @@
+//! Running components against Kinesis: one coordinator per subscription, one worker per leased
+//! shard, one lease keeper per worker.
+//!
+//! ```no_run
+//! # async fn demo(kinesis: aws_sdk_kinesis::Client) -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use ruststream_host::component::{LoadedComponent, Runtime, RuntimeConfig};
+//! use ruststream_host::lease::MemoryLeaseStore;
+//! use ruststream_host::log::LogSink;
+//! use ruststream_host::runner::{Deployment, Host, HostConfig};
+//! use ruststream_host::tenant::Tenant;
+//!
+//! let runtime = Runtime::new(RuntimeConfig::default())?;
+//! let tenant = Arc::new(Tenant::trusted("acme"));
+//! let component =
+//!     LoadedComponent::from_file(&runtime, "settlement.wasm", &tenant, &LogSink::new()).await?;
+//! let host = Host::new(kinesis, HostConfig::default());
+//! let store = Arc::new(MemoryLeaseStore::new());
+//! let app = host.start(Deployment::new(component, store).for_tenant(tenant))?;
+//! // ... until SIGTERM:
+//! app.shutdown().await; // stop reading, finish calls, flush checkpoints, release leases
+//! # Ok(()) }
+//! ```
+
+mod coordinator;
+mod keeper;
+mod seek;
+mod status;
+mod worker;
+
+pub use seek::SeekError;
+pub use status::{ShardState, ShardStatus, SubscriptionStatus};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+
+use crate::kinesis::{KinesisPublisher, ReaderConfig};
+use crate::lease::LeaseStore;
+use ruststream_runtime::{
+    Clock, LoadedComponent, LogSink, Observer, PipelineEnv, Publisher, StartPosition, SystemClock,
+    Tenant, TenantError,
+};
+use status::StatusBoard;
+use worker::WorkerContext;
+
+/// How the host reads, leases and checkpoints. The defaults are the seed's timings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// This host's identity in lease rows. A fixed id lets a restarted host take its own
+    /// leases back at once; the default is unique per process.
+    pub owner_id: String,
+    /// How shards are read.
+    pub reader: ReaderConfig,
+    /// How long a lease lives without renewal.
+    pub lease_ttl: Duration,
+    /// How often a held lease is renewed; a lease counts as lost after `lease_ttl` minus this
+    /// without a renewal, before anyone else may take it.
+    pub renew_interval: Duration,
+    /// How often shards are re-listed and leases rebalanced.
+    pub shard_sync_interval: Duration,
+    /// Least time between two checkpoint writes of one shard.
+    pub checkpoint_interval: Duration,
+    /// How long shutdown waits for in-flight calls and final checkpoint writes.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            owner_id: default_owner_id(),
+            reader: ReaderConfig::default(),
+            lease_ttl: Duration::from_secs(10),
+            renew_interval: Duration::from_secs(3),
+            shard_sync_interval: Duration::from_secs(10),
+            checkpoint_interval: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(15),
+        }
+    }
+}
+
+fn default_owner_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".to_owned());
+    let nonce = SystemClock.now_ms() ^ u64::from(std::process::id()).rotate_left(32);
+    format!("rs-{host}-{}-{nonce:x}", std::process::id())
+}
+
+/// A component as deployed on a host: whose it is, where its leases live.
+pub struct Deployment {
+    /// The loaded component.
+    pub component: LoadedComponent,
+    /// The lease store of this component's namespace: its app, within its tenant. Give each
+    /// (tenant, app) its own store (a DynamoDB table each), so no two share checkpoints.
+    pub lease_store: Arc<dyn LeaseStore>,
+    /// The tenant running it: grants, limits, quarantine.
+    pub tenant: Arc<Tenant>,
+    /// Start positions set by the operator, by subscriber name; they win over the
+    /// component's own.
+    pub start_overrides: HashMap<String, StartPosition>,
+}
+
+impl Deployment {
+    /// `component` with `lease_store`, run by a trusted tenant `default` (every stream
+    /// granted, default limits).
+    pub fn new(component: LoadedComponent, lease_store: Arc<dyn LeaseStore>) -> Self {
+        Self {
+            component,
+            lease_store,
+            tenant: Arc::new(Tenant::trusted("default")),
+            start_overrides: HashMap::new(),
+        }
+    }
+
+    /// Runs it for `tenant` instead.
+    pub fn for_tenant(mut self, tenant: Arc<Tenant>) -> Self {
+        self.tenant = tenant;
+        self
+    }
+}
+
+/// A RustStream host on one Kinesis endpoint.
+#[derive(Clone)]
+pub struct Host {
+    client: aws_sdk_kinesis::Client,
+    config: Arc<HostConfig>,
+    publisher: Arc<dyn Publisher>,
+    clock: Arc<dyn Clock>,
+    log: LogSink,
+    observer: Option<Observer>,
+}
+
+impl Host {
+    /// A host reading and writing through `client`, publishing with it too.
+    pub fn new(client: aws_sdk_kinesis::Client, config: HostConfig) -> Self {
+        Self {
+            publisher: Arc::new(KinesisPublisher::new(client.clone())),
+            client,
+            config: Arc::new(config),
+            clock: Arc::new(SystemClock),
+            log: LogSink::new(),
+            observer: None,
+        }
+    }
+
+    /// Where component and runtime log lines go (default: `tracing` only).
+    pub fn with_log(mut self, log: LogSink) -> Self {
+        self.log = log;
+        self
+    }
+
+    /// Called with a report of every settled delivery.
+    pub fn with_observer(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Replaces the publisher of counted copies and guest publishes (fault injection in tests).
+    pub fn with_publisher(mut self, publisher: Arc<dyn Publisher>) -> Self {
+        self.publisher = publisher;
+        self
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// Starts every subscription of `deployment`.
+    ///
+    /// # Errors
+    /// When the component subscribes to, or dead-letters into, a stream its tenant is not
+    /// granted; nothing of it runs then.
+    pub fn start(&self, deployment: Deployment) -> Result<RunningApp, TenantError> {
+        deployment.tenant.admit(&deployment.component)?;
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let component = &deployment.component;
+        let pipeline_env = PipelineEnv {
+            env: component.env(
+                deployment.tenant.policy().clone(),
+                self.publisher.clone(),
+                self.clock.clone(),
+                self.log.clone(),
+            ),
+            tenant: deployment.tenant.clone(),
+            observer: self.observer.clone(),
+        };
+        let mut tasks = JoinSet::new();
+        let mut boards = Vec::new();
+        let mut seeks = HashMap::new();
+        let subscriptions = &component.app().subscriptions;
+        for spec in subscriptions {
+            let shared_stream = subscriptions
+                .iter()
+                .filter(|other| other.stream == spec.stream)
+                .count()
+                > 1;
+            let status = StatusBoard::new(&spec.name, &spec.stream);
+            let ctx = WorkerContext {
+                client: self.client.clone(),
+                spec: Arc::new(spec.clone()),
+                component: component.clone(),
+                pipeline_env: pipeline_env.clone(),
+                store: deployment.lease_store.clone(),
+                config: self.config.clone(),
+                start: deployment
+                    .start_overrides
+                    .get(&spec.name)
+                    .or(spec.start.as_ref())
+                    .cloned(),
+                status: status.clone(),
+                shutdown: shutdown.clone(),
+            };
+            boards.push(status);
+            let (seek_tx, seek_rx) = mpsc::channel(8);
+            seeks.insert(spec.name.clone(), seek_tx);
+            tasks.spawn(coordinator::run(ctx, shared_stream, seek_rx));
+        }
+        tasks.spawn(report_dropped_lines(
+            deployment.tenant.clone(),
+            self.log.clone(),
+            shutdown,
+        ));
+        Ok(RunningApp {
+            name: component.app().name.clone(),
+            tenant: deployment.tenant.clone(),
+            shutdown: shutdown_tx,
+            tasks,
+            boards,
+            seeks,
+        })
+    }
+}
+
+/// Says, once a second, how many of the tenant's host lines were dropped, so the last second
+/// of a flood is reported even when nothing else happens after it; and once more at shutdown.
+async fn report_dropped_lines(
+    tenant: Arc<Tenant>,
+    log: LogSink,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => tenant.policy().report_dropped_lines(&log),
+            _ = shutdown.wait_for(|stop| *stop) => break,
+        }
+    }
+    tenant.policy().summarise_dropped_lines(&log);
+}
+
+/// A deployment running on a host.
+pub struct RunningApp {
+    name: String,
+    tenant: Arc<Tenant>,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+    boards: Vec<StatusBoard>,
+    seeks: HashMap<String, mpsc::Sender<seek::SeekRequest>>,
+}
+
+impl RunningApp {
+    /// The app's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tenant running the app: its quarantine status, and `resume`.
+    pub fn tenant(&self) -> &Arc<Tenant> {
+        &self.tenant
+    }
+
+    /// Every subscription's status.
+    pub fn status(&self) -> Vec<SubscriptionStatus> {
+        self.boards.iter().map(StatusBoard::snapshot).collect()
+    }
+
+    /// Waits until `ready` holds for the status, polling every 50 ms, at most `timeout`.
+    /// Returns whether it held.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        ready: impl Fn(&[SubscriptionStatus]) -> bool,
+    ) -> bool {
+        tokio::time::timeout(timeout, async {
+            while !ready(&self.status()) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Repositions a subscription: every shard this host holds (and shards it takes later
+    /// without a checkpoint) for horizon, latest and timestamp; one shard for a sequence.
+    /// Each moved shard starts its checkpoint bookkeeping afresh: acks of records delivered
+    /// before the seek never move its checkpoint. Returns the shards moved.
+    ///
+    /// # Errors
+    /// [`SeekError::NotOwned`] for a sequence on a shard this host does not hold (the others
+    /// keep flowing), and when the subscriber is unknown, stopped, or a shard cannot reopen.
+    pub async fn seek(
+        &self,
+        subscriber: &str,
+        position: StartPosition,
+    ) -> Result<Vec<String>, SeekError> {
+        let stopped = || SeekError::Stopped(subscriber.to_owned());
+        let coordinator = self
+            .seeks
+            .get(subscriber)
+            .ok_or_else(|| SeekError::UnknownSubscriber(subscriber.to_owned()))?;
+        let (reply, answer) = oneshot::channel();
+        coordinator
+            .send(seek::SeekRequest { position, reply })
+            .await
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Graceful shutdown: stop fetching, let in-flight calls finish (bounded by the grace
+    /// period), flush checkpoints, release leases.
+    pub async fn shutdown(mut self) {
+        self.shutdown.send_replace(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Stops everything at once, as a crash would: no flush, no release. Leases expire for
+    /// other hosts to take.
+    pub fn abort(mut self) {
+        self.tasks.abort_all();
+        self.tasks.detach_all();
+    }
+}

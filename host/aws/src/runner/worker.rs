@@ -1,0 +1,428 @@
+//! The shard worker: reads one leased shard and feeds its pipeline until the shard ends, the
+//! lease is lost or wanted elsewhere, or the host shuts down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use ruststream_runtime::internals::sleep_until;
+use ruststream_runtime::{
+    Clock, LoadedComponent, PipelineEnv, ShardPipeline, StartPosition, Stop, SubscriptionSpec,
+    SystemClock, one_line,
+};
+
+use super::HostConfig;
+use super::keeper::{Keeper, KeeperTiming};
+use super::seek::ShardSeek;
+use super::status::{ShardState, StatusBoard};
+use crate::kinesis::{ReadError, ShardInfo, ShardReader, StartAt, list_shards};
+use crate::lease::{Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON};
+
+/// How long a worker handing its lease over keeps trying to publish the copies it owes.
+const HANDOFF_COPY_GRACE: Duration = Duration::from_secs(2);
+
+/// Everything a worker needs, shared by the workers of one subscription.
+#[derive(Clone)]
+pub(crate) struct WorkerContext {
+    pub client: aws_sdk_kinesis::Client,
+    pub spec: Arc<SubscriptionSpec>,
+    pub component: LoadedComponent,
+    pub pipeline_env: PipelineEnv,
+    pub store: Arc<dyn LeaseStore>,
+    pub config: Arc<HostConfig>,
+    /// Where shards without a checkpoint start.
+    pub start: Option<StartPosition>,
+    pub status: StatusBoard,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// A leased shard, as the coordinator hands it to a worker.
+pub(crate) struct Assignment {
+    pub lease: HeldLease,
+    /// The shard as listed when its lease was taken.
+    pub shard: ShardInfo,
+    /// The lease key of a shard of this subscription: children started by a finished shard
+    /// are keyed like it.
+    pub key_of: Arc<dyn Fn(&str) -> LeaseKey + Send + Sync>,
+}
+
+/// How a worker ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WorkerExit {
+    /// Read to its end and settled; the lease holds `SHARD_END`.
+    Finished,
+    /// Another host took the lease.
+    Lost,
+    /// Handed over to the host that asked for it, checkpoint flushed.
+    HandedOver(String),
+    /// Host shutdown: checkpoint flushed, lease released.
+    Stopped,
+    /// The stream was deleted.
+    StreamGone,
+    /// Could not read on; the lease was released for a later try.
+    Failed(String),
+}
+
+pub(crate) async fn run(
+    ctx: WorkerContext,
+    assignment: Assignment,
+    seeks: mpsc::UnboundedReceiver<ShardSeek>,
+) -> (String, WorkerExit) {
+    let shard_id = assignment.lease.key.shard_id().to_owned();
+    let exit = work(&ctx, assignment, seeks).await;
+    let state = match &exit {
+        WorkerExit::Finished => ShardState::Finished,
+        WorkerExit::Lost => ShardState::Lost,
+        WorkerExit::HandedOver(to) => ShardState::HandedOver(to.clone()),
+        WorkerExit::Stopped => ShardState::Stopped,
+        WorkerExit::StreamGone => ShardState::Failed("the stream no longer exists".into()),
+        WorkerExit::Failed(reason) => ShardState::Failed(reason.clone()),
+    };
+    ctx.status.set_state(&shard_id, state);
+    (shard_id, exit)
+}
+
+async fn work(
+    ctx: &WorkerContext,
+    assignment: Assignment,
+    seeks: mpsc::UnboundedReceiver<ShardSeek>,
+) -> WorkerExit {
+    let Assignment {
+        lease,
+        shard,
+        key_of,
+    } = assignment;
+    let stored = lease.checkpoint.as_deref().map(Checkpoint::parse);
+    let keeper = Keeper::spawn(ctx.store.clone(), lease, timing(&ctx.config));
+    let grace = ctx.config.shutdown_grace;
+    if stored == Some(Checkpoint::ShardEnd) {
+        keeper.finish(grace).await;
+        return WorkerExit::Finished;
+    }
+    ctx.status.set_state(&shard.shard_id, ShardState::Opening);
+    let start = start_at(stored.as_ref(), ctx.start.as_ref(), &shard.shard_id);
+    // Opened at a time (or the tip) with nothing handled yet: pin where, so that a restart
+    // reads again from there, a held first record included.
+    if stored.is_none()
+        && let Some(pin) = pinned(&start)
+        && let Err(reason) = keeper.write_now(pin.to_string()).await
+    {
+        keeper.finish(grace).await;
+        return WorkerExit::Failed(format!(
+            "cannot pin where the shard opened: {}",
+            one_line(&reason)
+        ));
+    }
+    let reader = ShardReader::open(
+        ctx.client.clone(),
+        &ctx.spec.stream,
+        &shard.shard_id,
+        start.clone(),
+        ctx.config.reader.clone(),
+    )
+    .await;
+    tracing::info!(stream = %ctx.spec.stream, shard = %shard.shard_id, ?start,
+        subscriber = %ctx.spec.name, tenant = %ctx.pipeline_env.tenant.name(), "reading shard");
+    let mut reader = match reader {
+        Ok(reader) => reader,
+        Err(error) => return give_up(keeper, error, grace).await,
+    };
+    let sequence = match stored {
+        Some(Checkpoint::Sequence(sequence)) => Some(sequence),
+        _ => None,
+    };
+    let mut pipeline = ShardPipeline::new(
+        &ctx.component,
+        ctx.spec.clone(),
+        &shard.shard_id,
+        sequence,
+        ctx.pipeline_env.clone(),
+    );
+    pipeline.stop_when(keeper.stop());
+    ctx.status.set_state(&shard.shard_id, ShardState::Reading);
+    let exit = read(ctx, &keeper, &mut reader, &mut pipeline, seeks).await;
+    ctx.status.update(&shard.shard_id, |s| {
+        s.checkpoint = pipeline.checkpoint().map(str::to_owned);
+        s.held_at = pipeline.held_at().map(str::to_owned);
+    });
+    let skipped = shard.closed && matches!(start, StartAt::Latest);
+    let exit = match exit {
+        WorkerExit::Finished if !skipped => {
+            // Children of a shard this namespace read start at their beginning; those of one
+            // it skipped (closed before it was first opened at the tip) start where the
+            // subscription does. Seeded before SHARD_END is stored, so a crash in between
+            // reads the parent's end again rather than skipping a child.
+            match seed_children(ctx, &reader, &shard.shard_id, key_of.as_ref()).await {
+                Ok(()) => WorkerExit::Finished,
+                Err(reason) => WorkerExit::Failed(reason),
+            }
+        }
+        other => other,
+    };
+    end(ctx, keeper, &mut pipeline, exit).await
+}
+
+/// Stores `TRIM_HORIZON` as the start of each child of `shard_id` that has no checkpoint.
+///
+/// # Errors
+/// When the children cannot be listed or seeded: the shard must then not be marked finished.
+async fn seed_children(
+    ctx: &WorkerContext,
+    reader: &ShardReader,
+    shard_id: &str,
+    key_of: &(dyn Fn(&str) -> LeaseKey + Send + Sync),
+) -> Result<(), String> {
+    let children: Vec<String> = if reader.children().is_empty() {
+        // The server did not name them: list the stream.
+        list_shards(&ctx.client, &ctx.spec.stream)
+            .await
+            .map_err(|error| format!("listing the children of {shard_id}: {}", one_line(&error)))?
+            .into_iter()
+            .filter(|child| child.parents.iter().any(|p| p == shard_id))
+            .map(|child| child.shard_id)
+            .collect()
+    } else {
+        reader.children().to_vec()
+    };
+    for child in children {
+        ctx.store
+            .seed_checkpoint(&key_of(&child), TRIM_HORIZON)
+            .await
+            .map_err(|error| format!("seeding child {child}: {}", one_line(&error)))?;
+    }
+    Ok(())
+}
+
+/// Flushes and lets the lease go as `exit` requires.
+async fn end(
+    ctx: &WorkerContext,
+    keeper: Keeper,
+    pipeline: &mut ShardPipeline,
+    exit: WorkerExit,
+) -> WorkerExit {
+    let grace = ctx.config.shutdown_grace;
+    match exit {
+        WorkerExit::Lost => WorkerExit::Lost,
+        WorkerExit::Finished => {
+            keeper.checkpoint(SHARD_END.to_owned());
+            keeper.finish(grace).await;
+            WorkerExit::Finished
+        }
+        WorkerExit::HandedOver(to) => {
+            pipeline.send_copies(HANDOFF_COPY_GRACE).await;
+            if let Some(position) = pipeline.checkpoint() {
+                keeper.checkpoint(position.to_owned());
+            }
+            keeper.hand_off(to.clone(), grace).await;
+            WorkerExit::HandedOver(to)
+        }
+        other => {
+            if let Some(position) = pipeline.checkpoint() {
+                keeper.checkpoint(position.to_owned());
+            }
+            keeper.finish(grace).await;
+            other
+        }
+    }
+}
+
+/// The read loop. Returns how it ended; the caller flushes and lets the lease go.
+async fn read(
+    ctx: &WorkerContext,
+    keeper: &Keeper,
+    reader: &mut ShardReader,
+    pipeline: &mut ShardPipeline,
+    mut seeks: mpsc::UnboundedReceiver<ShardSeek>,
+) -> WorkerExit {
+    let mut stop = keeper.stop();
+    let mut shutdown = ctx.shutdown.clone();
+    let mut quarantine = ctx.pipeline_env.tenant.watch_quarantine();
+    let shard_id = pipeline.shard_id().to_owned();
+    loop {
+        match stop.borrow_and_update().clone() {
+            Some(Stop::Lost) => return WorkerExit::Lost,
+            Some(Stop::HandOff(to)) => return WorkerExit::HandedOver(to),
+            None => {}
+        }
+        if *shutdown.borrow() {
+            return WorkerExit::Stopped;
+        }
+        if reader.is_finished() && pipeline.is_settled() {
+            return WorkerExit::Finished;
+        }
+        let due = pipeline
+            .next_due_ms()
+            .map(|ms| instant_at(&ctx.pipeline_env, ms));
+        // A quarantined tenant reads nothing more; what it read waits, parked.
+        let paused = *quarantine.borrow_and_update();
+        ctx.status.update(&shard_id, |s| s.quarantined = paused);
+        tokio::select! {
+            biased;
+            _ = stop.changed() => {}
+            _ = shutdown.changed() => {}
+            _ = quarantine.changed() => {}
+            batch = reader.next(), if !reader.is_finished() && !paused => match batch {
+                Ok(batch) => {
+                    let count = batch.records.len() as u64;
+                    let moved = pipeline.deliver(batch.records).await;
+                    ctx.status.update(&shard_id, |s| s.delivered += count);
+                    persist(ctx, keeper, &shard_id, moved);
+                }
+                Err(ReadError::StreamGone(_)) => return WorkerExit::StreamGone,
+                Err(error) => return WorkerExit::Failed(one_line(&error)),
+            },
+            () = sleep_until(due), if due.is_some() => {
+                let moved = pipeline.poll_due().await;
+                persist(ctx, keeper, &shard_id, moved);
+            }
+            Some(seek) = seeks.recv() => {
+                let moved = reposition(ctx, reader, pipeline, &seek.position).await;
+                let _ = seek.reply.send(moved);
+            }
+        }
+        ctx.status.update(&shard_id, |s| {
+            s.held_at = pipeline.held_at().map(str::to_owned)
+        });
+    }
+}
+
+/// Hands a checkpoint the pipeline moved to the keeper, which writes it.
+fn persist(ctx: &WorkerContext, keeper: &Keeper, shard_id: &str, moved: Option<String>) {
+    if let Some(position) = moved {
+        ctx.status
+            .update(shard_id, |s| s.checkpoint = Some(position.clone()));
+        keeper.checkpoint(position);
+    }
+}
+
+/// Reopens the shard at `position` and starts its bookkeeping afresh: records delivered
+/// before no longer move the checkpoint. On failure the shard reads on where it was.
+async fn reposition(
+    ctx: &WorkerContext,
+    reader: &mut ShardReader,
+    pipeline: &mut ShardPipeline,
+    position: &StartPosition,
+) -> Result<(), ReadError> {
+    let shard_id = pipeline.shard_id().to_owned();
+    let start = start_at(None, Some(position), &shard_id);
+    let reopened = ShardReader::open(
+        ctx.client.clone(),
+        &ctx.spec.stream,
+        &shard_id,
+        start,
+        ctx.config.reader.clone(),
+    )
+    .await?;
+    *reader = reopened;
+    pipeline.reset(None);
+    Ok(())
+}
+
+async fn give_up(keeper: Keeper, error: ReadError, grace: Duration) -> WorkerExit {
+    keeper.finish(grace).await;
+    match error {
+        ReadError::StreamGone(_) => WorkerExit::StreamGone,
+        error => WorkerExit::Failed(one_line(&error)),
+    }
+}
+
+/// Stored checkpoint first, then the subscription's start position, then the tip.
+fn start_at(stored: Option<&Checkpoint>, start: Option<&StartPosition>, shard_id: &str) -> StartAt {
+    match stored {
+        Some(Checkpoint::Sequence(sequence)) => return StartAt::AfterSequence(sequence.clone()),
+        Some(Checkpoint::TrimHorizon) => return StartAt::Horizon,
+        Some(Checkpoint::AtTimestamp(ms)) => return StartAt::AtTimestamp(*ms),
+        Some(Checkpoint::ShardEnd) | None => {}
+    }
+    match start {
+        Some(StartPosition::AtTimestamp(ms)) => StartAt::AtTimestamp(*ms),
+        Some(StartPosition::Horizon) => StartAt::Horizon,
+        Some(StartPosition::AtSequence {
+            shard_id: shard,
+            sequence_number,
+        }) if shard == shard_id => StartAt::AtSequence(sequence_number.clone()),
+        _ => StartAt::Latest,
+    }
+}
+
+/// The position to pin in the lease row of a shard opened at `start` with nothing handled:
+/// the tip resolved to a time a little before now (never after a record it may deliver), or
+/// the time asked for. The others do not move with time.
+fn pinned(start: &StartAt) -> Option<Checkpoint> {
+    match start {
+        StartAt::Latest => Some(Checkpoint::AtTimestamp(
+            SystemClock.now_ms().saturating_sub(1000),
+        )),
+        StartAt::AtTimestamp(ms) => Some(Checkpoint::AtTimestamp(*ms)),
+        _ => None,
+    }
+}
+
+fn timing(config: &HostConfig) -> KeeperTiming {
+    KeeperTiming::new(
+        config.lease_ttl,
+        config.renew_interval,
+        config.checkpoint_interval,
+    )
+}
+
+/// The monotonic instant at which the pipeline clock reads `at_ms`.
+fn instant_at(env: &PipelineEnv, at_ms: u64) -> Instant {
+    let now = env.env.clock.now_ms();
+    Instant::now() + Duration::from_millis(at_ms.saturating_sub(now))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_wins_over_any_start_position() {
+        let stored = Checkpoint::Sequence("42".into());
+        assert_eq!(
+            start_at(Some(&stored), Some(&StartPosition::Horizon), "s-0"),
+            StartAt::AfterSequence("42".into())
+        );
+        assert_eq!(
+            start_at(None, Some(&StartPosition::Horizon), "s-0"),
+            StartAt::Horizon
+        );
+        assert_eq!(start_at(None, None, "s-0"), StartAt::Latest);
+    }
+
+    #[test]
+    fn positions_stored_before_any_record_is_handled_are_honoured() {
+        assert_eq!(
+            start_at(Some(&Checkpoint::TrimHorizon), None, "s-2"),
+            StartAt::Horizon
+        );
+        assert_eq!(
+            start_at(
+                Some(&Checkpoint::AtTimestamp(7)),
+                Some(&StartPosition::Horizon),
+                "s-2"
+            ),
+            StartAt::AtTimestamp(7)
+        );
+        assert!(matches!(
+            pinned(&StartAt::Latest),
+            Some(Checkpoint::AtTimestamp(_))
+        ));
+        assert_eq!(pinned(&StartAt::Horizon), None);
+    }
+
+    #[test]
+    fn a_sequence_position_applies_to_its_shard_only() {
+        let at = StartPosition::AtSequence {
+            shard_id: "s-1".into(),
+            sequence_number: "9".into(),
+        };
+        assert_eq!(
+            start_at(None, Some(&at), "s-1"),
+            StartAt::AtSequence("9".into())
+        );
+        assert_eq!(start_at(None, Some(&at), "s-0"), StartAt::Latest);
+    }
+}

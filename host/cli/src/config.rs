@@ -1,0 +1,383 @@
+//! The host's configuration file: tenants, their components, grants and limits.
+//!
+//! ```toml
+//! [host]
+//! lease_store = "dynamodb"              # or "memory" (the default)
+//! lease_table = "ruststream-{tenant}-{app}"
+//! create_lease_table = true
+//! compile_timeout_ms = 30000            # also compile_cpu_seconds, compile_memory_mib,
+//!                                       # compile_max_bytes, compile_max_functions,
+//!                                       # compile_max_function_bytes, compile_cache
+//!
+//! [defaults]                            # limits every tenant gets unless it says otherwise
+//! call_deadline_ms = 5000
+//! memory_mib = 64                       # all memories and tables of an instance together
+//! max_delay_ms = 900000                 # see `LimitOverrides` for every key
+//!
+//! [[tenants]]
+//! name = "acme"
+//! components = ["acme/ledger.wasm"]     # relative to this file
+//! subscribe = ["ledger"]
+//! publish = ["ledger.dead"]
+//! quarantine_after = 10
+//! limits = { call_deadline_ms = 1000 }
+//! ```
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ruststream_runtime::{CompileLimits, Limits, StreamGrant, Tenant, quote, valid_name};
+use serde::Deserialize;
+
+use crate::args::LeaseStoreKind;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Config {
+    #[serde(default)]
+    pub host: HostSection,
+    #[serde(default)]
+    pub defaults: LimitOverrides,
+    pub tenants: Vec<TenantSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HostSection {
+    pub lease_store: Option<LeaseStoreKind>,
+    /// `{tenant}` and `{app}` are replaced.
+    pub lease_table: Option<String>,
+    pub create_lease_table: Option<bool>,
+    /// Where compiled components are cached (relative to this file).
+    pub compile_cache: Option<PathBuf>,
+    pub compile_timeout_ms: Option<u64>,
+    pub compile_cpu_seconds: Option<u64>,
+    pub compile_memory_mib: Option<u64>,
+    pub compile_max_bytes: Option<usize>,
+    pub compile_max_functions: Option<usize>,
+    pub compile_max_function_bytes: Option<usize>,
+}
+
+impl HostSection {
+    /// The compile bounds, over the built-in defaults.
+    pub(crate) fn compile_limits(&self) -> CompileLimits {
+        let mut limits = CompileLimits::default();
+        if let Some(ms) = self.compile_timeout_ms {
+            limits.timeout = Duration::from_millis(ms);
+        }
+        if let Some(seconds) = self.compile_cpu_seconds {
+            limits.cpu = Duration::from_secs(seconds);
+        }
+        if let Some(mib) = self.compile_memory_mib {
+            limits.memory_bytes = mib << 20;
+        }
+        limits.max_bytes = self.compile_max_bytes.unwrap_or(limits.max_bytes);
+        limits.max_functions = self.compile_max_functions.unwrap_or(limits.max_functions);
+        limits.max_function_bytes = self
+            .compile_max_function_bytes
+            .unwrap_or(limits.max_function_bytes);
+        limits
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        let zero = [
+            ("compile_timeout_ms", self.compile_timeout_ms == Some(0)),
+            ("compile_cpu_seconds", self.compile_cpu_seconds == Some(0)),
+            ("compile_memory_mib", self.compile_memory_mib == Some(0)),
+            ("compile_max_bytes", self.compile_max_bytes == Some(0)),
+            (
+                "compile_max_functions",
+                self.compile_max_functions == Some(0),
+            ),
+            (
+                "compile_max_function_bytes",
+                self.compile_max_function_bytes == Some(0),
+            ),
+        ];
+        refuse_zero("[host]", &zero)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TenantSection {
+    pub name: String,
+    pub components: Vec<PathBuf>,
+    #[serde(default)]
+    pub subscribe: Vec<String>,
+    #[serde(default)]
+    pub publish: Vec<String>,
+    pub quarantine_after: Option<u32>,
+    #[serde(default)]
+    pub limits: LimitOverrides,
+}
+
+/// Limits as written in the file; absent values fall back to `[defaults]`, then the built-in
+/// defaults (see the README's sandbox section for each one and why).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitOverrides {
+    pub call_deadline_ms: Option<u64>,
+    pub memory_mib: Option<usize>,
+    pub fuel: Option<u64>,
+    pub max_tables: Option<usize>,
+    pub max_memories: Option<usize>,
+    pub max_table_elements: Option<usize>,
+    pub max_instances: Option<usize>,
+    pub max_host_resources: Option<usize>,
+    pub max_subscriptions: Option<usize>,
+    pub log_lines_per_record: Option<u32>,
+    pub log_bytes_per_record: Option<usize>,
+    pub log_lines_per_call: Option<u32>,
+    pub log_bytes_per_call: Option<usize>,
+    pub log_lines_per_second: Option<u32>,
+    pub host_log_lines_per_second: Option<u32>,
+    pub max_delay_ms: Option<u64>,
+    pub min_copy_delay_ms: Option<u64>,
+    pub max_hold_ms: Option<u64>,
+    pub write_records_per_second: Option<u32>,
+    pub write_bytes_per_second: Option<u64>,
+}
+
+impl LimitOverrides {
+    fn apply(&self, mut limits: Limits) -> Limits {
+        let set = |value: Option<usize>, field: &mut usize| *field = value.unwrap_or(*field);
+        let millis = |value: Option<u64>, field: &mut Duration| {
+            if let Some(ms) = value {
+                *field = Duration::from_millis(ms);
+            }
+        };
+        millis(self.call_deadline_ms, &mut limits.call_deadline);
+        set(
+            self.memory_mib.map(|mib| mib << 20),
+            &mut limits.memory_bytes,
+        );
+        set(self.max_tables, &mut limits.max_tables);
+        set(self.max_memories, &mut limits.max_memories);
+        set(self.max_table_elements, &mut limits.max_table_elements);
+        set(self.max_instances, &mut limits.max_instances);
+        set(self.max_host_resources, &mut limits.max_host_resources);
+        set(self.max_subscriptions, &mut limits.max_subscriptions);
+        limits.fuel = self.fuel.or(limits.fuel);
+        let log = &mut limits.log;
+        log.lines_per_record = self.log_lines_per_record.unwrap_or(log.lines_per_record);
+        set(self.log_bytes_per_record, &mut log.bytes_per_record);
+        log.lines_per_call = self.log_lines_per_call.unwrap_or(log.lines_per_call);
+        set(self.log_bytes_per_call, &mut log.bytes_per_call);
+        log.lines_per_second = self.log_lines_per_second.unwrap_or(log.lines_per_second);
+        log.host_lines_per_second = self
+            .host_log_lines_per_second
+            .unwrap_or(log.host_lines_per_second);
+        millis(self.max_delay_ms, &mut limits.copies.max_delay);
+        millis(self.min_copy_delay_ms, &mut limits.copies.min_copy_delay);
+        millis(self.max_hold_ms, &mut limits.copies.max_hold);
+        let writes = &mut limits.writes;
+        writes.records_per_second = self
+            .write_records_per_second
+            .unwrap_or(writes.records_per_second);
+        writes.bytes_per_second = self
+            .write_bytes_per_second
+            .unwrap_or(writes.bytes_per_second);
+        limits
+    }
+
+    /// Limits that would refuse every call, instance or write at 0.
+    fn check(&self, section: &str) -> anyhow::Result<()> {
+        let zero = [
+            ("call_deadline_ms", self.call_deadline_ms == Some(0)),
+            ("memory_mib", self.memory_mib == Some(0)),
+            ("max_memories", self.max_memories == Some(0)),
+            ("max_instances", self.max_instances == Some(0)),
+            ("max_subscriptions", self.max_subscriptions == Some(0)),
+            ("max_delay_ms", self.max_delay_ms == Some(0)),
+            ("max_hold_ms", self.max_hold_ms == Some(0)),
+            (
+                "write_records_per_second",
+                self.write_records_per_second == Some(0),
+            ),
+            (
+                "write_bytes_per_second",
+                self.write_bytes_per_second == Some(0),
+            ),
+        ];
+        refuse_zero(section, &zero)
+    }
+}
+
+fn refuse_zero(section: &str, keys: &[(&str, bool)]) -> anyhow::Result<()> {
+    match keys.iter().find(|(_, zero)| *zero) {
+        Some((key, _)) => anyhow::bail!("{section}: `{key} = 0` would refuse everything"),
+        None => Ok(()),
+    }
+}
+
+impl Config {
+    /// Reads and checks the file at `path`; component paths become relative to its folder.
+    ///
+    /// # Errors
+    /// When the file cannot be read, is not valid TOML of this shape (the error says where),
+    /// or names a tenant twice, an invalid stream, or a zero limit.
+    pub(crate) fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        let mut config: Config = toml::from_str(&text)
+            .with_context(|| format!("config file {} is not valid", path.display()))?;
+        config
+            .check()
+            .with_context(|| format!("config file {}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for tenant in &mut config.tenants {
+            for component in &mut tenant.components {
+                *component = base.join(&*component);
+            }
+        }
+        if let Some(cache) = &mut config.host.compile_cache {
+            *cache = base.join(&*cache);
+        }
+        Ok(config)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.tenants.is_empty(), "no [[tenants]] configured");
+        self.host.check()?;
+        self.defaults.check("[defaults]")?;
+        let mut names = BTreeSet::new();
+        for tenant in &self.tenants {
+            anyhow::ensure!(
+                valid_name(&tenant.name, 64),
+                "tenant name `{}` is not valid: use 1-64 characters of [A-Za-z0-9_.-]",
+                quote(&tenant.name)
+            );
+            anyhow::ensure!(
+                names.insert(&tenant.name),
+                "tenant `{}` is configured twice",
+                tenant.name
+            );
+            anyhow::ensure!(
+                !tenant.components.is_empty(),
+                "tenant `{}` has no components",
+                tenant.name
+            );
+            for stream in tenant.subscribe.iter().chain(&tenant.publish) {
+                anyhow::ensure!(
+                    valid_name(stream, 128),
+                    "tenant `{}`: `{}` is not a valid stream name",
+                    tenant.name,
+                    quote(stream)
+                );
+            }
+            tenant
+                .limits
+                .check(&format!("tenant `{}`, limits", tenant.name))?;
+        }
+        Ok(())
+    }
+
+    /// The tenant configured in `section`.
+    pub(crate) fn tenant(&self, section: &TenantSection) -> Tenant {
+        let limits = section.limits.apply(self.defaults.apply(Limits::default()));
+        let tenant = Tenant::new(&section.name)
+            .subscribe(StreamGrant::only(section.subscribe.iter().cloned()))
+            .publish(StreamGrant::only(section.publish.iter().cloned()))
+            .limits(limits);
+        match section.quarantine_after {
+            Some(failures) => tenant.quarantine_after(failures),
+            None => tenant,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ruststream_runtime::LogLimits;
+
+    fn parse(text: &str) -> anyhow::Result<Config> {
+        let config: Config = toml::from_str(text)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn a_tenant_gets_its_limits_over_the_defaults() -> anyhow::Result<()> {
+        let config = parse(
+            r#"
+            [defaults]
+            call_deadline_ms = 2000
+            memory_mib = 32
+            [[tenants]]
+            name = "acme"
+            components = ["a.wasm"]
+            subscribe = ["ledger"]
+            limits = { call_deadline_ms = 500, max_instances = 8 }
+            "#,
+        )?;
+        let tenant = config.tenant(&config.tenants[0]);
+        assert_eq!(tenant.policy().limits().max_instances, 8);
+        assert_eq!(
+            tenant.policy().limits().max_table_elements,
+            Limits::default().max_table_elements
+        );
+        assert_eq!(
+            tenant.policy().limits().call_deadline,
+            Duration::from_millis(500)
+        );
+        assert_eq!(tenant.policy().limits().memory_bytes, 32 << 20);
+        assert_eq!(tenant.policy().limits().log, LogLimits::default());
+        assert!(!tenant.policy().publish_grant().allows("ledger"));
+        Ok(())
+    }
+
+    #[test]
+    fn mistakes_are_reported() {
+        let unknown =
+            parse("[[tenants]]\nname = \"a\"\ncomponents = [\"a.wasm\"]\nsubscrbe = [\"x\"]");
+        assert!(
+            format!("{:#}", unknown.err().unwrap_or_else(|| anyhow::anyhow!("")))
+                .contains("subscrbe")
+        );
+        let twice = parse(
+            "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n[[tenants]]\nname = \"a\"\ncomponents = [\"y.wasm\"]",
+        );
+        assert!(twice.is_err_and(|e| e.to_string().contains("configured twice")));
+        let stream = parse(
+            "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nsubscribe = [\"no spaces\"]",
+        );
+        assert!(stream.is_err_and(|e| e.to_string().contains("not a valid stream name")));
+        let zero = parse(
+            "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nlimits = { write_records_per_second = 0 }",
+        );
+        assert!(zero.is_err_and(|e| e.to_string().contains("write_records_per_second = 0")));
+    }
+
+    #[test]
+    fn sandbox_keys_reach_the_limits() -> anyhow::Result<()> {
+        let config = parse(
+            r#"
+            [host]
+            compile_timeout_ms = 2000
+            compile_memory_mib = 512
+            [defaults]
+            max_delay_ms = 60000
+            write_records_per_second = 10
+            [[tenants]]
+            name = "acme"
+            components = ["a.wasm"]
+            limits = { max_memories = 3, min_copy_delay_ms = 0 }
+            "#,
+        )?;
+        let tenant = config.tenant(&config.tenants[0]);
+        let limits = tenant.policy().limits();
+        assert_eq!(limits.copies.max_delay, Duration::from_secs(60));
+        assert_eq!(limits.copies.min_copy_delay, Duration::ZERO);
+        assert_eq!(limits.writes.records_per_second, 10);
+        assert_eq!(limits.max_memories, 3);
+        let compile = config.host.compile_limits();
+        assert_eq!(compile.timeout, Duration::from_secs(2));
+        assert_eq!(compile.memory_bytes, 512 << 20);
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! `ruststream`: runs handler components against Kinesis.
+//!
+//! ```text
+//! ruststream new ledger-book && cd ledger-book && cargo build-component && cargo test
+//! ruststream check target/wasm32-wasip2/release/ledger_book.wasm
+//! ruststream run target/wasm32-wasip2/release/ledger_book.wasm --lease-store dynamodb
+//! ```
+//!
+//! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
+//! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
+//! one line with their causes. Run as `ruststream compile-worker ...`, the program is the
+//! host's bounded compile worker (see `ruststream_runtime::compile_worker`).
+
+mod args;
+mod check;
+mod config;
+mod new;
+mod run;
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use ruststream_runtime::{
+    CompileConfig, CompileLimits, Compiler, RuntimeConfig, WORKER_COMMAND, compile_worker, one_line,
+};
+
+use args::{Cli, Command};
+
+fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(WORKER_COMMAND) {
+        return compile_worker(std::env::args().skip(2));
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        // Colour codes only for a person at a terminal, never into a file or a pipe.
+        .with_ansi(std::io::stdout().is_terminal())
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return report(&anyhow::Error::from(error)),
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Check {
+                components,
+                compile,
+            } => check::check(&components, &compile).await,
+            Command::Run(args) => run::run(args).await,
+            Command::New(args) => new(&args),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => report(&error),
+    }
+}
+
+/// `ruststream new`: writes the crate and says how to go on.
+fn new(args: &args::NewArgs) -> anyhow::Result<()> {
+    let source = match (&args.ruststream, &args.git) {
+        (Some(checkout), _) => new::Source::Checkout(
+            checkout
+                .canonicalize()
+                .map_err(|error| anyhow::anyhow!("--ruststream {}: {error}", checkout.display()))?,
+        ),
+        (None, Some(url)) => new::Source::Git(url.clone()),
+        (None, None) => new::Source::built_from().ok_or_else(|| {
+            anyhow::anyhow!(
+                "the RustStream checkout this binary was built from is gone: give one with \
+                 --ruststream DIR, or a repository with --git URL"
+            )
+        })?,
+    };
+    let dir = args
+        .path
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
+    new::write_tenant_crate(&args.name, &dir, &source)?;
+    println!(
+        "created {}: `cargo build-component` builds the component, `cargo test` tests it",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// Shows `error` as one line with its causes: never a backtrace, never a control character.
+fn report(error: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {}", one_line(&**error));
+    ExitCode::FAILURE
+}
+
+/// The engine settings of this binary: components are compiled by this program run as a
+/// bounded worker, and cached in `cache`.
+fn runtime_config(limits: CompileLimits, cache: Option<PathBuf>) -> anyhow::Result<RuntimeConfig> {
+    let program = std::env::current_exe().map_err(|error| {
+        anyhow::anyhow!("cannot find this program to run its compile worker: {error}")
+    })?;
+    Ok(RuntimeConfig {
+        compile: CompileConfig {
+            compiler: Compiler::Worker { program },
+            limits,
+            cache,
+        },
+        ..RuntimeConfig::default()
+    })
+}

@@ -1,0 +1,179 @@
+//! `ruststream new`: writes a tenant crate, ready to build into a component and to test with
+//! `TestApp`.
+//!
+//! The crate depends on the guest SDK (`ruststream`) and, for its tests only, on the runtime
+//! (`ruststream-runtime` with `testing`), both from a RustStream checkout or from git. It holds
+//! the seed's settlement handler and a test that builds the component and runs it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+
+/// Where the tenant crate takes RustStream's crates from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A checkout of this repository.
+    Checkout(PathBuf),
+    /// A git repository holding this workspace.
+    Git(String),
+}
+
+impl Source {
+    /// The checkout the binary was built from, when it is still there.
+    pub(crate) fn built_from() -> Option<Self> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let root = root.canonicalize().ok()?;
+        root.join("guest-sdk/Cargo.toml")
+            .exists()
+            .then_some(Self::Checkout(root))
+    }
+
+    /// The dependency line of crate `name`, at `dir` inside a checkout, with `extra` keys.
+    fn dependency(&self, name: &str, dir: &str, extra: &str) -> String {
+        match self {
+            Self::Checkout(root) => {
+                let path = toml_string(&root.join(dir).display().to_string());
+                format!("{name} = {{ path = {path}{extra} }}")
+            }
+            Self::Git(url) => format!("{name} = {{ git = {}{extra} }}", toml_string(url)),
+        }
+    }
+}
+
+/// Writes a tenant crate called `name` into `dir`, which must not exist or be empty.
+///
+/// # Errors
+/// When `name` is not a valid crate name, `dir` holds files, or a file cannot be written.
+pub(crate) fn write_tenant_crate(name: &str, dir: &Path, source: &Source) -> anyhow::Result<()> {
+    check_name(name)?;
+    let occupied = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
+    if occupied {
+        bail!("{} already exists and is not empty", dir.display());
+    }
+    let file = name.replace('-', "_");
+    let fill = |template: &str| {
+        template
+            .replace("{{name}}", name)
+            .replace("{{file}}", &file)
+            .replace("{{sdk}}", &source.dependency("ruststream", "guest-sdk", ""))
+            .replace(
+                "{{runtime}}",
+                &source.dependency(
+                    "ruststream-runtime",
+                    "host/runtime",
+                    ", features = [\"testing\"]",
+                ),
+            )
+    };
+    let files = [
+        (
+            "Cargo.toml",
+            include_str!("../templates/tenant/Cargo.toml.in"),
+        ),
+        (
+            ".cargo/config.toml",
+            include_str!("../templates/tenant/config.toml.in"),
+        ),
+        ("src/lib.rs", include_str!("../templates/tenant/lib.rs.in")),
+        (
+            "tests/handler.rs",
+            include_str!("../templates/tenant/test.rs.in"),
+        ),
+        (
+            ".gitignore",
+            include_str!("../templates/tenant/gitignore.in"),
+        ),
+    ];
+    for (path, template) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&path, fill(template))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// A crate name cargo accepts, which also names the component file and its lease tables.
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let valid = name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !valid {
+        bail!(
+            "`{}` is not a valid tenant crate name: use 1-64 characters of [A-Za-z0-9_-], \
+             starting with a letter",
+            ruststream_runtime::escape_controls(name)
+        );
+    }
+    Ok(())
+}
+
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_crate_names() {
+        assert!(check_name("ledger-book").is_ok());
+        assert!(check_name("book_2").is_ok());
+        for bad in ["", "2fast", "has space", "dot.ted", "x\u{1b}[2J"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn dependencies_quote_their_paths() {
+        let source = Source::Checkout(PathBuf::from("/src/rust \"stream\""));
+        assert_eq!(
+            source.dependency("ruststream", "guest-sdk", ""),
+            r#"ruststream = { path = "/src/rust \"stream\"/guest-sdk" }"#
+        );
+        let git = Source::Git("https://example.com/ruststream.git".into());
+        assert_eq!(
+            git.dependency(
+                "ruststream-runtime",
+                "host/runtime",
+                ", features = [\"testing\"]"
+            ),
+            r#"ruststream-runtime = { git = "https://example.com/ruststream.git", features = ["testing"] }"#
+        );
+    }
+
+    #[test]
+    fn a_crate_is_written_once() -> anyhow::Result<()> {
+        let dir = std::env::temp_dir().join(format!("ruststream-new-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let source = Source::Checkout(PathBuf::from("/src/ruststream"));
+        write_tenant_crate("ledger-book", &dir, &source)?;
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml"))?;
+        assert!(manifest.contains("name = \"ledger-book\""), "{manifest}");
+        assert!(manifest.contains(r#"ruststream = { path = "/src/ruststream/guest-sdk" }"#));
+        let test = std::fs::read_to_string(dir.join("tests/handler.rs"))?;
+        assert!(test.contains("release/ledger_book.wasm"), "{test}");
+        let again = write_tenant_crate("ledger-book", &dir, &source);
+        assert!(again.is_err(), "a second write over the crate is refused");
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,124 @@
+//! The `ruststream` binary's handling of bad input. (Running components with it against real
+//! servers is tested in `tests/tests/all/binary.rs`.)
+
+use std::process::Command;
+
+fn ruststream(args: &[&str]) -> (bool, String) {
+    outcome(
+        Command::new(env!("CARGO_BIN_EXE_ruststream"))
+            .args(args)
+            .env("RUST_LOG", "error"),
+    )
+}
+
+/// Runs `command`: whether it succeeded, and what it printed on stdout and stderr.
+fn outcome(command: &mut Command) -> (bool, String) {
+    let out = command.output().expect("the command runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[test]
+fn check_reports_a_missing_component_by_path() {
+    let (ok, text) = ruststream(&["check", "no/such/component.wasm"]);
+    assert!(!ok);
+    assert!(text.contains("no/such/component.wasm"), "{text}");
+    assert!(text.contains("1 of 1 components refused"), "{text}");
+}
+
+#[test]
+fn check_refuses_a_file_that_is_not_wasm() {
+    let dir = std::env::temp_dir().join(format!("ruststream-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("notes.wasm");
+    std::fs::write(&path, "just text").expect("write");
+    let (ok, text) = ruststream(&["check", path.to_str().expect("utf-8 path")]);
+    assert!(!ok);
+    assert!(text.contains("not a WebAssembly file"), "{text}");
+}
+
+#[test]
+fn a_bad_config_file_says_what_is_wrong() {
+    let dir = std::env::temp_dir().join(format!("ruststream-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("bad.toml");
+    std::fs::write(
+        &path,
+        "[[tenants]]\nname = \"acme\"\ncomponents = [\"a.wasm\"]\nsubscrbe = [\"ledger\"]\n",
+    )
+    .expect("write");
+    let (ok, text) = ruststream(&["run", "--config", path.to_str().expect("utf-8 path")]);
+    assert!(!ok);
+    assert!(
+        text.contains("subscrbe") && text.contains("bad.toml"),
+        "{text}"
+    );
+}
+
+#[test]
+fn run_needs_components_or_a_config() {
+    let (ok, text) = ruststream(&["run"]);
+    assert!(!ok);
+    assert!(
+        text.contains("--config") || text.contains("COMPONENTS"),
+        "{text}"
+    );
+}
+
+/// The `target` directory this test binary was built in.
+fn target_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_BIN_EXE_ruststream"))
+        .ancestors()
+        .nth(2)
+        .expect("target/<profile>/ruststream")
+        .to_owned()
+}
+
+/// `cargo <args>` in `dir`, building in `target`: never this test's own target directory,
+/// whose lock the outer `cargo test` holds.
+fn cargo(dir: &std::path::Path, target: &std::path::Path, args: &[&str]) -> (bool, String) {
+    outcome(
+        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(args)
+            .current_dir(dir)
+            .env("CARGO_TARGET_DIR", target)
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_BUILD_TARGET"),
+    )
+}
+
+#[test]
+fn a_new_tenant_crate_builds_its_component_and_passes_its_test() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("ruststream-tenant-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let krate = dir.join("ledger-book");
+    let (ok, text) = ruststream(&[
+        "new",
+        "ledger-book",
+        "--path",
+        krate.to_str().expect("utf-8 path"),
+        "--ruststream",
+        repo.to_str().expect("utf-8 path"),
+    ]);
+    assert!(ok, "{text}");
+    // Outside this workspace, with its own target directory (kept between runs, as a
+    // tenant's would be).
+    let target = target_dir().join("tenant-crate");
+    let (ok, text) = cargo(&krate, &target, &["build-component"]);
+    assert!(ok, "cargo build-component failed:\n{text}");
+    let component = target.join("wasm32-wasip2/release/ledger_book.wasm");
+    let (ok, text) = ruststream(&["check", component.to_str().expect("utf-8 path")]);
+    assert!(ok && text.contains("ledger-book 0.1.0 (ledger)"), "{text}");
+    let (ok, text) = cargo(&krate, &target, &["test"]);
+    assert!(ok, "the tenant crate's test failed:\n{text}");
+    assert!(
+        text.contains(
+            "entries_are_booked_an_empty_one_retired_and_a_refund_holds_the_checkpoint ... ok"
+        ),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).expect("temp dir removed");
+}

@@ -1,0 +1,31 @@
+//! Host-side bindings generated from `wit/ruststream.wit`.
+//!
+//! Exports take borrowed arguments so a batch is lifted into the guest straight from the host's
+//! own buffers, without an intermediate copy of every payload.
+
+wasmtime::component::bindgen!({
+    path: "../../wit",
+    world: "subscriber-app",
+    imports: {
+        "ruststream:handler/host.publish": async,
+        default: trappable,
+    },
+    exports: { default: async },
+    ownership: Borrowing { duplicate_if_necessary: true },
+});
+
+use std::time::Duration;
+
+use crate::settlement::Outcome;
+
+impl From<ruststream::handler::types::HandlerOutcome> for Outcome {
+    fn from(outcome: ruststream::handler::types::HandlerOutcome) -> Self {
+        use ruststream::handler::types::HandlerOutcome;
+        match outcome {
+            HandlerOutcome::Ack => Outcome::Ack,
+            HandlerOutcome::Drop => Outcome::Drop,
+            HandlerOutcome::Retry => Outcome::Retry,
+            HandlerOutcome::RetryAfter(ms) => Outcome::RetryAfter(Duration::from_millis(ms)),
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Compiling components: bounded before (size), bounded while (a worker process under
+//! `setrlimit` and a timeout), and cached after (by content hash and engine configuration).
+
+mod bounds;
+mod cache;
+mod worker;
+
+pub use worker::{WORKER_COMMAND, compile_worker};
+
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::Runtime;
+use crate::escape::one_line;
+use crate::limits::{CompileConfig, Compiler};
+use cache::ArtifactCache;
+
+/// Why a component did not compile. Each bound names the configuration key that sets it.
+///
+/// What the compiler said about an invalid component, and what a failed worker said, come
+/// from another process (the bounded worker) as one escaped line of text; failures of this
+/// process keep their cause as their [`source`](std::error::Error::source).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompileError {
+    /// Refused before compiling: past a size bound.
+    #[error("{what} is {actual}{unit}, over the limit of {limit}{unit} (`{key}`)")]
+    Bound {
+        /// What is too large.
+        what: &'static str,
+        /// The unit of the sizes, with its leading space (or empty for a count).
+        unit: &'static str,
+        /// Its size.
+        actual: usize,
+        /// The bound.
+        limit: usize,
+        /// The configuration key that sets the bound.
+        key: &'static str,
+    },
+    /// Not valid WebAssembly, or not a component wasmtime can compile; the compiler's reason.
+    #[error("not a valid component: {0}")]
+    Invalid(String),
+    /// The worker ran out of wall time.
+    #[error("compiling took longer than {0:?} (`compile_timeout_ms`)")]
+    Timeout(Duration),
+    /// The worker ran out of CPU time.
+    #[error("compiling used more than {0:?} of CPU time (`compile_cpu_seconds`)")]
+    CpuTime(Duration),
+    /// The worker ran out of memory (its limit, in MiB).
+    #[error("compiling needed more than {0} MiB of memory (`compile_memory_mib`)")]
+    Memory(u64),
+    /// The worker failed otherwise; what it said.
+    #[error("the compile worker failed: {0}")]
+    Worker(String),
+    /// The worker could not be run, or talked to.
+    #[error("the compile worker failed {doing}")]
+    WorkerIo {
+        /// What the host was doing with it.
+        doing: &'static str,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The compiled artifact was refused by the engine.
+    #[error("the compiled artifact cannot be loaded")]
+    Artifact(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Worker processes compiling at once. A tenant's loads run one after another, so a tenant
+/// sending compile bombs holds one of these at a time, and the others go on.
+const WORKER_SLOTS: usize = 4;
+
+/// What a runtime compiles with: its cache, and slots for worker processes.
+pub(crate) struct Compilation {
+    cache: Option<ArtifactCache>,
+    slots: Semaphore,
+}
+
+impl Compilation {
+    pub(crate) fn new(engine: &Engine, config: &CompileConfig) -> std::io::Result<Self> {
+        let cache = config
+            .cache
+            .as_deref()
+            .map(|dir| ArtifactCache::open(dir, cache::engine_key(engine)))
+            .transpose()?;
+        Ok(Self {
+            cache,
+            slots: Semaphore::new(WORKER_SLOTS),
+        })
+    }
+}
+
+/// A compiled component and its content hash (hex SHA-256 of its bytes).
+pub(crate) struct Compiled {
+    pub component: Component,
+    pub content_hash: String,
+}
+
+impl Runtime {
+    /// Compiles `bytes`, or loads the artifact compiled from the same bytes earlier.
+    pub(crate) async fn compile(&self, bytes: Vec<u8>) -> Result<Compiled, CompileError> {
+        let config = &self.config().compile;
+        bounds::check(&bytes, &config.limits)?;
+        let content_hash = cache::content_hash(&bytes);
+        let compilation = self.compilation();
+        let cached = compilation
+            .cache
+            .as_ref()
+            .and_then(|c| c.get(&content_hash));
+        let artifact = match cached {
+            Some(artifact) => artifact,
+            None => {
+                let artifact = self.compile_artifact(bytes).await?;
+                if let Some(Err(error)) = compilation
+                    .cache
+                    .as_ref()
+                    .map(|c| c.put(&content_hash, &artifact))
+                {
+                    tracing::warn!(%error, "a compiled artifact could not be cached");
+                }
+                artifact
+            }
+        };
+        // SAFETY: `artifact` was produced by this host's own compiler, in process or in its
+        // compile worker, for this engine's configuration (the cache key says so and its
+        // digest was checked); wasmtime checks the compatibility header on top.
+        let component = unsafe { Component::deserialize(self.engine(), &artifact) }
+            .map_err(|error| CompileError::Artifact(error.into()))?;
+        Ok(Compiled {
+            component,
+            content_hash,
+        })
+    }
+
+    async fn compile_artifact(&self, bytes: Vec<u8>) -> Result<Vec<u8>, CompileError> {
+        match &self.config().compile.compiler {
+            Compiler::InProcess => {
+                let engine = self.engine().clone();
+                tokio::task::spawn_blocking(move || engine.precompile_component(&bytes))
+                    .await
+                    .map_err(|join| CompileError::WorkerIo {
+                        doing: "compiling in process",
+                        source: join.into(),
+                    })?
+                    .map_err(|error| CompileError::Invalid(one_line(&*error)))
+            }
+            Compiler::Worker { program } => {
+                let _slot = self
+                    .compilation()
+                    .slots
+                    .acquire()
+                    .await
+                    .map_err(|_closed| CompileError::WorkerIo {
+                        doing: "waiting for a slot",
+                        source: std::io::ErrorKind::BrokenPipe.into(),
+                    })?;
+                worker::compile(program, self.config(), &bytes).await
+            }
+        }
+    }
+}

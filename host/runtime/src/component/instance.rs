@@ -1,0 +1,396 @@
+//! A live instance of a component, called once per batch, replaced after a trap.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::{Store, UpdateDeadline};
+
+use super::LoadPhase;
+use super::Runtime;
+use super::bindings::exports::ruststream::handler::handler as wit;
+use super::bindings::{SubscriberApp, SubscriberAppPre};
+use super::state::{CallProgress, CallScope, HostState};
+use super::trap::{DeadlineExceeded, TrapKind, classify};
+use crate::env::Env;
+use crate::escape::one_line;
+use crate::record::Delivery;
+use crate::settlement::Outcome;
+
+/// One batch of one shard, as handed to a component.
+pub struct BatchCall<'a> {
+    /// Index of the subscription in the component's declaration.
+    pub subscription: u32,
+    /// The stream the records were read from.
+    pub stream: &'a Arc<str>,
+    /// The shard they were read from.
+    pub shard_id: &'a Arc<str>,
+    /// The records, in shard order.
+    pub deliveries: &'a Arc<[Delivery]>,
+}
+
+/// A batch call that did not finish: the outcomes the guest reported before it failed (they
+/// stand, in order from the batch's first record), and how the record after them failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("record {} of the batch failed", settled.len())]
+pub struct BatchFailure {
+    /// The outcomes of the batch's first records, as the guest reported them: they stand.
+    pub settled: Vec<Outcome>,
+    /// How the call failed on record `settled.len()`.
+    #[source]
+    pub failure: CallFailure,
+}
+
+/// A call that did not return outcomes: how it failed, and wasmtime's account of it (one
+/// line, control characters escaped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallFailure {
+    /// How it failed: what the record's log line and the tenant's quarantine reason name.
+    pub kind: TrapKind,
+    /// What happened: wasmtime's error chain (a backtrace's first frames included), or the
+    /// host's account of a deadline or a missing outcome.
+    pub message: String,
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = self.kind.to_string();
+        if self.message.starts_with(&kind) {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{kind}: {}", self.message)
+        }
+    }
+}
+
+impl std::error::Error for CallFailure {}
+
+/// A component instance owned by one shard pipeline.
+///
+/// After any failed call the instance is poisoned (wasmtime refuses to enter it again), so it
+/// is dropped and the next call runs in a fresh one (≈10-25 µs).
+pub struct HandlerInstance {
+    runtime: Runtime,
+    pre: SubscriberAppPre<HostState>,
+    env: Env,
+    live: Option<Live>,
+    replacements: u64,
+}
+
+struct Live {
+    store: Store<HostState>,
+    bindings: SubscriberApp,
+}
+
+impl HandlerInstance {
+    pub(crate) fn new(runtime: Runtime, pre: SubscriberAppPre<HostState>, env: Env) -> Self {
+        Self {
+            runtime,
+            pre,
+            env,
+            live: None,
+            replacements: 0,
+        }
+    }
+
+    /// How many times a failed instance was replaced.
+    pub fn replacements(&self) -> u64 {
+        self.replacements
+    }
+
+    /// Calls `handle-batch` with every delivery of `call`; one outcome per delivery, in order.
+    ///
+    /// Each record has the tenant's deadline (and fuel), counted from when the record before it
+    /// was reported: a batch of slow but healthy records never runs out of time.
+    ///
+    /// # Errors
+    /// When the call traps (panic, deadline, memory limit, stack overflow, ...) or returns
+    /// without reporting every record: the outcomes reported before that, which stand, and the
+    /// failure of the record after them. The instance is replaced before the next call.
+    pub async fn handle_batch(
+        &mut self,
+        call: &BatchCall<'_>,
+    ) -> Result<Vec<Outcome>, BatchFailure> {
+        let info = batch_info(call);
+        let batch = Layout::of(call.deliveries);
+        let expected = batch.records.len();
+        let (result, reported) = self
+            .call(call, async |live: &mut Live| {
+                live.bindings
+                    .ruststream_handler_handler()
+                    .call_handle_batch(
+                        &mut live.store,
+                        info,
+                        &batch.arena,
+                        &batch.records,
+                        &batch.headers,
+                    )
+                    .await
+            })
+            .await;
+        let failure = match result {
+            Ok(()) if reported.len() == expected => return Ok(reported),
+            Ok(()) => {
+                self.discard();
+                CallFailure {
+                    kind: TrapKind::Other,
+                    message: format!(
+                        "handle-batch returned without reporting an outcome for record {} of {expected}",
+                        reported.len()
+                    ),
+                }
+            }
+            Err(failure) => failure,
+        };
+        Err(BatchFailure {
+            settled: reported,
+            failure,
+        })
+    }
+
+    /// Runs `body`, a call handing the component every delivery of `call`, under a deadline
+    /// and fuel per record, and the log budget of that many records. Returns how the call
+    /// went, and the outcomes the guest reported meanwhile.
+    async fn call(
+        &mut self,
+        call: &BatchCall<'_>,
+        body: impl AsyncFnOnce(&mut Live) -> wasmtime::Result<()>,
+    ) -> (Result<(), CallFailure>, Vec<Outcome>) {
+        let limits = self.env.policy.limits();
+        let deadline = limits.call_deadline;
+        let records = call.deliveries.len();
+        let fuel = self.runtime.config().fuel.then(|| {
+            limits
+                .fuel
+                .map_or(u64::MAX, |fuel| fuel.saturating_mul(records.max(1) as u64))
+        });
+        let live = match self.live().await {
+            Ok(live) => live,
+            Err(failure) => return (Err(failure), Vec::new()),
+        };
+        let scope = CallScope {
+            stream: call.stream.clone(),
+            shard_id: call.shard_id.clone(),
+            deliveries: call.deliveries.clone(),
+        };
+        let progress = live
+            .store
+            .data_mut()
+            .begin_call(Some(scope), records, deadline);
+        if let Some(fuel) = fuel
+            && let Err(error) = live.store.set_fuel(fuel)
+        {
+            let failure = self.fail(TrapKind::Other, format!("cannot set fuel: {error}"));
+            return (Err(failure), Vec::new());
+        }
+        let result = within_deadline(&progress, body(live)).await;
+        let reported = live.store.data_mut().end_call();
+        let result = settle_call(result, deadline);
+        if result.is_err() {
+            self.discard();
+        }
+        (result, reported)
+    }
+
+    fn fail(&mut self, kind: TrapKind, message: String) -> CallFailure {
+        self.discard();
+        CallFailure { kind, message }
+    }
+
+    fn discard(&mut self) {
+        if self.live.take().is_some() {
+            self.replacements += 1;
+        }
+    }
+
+    async fn live(&mut self) -> Result<&mut Live, CallFailure> {
+        if self.live.is_none() {
+            let pending = instantiate(self.runtime.clone(), self.pre.clone(), self.env.clone());
+            let live = pending.await.map_err(|mut failure| {
+                failure.message = format!("instantiation failed: {}", failure.message);
+                failure
+            })?;
+            self.live = Some(live);
+        }
+        self.live.as_mut().ok_or_else(|| CallFailure {
+            kind: TrapKind::Other,
+            message: "no live instance".into(),
+        })
+    }
+}
+
+/// Runs `call` until it ends or its deadline passes. The epoch callback ends a spinning guest at
+/// the deadline; this timer also covers time spent blocked in host imports (a publish, a WASI
+/// sleep), where no epoch check runs. The slack lets the epoch's trap, which carries a wasm
+/// backtrace, win for a spinning guest.
+async fn within_deadline<R>(
+    progress: &CallProgress,
+    call: impl Future<Output = wasmtime::Result<R>>,
+) -> Result<wasmtime::Result<R>, Elapsed> {
+    let mut call = std::pin::pin!(call);
+    loop {
+        let deadline = progress.deadline() + IMPORT_SLACK;
+        tokio::select! {
+            result = &mut call => return Ok(result),
+            () = tokio::time::sleep_until(deadline.into()) => {
+                // A record reported meanwhile moved the deadline: wait on.
+                if Instant::now() >= progress.deadline() + IMPORT_SLACK {
+                    return Err(Elapsed);
+                }
+            }
+        }
+    }
+}
+
+const IMPORT_SLACK: Duration = Duration::from_millis(100);
+
+/// A call ran past its deadline while blocked outside the guest.
+struct Elapsed;
+
+/// A call's result, or the failure it came to.
+fn settle_call<R>(
+    result: Result<wasmtime::Result<R>, Elapsed>,
+    deadline: Duration,
+) -> Result<R, CallFailure> {
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(CallFailure {
+            kind: classify(&error),
+            message: one_line(&*error),
+        }),
+        Err(_elapsed) => Err(CallFailure {
+            kind: TrapKind::Deadline,
+            message: DeadlineExceeded(deadline).to_string(),
+        }),
+    }
+}
+
+/// A fresh instance, under the tenant's limits: the start functions and constructors that run
+/// while instantiating get the call deadline (blocked imports included), memory caps and fuel.
+/// Takes its inputs by value: a `HandlerInstance` is not `Sync`, so the future must not borrow
+/// one.
+async fn instantiate(
+    runtime: Runtime,
+    pre: SubscriberAppPre<HostState>,
+    env: Env,
+) -> Result<Live, CallFailure> {
+    let limits = env.policy.limits().clone();
+    let deadline = limits.call_deadline;
+    let mut store = Store::new(runtime.engine(), HostState::new(env));
+    let failed = |message: String| CallFailure {
+        kind: TrapKind::Other,
+        message,
+    };
+    if runtime.config().fuel {
+        store
+            .set_fuel(limits.fuel.unwrap_or(u64::MAX))
+            .map_err(|error| failed(format!("cannot set fuel: {error}")))?;
+    }
+    store.limiter(|state| &mut state.limiter);
+    if runtime.config().deadlines {
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |ctx| match ctx.data().deadline() {
+            Some(at) if Instant::now() >= at => {
+                Err(wasmtime::Error::new(DeadlineExceeded(deadline)))
+            }
+            _ => Ok(UpdateDeadline::Yield(1)),
+        });
+    }
+    let progress = store.data_mut().begin_call(None, 1, deadline);
+    let result = within_deadline(&progress, pre.instantiate_async(&mut store)).await;
+    store.data_mut().end_call();
+    let bindings = settle_call(result, deadline)?;
+    Ok(Live { store, bindings })
+}
+
+/// Instantiates `pre` once and asks the component to describe itself, each phase under the
+/// tenant's limits.
+///
+/// # Errors
+/// The phase (instantiation or `describe`) and how it failed.
+pub(crate) async fn describe(
+    runtime: &Runtime,
+    pre: &SubscriberAppPre<HostState>,
+    env: Env,
+) -> Result<wit::App, (LoadPhase, CallFailure)> {
+    let deadline = env.policy.limits().call_deadline;
+    let mut live = instantiate(runtime.clone(), pre.clone(), env)
+        .await
+        .map_err(|failure| (LoadPhase::Instantiate, failure))?;
+    let progress = live.store.data_mut().begin_call(None, 1, deadline);
+    let describing = live
+        .bindings
+        .ruststream_handler_handler()
+        .call_describe(&mut live.store);
+    let result = within_deadline(&progress, describing).await;
+    live.store.data_mut().end_call();
+    settle_call(result, deadline).map_err(|failure| (LoadPhase::Describe, failure))
+}
+
+fn batch_info<'a>(call: &'a BatchCall<'_>) -> wit::BatchInfo<'a> {
+    wit::BatchInfo {
+        subscription: call.subscription,
+        stream: call.stream,
+        shard_id: call.shard_id,
+    }
+}
+
+/// A batch laid out for `handle-batch`: every byte in one arena, every header in one list,
+/// the records as spans of both.
+struct Layout {
+    arena: Vec<u8>,
+    records: Vec<wit::BatchRecord>,
+    headers: Vec<wit::BatchHeader>,
+}
+
+impl Layout {
+    fn of(deliveries: &[Delivery]) -> Self {
+        let size: usize = deliveries
+            .iter()
+            .map(|d| {
+                let headers: usize = d.headers.iter().map(|h| h.name.len() + h.value.len()).sum();
+                d.payload.len() + d.partition_key.len() + d.sequence_number.len() + headers
+            })
+            .sum();
+        let mut layout = Self {
+            arena: Vec::with_capacity(size),
+            records: Vec::with_capacity(deliveries.len()),
+            headers: Vec::new(),
+        };
+        for delivery in deliveries {
+            let record = layout.record(delivery);
+            layout.records.push(record);
+        }
+        layout
+    }
+
+    fn record(&mut self, delivery: &Delivery) -> wit::BatchRecord {
+        let first_header = self.headers.len();
+        for header in &delivery.headers {
+            let name = self.push(header.name.as_bytes());
+            let value = self.push(&header.value);
+            self.headers.push(wit::BatchHeader { name, value });
+        }
+        wit::BatchRecord {
+            data: self.push(&delivery.payload),
+            partition_key: self.push(delivery.partition_key.as_bytes()),
+            sequence_number: self.push(delivery.sequence_number.as_bytes()),
+            arrival_ms: delivery.arrival_ms,
+            attempt: delivery.attempt(),
+            headers: span(first_header, delivery.headers.len()),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> wit::Span {
+        let span = span(self.arena.len(), bytes.len());
+        self.arena.extend_from_slice(bytes);
+        span
+    }
+}
+
+/// A GetRecords batch is at most 10 MB, far below what u32 offsets reach.
+fn span(offset: usize, len: usize) -> wit::Span {
+    wit::Span {
+        offset: offset as u32,
+        len: len as u32,
+    }
+}

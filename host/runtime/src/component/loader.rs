@@ -1,0 +1,401 @@
+//! Loading a component file: checking it is a RustStream component and learning its app.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use wasmtime::component::Component;
+
+use super::Runtime;
+use super::bindings::SubscriberAppPre;
+use super::compile::CompileError;
+use super::declaration::app_spec;
+use super::instance::{CallFailure, HandlerInstance, describe};
+use super::state::HostState;
+use crate::app::{AppSpec, DeclarationBounds, SpecError};
+use crate::clock::{Clock, SystemClock};
+use crate::env::Env;
+use crate::escape::quote;
+use crate::log::LogSink;
+use crate::policy::SandboxPolicy;
+use crate::publish::{BoxFuture, PublishError, Publisher};
+use crate::record::{OutgoingRecord, Published};
+
+/// The WIT package this host implements.
+pub const CONTRACT: &str = "ruststream:handler@0.3.0";
+const CONTRACT_VERSION: &str = "0.3.0";
+const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.3.0";
+const CONTRACT_PREFIX: &str = "ruststream:handler/";
+
+/// Why a component was refused: whose component, in which phase of loading, and why.
+///
+/// Displayed alone it names tenant, component and phase; the reason is its
+/// [`source`](std::error::Error::source), so render it with its causes
+/// ([`one_line`](crate::one_line), or `{:#}` through `anyhow`).
+#[derive(Debug, thiserror::Error)]
+#[error("tenant `{tenant}`, component `{component}`: {phase} refused")]
+pub struct LoadError {
+    /// The tenant the component was loaded for.
+    pub tenant: String,
+    /// The component's name (its file's stem, or the name it was loaded under), quoted.
+    pub component: String,
+    /// How far loading got.
+    pub phase: LoadPhase,
+    /// Why it was refused.
+    #[source]
+    pub refusal: Refusal,
+}
+
+/// The phases of loading a component, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadPhase {
+    /// Reading the file.
+    Read,
+    /// Checking it is a RustStream component of this contract, with granted imports.
+    Check,
+    /// Size bounds and compiling (in the bounded worker, or from the artifact cache).
+    Compile,
+    /// Linking its imports to the host's.
+    Link,
+    /// Instantiating it (start functions and constructors run), under the tenant's limits.
+    Instantiate,
+    /// Calling `describe`, under the tenant's limits.
+    Describe,
+    /// Validating what `describe` declared.
+    Declaration,
+}
+
+impl fmt::Display for LoadPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Read => "reading",
+            Self::Check => "checking",
+            Self::Compile => "compiling",
+            Self::Link => "linking",
+            Self::Instantiate => "instantiation",
+            Self::Describe => "`describe`",
+            Self::Declaration => "declaration",
+        })
+    }
+}
+
+/// The reason a component was refused. Anything the component named (imports, exports) is
+/// quoted escaped and cut short.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The file cannot be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes do not start with the WebAssembly magic number.
+    #[error("not a WebAssembly file (no `\\0asm` header)")]
+    NotWasm,
+    /// A core module rather than a component: built for the wrong target.
+    #[error(
+        "this is a core WebAssembly module, not a component; build it with `--target wasm32-wasip2`"
+    )]
+    CoreModule,
+    /// A WebAssembly encoding this host does not know; holds the version and layer bytes
+    /// found (at most four).
+    #[error("unsupported WebAssembly encoding version {0:02x?}")]
+    UnknownEncoding(Vec<u8>),
+    /// Past a compile bound, not a valid component, or the compile worker failed.
+    #[error(transparent)]
+    Compile(CompileError),
+    /// The component does not export the handler interface of any contract version.
+    #[error(
+        "does not export `{HANDLER_EXPORT}` (it exports: {found}); is it built with the \
+         RustStream guest SDK?"
+    )]
+    MissingExport {
+        /// What it exports instead, quoted, or `nothing`.
+        found: String,
+    },
+    /// The component exports or imports another version of the contract than [`CONTRACT`].
+    #[error("built against `{found}`, but this host implements {CONTRACT}")]
+    ContractVersion {
+        /// The export or import of the other version, quoted.
+        found: String,
+    },
+    /// The component imports an interface outside the host's and WASI 0.2's granted set
+    /// (sockets, HTTP, ...).
+    #[error("imports `{import}`, which this host does not grant")]
+    ForbiddenImport {
+        /// The import, quoted.
+        import: String,
+    },
+    /// Wasmtime cannot link the component's imports to the host's.
+    #[error("cannot be linked")]
+    Link(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Instantiating it or calling `describe` trapped or ran past its deadline.
+    #[error(transparent)]
+    Trap(CallFailure),
+    /// What `describe` declared is not valid.
+    #[error(transparent)]
+    Spec(SpecError),
+}
+
+/// A compiled component that passed every check, with the app it declares.
+#[derive(Clone)]
+pub struct LoadedComponent {
+    name: Arc<str>,
+    content_hash: Arc<str>,
+    runtime: Runtime,
+    pre: SubscriberAppPre<HostState>,
+    app: AppSpec,
+}
+
+impl LoadedComponent {
+    /// Loads the component file at `path` under a tenant's `policy`, named after the file's
+    /// stem.
+    ///
+    /// Instantiation and `describe` run under the tenant's limits (deadline, memory, fuel);
+    /// what the component logs meanwhile goes to `log`, within the tenant's log budget.
+    ///
+    /// # Errors
+    /// See [`LoadError`]: unreadable file, not a component, past a compile bound, wrong or
+    /// missing contract, ungranted imports, a trap or deadline while instantiating or
+    /// describing, or an invalid declaration.
+    pub async fn from_file(
+        runtime: &Runtime,
+        path: impl AsRef<Path>,
+        policy: &Arc<SandboxPolicy>,
+        log: &LogSink,
+    ) -> Result<Self, LoadError> {
+        let path = path.as_ref();
+        let name = path.file_stem().map_or_else(
+            || path.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        let bytes = read_bounded(path, runtime.config().compile.limits.max_bytes)
+            .await
+            .map_err(|refusal| refused(policy, &name, LoadPhase::Read, refusal))?;
+        Self::from_bytes(runtime, &name, bytes, policy, log).await
+    }
+
+    /// Loads a component from its bytes, under the name `name`, under a tenant's `policy`.
+    ///
+    /// # Errors
+    /// As [`from_file`](Self::from_file).
+    pub async fn from_bytes(
+        runtime: &Runtime,
+        name: &str,
+        bytes: Vec<u8>,
+        policy: &Arc<SandboxPolicy>,
+        log: &LogSink,
+    ) -> Result<Self, LoadError> {
+        let fail = |phase, refusal| refused(policy, name, phase, refusal);
+        check_header(&bytes).map_err(|r| fail(LoadPhase::Check, r))?;
+        let compiled = runtime
+            .compile(bytes)
+            .await
+            .map_err(|error| fail(LoadPhase::Compile, Refusal::Compile(error)))?;
+        let component = &compiled.component;
+        check_exports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
+        check_imports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
+        let pre = runtime
+            .linker()
+            .instantiate_pre(component)
+            .and_then(SubscriberAppPre::new)
+            .map_err(|error| fail(LoadPhase::Link, Refusal::Link(error.into())))?;
+        let env = describe_env(name, policy, log);
+        let described = describe(runtime, &pre, env).await;
+        policy.host_lines().summarise(log);
+        let app = described.map_err(|(phase, failure)| fail(phase, Refusal::Trap(failure)))?;
+        let bounds = DeclarationBounds {
+            max_subscriptions: policy.limits().max_subscriptions,
+            now_ms: SystemClock.now_ms(),
+        };
+        let app = app_spec(app, &bounds)
+            .map_err(|error| fail(LoadPhase::Declaration, Refusal::Spec(error)))?;
+        Ok(Self {
+            name: name.into(),
+            content_hash: compiled.content_hash.into(),
+            runtime: runtime.clone(),
+            pre,
+            app,
+        })
+    }
+
+    /// The component's name: its file's stem, or the name it was loaded under; tags its log
+    /// lines.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The hex SHA-256 of the component's bytes: which build this is.
+    pub fn content_hash(&self) -> &str {
+        &self.content_hash
+    }
+
+    /// The app and subscriptions the component declared.
+    pub fn app(&self) -> &AppSpec {
+        &self.app
+    }
+
+    /// A new instance (instantiated lazily, on its first call) acting on `env`.
+    pub fn instance(&self, env: Env) -> HandlerInstance {
+        HandlerInstance::new(self.runtime.clone(), self.pre.clone(), env)
+    }
+
+    /// An [`Env`] for this component run under `policy`.
+    pub fn env(
+        &self,
+        policy: Arc<SandboxPolicy>,
+        publisher: Arc<dyn Publisher>,
+        clock: Arc<dyn Clock>,
+        log: LogSink,
+    ) -> Env {
+        Env {
+            component: self.name.clone(),
+            policy,
+            publisher,
+            clock,
+            log,
+        }
+    }
+}
+
+fn refused(
+    policy: &SandboxPolicy,
+    component: &str,
+    phase: LoadPhase,
+    refusal: Refusal,
+) -> LoadError {
+    LoadError {
+        tenant: policy.tenant().to_owned(),
+        component: quote(component),
+        phase,
+        refusal,
+    }
+}
+
+/// Reads `path`, refusing a file over `max` bytes before reading it.
+async fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, Refusal> {
+    let read = |source| Refusal::Read {
+        path: path.display().to_string(),
+        source,
+    };
+    let size = tokio::fs::metadata(path).await.map_err(read)?.len();
+    if size > max as u64 {
+        return Err(Refusal::Compile(CompileError::Bound {
+            what: "the component",
+            unit: " bytes",
+            actual: usize::try_from(size).unwrap_or(usize::MAX),
+            limit: max,
+            key: "compile_max_bytes",
+        }));
+    }
+    tokio::fs::read(path).await.map_err(read)
+}
+
+fn check_header(bytes: &[u8]) -> Result<(), Refusal> {
+    let Some(rest) = bytes.strip_prefix(b"\0asm") else {
+        return Err(Refusal::NotWasm);
+    };
+    match rest.get(..4) {
+        Some([1, 0, 0, 0]) => Err(Refusal::CoreModule),
+        Some([_, _, 1, 0]) => Ok(()),
+        other => Err(Refusal::UnknownEncoding(other.unwrap_or(rest).to_vec())),
+    }
+}
+
+fn check_exports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal> {
+    let ty = compiled.component_type();
+    let names: Vec<&str> = ty.exports(runtime.engine()).map(|(name, _)| name).collect();
+    if names.contains(&HANDLER_EXPORT) {
+        return Ok(());
+    }
+    if let Some(other) = names.iter().find(|n| n.starts_with(CONTRACT_PREFIX)) {
+        return Err(Refusal::ContractVersion {
+            found: quote(other),
+        });
+    }
+    Err(Refusal::MissingExport {
+        found: if names.is_empty() {
+            "nothing".to_owned()
+        } else {
+            quote(&names.join(", "))
+        },
+    })
+}
+
+fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal> {
+    let ty = compiled.component_type();
+    for (name, _) in ty.imports(runtime.engine()) {
+        let (interface, version) = name.rsplit_once('@').unwrap_or((name, ""));
+        if interface.starts_with(CONTRACT_PREFIX) && version != CONTRACT_VERSION {
+            return Err(Refusal::ContractVersion { found: quote(name) });
+        }
+        if !import_allowed(interface, version) {
+            return Err(Refusal::ForbiddenImport {
+                import: quote(name),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The interfaces a component may import: the host's own, and the WASI 0.2 interfaces that
+/// Rust's standard library needs, served by a context with no preopened directories, no
+/// environment, no arguments and no network. Sockets, HTTP and anything else are refused.
+const ALLOWED_IMPORTS: &[&str] = &[
+    "ruststream:handler/host",
+    "ruststream:handler/types",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+    "wasi:clocks/wall-clock",
+    "wasi:clocks/monotonic-clock",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+];
+
+fn import_allowed(interface: &str, version: &str) -> bool {
+    let wasi_p2 = !interface.starts_with("wasi:") || version.starts_with("0.2.");
+    wasi_p2 && ALLOWED_IMPORTS.contains(&interface)
+}
+
+/// The environment of the instance that answers `describe`: the tenant's limits and log
+/// budget; it may log, never publish.
+fn describe_env(component: &str, policy: &Arc<SandboxPolicy>, log: &LogSink) -> Env {
+    Env {
+        component: component.into(),
+        policy: policy.clone(),
+        publisher: Arc::new(RefusingPublisher),
+        clock: Arc::new(SystemClock),
+        log: log.clone(),
+    }
+}
+
+/// A publisher for contexts where publishing is never allowed.
+struct RefusingPublisher;
+
+impl Publisher for RefusingPublisher {
+    fn publish<'a>(
+        &'a self,
+        stream: &'a str,
+        _record: OutgoingRecord,
+    ) -> BoxFuture<'a, Result<Published, PublishError>> {
+        Box::pin(async move { Err(PublishError::NotPermitted(stream.to_owned())) })
+    }
+}

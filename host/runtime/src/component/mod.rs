@@ -1,0 +1,198 @@
+//! Components: loading and checking them, instantiating them in a sandbox, calling them.
+//!
+//! One [`Runtime`] holds the wasmtime engine and the linker with the host's imports. A
+//! [`LoadedComponent`] is a compiled, checked component with its declared [`AppSpec`]; each shard
+//! pipeline gets its own [`HandlerInstance`] of it, which replaces itself after a trap.
+
+mod bindings;
+mod compile;
+mod declaration;
+mod instance;
+mod loader;
+mod output;
+mod state;
+mod trap;
+
+pub use compile::{CompileError, WORKER_COMMAND, compile_worker};
+pub use instance::{BatchCall, BatchFailure, CallFailure, HandlerInstance};
+pub use loader::{CONTRACT, LoadError, LoadPhase, LoadedComponent, Refusal};
+pub use trap::TrapKind;
+
+use std::path::PathBuf;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine};
+
+use crate::app::AppSpec;
+use crate::limits::RuntimeConfig;
+use compile::Compilation;
+use state::HostState;
+
+/// The engine, linker and epoch ticker shared by every component of a host.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+struct RuntimeInner {
+    engine: Engine,
+    linker: Linker<HostState>,
+    config: RuntimeConfig,
+    compilation: Compilation,
+    ticker: Option<Ticker>,
+}
+
+impl Runtime {
+    /// Builds the engine for `config`.
+    ///
+    /// # Errors
+    /// When wasmtime rejects the configuration, the artifact cache directory cannot be
+    /// created, or the ticker thread cannot start; see [`RuntimeError`].
+    pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        let engine = Engine::new(&engine_config(&config)).map_err(RuntimeError::engine)?;
+        let mut linker = Linker::new(&engine);
+        state::add_to_linker(&mut linker).map_err(RuntimeError::engine)?;
+        let compilation =
+            Compilation::new(&engine, &config.compile).map_err(|source| RuntimeError::Cache {
+                path: config.compile.cache.clone(),
+                source,
+            })?;
+        let ticker = if config.deadlines {
+            Some(Ticker::start(engine.clone(), config.epoch_tick).map_err(RuntimeError::Ticker)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                engine,
+                linker,
+                config,
+                compilation,
+                ticker,
+            }),
+        })
+    }
+
+    /// The wasmtime engine every component of this runtime is compiled for.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// The configuration it was built with.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<HostState> {
+        &self.inner.linker
+    }
+
+    pub(crate) fn compilation(&self) -> &Compilation {
+        &self.inner.compilation
+    }
+}
+
+/// Why a [`Runtime`] could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// Wasmtime refused the engine configuration, or the host's imports.
+    #[error("the wasm engine cannot be configured")]
+    Engine(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The compiled-artifact cache directory cannot be opened or created.
+    #[error("cannot open the compiled-artifact cache {path:?}")]
+    Cache {
+        /// The directory.
+        path: Option<PathBuf>,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The thread advancing the engine's epoch (deadlines) cannot start.
+    #[error("cannot start the epoch ticker thread")]
+    Ticker(#[source] std::io::Error),
+}
+
+impl RuntimeError {
+    fn engine(error: wasmtime::Error) -> Self {
+        Self::Engine(error.into())
+    }
+}
+
+/// The engine configuration of `config`: the same in the host and in its compile worker, so
+/// the worker's artifacts load here.
+pub(crate) fn engine_config(config: &RuntimeConfig) -> Config {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        // Concurrency support costs 1.6-2.3x per call and we never use it.
+        .concurrency_support(false)
+        .epoch_interruption(config.deadlines)
+        .consume_fuel(config.fuel)
+        .max_wasm_stack(config.max_wasm_stack);
+    wasm
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        if let Some(ticker) = self.ticker.take() {
+            ticker.stop();
+        }
+    }
+}
+
+/// Advances the engine's epoch at a fixed tick, which is what lets a running guest be
+/// interrupted (deadline) and yield to the async executor.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Ticker {
+    fn start(engine: Engine, tick: std::time::Duration) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ruststream-epoch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(Self { stop, thread })
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
+/// Summary of what a runtime has loaded, for logs and status output: the app, its version and
+/// its first few streams.
+pub fn describe_app(app: &AppSpec) -> String {
+    const SHOWN: usize = 4;
+    let mut streams: Vec<&str> = app
+        .subscriptions
+        .iter()
+        .map(|s| s.stream.as_str())
+        .collect();
+    streams.dedup();
+    let more = streams.len().saturating_sub(SHOWN);
+    streams.truncate(SHOWN);
+    let more = if more > 0 {
+        format!(", and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} {} ({}{more})",
+        app.name,
+        app.version,
+        streams.join(", ")
+    )
+}

@@ -1,0 +1,442 @@
+//! The per-instance host state and the host's imports: `log` and `publish`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{ResourceLimiter, StoreLimits};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::ruststream::handler::{host, types};
+use super::output::{LogBudget, OutputCapture};
+use super::trap::{MemoryLimitExceeded, TableLimitExceeded};
+use crate::env::Env;
+use crate::envelope::is_reserved;
+use crate::escape::{one_line, quote};
+use crate::limits::TABLE_ELEMENT_BYTES;
+use crate::log::{Level, LogLine, LogTags, Origin};
+use crate::publish::{PublishError, check_size, derived_partition_key};
+use crate::record::{Delivery, Header, OutgoingRecord};
+use crate::settlement::Outcome;
+use crate::sync::lock;
+
+/// What a call is about, so the host can tag what the guest logs.
+pub(crate) struct CallScope {
+    pub(crate) stream: Arc<str>,
+    pub(crate) shard_id: Arc<str>,
+    pub(crate) deliveries: Arc<[Delivery]>,
+}
+
+/// The call under way: its records, and the tags of lines about them.
+struct CallTags {
+    tags: LogTags,
+    deliveries: Arc<[Delivery]>,
+}
+
+impl CallTags {
+    /// The delivery the guest means by record `index` of this call.
+    fn delivery(&self, index: u32) -> Option<&Delivery> {
+        self.deliveries.get(usize::try_from(index).ok()?)
+    }
+}
+
+/// How far a call has got: the outcomes the guest reported so far, and the deadline of the
+/// record it is on. Shared with the timer that bounds the call from outside the guest.
+#[derive(Clone)]
+pub(crate) struct CallProgress(Arc<Mutex<Progress>>);
+
+struct Progress {
+    per_record: Duration,
+    deadline: Instant,
+    expected: usize,
+    outcomes: Vec<Outcome>,
+}
+
+impl CallProgress {
+    /// A call of `expected` records, each with `per_record` to finish.
+    fn new(per_record: Duration, expected: usize) -> Self {
+        Self(Arc::new(Mutex::new(Progress {
+            per_record,
+            deadline: Instant::now() + per_record,
+            expected,
+            outcomes: Vec::with_capacity(expected),
+        })))
+    }
+
+    /// When the record under way must be done.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.lock().deadline
+    }
+
+    /// Takes the next record's outcome: it must be the next in order and within the call. The
+    /// record after it gets a fresh deadline.
+    fn report(&self, index: u32, outcome: Outcome) -> bool {
+        let mut progress = self.lock();
+        let next = progress.outcomes.len();
+        if usize::try_from(index).ok() != Some(next) || next >= progress.expected {
+            return false;
+        }
+        progress.outcomes.push(outcome);
+        progress.deadline = Instant::now() + progress.per_record;
+        true
+    }
+
+    fn take(&self) -> Vec<Outcome> {
+        std::mem::take(&mut self.lock().outcomes)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        lock(&self.0)
+    }
+}
+
+/// Everything a component instance's store holds.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) env: Env,
+    /// Tags of the lines it logs outside a call (instantiating, describing).
+    tags: LogTags,
+    call: Option<CallTags>,
+    /// The call under way; its deadline is read by the epoch callback.
+    progress: Option<CallProgress>,
+    pub(crate) limiter: InstanceLimiter,
+    budget: LogBudget,
+    stdout: OutputCapture,
+    stderr: OutputCapture,
+}
+
+/// Most random bytes one WASI call may ask for: wasmtime-wasi allocates what is asked on the
+/// host (64 MiB by default) before the guest's memory cap is ever consulted. Rust's std asks
+/// for 16 bytes at a time.
+const MAX_RANDOM_BYTES: u64 = 64 << 10;
+
+impl HostState {
+    pub(crate) fn new(env: Env) -> Self {
+        let limits = env.policy.limits();
+        let limiter = InstanceLimiter {
+            total_bytes: limits.memory_bytes,
+            table_elements: limits.max_table_elements,
+            used_bytes: 0,
+            counts: wasmtime::StoreLimitsBuilder::new()
+                .tables(limits.max_tables)
+                .memories(limits.max_memories)
+                .instances(limits.max_instances)
+                .build(),
+        };
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.max_host_resources);
+        let stdout = OutputCapture::default();
+        let stderr = OutputCapture::default();
+        Self {
+            // No preopened directories, no environment, no arguments, no network; stdout and
+            // stderr become log lines. Clocks and randomness are the only ambient capabilities.
+            wasi: WasiCtx::builder()
+                .stdout(stdout.clone())
+                .stderr(stderr.clone())
+                .max_random_size(MAX_RANDOM_BYTES)
+                .build(),
+            table,
+            tags: LogTags::new(env.policy.tenant(), env.component.clone()),
+            env,
+            call: None,
+            progress: None,
+            limiter,
+            budget: LogBudget::default(),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Prepares a call of `records` records (tagged with `tags`; none while instantiating or
+    /// describing), each with `per_record` to finish, and its log budget. Returns its progress,
+    /// for the timer that bounds the call from outside.
+    pub(crate) fn begin_call(
+        &mut self,
+        scope: Option<CallScope>,
+        records: usize,
+        per_record: Duration,
+    ) -> CallProgress {
+        let limits = &self.env.policy.limits().log;
+        self.budget = LogBudget::for_call(limits, records);
+        let cap = limits.call_bytes(records);
+        self.stdout.start_call(cap);
+        self.stderr.start_call(cap);
+        self.call = scope.map(|scope| CallTags {
+            tags: self.tags.clone().on_shard(scope.stream, scope.shard_id),
+            deliveries: scope.deliveries,
+        });
+        let progress = CallProgress::new(per_record, records);
+        self.progress = Some(progress.clone());
+        progress
+    }
+
+    /// When the record under way must be done, during a call.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.progress.as_ref().map(CallProgress::deadline)
+    }
+
+    /// Ends a call: what it wrote to stdout/stderr becomes log lines (within the budget), and
+    /// one warning reports what the caps dropped. Returns the outcomes the guest reported.
+    pub(crate) fn end_call(&mut self) -> Vec<Outcome> {
+        self.flush_output("stdout", Level::Info);
+        self.flush_output("stderr", Level::Warn);
+        if self.budget.dropped_any() {
+            let mut line = self.tag(
+                Level::Warn,
+                format!(
+                    "log output capped: {} lines ({} bytes) of this call were dropped",
+                    self.budget.dropped_lines, self.budget.dropped_bytes
+                ),
+                None,
+            );
+            line.origin = Origin::Runtime;
+            self.host_line("log-capped", line);
+        }
+        self.env.policy.host_lines().flush(&self.env.log);
+        self.call = None;
+        self.progress.take().map(|p| p.take()).unwrap_or_default()
+    }
+
+    /// A line the host logs because of this tenant, within the tenant's host-line budget.
+    fn host_line(&self, kind: &'static str, line: LogLine) {
+        self.env.policy.host_lines().emit(&self.env.log, kind, line);
+    }
+
+    fn flush_output(&mut self, fd: &str, level: Level) {
+        let capture = if fd == "stdout" {
+            &self.stdout
+        } else {
+            &self.stderr
+        };
+        let (bytes, dropped) = capture.take();
+        self.budget.dropped_bytes += dropped;
+        if dropped > 0 {
+            self.budget.dropped_lines += 1;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        // A call of one record knows whose output it is.
+        let record = self
+            .call
+            .as_ref()
+            .filter(|c| c.deliveries.len() == 1)
+            .map(|_| 0);
+        for message in text.lines().filter(|l| !l.trim().is_empty()) {
+            if !self.budget.spend(message.len(), self.env.policy.log_rate()) {
+                continue;
+            }
+            let mut line = self.tag(level, message.to_owned(), record);
+            line.fields.push(("fd".into(), fd.to_owned()));
+            self.env.log.emit(line);
+        }
+    }
+
+    fn tag(&self, level: Level, message: String, record: Option<u32>) -> LogLine {
+        let call = self.call.as_ref();
+        let sequence = record
+            .and_then(|i| call?.delivery(i))
+            .map(|d| d.sequence_number.as_str());
+        let tags = call.map_or(&self.tags, |c| &c.tags);
+        tags.line(level, Origin::Guest, sequence, message)
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps what an instance holds in all its linear memories and tables together, with errors
+/// that say so, rather than a failed `memory.grow` or `table.grow` the guest turns into an
+/// indistinguishable abort. A per-memory cap would let a component with several memories hold
+/// several times the limit. Counts of instances, tables and memories are wasmtime's own
+/// checks (an untyped "resource limit exceeded" error).
+pub(crate) struct InstanceLimiter {
+    total_bytes: usize,
+    table_elements: usize,
+    /// Bytes granted so far to every memory and table of the instance.
+    used_bytes: usize,
+    counts: StoreLimits,
+}
+
+impl InstanceLimiter {
+    /// Grants growing one memory or table from `current` to `desired` bytes, if the instance's
+    /// total stays within the cap.
+    fn grow(&mut self, current: usize, desired: usize) -> Result<(), MemoryLimitExceeded> {
+        let total = self
+            .used_bytes
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.total_bytes {
+            return Err(MemoryLimitExceeded {
+                desired: total,
+                limit: self.total_bytes,
+            });
+        }
+        self.used_bytes = total;
+        Ok(())
+    }
+}
+
+impl ResourceLimiter for InstanceLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.grow(current, desired).map_err(wasmtime::Error::new)?;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.table_elements {
+            return Err(wasmtime::Error::new(TableLimitExceeded {
+                desired,
+                limit: self.table_elements,
+            }));
+        }
+        let bytes = |elements: usize| elements.saturating_mul(TABLE_ELEMENT_BYTES);
+        self.grow(bytes(current), bytes(desired))
+            .map_err(wasmtime::Error::new)?;
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        self.counts.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.counts.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.counts.memories()
+    }
+}
+
+pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    super::bindings::SubscriberApp::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
+}
+
+impl types::Host for HostState {}
+
+impl host::Host for HostState {
+    fn record_outcome(
+        &mut self,
+        index: u32,
+        outcome: types::HandlerOutcome,
+    ) -> wasmtime::Result<()> {
+        if let Some(progress) = &self.progress {
+            progress.report(index, outcome.into());
+        }
+        Ok(())
+    }
+
+    fn log(&mut self, line: host::LogLine) -> wasmtime::Result<()> {
+        let size = line.message.len()
+            + line
+                .fields
+                .iter()
+                .map(|f| f.name.len() + f.value.len())
+                .sum::<usize>();
+        if !self.budget.spend(size, self.env.policy.log_rate()) {
+            return Ok(());
+        }
+        let mut tagged = self.tag(level(line.level), line.message, line.record);
+        tagged.fields = line
+            .fields
+            .into_iter()
+            .map(|field| (field.name, field.value))
+            .collect();
+        self.env.log.emit(tagged);
+        Ok(())
+    }
+
+    async fn publish(
+        &mut self,
+        stream: String,
+        partition_key: Option<String>,
+        data: Vec<u8>,
+        headers: Vec<host::Header>,
+    ) -> Result<host::Published, host::PublishError> {
+        let record = OutgoingRecord {
+            partition_key: partition_key.unwrap_or_else(|| derived_partition_key(&data)),
+            payload: data,
+            headers: headers
+                .into_iter()
+                .map(|h| Header::new(h.name.to_ascii_lowercase(), h.value))
+                .collect(),
+        };
+        let result = match self.admit_publish(&stream, &record) {
+            Ok(()) => self.env.publisher.publish(&stream, record).await,
+            Err(error) => Err(error),
+        };
+        result
+            .map(|published| host::Published {
+                shard_id: published.shard_id,
+                sequence_number: published.sequence_number,
+            })
+            .map_err(|error| self.refused_publish(&stream, error))
+    }
+}
+
+impl HostState {
+    /// What a guest publish must pass before anything is sent: the grant, the host's reserved
+    /// header names, the record size and the tenant's write quota.
+    fn admit_publish(&self, stream: &str, record: &OutgoingRecord) -> Result<(), PublishError> {
+        let policy = &self.env.policy;
+        policy.publish_grant().check_publish(stream)?;
+        if let Some(reserved) = record.headers.iter().find(|h| is_reserved(&h.name)) {
+            return Err(PublishError::ReservedHeader(quote(&reserved.name)));
+        }
+        check_size(record)?;
+        policy
+            .write_quota()
+            .take(self.env.clock.now_ms(), record.stream_size())
+            .map_err(|_wait| PublishError::QuotaExceeded(policy.tenant().to_owned()))
+    }
+
+    fn refused_publish(&self, stream: &str, error: PublishError) -> host::PublishError {
+        let level = match error {
+            PublishError::NotPermitted(_) | PublishError::ReservedHeader(_) => Level::Warn,
+            _ => Level::Info,
+        };
+        let mut line = self.tag(level, format!("publish refused: {error}"), None);
+        line.origin = Origin::Runtime;
+        line.fields.push(("target_stream".into(), quote(stream)));
+        self.host_line("publish-refused", line);
+        match error {
+            PublishError::StreamNotFound(stream) => host::PublishError::StreamNotFound(stream),
+            PublishError::NotPermitted(stream) => host::PublishError::NotPermitted(stream),
+            PublishError::RecordTooLarge { size } => host::PublishError::RecordTooLarge(size),
+            PublishError::Throttled(_) | PublishError::QuotaExceeded(_) => {
+                host::PublishError::Throttled
+            }
+            PublishError::ReservedHeader(name) => host::PublishError::ReservedHeader(name),
+            error @ PublishError::Unavailable { .. } => {
+                host::PublishError::Unavailable(one_line(&error))
+            }
+        }
+    }
+}
+
+fn level(level: host::Level) -> Level {
+    match level {
+        host::Level::Trace => Level::Trace,
+        host::Level::Debug => Level::Debug,
+        host::Level::Info => Level::Info,
+        host::Level::Warn => Level::Warn,
+        host::Level::Error => Level::Error,
+    }
+}

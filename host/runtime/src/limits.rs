@@ -1,0 +1,248 @@
+//! Resource limits of a tenant's components: calls, instances, output, copies and writes.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Limits that apply to each call and instance of a tenant's components, and to what the host
+/// writes for the tenant. [`Limits::default`] is what a tenant gets unless its configuration
+/// overrides a value; the README's sandbox section gives the reason for each default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time one call (a batch, or a single record) may take, host imports included.
+    /// Instantiation and `describe` get the same deadline. Enforced only when the runtime has
+    /// deadlines enabled; time spent blocked in a host import is bounded either way.
+    pub call_deadline: Duration,
+    /// Most bytes one instance may hold in all its linear memories and tables together (a
+    /// table element counts 8 bytes: a reference, as wasmtime stores it).
+    pub memory_bytes: usize,
+    /// Most tables one component instance may create.
+    pub max_tables: usize,
+    /// Most linear memories one component instance may create.
+    pub max_memories: usize,
+    /// Most core instances one component instance may create.
+    pub max_instances: usize,
+    /// Most elements per table.
+    pub max_table_elements: usize,
+    /// Most host resources (streams, pollables, ...) one instance may hold at once: each lives
+    /// in host memory, outside the instance's memory cap.
+    pub max_host_resources: usize,
+    /// Fuel one call may burn (a `handle` of a small record burns ~6 000), when the runtime
+    /// meters fuel; `None` leaves calls unmetered.
+    pub fuel: Option<u64>,
+    /// Caps on what a call may write to the log (log import, stdout, stderr), and on what the
+    /// host logs because of the tenant.
+    pub log: LogLimits,
+    /// Bounds on the delays of counted copies.
+    pub copies: CopyLimits,
+    /// The tenant's write quota: guest publishes, counted copies and dead letters together.
+    pub writes: WriteLimits,
+    /// Most subscriptions one component may declare.
+    pub max_subscriptions: usize,
+}
+
+/// What one table element weighs against [`Limits::memory_bytes`]: a reference, as wasmtime
+/// stores it.
+pub(crate) const TABLE_ELEMENT_BYTES: usize = 8;
+
+/// How much a component may log. Lines past a cap are dropped and counted, and one warning
+/// per call says how many: a guest can never flood the host's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLimits {
+    /// Lines per record handled in the call.
+    pub lines_per_record: u32,
+    /// Bytes (message and fields, or stdout/stderr text) per record handled in the call.
+    pub bytes_per_record: usize,
+    /// Lines one call may log in all, however many records it handles.
+    pub lines_per_call: u32,
+    /// Bytes one call may log or write to stdout/stderr in all: what the host keeps in memory
+    /// for a call, however many records it handles.
+    pub bytes_per_call: usize,
+    /// Lines per second across the tenant's instances.
+    pub lines_per_second: u32,
+    /// Lines per second of each kind the host itself logs because of the tenant (refused
+    /// publishes, held records, traps, ...); the rest are counted and summarised.
+    pub host_lines_per_second: u32,
+}
+
+impl LogLimits {
+    /// Bytes a call of `records` records may log, or write to stdout and to stderr.
+    pub fn call_bytes(&self, records: usize) -> usize {
+        self.bytes_per_record
+            .saturating_mul(records.max(1))
+            .min(self.bytes_per_call)
+    }
+
+    /// Lines a call of `records` records may log.
+    pub fn call_lines(&self, records: usize) -> u64 {
+        (u64::from(self.lines_per_record) * records.max(1) as u64)
+            .min(u64::from(self.lines_per_call))
+    }
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        Self {
+            lines_per_record: 100,
+            bytes_per_record: 16 << 10,
+            lines_per_call: 1_000,
+            bytes_per_call: 256 << 10,
+            lines_per_second: 1_000,
+            host_lines_per_second: 20,
+        }
+    }
+}
+
+/// Bounds on counted copies, so a handler cannot stop a shard for good or loop a record
+/// through the stream as fast as the host can publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyLimits {
+    /// Longest delay a copy may ask for (`retry_after`, `on_trap = retry_after`); longer ones
+    /// are clamped with a warning. Due times read from a stream are clamped to the record's
+    /// arrival plus this delay, whoever wrote them.
+    pub max_delay: Duration,
+    /// Least time between two copies of one record: the second and later copies wait at least
+    /// this long, whatever the handler asked.
+    pub min_copy_delay: Duration,
+    /// Longest a copy read before its due time may hold its shard's checkpoint: then it is
+    /// carried forward (published again at the tip with the same due time) and the checkpoint
+    /// moves on.
+    pub max_hold: Duration,
+}
+
+impl Default for CopyLimits {
+    fn default() -> Self {
+        Self {
+            max_delay: Duration::from_secs(15 * 60),
+            min_copy_delay: Duration::from_secs(1),
+            max_hold: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The records and bytes per second the host writes for one tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteLimits {
+    /// Records per second; a second's worth may go at once.
+    pub records_per_second: u32,
+    /// Bytes per second, as written to the stream (envelope and partition key included); a
+    /// second's worth, and never less than one record of the largest size, may go at once.
+    pub bytes_per_second: u64,
+}
+
+impl Default for WriteLimits {
+    /// One Kinesis shard's write capacity.
+    fn default() -> Self {
+        Self {
+            records_per_second: 1_000,
+            bytes_per_second: 1 << 20,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            call_deadline: Duration::from_secs(5),
+            memory_bytes: 64 << 20,
+            max_tables: 8,
+            max_memories: 2,
+            max_instances: 20,
+            max_table_elements: 100_000,
+            max_host_resources: 1_000,
+            fuel: None,
+            log: LogLimits::default(),
+            copies: CopyLimits::default(),
+            writes: WriteLimits::default(),
+            max_subscriptions: 64,
+        }
+    }
+}
+
+/// Engine-wide settings, fixed when the [`Runtime`](super::Runtime) is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeConfig {
+    /// Whether calls have wall-clock deadlines (epoch interruption). Costs ~20-30% per call;
+    /// turning it off is only for measuring that cost.
+    pub deadlines: bool,
+    /// How often the epoch advances: the granularity of deadlines and of yields to the executor.
+    pub epoch_tick: Duration,
+    /// Largest wasm stack a call may use, in bytes; deeper recursion traps as a stack overflow.
+    pub max_wasm_stack: usize,
+    /// Whether calls are metered with fuel (then [`Limits::fuel`] applies). Costs ~25% per
+    /// call on top of deadlines, so it is off by default: deadlines already bound a call.
+    pub fuel: bool,
+    /// Where and within which bounds components are compiled.
+    pub compile: CompileConfig,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            deadlines: true,
+            epoch_tick: Duration::from_millis(5),
+            max_wasm_stack: 512 << 10,
+            fuel: false,
+            compile: CompileConfig::default(),
+        }
+    }
+}
+
+/// How components are compiled: in this process or in a bounded worker process, with or
+/// without a cache of compiled artifacts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CompileConfig {
+    /// Who compiles.
+    pub compiler: Compiler,
+    /// Size bounds checked before compiling, and the worker's budget.
+    pub limits: CompileLimits,
+    /// A directory of compiled artifacts, keyed by the component's content hash and the
+    /// engine's configuration; `None` compiles every load.
+    pub cache: Option<PathBuf>,
+}
+
+/// Who compiles components.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Compiler {
+    /// This process, bounded only by the size checks: for components the operator trusts
+    /// (`TestApp`, benchmarks).
+    #[default]
+    InProcess,
+    /// A worker process (`program compile-worker ...`) under `setrlimit` and a timeout, whose
+    /// artifact this process then loads: for untrusted components. `program` is normally the
+    /// `ruststream` binary itself.
+    Worker {
+        /// The executable, run with [`WORKER_COMMAND`](crate::WORKER_COMMAND) as its first
+        /// argument: its `main` must then call [`compile_worker`](crate::compile_worker).
+        program: PathBuf,
+    },
+}
+
+/// Bounds on compiling one component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileLimits {
+    /// Largest component file.
+    pub max_bytes: usize,
+    /// Most functions in all its core modules together.
+    pub max_functions: usize,
+    /// Largest function body.
+    pub max_function_bytes: usize,
+    /// Wall-clock time the worker may take.
+    pub timeout: Duration,
+    /// CPU time the worker may use (`RLIMIT_CPU`).
+    pub cpu: Duration,
+    /// Address space the worker may map (`RLIMIT_AS`).
+    pub memory_bytes: u64,
+}
+
+impl Default for CompileLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 32 << 20,
+            max_functions: 100_000,
+            max_function_bytes: 1 << 20,
+            timeout: Duration::from_secs(30),
+            cpu: Duration::from_secs(20),
+            memory_bytes: 1 << 30,
+        }
+    }
+}

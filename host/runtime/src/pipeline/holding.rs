@@ -1,0 +1,158 @@
+//! Records the pipeline holds back from the component: copies read before their due time,
+//! and records parked while the tenant is quarantined.
+
+use crate::checkpoint::Ticket;
+use crate::record::Delivery;
+
+/// A copy read before its due time, waiting for it.
+pub(super) struct Waiting {
+    pub(super) ticket: Ticket,
+    pub(super) due_at_ms: u64,
+    pub(super) delivery: Delivery,
+    /// When it was read: it holds the checkpoint from then on, for at most the tenant's
+    /// `max_hold`, after which it is carried forward.
+    since_ms: u64,
+}
+
+impl Waiting {
+    /// When it must leave: due, or held as long as it may be.
+    fn leaves_at(&self, max_hold_ms: u64) -> u64 {
+        self.due_at_ms
+            .min(self.since_ms.saturating_add(max_hold_ms))
+    }
+}
+
+/// What [`Holding::release`] lets go.
+pub(super) struct Released {
+    /// Records parked during a quarantine that is over, in shard order.
+    pub(super) unparked: Vec<(Ticket, Delivery)>,
+    /// Waiting copies now due, in shard order.
+    pub(super) due: Vec<(Ticket, Delivery)>,
+    /// Waiting copies held for `max_hold` and not yet due: to be carried forward.
+    pub(super) carry: Vec<Waiting>,
+}
+
+impl Released {
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.unparked.is_empty() && self.due.is_empty() && self.carry.is_empty()
+    }
+}
+
+/// The waiting and parked records of one shard.
+#[derive(Default)]
+pub(super) struct Holding {
+    waiting: Vec<Waiting>,
+    parked: Vec<(Ticket, Delivery)>,
+}
+
+impl Holding {
+    /// Keeps `delivery` until `due_at_ms`.
+    pub(super) fn wait(&mut self, ticket: Ticket, delivery: Delivery, due_at_ms: u64, now_ms: u64) {
+        self.waiting.push(Waiting {
+            ticket,
+            due_at_ms,
+            delivery,
+            since_ms: now_ms,
+        });
+    }
+
+    /// Keeps `records` until the tenant's quarantine is lifted.
+    pub(super) fn park(&mut self, records: impl IntoIterator<Item = (Ticket, Delivery)>) {
+        self.parked.extend(records);
+    }
+
+    /// Lets go of what may go at `now_ms`: parked records unless `quarantined`, due copies,
+    /// and copies held for `max_hold_ms`.
+    pub(super) fn release(&mut self, now_ms: u64, max_hold_ms: u64, quarantined: bool) -> Released {
+        let unparked = if quarantined {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.parked)
+        };
+        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|w| w.due_at_ms <= now_ms);
+        let (carry, waiting): (Vec<_>, Vec<_>) = waiting
+            .into_iter()
+            .partition(|w| w.leaves_at(max_hold_ms) <= now_ms);
+        self.waiting = waiting;
+        Released {
+            unparked,
+            due: due.into_iter().map(|w| (w.ticket, w.delivery)).collect(),
+            carry,
+        }
+    }
+
+    /// The earliest time at which [`release`](Self::release) lets something go; `now_ms`
+    /// when parked records may go at once.
+    pub(super) fn next_release_ms(
+        &self,
+        now_ms: u64,
+        max_hold_ms: u64,
+        quarantined: bool,
+    ) -> Option<u64> {
+        let waiting = self.waiting.iter().map(|w| w.leaves_at(max_hold_ms));
+        let parked = (!self.parked.is_empty() && !quarantined).then_some(now_ms);
+        waiting.chain(parked).min()
+    }
+
+    /// Every waiting copy, due or not (a seek carries them all forward), and the parked
+    /// records dropped: the seek reads the shard again from elsewhere.
+    pub(super) fn clear(&mut self) -> Vec<Waiting> {
+        self.parked.clear();
+        std::mem::take(&mut self.waiting)
+    }
+
+    /// Whether records are parked.
+    pub(super) fn has_parked(&self) -> bool {
+        !self.parked.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::Watermark;
+
+    fn delivery(sequence: &str) -> Delivery {
+        Delivery {
+            sequence_number: sequence.into(),
+            partition_key: "k".into(),
+            arrival_ms: 0,
+            payload: Vec::new(),
+            headers: Vec::new(),
+            retry_count: 1,
+            due_at_ms: None,
+        }
+    }
+
+    #[test]
+    fn waiting_copies_leave_when_due_or_when_held_too_long() {
+        let mut watermark = Watermark::new(None);
+        let mut holding = Holding::default();
+        holding.wait(watermark.track("1"), delivery("1"), 500, 100);
+        holding.wait(watermark.track("2"), delivery("2"), 10_000, 100);
+        assert_eq!(holding.next_release_ms(100, 1_000, false), Some(500));
+        let first = holding.release(500, 1_000, false);
+        assert_eq!(first.due.len(), 1);
+        assert!(first.carry.is_empty());
+        assert_eq!(holding.next_release_ms(500, 1_000, false), Some(1_100));
+        let second = holding.release(1_100, 1_000, false);
+        assert!(second.due.is_empty());
+        assert_eq!(second.carry.len(), 1, "held for max_hold: carried forward");
+        assert_eq!(holding.next_release_ms(1_100, 1_000, false), None);
+    }
+
+    #[test]
+    fn parked_records_stay_while_quarantined() {
+        let mut watermark = Watermark::new(None);
+        let mut holding = Holding::default();
+        holding.park([(watermark.track("1"), delivery("1"))]);
+        assert_eq!(holding.next_release_ms(7, 1_000, true), None);
+        assert!(holding.release(7, 1_000, true).is_empty());
+        assert_eq!(holding.next_release_ms(7, 1_000, false), Some(7));
+        assert_eq!(holding.release(7, 1_000, false).unparked.len(), 1);
+        assert!(!holding.has_parked());
+    }
+}

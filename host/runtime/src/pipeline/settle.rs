@@ -1,0 +1,220 @@
+//! Delivery and settlement: handing records to the component in batches, and carrying out
+//! what the settlement rules say about each outcome.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::outbox::UnsentCopy;
+use super::{DEFAULT_BATCH_LIMIT, DeliveryReport, ShardPipeline};
+use crate::checkpoint::Ticket;
+use crate::clock::millis;
+use crate::component::{BatchCall, BatchFailure, CallFailure, TrapKind};
+use crate::log::Level;
+use crate::record::{Delivery, OutgoingRecord};
+use crate::settlement::{self, CopyPlan, Disposition, Outcome};
+
+impl ShardPipeline {
+    /// Hands `records` to the component in batches, in order, and settles each outcome. After
+    /// a trap, the records the guest had reported stand as reported, the record it was on is a
+    /// failed attempt, and the rest go on in the next call: no record runs twice.
+    pub(super) async fn run(&mut self, records: Vec<(Ticket, Delivery)>) {
+        let limit = self
+            .subscription
+            .batch_limit
+            .map_or(DEFAULT_BATCH_LIMIT, |l| l as usize);
+        let mut queue: VecDeque<(Ticket, Delivery)> = records.into();
+        while !queue.is_empty() {
+            if self.stopped().is_some() {
+                // Not delivered, not handled: the next holder reads them from the checkpoint.
+                break;
+            }
+            if self.env.tenant.is_quarantined() {
+                self.holding.park(queue);
+                break;
+            }
+            let take = limit.min(queue.len());
+            let (tickets, deliveries): (Vec<Ticket>, Vec<Delivery>) = queue.drain(..take).unzip();
+            let unfinished = self.run_batch(tickets, deliveries.into()).await;
+            for record in unfinished.into_iter().rev() {
+                queue.push_front(record);
+            }
+        }
+        self.log.flush();
+    }
+
+    /// One call; returns the records it did not get to (after a trap), in order.
+    async fn run_batch(
+        &mut self,
+        tickets: Vec<Ticket>,
+        deliveries: Arc<[Delivery]>,
+    ) -> Vec<(Ticket, Delivery)> {
+        let call = BatchCall {
+            subscription: self.subscription.index,
+            stream: &self.stream,
+            shard_id: &self.shard_id,
+            deliveries: &deliveries,
+        };
+        let result = self.instance.handle_batch(&call).await;
+        self.count_call(result.as_ref().err().map(|f| &f.failure));
+        let (outcomes, failure) = match result {
+            Ok(outcomes) => (outcomes, None),
+            Err(BatchFailure { settled, failure }) => (settled, Some(failure)),
+        };
+        let mut records = tickets.into_iter().zip(deliveries.iter());
+        // Outcomes first: `zip` would otherwise take one record past the last outcome.
+        for (outcome, (ticket, delivery)) in outcomes.into_iter().zip(records.by_ref()) {
+            self.settle(ticket, delivery, outcome, None).await;
+        }
+        let Some(failure) = failure else {
+            return Vec::new();
+        };
+        // The record the guest was on when the call failed (none if it failed after the last).
+        if let Some((ticket, delivery)) = records.next() {
+            self.trapped(ticket, delivery, failure).await;
+        }
+        records.map(|(t, d)| (t, d.clone())).collect()
+    }
+
+    /// A KPL-aggregated record holds many user records in a format no handler expects; it is
+    /// refused and skipped (as the seed does), so it cannot block its shard forever.
+    pub(super) fn refuse_aggregated(&mut self, ticket: Ticket, delivery: &Delivery) {
+        self.log.say(
+            "aggregated",
+            Level::Error,
+            Some(delivery),
+            "KPL-aggregated record refused: RustStream does not de-aggregate records; publish \
+             without KPL aggregation. The record is skipped"
+                .to_owned(),
+        );
+        self.mark(ticket);
+    }
+
+    /// Tells the tenant's quarantine gate how a call went.
+    fn count_call(&self, failure: Option<&CallFailure>) {
+        match failure {
+            None => self.env.tenant.call_succeeded(),
+            Some(failure) => {
+                self.env.tenant.call_failed(failure.kind);
+            }
+        }
+    }
+
+    async fn trapped(&mut self, ticket: Ticket, delivery: &Delivery, failure: CallFailure) {
+        let stand_in = self.subscription.on_trap;
+        let mut line = self.log.line(
+            Level::Error,
+            Some(delivery),
+            format!("handler call failed: {}", failure.kind),
+        );
+        line.fields.push(("trap".into(), failure.kind.to_string()));
+        line.fields.push(("error".into(), failure.message));
+        line.fields
+            .push(("settled_as".into(), stand_in.to_string()));
+        self.log.emit("trap", line);
+        self.settle(ticket, delivery, stand_in, Some(failure.kind))
+            .await;
+    }
+
+    async fn settle(
+        &mut self,
+        ticket: Ticket,
+        delivery: &Delivery,
+        outcome: Outcome,
+        trap: Option<TrapKind>,
+    ) {
+        self.report(delivery, outcome, trap);
+        match settlement::decide(outcome, delivery.retry_count, &self.subscription.retry) {
+            Disposition::Handled | Disposition::Dropped => self.mark(ticket),
+            Disposition::Retired { attempts } => {
+                self.log.say(
+                    "retired",
+                    Level::Warn,
+                    Some(delivery),
+                    format!(
+                        "attempts spent after {attempts} deliveries and no dead-letter stream: \
+                         the record is retired"
+                    ),
+                );
+                self.mark(ticket);
+            }
+            Disposition::Held => self.log.say(
+                "held",
+                Level::Warn,
+                Some(delivery),
+                "retry requested, but a shard cannot requeue a record: it stays unhandled and \
+                 holds the checkpoint until the shard's lease is next taken"
+                    .to_owned(),
+            ),
+            Disposition::Copy(plan) => self.copy(ticket, delivery, plan).await,
+        }
+    }
+
+    async fn copy(&mut self, ticket: Ticket, delivery: &Delivery, plan: CopyPlan) {
+        let due_at_ms = self
+            .copy_delay(delivery, &plan)
+            .map(|delay| self.env.env.clock.now_ms().saturating_add(millis(delay)));
+        let record = OutgoingRecord::counted_copy(delivery, plan.retry_count, due_at_ms);
+        let target = match plan.dead_letter {
+            Some(dead_letter) => {
+                self.log.say(
+                    "dead-letter",
+                    Level::Warn,
+                    Some(delivery),
+                    format!(
+                        "attempts spent after {} deliveries: the record goes to dead-letter \
+                         stream `{dead_letter}`",
+                        plan.retry_count
+                    ),
+                );
+                dead_letter
+            }
+            None => self.stream.to_string(),
+        };
+        let copy = UnsentCopy::new(ticket, delivery.sequence_number.clone(), target, record);
+        self.send_copy(copy).await;
+    }
+
+    /// The delay a copy waits: what the handler asked, clamped to the tenant's maximum (with a
+    /// warning), and at least the minimum between copies when the record is already a copy.
+    /// Dead letters never wait.
+    fn copy_delay(&self, delivery: &Delivery, plan: &CopyPlan) -> Option<Duration> {
+        if plan.dead_letter.is_some() {
+            return None;
+        }
+        let limits = &self.limits().copies;
+        let mut delay = plan.delay;
+        if let Some(asked) = delay.filter(|asked| *asked > limits.max_delay) {
+            self.log.say(
+                "delay-clamped",
+                Level::Warn,
+                Some(delivery),
+                format!(
+                    "subscriber `{}` asked for a retry in {asked:?}, more than the maximum delay \
+                     of {:?}: the copy is due after the maximum",
+                    self.subscription.name, limits.max_delay
+                ),
+            );
+            delay = Some(limits.max_delay);
+        }
+        if delivery.retry_count > 0 {
+            delay = Some(delay.unwrap_or_default().max(limits.min_copy_delay));
+        }
+        delay
+    }
+
+    fn report(&self, delivery: &Delivery, outcome: Outcome, trap: Option<TrapKind>) {
+        if let Some(observer) = &self.env.observer {
+            observer(&DeliveryReport {
+                subscriber: self.subscription.name.clone(),
+                stream: self.stream.to_string(),
+                shard_id: self.shard_id.to_string(),
+                sequence_number: delivery.sequence_number.clone(),
+                attempt: delivery.attempt(),
+                outcome,
+                trap,
+                at_ms: self.env.env.clock.now_ms(),
+            });
+        }
+    }
+}

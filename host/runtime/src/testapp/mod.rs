@@ -1,0 +1,498 @@
+//! `TestApp`: run a compiled component against in-process streams, in paused time.
+//!
+//! The transport has one shard per stream and sequence numbers shaped like Kinesis's. It
+//! consults no lease store, and a held record does not come back: exactly the semantics of a
+//! single run of the real host. Everything else is the real runtime: the same component
+//! loading, sandbox, batching and settlement as on Kinesis.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ruststream_runtime::TestAppError> {
+//! use ruststream_runtime::{Outcome, TestApp};
+//!
+//! let mut app = TestApp::start("settlement.wasm").await?;
+//! app.publish("ledger", &serde_json::json!({"id": 1, "amount": 0})).await?;
+//! let book = app.subscriber("book")?;
+//! assert_eq!(book.outcomes(), [Outcome::Drop]);
+//! assert!(book.checkpoint().is_some());
+//! # Ok(()) }
+//! ```
+
+mod streams;
+
+pub use streams::{InProcessStreams, SHARD_ID, StoredRecord};
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::app::{AppSpec, StartPosition, SubscriptionSpec};
+use crate::clock::{Clock, ManualClock};
+use crate::component::{LoadError, LoadedComponent, Runtime, RuntimeError};
+use crate::limits::RuntimeConfig;
+use crate::log::{LogLine, LogSink};
+use crate::pipeline::{DeliveryReport, PipelineEnv, ShardPipeline};
+use crate::publish::{PublishError, derived_partition_key};
+use crate::record::{Header, OutgoingRecord, Published};
+use crate::settlement::Outcome;
+use crate::sync::lock;
+use crate::tenant::{Tenant, TenantError};
+
+/// Where paused time starts: 2026-01-01T00:00:00Z.
+const START_MS: u64 = 1_767_225_600_000;
+
+/// Rounds of delivery [`TestApp::settle`] allows before it decides the app never settles
+/// (a handler that publishes to its own stream on every record, say).
+const MAX_SETTLE_ROUNDS: usize = 10_000;
+
+/// What can go wrong driving a [`TestApp`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TestAppError {
+    /// The component was refused.
+    #[error(transparent)]
+    Load(Box<LoadError>),
+    /// The component subscribes to or dead-letters into a stream its tenant is not granted.
+    #[error(transparent)]
+    Refused(#[from] TenantError),
+    /// The wasm runtime could not start.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// A record could not be published.
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    /// A value could not be encoded as JSON.
+    #[error("cannot encode the record as JSON")]
+    Encode(#[from] serde_json::Error),
+    /// No subscriber (or stream read by one subscriber) has this name.
+    #[error("no subscriber or stream named `{0}` in the component")]
+    UnknownSubscriber(String),
+    /// Delivery went on for this many rounds without settling.
+    #[error(
+        "the app did not settle after {0} rounds of delivery: a handler keeps producing records"
+    )]
+    NeverSettles(usize),
+}
+
+impl From<LoadError> for TestAppError {
+    fn from(error: LoadError) -> Self {
+        Self::Load(Box::new(error))
+    }
+}
+
+/// Builds a [`TestApp`] with non-default settings.
+pub struct TestAppBuilder {
+    component: PathBuf,
+    runtime: RuntimeConfig,
+    tenant: Tenant,
+}
+
+impl TestAppBuilder {
+    /// Engine settings (deadlines, fuel, stack size).
+    pub fn runtime(mut self, config: RuntimeConfig) -> Self {
+        self.runtime = config;
+        self
+    }
+
+    /// The tenant running the component: its grants and limits (default: a trusted tenant
+    /// granted every stream, with default limits).
+    pub fn tenant(mut self, tenant: Tenant) -> Self {
+        self.tenant = tenant;
+        self
+    }
+
+    /// Loads the component and opens its subscriptions.
+    ///
+    /// # Errors
+    /// When the runtime cannot start or the component is refused.
+    pub async fn start(self) -> Result<TestApp, TestAppError> {
+        let runtime = Runtime::new(self.runtime)?;
+        let tenant = Arc::new(self.tenant);
+        let log = LogSink::capturing();
+        let component =
+            LoadedComponent::from_file(&runtime, &self.component, tenant.policy(), &log).await?;
+        tenant.admit(&component)?;
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let streams = Arc::new(InProcessStreams::new(clock.clone()));
+        let reports: Arc<Mutex<Vec<DeliveryReport>>> = Arc::default();
+        let env = PipelineEnv {
+            env: component.env(
+                tenant.policy().clone(),
+                streams.clone(),
+                clock.clone(),
+                log.clone(),
+            ),
+            tenant: tenant.clone(),
+            observer: Some({
+                let reports = reports.clone();
+                Arc::new(move |report: &DeliveryReport| {
+                    lock(&reports).push(report.clone());
+                })
+            }),
+        };
+
+        let mut readers = Vec::new();
+        for spec in &component.app().subscriptions {
+            streams.create(&spec.stream);
+            if let Some(dead_letter) = &spec.retry.dead_letter {
+                streams.create(dead_letter);
+            }
+            let pipeline = ShardPipeline::new(
+                &component,
+                Arc::new(spec.clone()),
+                SHARD_ID,
+                None,
+                env.clone(),
+            );
+            readers.push(Reader {
+                next: start_index(&streams, spec),
+                pipeline,
+            });
+        }
+        Ok(TestApp {
+            component,
+            tenant,
+            streams,
+            clock,
+            log,
+            reports,
+            readers,
+        })
+    }
+}
+
+fn start_index(streams: &InProcessStreams, spec: &SubscriptionSpec) -> usize {
+    let records = streams.records(&spec.stream);
+    match &spec.start {
+        Some(StartPosition::Horizon) => 0,
+        Some(StartPosition::AtTimestamp(ms)) => records
+            .iter()
+            .position(|r| r.arrival_ms >= *ms)
+            .unwrap_or(records.len()),
+        Some(StartPosition::AtSequence {
+            sequence_number, ..
+        }) => records
+            .iter()
+            .position(|r| r.sequence_number == *sequence_number)
+            .unwrap_or(records.len()),
+        Some(StartPosition::Latest) | None => records.len(),
+    }
+}
+
+/// A compiled component running against in-process streams in paused time.
+pub struct TestApp {
+    component: LoadedComponent,
+    tenant: Arc<Tenant>,
+    streams: Arc<InProcessStreams>,
+    clock: Arc<ManualClock>,
+    log: LogSink,
+    reports: Arc<Mutex<Vec<DeliveryReport>>>,
+    readers: Vec<Reader>,
+}
+
+struct Reader {
+    next: usize,
+    pipeline: ShardPipeline,
+}
+
+impl TestApp {
+    /// Loads the component file at `component` with default settings.
+    ///
+    /// # Errors
+    /// When the component is refused; see [`LoadError`].
+    pub async fn start(component: impl AsRef<Path>) -> Result<Self, TestAppError> {
+        Self::builder(component).start().await
+    }
+
+    /// A builder for non-default limits or grants.
+    pub fn builder(component: impl AsRef<Path>) -> TestAppBuilder {
+        TestAppBuilder {
+            component: component.as_ref().to_owned(),
+            runtime: RuntimeConfig::default(),
+            tenant: Tenant::trusted("test"),
+        }
+    }
+
+    /// The tenant running the component: quarantine status, `resume`.
+    pub fn tenant(&self) -> &Tenant {
+        &self.tenant
+    }
+
+    /// The app the component declared.
+    pub fn app(&self) -> &AppSpec {
+        self.component.app()
+    }
+
+    /// Creates a stream (subscribed and dead-letter streams exist from the start).
+    pub fn create_stream(&self, stream: &str) {
+        self.streams.create(stream);
+    }
+
+    /// Publishes `value` as JSON (partition key derived from the payload), then delivers
+    /// everything that is due.
+    ///
+    /// # Errors
+    /// When the value cannot be encoded, the stream does not exist, or the app never settles.
+    pub async fn publish<T: Serialize + ?Sized>(
+        &mut self,
+        stream: &str,
+        value: &T,
+    ) -> Result<Published, TestAppError> {
+        self.publish_raw(stream, serde_json::to_vec(value)?).await
+    }
+
+    /// Publishes every value as JSON before delivering anything, so they reach the component
+    /// together, in one batch.
+    ///
+    /// # Errors
+    /// As [`publish`](Self::publish).
+    pub async fn publish_batch<T: Serialize>(
+        &mut self,
+        stream: &str,
+        values: &[T],
+    ) -> Result<Vec<Published>, TestAppError> {
+        let mut published = Vec::with_capacity(values.len());
+        for value in values {
+            let record = plain_record(serde_json::to_vec(value)?, &[]);
+            published.push(self.streams.append(stream, &record)?);
+        }
+        self.settle().await?;
+        Ok(published)
+    }
+
+    /// Publishes `data` as is, then delivers everything that is due.
+    ///
+    /// # Errors
+    /// As [`publish`](Self::publish).
+    pub async fn publish_raw(
+        &mut self,
+        stream: &str,
+        data: impl Into<Vec<u8>>,
+    ) -> Result<Published, TestAppError> {
+        let record = plain_record(data.into(), &[]);
+        self.publish_record(stream, record).await
+    }
+
+    /// Publishes `value` as JSON with user headers (written in an `RSK2` envelope).
+    ///
+    /// # Errors
+    /// As [`publish`](Self::publish).
+    pub async fn publish_with_headers<T: Serialize + ?Sized>(
+        &mut self,
+        stream: &str,
+        value: &T,
+        headers: &[(&str, &str)],
+    ) -> Result<Published, TestAppError> {
+        let record = plain_record(serde_json::to_vec(value)?, headers);
+        self.publish_record(stream, record).await
+    }
+
+    /// Publishes a fully specified record, then delivers everything that is due.
+    ///
+    /// # Errors
+    /// As [`publish`](Self::publish).
+    pub async fn publish_record(
+        &mut self,
+        stream: &str,
+        record: OutgoingRecord,
+    ) -> Result<Published, TestAppError> {
+        let published = self.streams.append(stream, &record)?;
+        self.settle().await?;
+        Ok(published)
+    }
+
+    /// Moves paused time forward by `by`, delivering each delayed record at its due time.
+    ///
+    /// # Errors
+    /// When the app never settles.
+    pub async fn advance(&mut self, by: Duration) -> Result<(), TestAppError> {
+        let target = self.clock.now_ms().saturating_add(by.as_millis() as u64);
+        while let Some(due) = self.next_due_ms().filter(|due| *due <= target) {
+            self.move_clock_to(due);
+            self.settle().await?;
+        }
+        self.move_clock_to(target);
+        self.settle().await
+    }
+
+    /// Delivers every record that is readable and due, until nothing moves.
+    ///
+    /// # Errors
+    /// [`TestAppError::NeverSettles`] when handlers keep producing records to read.
+    pub async fn settle(&mut self) -> Result<(), TestAppError> {
+        for _ in 0..MAX_SETTLE_ROUNDS {
+            for reader in &mut self.readers {
+                let stream = reader.pipeline.subscription().stream.clone();
+                let new = self.streams.read_from(&stream, reader.next);
+                if !new.is_empty() {
+                    reader.next += new.len();
+                    let deliveries = new.iter().map(StoredRecord::to_delivery).collect();
+                    reader.pipeline.deliver(deliveries).await;
+                }
+                reader.pipeline.poll_due().await;
+            }
+            // What a round did that needs another round shows as records still to read: a
+            // handler publishing, a copy, a dead letter, on any reader's stream.
+            let unread = self.readers.iter().any(|reader| {
+                self.streams.len(&reader.pipeline.subscription().stream) > reader.next
+            });
+            if !unread {
+                return Ok(());
+            }
+        }
+        Err(TestAppError::NeverSettles(MAX_SETTLE_ROUNDS))
+    }
+
+    /// Makes the next `count` writes to `stream` by the component or the runtime (a counted
+    /// copy, a dead letter) fail as an unavailable stream would. The test's own `publish`
+    /// calls are not affected.
+    pub fn fail_next_publishes(&self, stream: &str, count: u32) {
+        self.streams.fail_next_publishes(stream, count);
+    }
+
+    /// Repositions a subscriber's shard, as the host's seek does, and starts its checkpoint
+    /// bookkeeping afresh; then delivers what is due.
+    ///
+    /// # Errors
+    /// When no subscriber matches, or the app never settles.
+    pub async fn seek(
+        &mut self,
+        subscriber: &str,
+        position: StartPosition,
+    ) -> Result<(), TestAppError> {
+        let index = self.reader_index(subscriber)?;
+        let reader = &mut self.readers[index];
+        let mut spec = reader.pipeline.subscription().clone();
+        spec.start = Some(position);
+        reader.next = start_index(&self.streams, &spec);
+        reader.pipeline.reset(None);
+        self.settle().await
+    }
+
+    /// Paused time elapsed since the app started.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_millis(self.clock.now_ms() - START_MS)
+    }
+
+    /// What a subscriber (by subscriber name, or by stream when one subscriber reads it) did.
+    ///
+    /// # Errors
+    /// [`TestAppError::UnknownSubscriber`] when nothing matches `name`.
+    pub fn subscriber(&self, name: &str) -> Result<SubscriberView<'_>, TestAppError> {
+        let reader = &self.readers[self.reader_index(name)?];
+        let subscriber = reader.pipeline.subscription().name.clone();
+        let reports = lock(&self.reports)
+            .iter()
+            .filter(|r| r.subscriber == subscriber)
+            .cloned()
+            .collect();
+        Ok(SubscriberView {
+            pipeline: &reader.pipeline,
+            reports,
+        })
+    }
+
+    /// Every record `stream` holds, copies and dead letters included.
+    pub fn stream(&self, stream: &str) -> Vec<StoredRecord> {
+        self.streams.records(stream)
+    }
+
+    /// Every log line so far: the component's and the runtime's.
+    pub fn logs(&self) -> Vec<LogLine> {
+        self.log.captured()
+    }
+
+    /// Log lines whose message contains `text`.
+    pub fn logs_containing(&self, text: &str) -> Vec<LogLine> {
+        self.logs()
+            .into_iter()
+            .filter(|line| line.message.contains(text))
+            .collect()
+    }
+
+    fn reader_index(&self, name: &str) -> Result<usize, TestAppError> {
+        let by_name = self
+            .readers
+            .iter()
+            .position(|r| r.pipeline.subscription().name == name);
+        let by_stream = || {
+            let mut on_stream = self
+                .readers
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.pipeline.subscription().stream == name)
+                .map(|(i, _)| i);
+            on_stream.next().filter(|_| on_stream.next().is_none())
+        };
+        by_name
+            .or_else(by_stream)
+            .ok_or_else(|| TestAppError::UnknownSubscriber(name.to_owned()))
+    }
+
+    fn next_due_ms(&self) -> Option<u64> {
+        self.readers
+            .iter()
+            .filter_map(|r| r.pipeline.next_due_ms())
+            .min()
+    }
+
+    fn move_clock_to(&self, at_ms: u64) {
+        let now = self.clock.now_ms();
+        if at_ms > now {
+            self.clock.advance(Duration::from_millis(at_ms - now));
+        }
+    }
+}
+
+/// What one subscriber did in a [`TestApp`].
+pub struct SubscriberView<'a> {
+    pipeline: &'a ShardPipeline,
+    reports: Vec<DeliveryReport>,
+}
+
+impl SubscriberView<'_> {
+    /// How many times the handler was given a record (each attempt of a copy counts).
+    pub fn calls(&self) -> usize {
+        self.reports.len()
+    }
+
+    /// The settled outcome of each call, in order.
+    pub fn outcomes(&self) -> Vec<Outcome> {
+        self.reports.iter().map(|r| r.outcome).collect()
+    }
+
+    /// The attempt number of each call, in order.
+    pub fn attempts(&self) -> Vec<u32> {
+        self.reports.iter().map(|r| r.attempt).collect()
+    }
+
+    /// Every delivery report, in order.
+    pub fn reports(&self) -> &[DeliveryReport] {
+        &self.reports
+    }
+
+    /// Where the shard's checkpoint stands: the last record of the handled prefix.
+    pub fn checkpoint(&self) -> Option<&str> {
+        self.pipeline.checkpoint()
+    }
+
+    /// The first unhandled record, in front of which the checkpoint is held.
+    pub fn held_at(&self) -> Option<&str> {
+        self.pipeline.held_at()
+    }
+
+    /// How many times the component instance was replaced after a failed call.
+    pub fn instance_replacements(&self) -> u64 {
+        self.pipeline.instance_replacements()
+    }
+}
+
+/// A record as a producer would write it: key derived from the payload.
+fn plain_record(payload: Vec<u8>, headers: &[(&str, &str)]) -> OutgoingRecord {
+    OutgoingRecord {
+        partition_key: derived_partition_key(&payload),
+        payload,
+        headers: headers.iter().map(|(n, v)| Header::new(*n, *v)).collect(),
+    }
+}

@@ -1,0 +1,9 @@
+//! The host and the `ruststream` binary against local Kinesis and DynamoDB servers.
+
+mod binary;
+mod chaos;
+mod kinesis;
+mod kinesis_copies;
+mod resilience;
+mod sandbox;
+mod servers;

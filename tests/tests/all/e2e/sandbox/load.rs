@@ -1,0 +1,285 @@
+//! Load time: a component is bounded before it runs a single record. Code that blocks or spins
+//! while the component is instantiated or describes itself is refused within the tenant's
+//! deadline; a compile bomb within the compile budget; extra memories and tables within one
+//! cap per instance.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ruststream_runtime::{
+    CompileConfig, CompileError, CompileLimits, Compiler, Limits, LoadError, LoadPhase,
+    LoadedComponent, Refusal, Runtime, RuntimeConfig, Tenant, TrapKind, one_line,
+};
+use ruststream_tests::hostile;
+use ruststream_tests::{Guest, guests};
+
+use super::{Arena, assert_printable, evil, evil_limits};
+
+/// Loads `bytes` as component `name` for `tenant` on `runtime`.
+async fn load_bytes(
+    arena: &Arena,
+    runtime: &Runtime,
+    tenant: &Arc<Tenant>,
+    name: &str,
+    bytes: Vec<u8>,
+) -> Result<LoadedComponent, LoadError> {
+    LoadedComponent::from_bytes(runtime, name, bytes, tenant.policy(), &arena.host.log).await
+}
+
+fn guest(guest: Guest) -> anyhow::Result<Vec<u8>> {
+    Ok(std::fs::read(guest.path())?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_that_blocks_or_spins_while_loading_is_refused_within_the_deadline()
+-> anyhow::Result<()> {
+    let arena = Arena::start().await?;
+    let deadline = Duration::from_millis(800);
+    let tenant = Arc::new(evil().limits(Limits {
+        call_deadline: deadline,
+        ..evil_limits()
+    }));
+    let cases = [
+        // `_initialize`, run by a core start function: a WASI sleep, then a spin.
+        (
+            "hostile_initialize_sleep",
+            guest(guests::HOSTILE_INITIALIZE_SLEEP)?,
+            LoadPhase::Instantiate,
+        ),
+        (
+            "hostile_initialize_spin",
+            guest(guests::HOSTILE_INITIALIZE_SPIN)?,
+            LoadPhase::Instantiate,
+        ),
+        // `.init_array` constructors, run at the top of the first export: `describe`.
+        (
+            "hostile_init_sleep",
+            guest(guests::HOSTILE_INIT_SLEEP)?,
+            LoadPhase::Describe,
+        ),
+        (
+            "hostile_init_spin",
+            guest(guests::HOSTILE_INIT_SPIN)?,
+            LoadPhase::Describe,
+        ),
+        // A raw core start function that spins.
+        (
+            "start_spin",
+            hostile::with_spinning_start(&guest(guests::SETTLEMENT)?),
+            LoadPhase::Instantiate,
+        ),
+    ];
+    let loads = async {
+        for (name, bytes, phase) in cases {
+            let runtime = &arena.host.runtime;
+            // The first load compiles (and caches); the second measures the refusal alone.
+            let first = load_bytes(&arena, runtime, &tenant, name, bytes.clone()).await;
+            assert!(first.is_err(), "{name} loaded");
+            let started = Instant::now();
+            let refused = load_bytes(&arena, runtime, &tenant, name, bytes).await;
+            let took = started.elapsed();
+            let error = refused.err().expect("refused");
+            let line = one_line(&error);
+            assert_eq!(error.phase, phase, "{line}");
+            assert!(
+                matches!(&error.refusal, Refusal::Trap(f) if f.kind == TrapKind::Deadline),
+                "{line}"
+            );
+            assert!(
+                line.starts_with(&format!(
+                    "tenant `evil`, component `{name}`: {phase} refused"
+                )),
+                "{line}"
+            );
+            assert!(
+                took < deadline + Duration::from_millis(700),
+                "{name}: {took:?}"
+            );
+            assert_printable(&line);
+        }
+        anyhow::Ok(())
+    };
+    let (loaded, flowed) = tokio::join!(loads, arena.assert_settlement_flows());
+    loaded?;
+    flowed
+}
+
+/// A runtime whose components compile in the bounded worker with a small budget, uncached.
+fn bounded_runtime(limits: CompileLimits) -> anyhow::Result<Runtime> {
+    Runtime::new(RuntimeConfig {
+        compile: CompileConfig {
+            compiler: Compiler::Worker {
+                program: ruststream_tests::binary(),
+            },
+            limits,
+            cache: None,
+        },
+        ..RuntimeConfig::default()
+    })
+    .map_err(Into::into)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compile_bombs_are_refused_within_the_compile_budget() -> anyhow::Result<()> {
+    let arena = Arena::start().await?;
+    let limits = CompileLimits {
+        timeout: Duration::from_secs(20),
+        cpu: Duration::from_secs(3),
+        ..CompileLimits::default()
+    };
+    let runtime = bounded_runtime(limits.clone())?;
+    // The memory bomb gets all the CPU it wants: only its memory can stop it.
+    let tight = bounded_runtime(CompileLimits {
+        memory_bytes: 256 << 20,
+        cpu: Duration::from_secs(60),
+        timeout: Duration::from_secs(60),
+        ..limits.clone()
+    })?;
+    let tenant = Arc::new(evil());
+    let bombs = async {
+        // A few KB that keep Cranelift busy for minutes: stopped by the CPU budget.
+        let started = Instant::now();
+        let cpu = load_bytes(
+            &arena,
+            &runtime,
+            &tenant,
+            "cpu_bomb",
+            hostile::compile_bomb_cpu(),
+        );
+        let error = cpu.await.err().expect("refused");
+        assert_eq!(error.phase, LoadPhase::Compile);
+        assert!(
+            matches!(error.refusal, Refusal::Compile(CompileError::CpuTime(_))),
+            "{}",
+            one_line(&error)
+        );
+        assert!(one_line(&error).contains("`compile_cpu_seconds`"));
+        // The worker runs niced beside this process: allow for a loaded machine.
+        assert!(
+            started.elapsed() < limits.timeout,
+            "{:?}",
+            started.elapsed()
+        );
+
+        // ~190 KB that make Cranelift allocate gigabytes: stopped by the memory budget.
+        let memory = load_bytes(
+            &arena,
+            &tight,
+            &tenant,
+            "memory_bomb",
+            hostile::compile_bomb_memory(),
+        );
+        let error = memory.await.err().expect("refused");
+        assert!(
+            matches!(error.refusal, Refusal::Compile(CompileError::Memory(256))),
+            "{}",
+            one_line(&error)
+        );
+        anyhow::Ok(())
+    };
+    let (refused, flowed) = tokio::join!(bombs, arena.assert_settlement_flows());
+    refused?;
+    flowed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_bounds_refuse_before_compiling() -> anyhow::Result<()> {
+    let arena = Arena::start().await?;
+    let tenant = Arc::new(evil());
+    let runtime = &arena.host.runtime;
+    let cases = [
+        (
+            "functions",
+            hostile::many_functions(100_001),
+            "`compile_max_functions`",
+        ),
+        (
+            "huge",
+            hostile::huge_function((1 << 20) + 1),
+            "`compile_max_function_bytes`",
+        ),
+    ];
+    for (name, bytes, key) in cases {
+        let started = Instant::now();
+        let error = load_bytes(&arena, runtime, &tenant, name, bytes)
+            .await
+            .err();
+        let error = error.expect("refused");
+        assert!(
+            matches!(error.refusal, Refusal::Compile(CompileError::Bound { .. })),
+            "{}",
+            one_line(&error)
+        );
+        assert!(one_line(&error).contains(key), "{}", one_line(&error));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "refused before compiling"
+        );
+    }
+    // A file over the size bound is refused before it is read.
+    let small = bounded_runtime(CompileLimits {
+        max_bytes: 64 << 10,
+        ..CompileLimits::default()
+    })?;
+    let path = guests::SETTLEMENT.path();
+    let error = LoadedComponent::from_file(&small, path, tenant.policy(), &arena.host.log).await;
+    let error = error.err().expect("refused");
+    assert_eq!(error.phase, LoadPhase::Read);
+    assert!(
+        one_line(&error).contains("`compile_max_bytes`"),
+        "{}",
+        one_line(&error)
+    );
+    arena.assert_settlement_flows().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_and_tables_count_against_one_cap_per_instance() -> anyhow::Result<()> {
+    let arena = Arena::start().await?;
+    let settlement = guest(guests::SETTLEMENT)?;
+    let runtime = &arena.host.runtime;
+    let load = async |limits: Limits, name: &str, bytes: Vec<u8>| {
+        let tenant = Arc::new(evil().limits(limits));
+        load_bytes(&arena, runtime, &tenant, name, bytes).await
+    };
+
+    // Four extra memories of 40 MiB, each under a 64 MiB cap: 160 MiB in one instance.
+    let many = Limits {
+        max_memories: 6,
+        ..Limits::default()
+    };
+    let four = hostile::with_extra_memories(&settlement, 4, 640);
+    let error = load(many, "memories", four).await.err().expect("refused");
+    assert_eq!(error.phase, LoadPhase::Instantiate);
+    assert!(
+        matches!(&error.refusal, Refusal::Trap(f) if f.kind == TrapKind::MemoryLimit),
+        "{}",
+        one_line(&error)
+    );
+
+    // The default count cap: settlement's one memory, and room for one more.
+    let three = hostile::with_extra_memories(&settlement, 2, 1);
+    let error = load(Limits::default(), "counted", three).await.err();
+    let error = error.expect("refused");
+    assert!(
+        matches!(&error.refusal, Refusal::Trap(f) if f.kind == TrapKind::ResourceLimit),
+        "{}",
+        one_line(&error)
+    );
+    assert!(one_line(&error).contains("memory count too high"));
+
+    // Tables count in bytes: just under the cap with a big memory, over it with a table.
+    let big = hostile::with_extra_memories(&settlement, 1, 1000);
+    let loaded = load(Limits::default(), "big", big.clone()).await;
+    assert!(loaded.is_ok(), "{:?}", loaded.err().map(|e| one_line(&e)));
+    let with_table = hostile::with_extra_table(&big, 100_000);
+    let error = load(Limits::default(), "table", with_table).await.err();
+    let error = error.expect("refused");
+    assert!(
+        one_line(&error).contains("memories and tables would hold"),
+        "{}",
+        one_line(&error)
+    );
+
+    arena.assert_settlement_flows().await
+}
