@@ -3,75 +3,8 @@
 use std::cell::OnceCell;
 use std::time::{Duration, SystemTime};
 
-use crate::bindings::exports::ruststream::handler::handler::{
-    BatchHeader, BatchInfo, Delivery, Span,
-};
-use crate::bindings::ruststream::handler::types::Header;
-
-/// One record's fields, borrowed from wherever the host put them (a `delivery`, or a batch
-/// record and its arena).
-#[derive(Clone, Copy)]
-pub(crate) struct RecordView<'a> {
-    pub data: &'a [u8],
-    pub partition_key: &'a str,
-    pub sequence_number: &'a str,
-    pub arrival_ms: u64,
-    pub attempt: u32,
-    pub headers: HeaderList<'a>,
-}
-
-/// A record's user headers, wherever the host put them.
-#[derive(Clone, Copy)]
-pub(crate) enum HeaderList<'a> {
-    Owned(&'a [Header]),
-    Arena {
-        arena: &'a [u8],
-        headers: &'a [BatchHeader],
-    },
-}
-
-impl<'a> HeaderList<'a> {
-    pub(crate) fn iter(self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
-        let (owned, arena) = match self {
-            Self::Owned(headers) => (headers, None),
-            Self::Arena { arena, headers } => (&[][..], Some((arena, headers))),
-        };
-        let owned = owned.iter().map(|h| (h.name.as_str(), h.value.as_slice()));
-        let arena = arena.into_iter().flat_map(|(arena, headers)| {
-            headers
-                .iter()
-                .map(move |h| (text(arena, h.name), bytes(arena, h.value)))
-        });
-        owned.chain(arena)
-    }
-}
-
-/// The bytes of `span` in `arena`. The host lays both out; a span it got wrong reads as empty
-/// rather than trapping the component.
-pub(crate) fn bytes(arena: &[u8], span: Span) -> &[u8] {
-    let start = span.offset as usize;
-    arena
-        .get(start..start.saturating_add(span.len as usize))
-        .unwrap_or_default()
-}
-
-/// The text of `span` in `arena`; empty when it is not UTF-8.
-pub(crate) fn text(arena: &[u8], span: Span) -> &str {
-    std::str::from_utf8(bytes(arena, span)).unwrap_or_default()
-}
-
-impl<'a> RecordView<'a> {
-    pub(crate) fn of(delivery: &'a Delivery) -> Self {
-        Self {
-            data: &delivery.data,
-            partition_key: &delivery.partition_key,
-            sequence_number: &delivery.sequence_number,
-            arrival_ms: delivery.arrival_ms,
-            attempt: delivery.attempt,
-            headers: HeaderList::Owned(&delivery.headers),
-        }
-    }
-}
+use crate::batch::{RecordView, text};
+use crate::bindings::exports::ruststream::handler::handler::BatchInfo;
 
 /// Header name under which [`Headers::get_str`] answers the record's sequence number, as the
 /// seed system exposes it.
@@ -123,12 +56,12 @@ impl<'a> Context<'a> {
     /// The record's sequence number: a decimal string of up to 56 digits; compare sequence
     /// numbers of one shard as big integers (length first), never as `u64`.
     pub fn sequence_number(&self) -> &str {
-        self.record.sequence_number
+        text(self.record.sequence_number)
     }
 
     /// The key the producer gave the record, which chose its shard.
     pub fn partition_key(&self) -> &str {
-        self.record.partition_key
+        text(self.record.partition_key)
     }
 
     /// 1 on the first delivery; a counted copy carries the previous attempt + 1.
@@ -174,9 +107,9 @@ impl<'a> Headers<'a> {
     /// A header's value as text; `None` when absent or not UTF-8.
     pub fn get_str(&self, name: &str) -> Option<&str> {
         match name {
-            SEQUENCE_HEADER => Some(self.record.sequence_number),
+            SEQUENCE_HEADER => Some(text(self.record.sequence_number)),
             SHARD_HEADER => Some(&self.batch.shard_id),
-            PARTITION_KEY_HEADER => Some(self.record.partition_key),
+            PARTITION_KEY_HEADER => Some(text(self.record.partition_key)),
             RETRY_COUNT_HEADER => self.retry_count().as_deref(),
             _ => std::str::from_utf8(self.get(name)?).ok(),
         }

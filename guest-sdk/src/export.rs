@@ -5,13 +5,12 @@
 use std::cell::OnceCell;
 
 use crate::app::RustStream;
+use crate::batch::{Batch, RecordView};
 use crate::bindings::exports::ruststream::handler::handler as wit;
-pub use crate::bindings::exports::ruststream::handler::handler::{
-    App, BatchHeader, BatchInfo, BatchRecord, Delivery, Guest,
-};
+pub use crate::bindings::exports::ruststream::handler::handler::{App, BatchInfo, Guest};
 use crate::bindings::ruststream::handler::host;
 pub use crate::bindings::ruststream::handler::types::HandlerOutcome as WitOutcome;
-use crate::context::{Context, HeaderList, RecordView, bytes, text};
+use crate::context::Context;
 use crate::log;
 use crate::stream::KinesisBroker;
 
@@ -58,50 +57,20 @@ pub fn describe(build: ServiceFn) -> wit::App {
     })
 }
 
-/// `handle`: one record.
-pub fn handle(build: ServiceFn, info: wit::BatchInfo, delivery: wit::Delivery) -> WitOutcome {
-    with_service(build, |service| {
-        let mut outcome = WitOutcome::Drop;
-        let record = std::iter::once(RecordView::of(&delivery));
-        dispatch(service, &info, record, |_, decided| outcome = decided);
-        outcome
-    })
-}
-
-/// `handle-batch`: records in order, laid out in the batch's buffers, each outcome reported to
+/// `handle-batch`: records in order, read from the batch's buffers, each outcome reported to
 /// the host as soon as it is decided (the host then gives the next record a fresh deadline,
 /// and never runs a reported record again should a later one trap).
 pub fn handle_batch(
     build: ServiceFn,
     info: wit::BatchInfo,
     arena: Vec<u8>,
-    records: Vec<wit::BatchRecord>,
-    headers: Vec<wit::BatchHeader>,
+    records: Vec<u8>,
+    headers: Vec<u8>,
 ) {
     with_service(build, |service| {
-        let views = records.iter().map(|record| view(&arena, &headers, record));
-        dispatch(service, &info, views, host::record_outcome);
+        let batch = Batch::new(&arena, &records, &headers);
+        dispatch(service, &info, batch.records(), host::record_outcome);
     })
-}
-
-fn view<'a>(
-    arena: &'a [u8],
-    headers: &'a [wit::BatchHeader],
-    record: &wit::BatchRecord,
-) -> RecordView<'a> {
-    let range = record.headers;
-    let start = range.offset as usize;
-    let headers = headers
-        .get(start..start.saturating_add(range.len as usize))
-        .unwrap_or_default();
-    RecordView {
-        data: bytes(arena, record.data),
-        partition_key: text(arena, record.partition_key),
-        sequence_number: text(arena, record.sequence_number),
-        arrival_ms: record.arrival_ms,
-        attempt: record.attempt,
-        headers: HeaderList::Arena { arena, headers },
-    }
 }
 
 /// Runs each record through its subscriber and hands `report` the record's index and outcome.

@@ -45,6 +45,7 @@
 //! sequence number.
 
 mod app;
+mod batch;
 mod context;
 mod executor;
 mod handle;
@@ -59,7 +60,7 @@ pub mod __private {
 }
 mod export;
 
-/// Bindings generated from the RustStream WIT contract (`ruststream:handler@0.3.0`).
+/// Bindings generated from the RustStream WIT contract (`ruststream:handler@0.4.0`).
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({

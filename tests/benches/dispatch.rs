@@ -20,18 +20,16 @@
 mod ledger;
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use ruststream_runtime::internals::{BatchCall, HandlerInstance};
+use ruststream_runtime::internals::{BatchCall, Deliveries, HandlerInstance};
 use ruststream_runtime::{
     Delivery, InProcessStreams, LoadedComponent, LogSink, Outcome, Runtime, RuntimeConfig,
     SystemClock, Tenant,
 };
+use ruststream_tests::bench::block_on;
 use ruststream_tests::guests;
 
 const RECORDS_PER_ROUND: usize = 20_000;
@@ -48,9 +46,17 @@ fn main() -> anyhow::Result<()> {
 async fn run() -> anyhow::Result<()> {
     let payloads = payloads(RECORDS_PER_ROUND);
     let deliveries: Vec<Delivery> = payloads.iter().enumerate().map(delivery).collect();
-    let chunks: BTreeMap<usize, Vec<Arc<[Delivery]>>> = [1, 100, 1000]
+    let chunks: BTreeMap<usize, Vec<Arc<Vec<Delivery>>>> = [1, 100, 1000]
         .into_iter()
-        .map(|size| (size, deliveries.chunks(size).map(Arc::from).collect()))
+        .map(|size| {
+            (
+                size,
+                deliveries
+                    .chunks(size)
+                    .map(|c| Arc::new(c.to_vec()))
+                    .collect(),
+            )
+        })
         .collect();
 
     let mut variants = vec![Variant::native()];
@@ -133,7 +139,7 @@ impl Variant {
     async fn round(
         &mut self,
         payloads: &[Vec<u8>],
-        chunks: &BTreeMap<usize, Vec<Arc<[Delivery]>>>,
+        chunks: &BTreeMap<usize, Vec<Arc<Vec<Delivery>>>>,
     ) -> anyhow::Result<f64> {
         let start = Instant::now();
         let acked = match &mut self.instance {
@@ -159,7 +165,7 @@ impl Variant {
 
 async fn dispatch(
     instance: &mut HandlerInstance,
-    chunks: &[Arc<[Delivery]>],
+    chunks: &[Arc<Vec<Delivery>>],
 ) -> anyhow::Result<usize> {
     let stream: Arc<str> = "ledger".into();
     let shard: Arc<str> = "shardId-000000000000".into();
@@ -169,7 +175,7 @@ async fn dispatch(
             subscription: 0,
             stream: &stream,
             shard_id: &shard,
-            deliveries,
+            deliveries: Deliveries::whole(deliveries.clone()),
         };
         let outcomes = instance.handle_batch(&call).await?;
         acked += outcomes.iter().filter(|o| **o == Outcome::Ack).count();
@@ -187,16 +193,6 @@ fn native(payload: &[u8]) -> Outcome {
         Outcome::Ack
     } else {
         Outcome::Drop
-    }
-}
-
-fn block_on<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
     }
 }
 

@@ -14,6 +14,7 @@
 
 use std::path::PathBuf;
 
+pub mod bench;
 pub mod e2e;
 pub mod faults;
 pub mod hostile;

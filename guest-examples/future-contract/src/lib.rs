@@ -1,9 +1,9 @@
 //! Malformed: a handler built against a newer contract: it exports
-//! `ruststream:handler/handler@0.4.0` instead of `@0.3.0` (its own copy of the WIT, package
+//! `ruststream:handler/handler@0.5.0` instead of `@0.4.0` (its own copy of the WIT, package
 //! version bumped, otherwise identical). Built with `wit-bindgen` directly, not the SDK.
 //!
 //! The host must refuse to load it, saying the component does not export the contract version
-//! it speaks (`ruststream:handler/handler@0.3.0`).
+//! it speaks (`ruststream:handler/handler@0.4.0`).
 //!
 //! `wit/ruststream.wit` is `../../wit/ruststream.wit` with only the package line changed; keep
 //! it in step when the contract changes.
@@ -11,12 +11,12 @@
 mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "ruststream:handler/subscriber-app@0.4.0",
+        world: "ruststream:handler/subscriber-app@0.5.0",
     });
 }
 
 use bindings::exports::ruststream::handler::handler::{
-    App, AppInfo, BatchHeader, BatchInfo, BatchRecord, Delivery, Guest, Subscription,
+    App, AppInfo, BatchInfo, Guest, Subscription,
 };
 use bindings::ruststream::handler::types::{FailureAction, HandlerOutcome};
 
@@ -41,17 +41,9 @@ impl Guest for FutureContract {
         }
     }
 
-    fn handle(_info: BatchInfo, _record: Delivery) -> HandlerOutcome {
-        HandlerOutcome::Ack
-    }
-
-    fn handle_batch(
-        _info: BatchInfo,
-        _arena: Vec<u8>,
-        records: Vec<BatchRecord>,
-        _headers: Vec<BatchHeader>,
-    ) {
-        for index in 0..records.len() as u32 {
+    fn handle_batch(_info: BatchInfo, _arena: Vec<u8>, records: Vec<u8>, _headers: Vec<u8>) {
+        // One 44-byte entry per record (see `handle-batch` in the WIT).
+        for index in 0..(records.len() / 44) as u32 {
             bindings::ruststream::handler::host::record_outcome(index, HandlerOutcome::Ack);
         }
     }

@@ -3,7 +3,7 @@
 //! returns the declaration its package name selects at compile time
 //! (`env!("CARGO_PKG_NAME")`; an unknown package fails to compile). Built with `wit-bindgen`
 //! against the repo contract (`../../wit`), not the SDK, which cannot express some of these.
-//! `handle` and `handle-batch` ack everything.
+//! `handle-batch` acks everything.
 //!
 //! | package                     | `describe` returns                                               | the host must                                                                 |
 //! |-----------------------------|------------------------------------------------------------------|-------------------------------------------------------------------------------|
@@ -18,7 +18,7 @@
 wit_bindgen::generate!({ path: "../../wit", world: "subscriber-app" });
 
 use exports::ruststream::handler::handler::{
-    App, AppInfo, BatchHeader, BatchInfo, BatchRecord, Delivery, Guest, StartPosition, Subscription,
+    App, AppInfo, BatchInfo, Guest, StartPosition, Subscription,
 };
 use ruststream::handler::types::{FailureAction, HandlerOutcome};
 
@@ -178,17 +178,9 @@ impl Guest for HostileDeclarations {
         declaration()
     }
 
-    fn handle(_info: BatchInfo, _record: Delivery) -> HandlerOutcome {
-        HandlerOutcome::Ack
-    }
-
-    fn handle_batch(
-        _info: BatchInfo,
-        _arena: Vec<u8>,
-        records: Vec<BatchRecord>,
-        _headers: Vec<BatchHeader>,
-    ) {
-        for index in 0..records.len() as u32 {
+    fn handle_batch(_info: BatchInfo, _arena: Vec<u8>, records: Vec<u8>, _headers: Vec<u8>) {
+        // One 44-byte entry per record (see `handle-batch` in the WIT).
+        for index in 0..(records.len() / 44) as u32 {
             ruststream::handler::host::record_outcome(index, HandlerOutcome::Ack);
         }
     }

@@ -11,9 +11,7 @@
 
 wit_bindgen::generate!({ path: "../../wit", world: "subscriber-app" });
 
-use exports::ruststream::handler::handler::{
-    App, AppInfo, BatchHeader, BatchInfo, BatchRecord, Delivery, Guest, Subscription,
-};
+use exports::ruststream::handler::handler::{App, AppInfo, BatchInfo, Guest, Subscription};
 use ruststream::handler::host::{self, Field, Level, LogLine};
 use ruststream::handler::types::{FailureAction, HandlerOutcome};
 
@@ -63,17 +61,9 @@ impl Guest for DescribePublish {
         }
     }
 
-    fn handle(_info: BatchInfo, _record: Delivery) -> HandlerOutcome {
-        HandlerOutcome::Ack
-    }
-
-    fn handle_batch(
-        _info: BatchInfo,
-        _arena: Vec<u8>,
-        records: Vec<BatchRecord>,
-        _headers: Vec<BatchHeader>,
-    ) {
-        for index in 0..records.len() as u32 {
+    fn handle_batch(_info: BatchInfo, _arena: Vec<u8>, records: Vec<u8>, _headers: Vec<u8>) {
+        // One 44-byte entry per record (see `handle-batch` in the WIT).
+        for index in 0..(records.len() / 44) as u32 {
             host::record_outcome(index, HandlerOutcome::Ack);
         }
     }

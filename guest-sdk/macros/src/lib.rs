@@ -282,18 +282,11 @@ fn expand_service(function: ItemFn) -> TokenStream2 {
                 ::ruststream::__private::describe(#name)
             }
 
-            fn handle(
-                info: ::ruststream::__private::BatchInfo,
-                record: ::ruststream::__private::Delivery,
-            ) -> ::ruststream::__private::WitOutcome {
-                ::ruststream::__private::handle(#name, info, record)
-            }
-
             fn handle_batch(
                 info: ::ruststream::__private::BatchInfo,
                 arena: ::std::vec::Vec<u8>,
-                records: ::std::vec::Vec<::ruststream::__private::BatchRecord>,
-                headers: ::std::vec::Vec<::ruststream::__private::BatchHeader>,
+                records: ::std::vec::Vec<u8>,
+                headers: ::std::vec::Vec<u8>,
             ) {
                 ::ruststream::__private::handle_batch(#name, info, arena, records, headers)
             }

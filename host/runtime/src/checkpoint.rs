@@ -7,6 +7,8 @@
 
 use std::collections::VecDeque;
 
+use crate::sequence::SequenceNumber;
+
 /// Identifies one tracked delivery. A ticket from before a [`Watermark::reset`] is stale: it
 /// no longer moves anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,34 +29,36 @@ pub(crate) struct Watermark {
     next: u64,
     /// Unhandled deliveries, by arrival index (increasing).
     pending: VecDeque<Pending>,
-    /// Sequence number of the last tracked delivery.
-    latest: Option<String>,
-    checkpoint: Option<String>,
+    /// Sequence number of the last tracked delivery once it is handled (while it is pending,
+    /// `pending` holds it), until the checkpoint or the next delivery takes it.
+    latest: Option<SequenceNumber>,
+    checkpoint: Option<SequenceNumber>,
 }
 
 #[derive(Debug)]
 struct Pending {
     index: u64,
-    sequence_number: String,
+    sequence_number: SequenceNumber,
     /// The sequence number of the delivery just before this one, once that one is handled:
     /// where the checkpoint moves when this one is the first still unhandled.
-    before: Option<String>,
+    before: Option<SequenceNumber>,
 }
 
 impl Watermark {
     /// A watermark whose checkpoint starts at `checkpoint` (the stored position, if any).
     pub(crate) fn new(checkpoint: Option<String>) -> Self {
         Self {
-            checkpoint,
+            checkpoint: checkpoint.as_deref().map(SequenceNumber::new),
             ..Self::default()
         }
     }
 
-    /// Starts tracking the next delivery in arrival order.
-    pub(crate) fn track(&mut self, sequence_number: impl Into<String>) -> Ticket {
+    /// Starts tracking the next delivery in arrival order. Allocates nothing for sequence
+    /// numbers of Kinesis's usual length.
+    pub(crate) fn track(&mut self, sequence_number: &str) -> Ticket {
         let index = self.next;
         self.next += 1;
-        let sequence_number = sequence_number.into();
+        let sequence_number = SequenceNumber::new(sequence_number);
         // When the delivery before this one is already handled, remember where it stood.
         let previous_pending = self.pending.back().is_some_and(|p| p.index + 1 == index);
         let before = if previous_pending {
@@ -62,7 +66,6 @@ impl Watermark {
         } else {
             self.latest.take()
         };
-        self.latest = Some(sequence_number.clone());
         self.pending.push_back(Pending {
             index,
             sequence_number,
@@ -74,39 +77,60 @@ impl Watermark {
         }
     }
 
-    /// Marks a delivery handled. Returns the new checkpoint when the handled prefix grew.
-    /// A stale ticket (from before a reset) or one already handled changes nothing.
-    pub(crate) fn mark_handled(&mut self, ticket: Ticket) -> Option<&str> {
+    /// Marks a delivery handled. Returns whether the handled prefix grew (the checkpoint
+    /// moved). A stale ticket (from before a reset) or one already handled changes nothing.
+    ///
+    /// Sequence numbers are moved, never copied: each is needed in one place at a time.
+    pub(crate) fn mark_handled(&mut self, ticket: Ticket) -> bool {
         if ticket.generation != self.generation {
-            return None;
+            return false;
         }
-        let position = self
-            .pending
-            .binary_search_by_key(&ticket.index, |p| p.index)
-            .ok()?;
-        let handled = self.pending.remove(position)?;
-        if let Some(after) = self.pending.get_mut(position)
-            && after.index == handled.index + 1
-        {
-            after.before = Some(handled.sequence_number);
+        // Records are mostly handled in order: the first pending one is the common case.
+        let position = match self.pending.front() {
+            Some(first) if first.index == ticket.index => 0,
+            _ => match self
+                .pending
+                .binary_search_by_key(&ticket.index, |p| p.index)
+            {
+                Ok(position) => position,
+                Err(_) => return false,
+            },
+        };
+        let removed = if position == 0 {
+            self.pending.pop_front()
+        } else {
+            self.pending.remove(position)
+        };
+        let Some(handled) = removed else {
+            return false;
+        };
+        match self.pending.get_mut(position) {
+            Some(after) if after.index == handled.index + 1 => {
+                after.before = Some(handled.sequence_number);
+            }
+            _ if handled.index + 1 == self.next => self.latest = Some(handled.sequence_number),
+            // The delivery after it is handled already: its position is the one that counts.
+            _ => {}
         }
         if position != 0 {
-            return None;
+            return false;
         }
-        let moved_to = match self.pending.front() {
-            Some(first) => first.before.clone(),
-            None => self.latest.clone(),
+        // A pending delivery's `before` is read once, when it becomes the first.
+        let moved_to = match self.pending.front_mut() {
+            Some(first) => first.before.take(),
+            None => self.latest.take(),
         };
-        if moved_to.is_some() {
+        let moved = moved_to.is_some();
+        if moved {
             self.checkpoint = moved_to;
         }
-        self.checkpoint.as_deref()
+        moved
     }
 
     /// The sequence number of the last record of the handled prefix, if any record is handled
     /// (or a checkpoint was given at creation or reset).
     pub(crate) fn checkpoint(&self) -> Option<&str> {
-        self.checkpoint.as_deref()
+        self.checkpoint.as_ref().map(SequenceNumber::as_str)
     }
 
     /// Deliveries tracked and not yet handled.
@@ -125,7 +149,7 @@ impl Watermark {
         self.generation += 1;
         self.pending.clear();
         self.latest = None;
-        self.checkpoint = checkpoint;
+        self.checkpoint = checkpoint.as_deref().map(SequenceNumber::new);
     }
 }
 
@@ -133,17 +157,24 @@ impl Watermark {
 mod tests {
     use super::*;
 
+    /// Marks `ticket` handled; the new checkpoint, if it moved.
+    fn mark(w: &mut Watermark, ticket: Ticket) -> Option<String> {
+        w.mark_handled(ticket)
+            .then(|| w.checkpoint().map(str::to_owned))
+            .flatten()
+    }
+
     #[test]
     fn moves_only_over_a_contiguous_handled_prefix() {
         let mut w = Watermark::new(None);
         let a = w.track("10");
         let b = w.track("20");
         let c = w.track("30");
-        assert_eq!(w.mark_handled(b), None);
-        assert_eq!(w.mark_handled(c), None);
+        assert_eq!(mark(&mut w, b), None);
+        assert_eq!(mark(&mut w, c), None);
         assert_eq!(w.checkpoint(), None);
         assert_eq!(w.held_at(), Some("10"));
-        assert_eq!(w.mark_handled(a), Some("30"));
+        assert_eq!(mark(&mut w, a).as_deref(), Some("30"));
         assert_eq!(w.in_flight(), 0);
     }
 
@@ -153,11 +184,11 @@ mod tests {
         let a = w.track("10");
         let held = w.track("20");
         let c = w.track("30");
-        assert_eq!(w.mark_handled(a), Some("10"));
-        assert_eq!(w.mark_handled(c), None);
+        assert_eq!(mark(&mut w, a).as_deref(), Some("10"));
+        assert_eq!(mark(&mut w, c), None);
         assert_eq!(w.checkpoint(), Some("10"));
         assert_eq!(w.held_at(), Some("20"));
-        assert_eq!(w.mark_handled(held), Some("30"));
+        assert_eq!(mark(&mut w, held).as_deref(), Some("30"));
     }
 
     #[test]
@@ -166,8 +197,8 @@ mod tests {
         let mut w = Watermark::new(None);
         let a = w.track("9");
         let b = w.track("10");
-        w.mark_handled(b);
-        assert_eq!(w.mark_handled(a), Some("10"));
+        mark(&mut w, b);
+        assert_eq!(mark(&mut w, a).as_deref(), Some("10"));
     }
 
     #[test]
@@ -176,9 +207,9 @@ mod tests {
         let old = w.track("10");
         w.reset(Some("3".into()));
         let new = w.track("4");
-        assert_eq!(w.mark_handled(old), None);
+        assert_eq!(mark(&mut w, old), None);
         assert_eq!(w.checkpoint(), Some("3"));
-        assert_eq!(w.mark_handled(new), Some("4"));
+        assert_eq!(mark(&mut w, new).as_deref(), Some("4"));
     }
 
     #[test]
@@ -186,28 +217,28 @@ mod tests {
         let mut w = Watermark::new(None);
         let first = w.track("1");
         let held = w.track("2");
-        assert_eq!(w.mark_handled(first), Some("1"));
+        assert_eq!(mark(&mut w, first).as_deref(), Some("1"));
         for n in 3..100_003u64 {
-            let ticket = w.track(n.to_string());
-            assert_eq!(w.mark_handled(ticket), None);
+            let ticket = w.track(&n.to_string());
+            assert_eq!(mark(&mut w, ticket), None);
         }
         assert_eq!(w.in_flight(), 1, "only the held record is kept");
         assert_eq!(w.held_at(), Some("2"));
-        assert_eq!(w.mark_handled(held), Some("100002"));
+        assert_eq!(mark(&mut w, held).as_deref(), Some("100002"));
     }
 
     #[test]
     fn records_handled_out_of_order_move_it_to_the_right_place() {
         let mut w = Watermark::new(None);
-        let t: Vec<Ticket> = (1..=5).map(|n| w.track(n.to_string())).collect();
-        assert_eq!(w.mark_handled(t[3]), None);
-        assert_eq!(w.mark_handled(t[1]), None);
-        assert_eq!(w.mark_handled(t[0]), Some("2"));
+        let t: Vec<Ticket> = (1..=5).map(|n| w.track(&n.to_string())).collect();
+        assert_eq!(mark(&mut w, t[3]), None);
+        assert_eq!(mark(&mut w, t[1]), None);
+        assert_eq!(mark(&mut w, t[0]).as_deref(), Some("2"));
         assert_eq!(w.held_at(), Some("3"));
-        assert_eq!(w.mark_handled(t[2]), Some("4"));
+        assert_eq!(mark(&mut w, t[2]).as_deref(), Some("4"));
         let later = w.track("6");
-        assert_eq!(w.mark_handled(t[4]), Some("5"));
-        assert_eq!(w.mark_handled(later), Some("6"));
+        assert_eq!(mark(&mut w, t[4]).as_deref(), Some("5"));
+        assert_eq!(mark(&mut w, later).as_deref(), Some("6"));
         assert_eq!(w.in_flight(), 0);
     }
 
@@ -216,8 +247,42 @@ mod tests {
         let mut w = Watermark::new(None);
         let a = w.track("1");
         let b = w.track("2");
-        assert_eq!(w.mark_handled(a), Some("1"));
-        assert_eq!(w.mark_handled(a), None);
-        assert_eq!(w.mark_handled(b), Some("2"));
+        assert_eq!(mark(&mut w, a).as_deref(), Some("1"));
+        assert_eq!(mark(&mut w, a), None);
+        assert_eq!(mark(&mut w, b).as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn agrees_with_the_handled_prefix_in_any_order() {
+        // Deterministic pseudo-random interleavings of tracking and marking, against the
+        // definition: the last record of the longest handled prefix.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut random = move |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % below as u64) as usize
+        };
+        for _ in 0..200 {
+            let mut w = Watermark::new(Some("start".into()));
+            let (mut tickets, mut handled) = (Vec::new(), Vec::new());
+            for step in 0..60 {
+                if tickets.len() < 40 && (random(3) > 0 || step < 5) {
+                    tickets.push(w.track(&format!("s{}", tickets.len())));
+                    handled.push(false);
+                } else {
+                    let i = random(tickets.len());
+                    w.mark_handled(tickets[i]);
+                    handled[i] = true;
+                }
+                let prefix = handled.iter().take_while(|h| **h).count();
+                let expected = match prefix {
+                    0 => "start".to_owned(),
+                    n => format!("s{}", n - 1),
+                };
+                assert_eq!(w.checkpoint(), Some(expected.as_str()));
+                assert_eq!(w.in_flight(), handled.iter().filter(|h| !**h).count());
+            }
+        }
     }
 }

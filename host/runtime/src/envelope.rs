@@ -49,9 +49,9 @@ impl Delivery {
         sequence_number: String,
         partition_key: String,
         arrival_ms: u64,
-        data: &[u8],
+        data: Vec<u8>,
     ) -> Self {
-        let unwrapped = unwrap(data);
+        let unwrapped = unwrap_owned(data);
         Self {
             sequence_number,
             partition_key,
@@ -157,6 +157,18 @@ pub fn unwrap(data: &[u8]) -> Unwrapped {
         Some((headers, payload)) => split_control(headers, payload),
         None => Unwrapped {
             payload: data.to_vec(),
+            ..Unwrapped::default()
+        },
+    }
+}
+
+/// [`unwrap`], keeping `data` itself as the payload when it carries no envelope: a record
+/// read from a stream is not copied.
+fn unwrap_owned(data: Vec<u8>) -> Unwrapped {
+    match parse(&data) {
+        Some((headers, payload)) => split_control(headers, payload),
+        None => Unwrapped {
+            payload: data,
             ..Unwrapped::default()
         },
     }
@@ -309,7 +321,7 @@ mod tests {
         let copy = OutgoingRecord::counted_copy(&original, 2, Some(99));
         let bytes = copy.to_stream_bytes();
         assert_eq!(copy.stream_size(), (bytes.len() + 2) as u64);
-        let read = Delivery::from_stream("2".into(), "pk".into(), 6, &bytes);
+        let read = Delivery::from_stream("2".into(), "pk".into(), 6, bytes.clone());
         assert_eq!(read.payload, b"{}");
         assert_eq!(read.headers, original.headers);
         assert_eq!(read.attempt(), 3);

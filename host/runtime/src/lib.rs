@@ -39,6 +39,7 @@ mod policy;
 mod publish;
 mod quota;
 mod record;
+mod sequence;
 mod settlement;
 mod sync;
 mod tenant;
@@ -80,6 +81,7 @@ pub use testapp::{
 pub mod internals {
     pub use crate::backoff::Backoff;
     pub use crate::component::{BatchCall, BatchFailure, HandlerInstance};
+    pub use crate::record::Deliveries;
     pub use crate::sync::{lock, sleep_until};
 
     /// The `RSK2` record envelope, as written to and read from streams.

@@ -3,6 +3,9 @@
 //! These are plain values; how they are written to and read from a stream (the `RSK2`
 //! envelope) is [`envelope`](crate::envelope)'s concern.
 
+use std::ops::{Deref, Range};
+use std::sync::Arc;
+
 /// How a record aggregated by the Kinesis Producer Library begins.
 pub const KPL_MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
 
@@ -50,9 +53,52 @@ impl Delivery {
         self.payload.starts_with(&KPL_MAGIC)
     }
 
+    /// When a `retry_after` copy is due (ms since the epoch): its due time, but no later than
+    /// its arrival plus `max_delay_ms`. The time travels in the record, and whoever wrote the
+    /// record (an outside producer too) must not be able to hold the shard for longer.
+    pub fn due(&self, max_delay_ms: u64) -> Option<u64> {
+        self.due_at_ms
+            .map(|due| due.min(self.arrival_ms.saturating_add(max_delay_ms)))
+    }
+
     /// The attempt number the handler sees: 1 on first delivery.
     pub fn attempt(&self) -> u32 {
         self.retry_count.saturating_add(1)
+    }
+}
+
+/// The records of one call: a range of a shared batch read from a shard. Cloning shares the
+/// batch; the records are never copied.
+#[derive(Clone)]
+pub struct Deliveries {
+    // A `Vec` rather than a slice: sharing a read batch moves no record.
+    all: Arc<Vec<Delivery>>,
+    range: Range<usize>,
+}
+
+impl Deliveries {
+    /// The records `range` of `all`; a range past the end is cut to it.
+    pub fn new(all: Arc<Vec<Delivery>>, range: Range<usize>) -> Self {
+        let end = range.end.min(all.len());
+        let start = range.start.min(end);
+        Self {
+            all,
+            range: start..end,
+        }
+    }
+
+    /// All of `all`.
+    pub fn whole(all: Arc<Vec<Delivery>>) -> Self {
+        let len = all.len();
+        Self::new(all, 0..len)
+    }
+}
+
+impl Deref for Deliveries {
+    type Target = [Delivery];
+
+    fn deref(&self) -> &[Delivery] {
+        &self.all[self.range.clone()]
     }
 }
 
@@ -74,4 +120,33 @@ pub struct Published {
     pub shard_id: String,
     /// Its sequence number in that shard.
     pub sequence_number: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivery(sequence_number: &str) -> Delivery {
+        Delivery {
+            sequence_number: sequence_number.into(),
+            partition_key: "k".into(),
+            arrival_ms: 0,
+            payload: Vec::new(),
+            headers: Vec::new(),
+            retry_count: 0,
+            due_at_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_range_shares_its_batch_and_stays_inside_it() {
+        let all = Arc::new(vec![delivery("1"), delivery("2"), delivery("3")]);
+        let middle = Deliveries::new(all.clone(), 1..2);
+        assert_eq!(middle.len(), 1);
+        assert_eq!(middle[0].sequence_number, "2");
+        assert_eq!(Arc::strong_count(&all), 2, "shared, not copied");
+        assert!(Deliveries::new(all.clone(), 2..9).len() == 1);
+        assert!(Deliveries::new(all.clone(), 7..9).is_empty());
+        assert_eq!(Deliveries::whole(all).len(), 3);
+    }
 }

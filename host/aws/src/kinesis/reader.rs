@@ -260,9 +260,12 @@ impl ShardReader {
     }
 
     /// Takes a GetRecords answer; returns a batch unless it was empty and the shard goes on.
-    fn received(&mut self, output: GetRecordsOutput, started: Instant) -> Option<Batch> {
+    fn received(&mut self, mut output: GetRecordsOutput, started: Instant) -> Option<Batch> {
         self.backoff.reset();
-        let records: Vec<Delivery> = output.records().iter().map(delivery).collect();
+        let records: Vec<Delivery> = std::mem::take(&mut output.records)
+            .into_iter()
+            .map(delivery)
+            .collect();
         if let Some(last) = records.last() {
             self.resume = StartAt::AfterSequence(last.sequence_number.clone());
         }
@@ -482,15 +485,16 @@ impl Drop for ShardReader {
     }
 }
 
-fn delivery(record: &aws_sdk_kinesis::types::Record) -> Delivery {
+/// The record as delivered, its strings and data moved out of the SDK's answer, not copied.
+fn delivery(record: aws_sdk_kinesis::types::Record) -> Delivery {
     let arrival_ms = record
         .approximate_arrival_timestamp()
         .and_then(|t| t.to_millis().ok())
         .map_or(0, |ms| ms.max(0) as u64);
     Delivery::from_stream(
-        record.sequence_number().to_owned(),
-        record.partition_key().unwrap_or_default().to_owned(),
+        record.sequence_number,
+        record.partition_key.unwrap_or_default(),
         arrival_ms,
-        record.data().as_ref(),
+        record.data.into_inner(),
     )
 }

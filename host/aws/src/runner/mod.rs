@@ -1,26 +1,7 @@
 //! Running components against Kinesis: one coordinator per subscription, one worker per leased
 //! shard, one lease keeper per worker.
 //!
-//! ```no_run
-//! # async fn demo(kinesis: aws_sdk_kinesis::Client) -> anyhow::Result<()> {
-//! use std::sync::Arc;
-//! use ruststream_host::component::{LoadedComponent, Runtime, RuntimeConfig};
-//! use ruststream_host::lease::MemoryLeaseStore;
-//! use ruststream_host::log::LogSink;
-//! use ruststream_host::runner::{Deployment, Host, HostConfig};
-//! use ruststream_host::tenant::Tenant;
-//!
-//! let runtime = Runtime::new(RuntimeConfig::default())?;
-//! let tenant = Arc::new(Tenant::trusted("acme"));
-//! let component =
-//!     LoadedComponent::from_file(&runtime, "settlement.wasm", &tenant, &LogSink::new()).await?;
-//! let host = Host::new(kinesis, HostConfig::default());
-//! let store = Arc::new(MemoryLeaseStore::new());
-//! let app = host.start(Deployment::new(component, store).for_tenant(tenant))?;
-//! // ... until SIGTERM:
-//! app.shutdown().await; // stop reading, finish calls, flush checkpoints, release leases
-//! # Ok(()) }
-//! ```
+//! The crate's front page shows a deployment started and shut down.
 
 mod coordinator;
 mod keeper;

@@ -7,13 +7,15 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::LoadPhase;
 use super::Runtime;
+use super::batch::BatchLayout;
 use super::bindings::exports::ruststream::handler::handler as wit;
 use super::bindings::{SubscriberApp, SubscriberAppPre};
-use super::state::{CallProgress, CallScope, HostState};
+use super::progress::CallProgress;
+use super::state::{CallScope, HostState};
 use super::trap::{DeadlineExceeded, TrapKind, classify};
 use crate::env::Env;
 use crate::escape::one_line;
-use crate::record::Delivery;
+use crate::record::Deliveries;
 use crate::settlement::Outcome;
 
 /// One batch of one shard, as handed to a component.
@@ -25,7 +27,7 @@ pub struct BatchCall<'a> {
     /// The shard they were read from.
     pub shard_id: &'a Arc<str>,
     /// The records, in shard order.
-    pub deliveries: &'a Arc<[Delivery]>,
+    pub deliveries: Deliveries,
 }
 
 /// A batch call that did not finish: the outcomes the guest reported before it failed (they
@@ -74,6 +76,8 @@ pub struct HandlerInstance {
     env: Env,
     live: Option<Live>,
     replacements: u64,
+    /// The last batch's buffers, reused by the next.
+    layout: BatchLayout,
 }
 
 struct Live {
@@ -89,6 +93,7 @@ impl HandlerInstance {
             env,
             live: None,
             replacements: 0,
+            layout: BatchLayout::default(),
         }
     }
 
@@ -111,8 +116,9 @@ impl HandlerInstance {
         call: &BatchCall<'_>,
     ) -> Result<Vec<Outcome>, BatchFailure> {
         let info = batch_info(call);
-        let batch = Layout::of(call.deliveries);
-        let expected = batch.records.len();
+        let mut layout = std::mem::take(&mut self.layout);
+        layout.fill(&call.deliveries);
+        let expected = call.deliveries.len();
         let (result, reported) = self
             .call(call, async |live: &mut Live| {
                 live.bindings
@@ -120,13 +126,15 @@ impl HandlerInstance {
                     .call_handle_batch(
                         &mut live.store,
                         info,
-                        &batch.arena,
-                        &batch.records,
-                        &batch.headers,
+                        &layout.arena,
+                        &layout.records,
+                        &layout.headers,
                     )
                     .await
             })
             .await;
+        layout.trim();
+        self.layout = layout;
         let failure = match result {
             Ok(()) if reported.len() == expected => return Ok(reported),
             Ok(()) => {
@@ -220,8 +228,9 @@ impl HandlerInstance {
 
 /// Runs `call` until it ends or its deadline passes. The epoch callback ends a spinning guest at
 /// the deadline; this timer also covers time spent blocked in host imports (a publish, a WASI
-/// sleep), where no epoch check runs. The slack lets the epoch's trap, which carries a wasm
-/// backtrace, win for a spinning guest.
+/// sleep), where no epoch check runs. It wakes at least every check interval to see records
+/// reported meanwhile. The slack lets the epoch's trap, which carries a wasm backtrace, win
+/// for a spinning guest.
 async fn within_deadline<R>(
     progress: &CallProgress,
     call: impl Future<Output = wasmtime::Result<R>>,
@@ -229,10 +238,10 @@ async fn within_deadline<R>(
     let mut call = std::pin::pin!(call);
     loop {
         let deadline = progress.deadline() + IMPORT_SLACK;
+        let wake = deadline.min(Instant::now() + progress.check_interval());
         tokio::select! {
             result = &mut call => return Ok(result),
-            () = tokio::time::sleep_until(deadline.into()) => {
-                // A record reported meanwhile moved the deadline: wait on.
+            () = tokio::time::sleep_until(wake.into()) => {
                 if Instant::now() >= progress.deadline() + IMPORT_SLACK {
                     return Err(Elapsed);
                 }
@@ -331,66 +340,5 @@ fn batch_info<'a>(call: &'a BatchCall<'_>) -> wit::BatchInfo<'a> {
         subscription: call.subscription,
         stream: call.stream,
         shard_id: call.shard_id,
-    }
-}
-
-/// A batch laid out for `handle-batch`: every byte in one arena, every header in one list,
-/// the records as spans of both.
-struct Layout {
-    arena: Vec<u8>,
-    records: Vec<wit::BatchRecord>,
-    headers: Vec<wit::BatchHeader>,
-}
-
-impl Layout {
-    fn of(deliveries: &[Delivery]) -> Self {
-        let size: usize = deliveries
-            .iter()
-            .map(|d| {
-                let headers: usize = d.headers.iter().map(|h| h.name.len() + h.value.len()).sum();
-                d.payload.len() + d.partition_key.len() + d.sequence_number.len() + headers
-            })
-            .sum();
-        let mut layout = Self {
-            arena: Vec::with_capacity(size),
-            records: Vec::with_capacity(deliveries.len()),
-            headers: Vec::new(),
-        };
-        for delivery in deliveries {
-            let record = layout.record(delivery);
-            layout.records.push(record);
-        }
-        layout
-    }
-
-    fn record(&mut self, delivery: &Delivery) -> wit::BatchRecord {
-        let first_header = self.headers.len();
-        for header in &delivery.headers {
-            let name = self.push(header.name.as_bytes());
-            let value = self.push(&header.value);
-            self.headers.push(wit::BatchHeader { name, value });
-        }
-        wit::BatchRecord {
-            data: self.push(&delivery.payload),
-            partition_key: self.push(delivery.partition_key.as_bytes()),
-            sequence_number: self.push(delivery.sequence_number.as_bytes()),
-            arrival_ms: delivery.arrival_ms,
-            attempt: delivery.attempt(),
-            headers: span(first_header, delivery.headers.len()),
-        }
-    }
-
-    fn push(&mut self, bytes: &[u8]) -> wit::Span {
-        let span = span(self.arena.len(), bytes.len());
-        self.arena.extend_from_slice(bytes);
-        span
-    }
-}
-
-/// A GetRecords batch is at most 10 MB, far below what u32 offsets reach.
-fn span(offset: usize, len: usize) -> wit::Span {
-    wit::Span {
-        offset: offset as u32,
-        len: len as u32,
     }
 }

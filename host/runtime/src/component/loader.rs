@@ -8,7 +8,7 @@ use wasmtime::component::Component;
 
 use super::Runtime;
 use super::bindings::SubscriberAppPre;
-use super::compile::CompileError;
+use super::compile::{CompileError, LiveSlot};
 use super::declaration::app_spec;
 use super::instance::{CallFailure, HandlerInstance, describe};
 use super::state::HostState;
@@ -22,9 +22,9 @@ use crate::publish::{BoxFuture, PublishError, Publisher};
 use crate::record::{OutgoingRecord, Published};
 
 /// The WIT package this host implements.
-pub const CONTRACT: &str = "ruststream:handler@0.3.0";
-const CONTRACT_VERSION: &str = "0.3.0";
-const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.3.0";
+pub const CONTRACT: &str = "ruststream:handler@0.4.0";
+const CONTRACT_VERSION: &str = "0.4.0";
+const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.4.0";
 const CONTRACT_PREFIX: &str = "ruststream:handler/";
 
 /// Why a component was refused: whose component, in which phase of loading, and why.
@@ -149,6 +149,8 @@ pub struct LoadedComponent {
     runtime: Runtime,
     pre: SubscriberAppPre<HostState>,
     app: AppSpec,
+    /// Shares the compiled code with other loads of the same bytes while this one lives.
+    _code: Arc<LiveSlot>,
 }
 
 impl LoadedComponent {
@@ -220,6 +222,7 @@ impl LoadedComponent {
             runtime: runtime.clone(),
             pre,
             app,
+            _code: compiled.slot,
         })
     }
 

@@ -4,12 +4,14 @@
 //! [`LoadedComponent`] is a compiled, checked component with its declared [`AppSpec`]; each shard
 //! pipeline gets its own [`HandlerInstance`] of it, which replaces itself after a trap.
 
+mod batch;
 mod bindings;
 mod compile;
 mod declaration;
 mod instance;
 mod loader;
 mod output;
+mod progress;
 mod state;
 mod trap;
 

@@ -1,6 +1,6 @@
 //! The per-instance host state and the host's imports: `log` and `publish`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
@@ -9,6 +9,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::ruststream::handler::{host, types};
 use super::output::{LogBudget, OutputCapture};
+use super::progress::CallProgress;
 use super::trap::{MemoryLimitExceeded, TableLimitExceeded};
 use crate::env::Env;
 use crate::envelope::is_reserved;
@@ -16,77 +17,26 @@ use crate::escape::{one_line, quote};
 use crate::limits::TABLE_ELEMENT_BYTES;
 use crate::log::{Level, LogLine, LogTags, Origin};
 use crate::publish::{PublishError, check_size, derived_partition_key};
-use crate::record::{Delivery, Header, OutgoingRecord};
+use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
 use crate::settlement::Outcome;
-use crate::sync::lock;
 
 /// What a call is about, so the host can tag what the guest logs.
 pub(crate) struct CallScope {
     pub(crate) stream: Arc<str>,
     pub(crate) shard_id: Arc<str>,
-    pub(crate) deliveries: Arc<[Delivery]>,
+    pub(crate) deliveries: Deliveries,
 }
 
 /// The call under way: its records, and the tags of lines about them.
 struct CallTags {
     tags: LogTags,
-    deliveries: Arc<[Delivery]>,
+    deliveries: Deliveries,
 }
 
 impl CallTags {
     /// The delivery the guest means by record `index` of this call.
     fn delivery(&self, index: u32) -> Option<&Delivery> {
         self.deliveries.get(usize::try_from(index).ok()?)
-    }
-}
-
-/// How far a call has got: the outcomes the guest reported so far, and the deadline of the
-/// record it is on. Shared with the timer that bounds the call from outside the guest.
-#[derive(Clone)]
-pub(crate) struct CallProgress(Arc<Mutex<Progress>>);
-
-struct Progress {
-    per_record: Duration,
-    deadline: Instant,
-    expected: usize,
-    outcomes: Vec<Outcome>,
-}
-
-impl CallProgress {
-    /// A call of `expected` records, each with `per_record` to finish.
-    fn new(per_record: Duration, expected: usize) -> Self {
-        Self(Arc::new(Mutex::new(Progress {
-            per_record,
-            deadline: Instant::now() + per_record,
-            expected,
-            outcomes: Vec::with_capacity(expected),
-        })))
-    }
-
-    /// When the record under way must be done.
-    pub(crate) fn deadline(&self) -> Instant {
-        self.lock().deadline
-    }
-
-    /// Takes the next record's outcome: it must be the next in order and within the call. The
-    /// record after it gets a fresh deadline.
-    fn report(&self, index: u32, outcome: Outcome) -> bool {
-        let mut progress = self.lock();
-        let next = progress.outcomes.len();
-        if usize::try_from(index).ok() != Some(next) || next >= progress.expected {
-            return false;
-        }
-        progress.outcomes.push(outcome);
-        progress.deadline = Instant::now() + progress.per_record;
-        true
-    }
-
-    fn take(&self) -> Vec<Outcome> {
-        std::mem::take(&mut self.lock().outcomes)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
-        lock(&self.0)
     }
 }
 
@@ -100,6 +50,10 @@ pub(crate) struct HostState {
     call: Option<CallTags>,
     /// The call under way; its deadline is read by the epoch callback.
     progress: Option<CallProgress>,
+    /// The outcomes the guest reported during the call under way, in order.
+    outcomes: Vec<Outcome>,
+    /// Records in the call under way.
+    expected: usize,
     pub(crate) limiter: InstanceLimiter,
     budget: LogBudget,
     stdout: OutputCapture,
@@ -141,6 +95,8 @@ impl HostState {
             env,
             call: None,
             progress: None,
+            outcomes: Vec::new(),
+            expected: 0,
             limiter,
             budget: LogBudget::default(),
             stdout,
@@ -166,8 +122,10 @@ impl HostState {
             tags: self.tags.clone().on_shard(scope.stream, scope.shard_id),
             deliveries: scope.deliveries,
         });
-        let progress = CallProgress::new(per_record, records);
+        let progress = CallProgress::new(per_record);
         self.progress = Some(progress.clone());
+        self.outcomes = Vec::with_capacity(records);
+        self.expected = records;
         progress
     }
 
@@ -195,7 +153,8 @@ impl HostState {
         }
         self.env.policy.host_lines().flush(&self.env.log);
         self.call = None;
-        self.progress.take().map(|p| p.take()).unwrap_or_default()
+        self.progress = None;
+        std::mem::take(&mut self.outcomes)
     }
 
     /// A line the host logs because of this tenant, within the tenant's host-line budget.
@@ -337,8 +296,14 @@ impl host::Host for HostState {
         index: u32,
         outcome: types::HandlerOutcome,
     ) -> wasmtime::Result<()> {
-        if let Some(progress) = &self.progress {
-            progress.report(index, outcome.into());
+        // Out of order, already reported, past the batch, or outside a call: ignored.
+        let next = self.outcomes.len();
+        if let Some(progress) = &self.progress
+            && usize::try_from(index).ok() == Some(next)
+            && next < self.expected
+        {
+            self.outcomes.push(outcome.into());
+            progress.reported(next + 1);
         }
         Ok(())
     }

@@ -175,25 +175,49 @@ impl ShardPipeline {
     pub async fn deliver(&mut self, records: Vec<Delivery>) -> Option<String> {
         let now = self.env.env.clock.now_ms();
         let max_delay = millis(self.limits().copies.max_delay);
-        let mut ready = Vec::with_capacity(records.len());
-        for delivery in records {
-            let ticket = self.watermark.track(delivery.sequence_number.as_str());
+        let mut tickets = Vec::with_capacity(records.len());
+        let mut all_ready = true;
+        for delivery in &records {
+            tickets.push(self.watermark.track(delivery.sequence_number.as_str()));
+            all_ready &=
+                delivery.due(max_delay).is_none_or(|due| due <= now) && !delivery.is_aggregated();
+        }
+        // Almost always every record goes straight to the component, without being moved
+        // again; otherwise the others are set aside first.
+        let (tickets, ready) = if all_ready {
+            (tickets, records)
+        } else {
+            self.set_aside(tickets, records, now, max_delay)
+        };
+        self.run(tickets, Arc::new(ready)).await;
+        self.moved_checkpoint()
+    }
+
+    /// Refuses aggregated records and keeps copies not yet due waiting; returns the rest.
+    fn set_aside(
+        &mut self,
+        tickets: Vec<Ticket>,
+        records: Vec<Delivery>,
+        now: u64,
+        max_delay: u64,
+    ) -> (Vec<Ticket>, Vec<Delivery>) {
+        let mut ready = (Vec::new(), Vec::new());
+        for (ticket, delivery) in tickets.into_iter().zip(records) {
             if delivery.is_aggregated() {
                 self.refuse_aggregated(ticket, &delivery);
                 continue;
             }
-            let due = delivery
-                .due_at_ms
-                .map(|due| due.min(delivery.arrival_ms.saturating_add(max_delay)));
-            match due {
+            match delivery.due(max_delay) {
                 Some(due_at_ms) if due_at_ms > now => {
                     self.holding.wait(ticket, delivery, due_at_ms, now);
                 }
-                _ => ready.push((ticket, delivery)),
+                _ => {
+                    ready.0.push(ticket);
+                    ready.1.push(delivery);
+                }
             }
         }
-        self.run(ready).await;
-        self.moved_checkpoint()
+        ready
     }
 
     /// Delivers waiting copies that are now due (and parked records, once the tenant is out
@@ -212,8 +236,8 @@ impl ShardPipeline {
             let carried = self.carry(waiting);
             self.outbox.push(carried);
         }
-        self.run(released.unparked).await;
-        self.run(released.due).await;
+        self.run_records(released.unparked).await;
+        self.run_records(released.due).await;
         for copy in self.outbox.take_due(now) {
             self.send_copy(copy).await;
         }
@@ -287,7 +311,7 @@ impl ShardPipeline {
     }
 
     fn mark(&mut self, ticket: Ticket) {
-        if self.watermark.mark_handled(ticket).is_some() {
+        if self.watermark.mark_handled(ticket) {
             self.checkpoint_moved = true;
         }
     }

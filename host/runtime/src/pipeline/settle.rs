@@ -1,7 +1,6 @@
 //! Delivery and settlement: handing records to the component in batches, and carrying out
 //! what the settlement rules say about each outcome.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,49 +10,56 @@ use crate::checkpoint::Ticket;
 use crate::clock::millis;
 use crate::component::{BatchCall, BatchFailure, CallFailure, TrapKind};
 use crate::log::Level;
-use crate::record::{Delivery, OutgoingRecord};
+use crate::record::{Deliveries, Delivery, OutgoingRecord};
 use crate::settlement::{self, CopyPlan, Disposition, Outcome};
 
 impl ShardPipeline {
-    /// Hands `records` to the component in batches, in order, and settles each outcome. After
-    /// a trap, the records the guest had reported stand as reported, the record it was on is a
-    /// failed attempt, and the rest go on in the next call: no record runs twice.
-    pub(super) async fn run(&mut self, records: Vec<(Ticket, Delivery)>) {
+    /// Hands `deliveries` (tracked as `tickets`) to the component in batches, in order, and
+    /// settles each outcome. After a trap, the records the guest had reported stand as
+    /// reported, the record it was on is a failed attempt, and the rest go on in the next
+    /// call: no record runs twice. Each call gets a range of `deliveries`, never a copy.
+    pub(super) async fn run(&mut self, tickets: Vec<Ticket>, deliveries: Arc<Vec<Delivery>>) {
         let limit = self
             .subscription
             .batch_limit
             .map_or(DEFAULT_BATCH_LIMIT, |l| l as usize);
-        let mut queue: VecDeque<(Ticket, Delivery)> = records.into();
-        while !queue.is_empty() {
+        let mut next = 0;
+        while next < deliveries.len() {
             if self.stopped().is_some() {
                 // Not delivered, not handled: the next holder reads them from the checkpoint.
                 break;
             }
             if self.env.tenant.is_quarantined() {
-                self.holding.park(queue);
+                let rest = tickets[next..].iter().copied();
+                self.holding
+                    .park(rest.zip(deliveries[next..].iter().cloned()));
                 break;
             }
-            let take = limit.min(queue.len());
-            let (tickets, deliveries): (Vec<Ticket>, Vec<Delivery>) = queue.drain(..take).unzip();
-            let unfinished = self.run_batch(tickets, deliveries.into()).await;
-            for record in unfinished.into_iter().rev() {
-                queue.push_front(record);
-            }
+            let end = deliveries.len().min(next + limit);
+            let batch = Deliveries::new(deliveries.clone(), next..end);
+            // Every call settles at least one record (a trap settles the one it was on).
+            next += self.run_batch(&tickets[next..end], batch).await.max(1);
         }
         self.log.flush();
     }
 
-    /// One call; returns the records it did not get to (after a trap), in order.
-    async fn run_batch(
-        &mut self,
-        tickets: Vec<Ticket>,
-        deliveries: Arc<[Delivery]>,
-    ) -> Vec<(Ticket, Delivery)> {
+    /// [`run`](Self::run) for records set aside earlier (waiting, parked).
+    pub(super) async fn run_records(&mut self, records: Vec<(Ticket, Delivery)>) {
+        if records.is_empty() {
+            return;
+        }
+        let (tickets, deliveries): (Vec<Ticket>, Vec<Delivery>) = records.into_iter().unzip();
+        self.run(tickets, Arc::new(deliveries)).await;
+    }
+
+    /// One call; returns how many of its records it settled (after a trap, those the guest
+    /// reported and the one it trapped on).
+    async fn run_batch(&mut self, tickets: &[Ticket], deliveries: Deliveries) -> usize {
         let call = BatchCall {
             subscription: self.subscription.index,
             stream: &self.stream,
             shard_id: &self.shard_id,
-            deliveries: &deliveries,
+            deliveries: deliveries.clone(),
         };
         let result = self.instance.handle_batch(&call).await;
         self.count_call(result.as_ref().err().map(|f| &f.failure));
@@ -61,19 +67,22 @@ impl ShardPipeline {
             Ok(outcomes) => (outcomes, None),
             Err(BatchFailure { settled, failure }) => (settled, Some(failure)),
         };
-        let mut records = tickets.into_iter().zip(deliveries.iter());
+        let mut records = tickets.iter().zip(deliveries.iter());
+        let mut settled = 0;
         // Outcomes first: `zip` would otherwise take one record past the last outcome.
         for (outcome, (ticket, delivery)) in outcomes.into_iter().zip(records.by_ref()) {
-            self.settle(ticket, delivery, outcome, None).await;
+            self.settle(*ticket, delivery, outcome, None).await;
+            settled += 1;
         }
         let Some(failure) = failure else {
-            return Vec::new();
+            return settled;
         };
         // The record the guest was on when the call failed (none if it failed after the last).
         if let Some((ticket, delivery)) = records.next() {
-            self.trapped(ticket, delivery, failure).await;
+            self.trapped(*ticket, delivery, failure).await;
+            settled += 1;
         }
-        records.map(|(t, d)| (t, d.clone())).collect()
+        settled
     }
 
     /// A KPL-aggregated record holds many user records in a format no handler expects; it is

@@ -69,7 +69,7 @@ impl StoredRecord {
             self.sequence_number.clone(),
             self.partition_key.clone(),
             self.arrival_ms,
-            &self.data,
+            self.data.clone(),
         )
     }
 }

@@ -7,15 +7,18 @@ mod worker;
 
 pub use worker::{WORKER_COMMAND, compile_worker};
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OnceCell, Semaphore};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::Runtime;
 use crate::escape::one_line;
 use crate::limits::{CompileConfig, Compiler};
+use crate::sync::lock;
 use cache::ArtifactCache;
 
 /// Why a component did not compile. Each bound names the configuration key that sets it.
@@ -77,6 +80,8 @@ const WORKER_SLOTS: usize = 4;
 pub(crate) struct Compilation {
     cache: Option<ArtifactCache>,
     slots: Semaphore,
+    /// Components in memory, by content hash, while any load of them lives.
+    live: Mutex<HashMap<String, Weak<LiveSlot>>>,
 }
 
 impl Compilation {
@@ -89,36 +94,66 @@ impl Compilation {
         Ok(Self {
             cache,
             slots: Semaphore::new(WORKER_SLOTS),
+            live: Mutex::default(),
         })
     }
+
+    /// The slot of the component whose content hash is `hash`: shared with every load of the
+    /// same bytes while any of them lives.
+    fn slot(&self, hash: &str) -> Arc<LiveSlot> {
+        let mut live = lock(&self.live);
+        if let Some(slot) = live.get(hash).and_then(Weak::upgrade) {
+            return slot;
+        }
+        live.retain(|_, slot| slot.strong_count() > 0);
+        let slot = Arc::new(LiveSlot::default());
+        live.insert(hash.to_owned(), Arc::downgrade(&slot));
+        slot
+    }
 }
+
+/// One component in memory, compiled (or loaded from the cache) by the first load of its bytes.
+pub(crate) type LiveSlot = OnceCell<Component>;
 
 /// A compiled component and its content hash (hex SHA-256 of its bytes).
 pub(crate) struct Compiled {
     pub component: Component,
     pub content_hash: String,
+    /// Keeps the component shared with later loads of the same bytes.
+    pub slot: Arc<LiveSlot>,
 }
 
 impl Runtime {
     /// Compiles `bytes`, or loads the artifact compiled from the same bytes earlier.
     pub(crate) async fn compile(&self, bytes: Vec<u8>) -> Result<Compiled, CompileError> {
-        let config = &self.config().compile;
-        bounds::check(&bytes, &config.limits)?;
+        bounds::check(&bytes, &self.config().compile.limits)?;
         let content_hash = cache::content_hash(&bytes);
-        let compilation = self.compilation();
-        let cached = compilation
-            .cache
-            .as_ref()
-            .and_then(|c| c.get(&content_hash));
-        let artifact = match cached {
+        // Loads of the same bytes wait for the first and share its code: a thousand tenants
+        // running one component compile it once and hold it in memory once.
+        let slot = self.compilation().slot(&content_hash);
+        let component = slot
+            .get_or_try_init(|| self.load_artifact(&content_hash, bytes))
+            .await?
+            .clone();
+        Ok(Compiled {
+            component,
+            content_hash,
+            slot,
+        })
+    }
+
+    /// The component from the artifact cache, or compiled (and then cached).
+    async fn load_artifact(
+        &self,
+        content_hash: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Component, CompileError> {
+        let cache = self.compilation().cache.as_ref();
+        let artifact = match cache.and_then(|c| c.get(content_hash)) {
             Some(artifact) => artifact,
             None => {
                 let artifact = self.compile_artifact(bytes).await?;
-                if let Some(Err(error)) = compilation
-                    .cache
-                    .as_ref()
-                    .map(|c| c.put(&content_hash, &artifact))
-                {
+                if let Some(Err(error)) = cache.map(|c| c.put(content_hash, &artifact)) {
                     tracing::warn!(%error, "a compiled artifact could not be cached");
                 }
                 artifact
@@ -127,12 +162,8 @@ impl Runtime {
         // SAFETY: `artifact` was produced by this host's own compiler, in process or in its
         // compile worker, for this engine's configuration (the cache key says so and its
         // digest was checked); wasmtime checks the compatibility header on top.
-        let component = unsafe { Component::deserialize(self.engine(), &artifact) }
-            .map_err(|error| CompileError::Artifact(error.into()))?;
-        Ok(Compiled {
-            component,
-            content_hash,
-        })
+        unsafe { Component::deserialize(self.engine(), &artifact) }
+            .map_err(|error| CompileError::Artifact(error.into()))
     }
 
     async fn compile_artifact(&self, bytes: Vec<u8>) -> Result<Vec<u8>, CompileError> {

@@ -112,8 +112,14 @@ async fn the_final_checkpoint_is_flushed_with_retries_before_the_lease_is_releas
     let store: std::sync::Arc<DynamoLeaseStore> = dynamo_store(dynamo, "ruststream-flush").await?;
     let client = &servers.client;
     // Checkpoints are written at most once a minute: the last ones wait for the final flush.
+    // The lease outlives the retried flush by far (each try is several SDK attempts with
+    // backoff): past its `lost_after` the host rightly stops writing, and a loaded machine must
+    // not get there.
     let mut config = quick_config("host-a");
     config.checkpoint_interval = Duration::from_secs(60);
+    config.lease_ttl = Duration::from_secs(30);
+    config.renew_interval = Duration::from_secs(2);
+    config.shutdown_grace = Duration::from_secs(30);
     let host = TestHost::with_config(client.clone(), config)?;
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
     let (shard, first) = put_json(client, "ledger", &json!({"id": 1, "amount": 1}), None).await?;

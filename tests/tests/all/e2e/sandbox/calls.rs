@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_runtime::{
-    Limits, LoadPhase, LoadedComponent, LogLimits, Origin, Outcome, Refusal, StreamGrant, Tenant,
-    TenantError, TrapKind, one_line,
+    CONTRACT, Limits, LoadPhase, LoadedComponent, LogLimits, Origin, Outcome, Refusal, StreamGrant,
+    Tenant, TenantError, TrapKind, one_line,
 };
 use ruststream_tests::e2e::read_all;
 use ruststream_tests::{Guest, guests};
@@ -383,25 +383,39 @@ async fn malformed_components_are_refused_and_the_host_runs_on() -> anyhow::Resu
     let future = std::fs::read(guests::FUTURE_CONTRACT.path())?;
     match load("future_contract", future).await {
         Some((LoadPhase::Check, Refusal::ContractVersion { found })) => {
-            assert_eq!(found, "ruststream:handler/handler@0.4.0");
+            assert_eq!(found, "ruststream:handler/handler@0.5.0");
         }
         other => panic!("expected ContractVersion, got {other:?}"),
     }
-    let runtime = &arena.host.runtime;
-    let refused = LoadedComponent::from_bytes(
-        runtime,
-        "not_ruststream",
-        command,
-        tenant.policy(),
-        &arena.host.log,
+    // The error as one line, as the binary prints it.
+    let refusal = async |name: &str, bytes: Vec<u8>| {
+        LoadedComponent::from_bytes(
+            &arena.host.runtime,
+            name,
+            bytes,
+            tenant.policy(),
+            &arena.host.log,
+        )
+        .await
+        .err()
+        .map(|e| one_line(&e))
+        .unwrap_or_default()
+    };
+    // Built before the batch layout changed: refused, naming both versions.
+    let refused = refusal(
+        "past_contract",
+        std::fs::read(guests::PAST_CONTRACT.path())?,
     )
-    .await
-    .err()
-    .map(|e| one_line(&e))
-    .unwrap_or_default();
+    .await;
+    assert!(
+        refused.contains("built against `ruststream:handler/handler@0.3.0`")
+            && refused.contains(&format!("this host implements {CONTRACT}")),
+        "{refused}"
+    );
+    let refused = refusal("not_ruststream", command).await;
     assert!(
         refused.starts_with("tenant `evil`, component `not_ruststream`: checking refused: ")
-            && refused.contains("ruststream:handler/handler@0.3.0"),
+            && refused.contains("ruststream:handler/handler@0.4.0"),
         "{refused}"
     );
 

@@ -1,0 +1,86 @@
+//! How far a call has got, and the deadline of the record it is on.
+//!
+//! The guest reports each record's outcome as it goes (`record-outcome`), and each report
+//! gives the next record a fresh deadline. A report is on the hot path of every record, so it
+//! only bumps a counter; the deadline moves when a check sees the counter moved. Checks run at
+//! every epoch tick while the guest runs, and at least every eighth of the per-record
+//! deadline from the timer that bounds the call from outside (time blocked in host imports).
+//! A record therefore gets at least its deadline, and at most one check interval more.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::sync::lock;
+
+/// The progress of one call, shared between the instance's store, the epoch callback and the
+/// outside timer.
+#[derive(Clone)]
+pub(crate) struct CallProgress(Arc<Shared>);
+
+struct Shared {
+    per_record: Duration,
+    /// Records reported so far.
+    reported: AtomicUsize,
+    watch: Mutex<Watch>,
+}
+
+/// What the last check saw.
+struct Watch {
+    reported: usize,
+    deadline: Instant,
+}
+
+impl CallProgress {
+    /// A call whose records each have `per_record` to finish; the first starts now.
+    pub(crate) fn new(per_record: Duration) -> Self {
+        Self(Arc::new(Shared {
+            per_record,
+            reported: AtomicUsize::new(0),
+            watch: Mutex::new(Watch {
+                reported: 0,
+                deadline: Instant::now() + per_record,
+            }),
+        }))
+    }
+
+    /// Notes that `reported` records are done: cheap enough for every record.
+    pub(crate) fn reported(&self, reported: usize) {
+        self.0.reported.store(reported, Ordering::Relaxed);
+    }
+
+    /// When the record under way must be done: its deadline counted from the first check
+    /// that saw the record before it reported.
+    pub(crate) fn deadline(&self) -> Instant {
+        let reported = self.0.reported.load(Ordering::Relaxed);
+        let mut watch = lock(&self.0.watch);
+        if reported != watch.reported {
+            watch.reported = reported;
+            watch.deadline = Instant::now() + self.0.per_record;
+        }
+        watch.deadline
+    }
+
+    /// How often the outside timer checks for reports while the call is blocked: an eighth of
+    /// the per-record deadline.
+    pub(crate) fn check_interval(&self) -> Duration {
+        (self.0.per_record / 8).max(Duration::from_millis(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_moves_the_deadline_at_the_next_check() {
+        let progress = CallProgress::new(Duration::from_secs(60));
+        let first = progress.deadline();
+        assert_eq!(progress.deadline(), first, "no report, no new deadline");
+        std::thread::sleep(Duration::from_millis(2));
+        progress.reported(1);
+        let second = progress.deadline();
+        assert!(second > first, "the next record gets a fresh deadline");
+        assert_eq!(progress.deadline(), second, "only once per report");
+    }
+}

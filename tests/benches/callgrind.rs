@@ -1,0 +1,347 @@
+//! Instructions and host heap allocations per message, counted by callgrind: repeatable on a
+//! noisy machine, where timings are not.
+//!
+//! `cargo bench -p ruststream-tests --bench callgrind` runs each variant under
+//! `valgrind --tool=callgrind` twice, over M and 2M messages, and reports
+//! (I(2M) − I(M)) / M: what one more message costs, setup and teardown cancelled out. Only
+//! the measured function is counted (`--toggle-collect`): building the records a transport
+//! would have read is the harness's part, not the host's. The workload is the seed's own
+//! `consume_json` benchmark: a two-field JSON body `{"id":1000000,"amount":37}` decoded by the
+//! seed's `book` handler (`guest-examples/bench-book/src/book.rs`).
+//!
+//! - `native`: that handler compiled into this binary, called per message: the baseline;
+//! - `instance`: one `handle-batch` call per 1 000 messages on a component instance, default
+//!   limits (deadlines on): the sandbox crossing and the guest;
+//! - `no-deadline`: the same with deadlines (epoch interruption) off: what they cost;
+//! - `pipeline`: one `ShardPipeline` fed batches of 1 000, default limits: what the host does
+//!   per record read from a shard, settlement and checkpoint included.
+//!
+//! The callgrind profiles stay in `<target>/callgrind/` for `callgrind_annotate`.
+
+#[path = "../../guest-examples/bench-book/src/book.rs"]
+#[allow(
+    unreachable_pub,
+    reason = "the guest's own items, public in the guest crate"
+)]
+mod book;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::path::Path;
+use std::pin::{Pin, pin};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use anyhow::{Context as _, bail, ensure};
+use ruststream_runtime::internals::{BatchCall, Deliveries, HandlerInstance};
+use ruststream_runtime::{
+    CompileConfig, Delivery, InProcessStreams, LoadedComponent, LogSink, Outcome, Runtime,
+    RuntimeConfig, SystemClock, Tenant,
+};
+use ruststream_tests::bench::{self, block_on, target_dir};
+use ruststream_tests::guests;
+
+/// Messages of the smaller run; the larger one has twice as many.
+const MESSAGES: usize = 10_000;
+const BATCH: usize = 1_000;
+const CHILD: &str = "--child";
+const VARIANTS: [&str; 4] = ["native", "instance", "no-deadline", "pipeline"];
+
+/// Counts allocations made while [`COUNTING`] is set: the host's heap traffic per message.
+struct CountingAlloc;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; counting has no effect
+// on the memory returned.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract for `alloc` is passed on as it is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout, as the caller guarantees.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: as for `alloc` and `dealloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|arg| arg == CHILD) {
+        Some(at) => {
+            let variant = args.get(at + 1).context("--child needs a variant")?;
+            let messages = args.get(at + 2).context("--child needs a count")?.parse()?;
+            let cache = args.get(at + 3).context("--child needs a cache dir")?;
+            child(variant, messages, Path::new(cache))
+        }
+        None => parent(),
+    }
+}
+
+/// Runs every variant at M and 2M messages under callgrind and prints the marginal costs.
+fn parent() -> anyhow::Result<()> {
+    let valgrind = Command::new("valgrind").arg("--version").output();
+    ensure!(
+        valgrind.is_ok_and(|out| out.status.success()),
+        "valgrind is not installed: `apt-get install valgrind` (`.ci/run` does)"
+    );
+    let out_dir = target_dir()?.join("callgrind");
+    let cache = out_dir.join("artifacts");
+    std::fs::create_dir_all(&cache)?;
+    // Compile outside valgrind; the children load the cached artifact.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(async {
+            load(&cache, true).await?;
+            load(&cache, false).await
+        })?;
+
+    println!("\ncallgrind: marginal cost of one message, (I(2M) − I(M)) / M, M = {MESSAGES}\n");
+    println!(
+        "{:<12} {:>14} {:>13} {:>9}",
+        "variant", "instr/message", "allocs/msg", "× native"
+    );
+    let mut native = None;
+    for variant in VARIANTS {
+        let small = measure(variant, MESSAGES, &cache, &out_dir)?;
+        let large = measure(variant, 2 * MESSAGES, &cache, &out_dir)?;
+        let per = |a: u64, b: u64| (b as f64 - a as f64) / MESSAGES as f64;
+        let instructions = per(small.instructions, large.instructions);
+        let allocations = per(small.allocations, large.allocations);
+        let base = *native.get_or_insert(instructions);
+        println!(
+            "{variant:<12} {instructions:>14.0} {allocations:>13.3} {:>8.2}×",
+            instructions / base
+        );
+    }
+    println!("\nprofiles: {}", out_dir.display());
+    Ok(())
+}
+
+struct Counts {
+    instructions: u64,
+    allocations: u64,
+}
+
+fn measure(variant: &str, messages: usize, cache: &Path, out_dir: &Path) -> anyhow::Result<Counts> {
+    let profile = out_dir.join(format!("{variant}-{messages}.out"));
+    let output = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", profile.display()))
+        .arg("--toggle-collect=*measured_poll*")
+        .arg(std::env::current_exe()?)
+        .args([CHILD, variant, &messages.to_string()])
+        .arg(cache)
+        .output()
+        .context("running valgrind")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!(
+            "{variant} ({messages} messages) failed under valgrind:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let allocations = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("allocations "))
+        .context("the child reported no allocation count")?
+        .trim()
+        .parse()?;
+    Ok(Counts {
+        instructions: total_instructions(&profile)?,
+        allocations,
+    })
+}
+
+/// The `totals:` (or `summary:`) line of a callgrind profile: instructions counted.
+fn total_instructions(profile: &Path) -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string(profile)
+        .with_context(|| format!("reading {}", profile.display()))?;
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix("totals:")
+                .or_else(|| line.strip_prefix("summary:"))
+        })
+        .and_then(|count| count.split_whitespace().next())
+        .with_context(|| format!("no totals in {}", profile.display()))?
+        .parse()
+        .with_context(|| format!("bad totals in {}", profile.display()))
+}
+
+async fn load(cache: &Path, deadlines: bool) -> anyhow::Result<LoadedComponent> {
+    let config = RuntimeConfig {
+        deadlines,
+        compile: CompileConfig {
+            cache: Some(cache.to_owned()),
+            ..CompileConfig::default()
+        },
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(config)?;
+    let path = guests::BENCH_BOOK.path();
+    let tenant = Tenant::trusted("bench");
+    LoadedComponent::from_file(&runtime, &path, tenant.policy(), &LogSink::new())
+        .await
+        .with_context(|| format!("loading {}", path.display()))
+}
+
+/// Runs `messages` through `variant`, counting only inside [`measured_poll`], and prints the
+/// allocations made there.
+fn child(variant: &str, messages: usize, cache: &Path) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let handled = rt.block_on(async {
+        match variant {
+            "native" => Ok(native_run(messages)),
+            "instance" => instance_run(&load(cache, true).await?, messages).await,
+            "no-deadline" => instance_run(&load(cache, false).await?, messages).await,
+            "pipeline" => pipeline_run(&load(cache, true).await?, messages).await,
+            other => bail!("unknown variant {other}"),
+        }
+    })?;
+    ensure!(
+        handled == messages,
+        "{variant}: {handled} of {messages} handled"
+    );
+    println!("allocations {}", ALLOCATIONS.load(Ordering::Relaxed));
+    Ok(())
+}
+
+/// Counts `future`'s polls, and only them: what a transport or the executor does between
+/// polls is not the host's per-message cost.
+async fn measured<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    std::future::poll_fn(|cx| measured_poll(future.as_mut(), cx)).await
+}
+
+/// The function callgrind's `--toggle-collect` names: everything below it is counted. Not
+/// generic and never inlined, so its symbol exists whatever the future.
+#[inline(never)]
+fn measured_poll<T>(future: Pin<&mut dyn Future<Output = T>>, cx: &mut Context<'_>) -> Poll<T> {
+    COUNTING.store(true, Ordering::Relaxed);
+    let poll = future.poll(cx);
+    COUNTING.store(false, Ordering::Relaxed);
+    poll
+}
+
+fn native_run(messages: usize) -> usize {
+    let payloads: Vec<Vec<u8>> = (0..messages).map(payload).collect();
+    block_on(measured(async {
+        payloads
+            .iter()
+            .filter(|payload| native(payload) == Outcome::Ack)
+            .count()
+    }))
+}
+
+/// What a native service does per message: decode, then the handler.
+fn native(payload: &[u8]) -> Outcome {
+    let outcome = match serde_json::from_slice::<book::Entry>(payload) {
+        Ok(entry) => block_on(book::book::call(&entry)),
+        Err(_) => ruststream::HandlerOutcome::drop(),
+    };
+    if outcome.is_ack() {
+        Outcome::Ack
+    } else {
+        Outcome::Drop
+    }
+}
+
+async fn instance_run(component: &LoadedComponent, messages: usize) -> anyhow::Result<usize> {
+    let clock = Arc::new(SystemClock);
+    let streams = Arc::new(InProcessStreams::new(clock.clone()));
+    let tenant = Tenant::trusted("bench");
+    let mut instance =
+        component.instance(component.env(tenant.policy().clone(), streams, clock, LogSink::new()));
+    let stream: Arc<str> = "ledger".into();
+    let shard: Arc<str> = "shardId-000000000000".into();
+    let mut acked = 0;
+    // A first call outside the count: the instance is created lazily.
+    let warm = Arc::new((0..1).map(delivery).collect::<Vec<_>>());
+    call(&mut instance, &stream, &shard, &warm).await?;
+    for start in (0..messages).step_by(BATCH) {
+        let batch = Arc::new((start..start + BATCH).map(delivery).collect::<Vec<_>>());
+        acked += measured(call(&mut instance, &stream, &shard, &batch)).await?;
+    }
+    Ok(acked)
+}
+
+async fn call(
+    instance: &mut HandlerInstance,
+    stream: &Arc<str>,
+    shard: &Arc<str>,
+    deliveries: &Arc<Vec<Delivery>>,
+) -> anyhow::Result<usize> {
+    let call = BatchCall {
+        subscription: 0,
+        stream,
+        shard_id: shard,
+        deliveries: Deliveries::whole(deliveries.clone()),
+    };
+    let outcomes = instance.handle_batch(&call).await?;
+    Ok(outcomes.iter().filter(|o| **o == Outcome::Ack).count())
+}
+
+async fn pipeline_run(component: &LoadedComponent, messages: usize) -> anyhow::Result<usize> {
+    let mut pipeline = bench::pipeline(component, Arc::new(Tenant::trusted("bench")))?;
+    // The first batch outside the count: the instance is created lazily.
+    let mut next = 0;
+    for first in [true, false] {
+        let count = if first { 1 } else { messages };
+        for start in (next..next + count).step_by(BATCH) {
+            let batch: Vec<Delivery> = (start..(start + BATCH).min(next + count))
+                .map(delivery)
+                .collect();
+            if first {
+                pipeline.deliver(batch).await;
+            } else {
+                measured(pipeline.deliver(batch)).await;
+            }
+        }
+        next += count;
+    }
+    ensure!(pipeline.is_settled(), "records left unhandled");
+    let last = delivery(next - 1).sequence_number;
+    ensure!(
+        pipeline.checkpoint() == Some(last.as_str()),
+        "the checkpoint is not at the last record"
+    );
+    Ok(messages)
+}
+
+/// The seed's `consume_json` body; every message is acked.
+fn payload(i: usize) -> Vec<u8> {
+    format!(r#"{{"id":{},"amount":37}}"#, 1_000_000 + i).into_bytes()
+}
+
+fn delivery(i: usize) -> Delivery {
+    Delivery {
+        sequence_number: format!("4960{:052}", i + 1),
+        partition_key: format!("key-{}", i % 64),
+        arrival_ms: 1_767_225_600_000 + i as u64,
+        payload: payload(i),
+        headers: Vec::new(),
+        retry_count: 0,
+        due_at_ms: None,
+    }
+}

@@ -1,0 +1,64 @@
+//! What the benchmarks (`benches/`) share: where they keep their files, an executor for
+//! futures that never wait, and an idle shard pipeline.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll, Waker};
+
+use anyhow::{Context, Result};
+use ruststream_runtime::{
+    InProcessStreams, LoadedComponent, LogSink, PipelineEnv, ShardPipeline, SystemClock, Tenant,
+};
+
+/// The cargo target directory the running benchmark was built in
+/// (`<target>/release/deps/<bench>-<hash>`).
+///
+/// # Errors
+/// When the executable is not inside a cargo target directory.
+pub fn target_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    exe.ancestors()
+        .nth(3)
+        .map(Path::to_path_buf)
+        .context("the benchmark is not in a cargo target dir")
+}
+
+/// Polls `future` until it is ready: for handlers, whose futures complete without waiting.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = TaskContext::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+    }
+}
+
+/// A pipeline of the first subscription of `component` on one shard, for `tenant`, publishing
+/// to in-process streams; its instance is created on its first record.
+///
+/// # Errors
+/// When the component declares no subscription.
+pub fn pipeline(component: &LoadedComponent, tenant: Arc<Tenant>) -> Result<ShardPipeline> {
+    let clock = Arc::new(SystemClock);
+    let streams = Arc::new(InProcessStreams::new(clock.clone()));
+    let env = component.env(tenant.policy().clone(), streams, clock, LogSink::new());
+    let spec = component
+        .app()
+        .subscriptions
+        .first()
+        .context("the component declares no subscription")?;
+    Ok(ShardPipeline::new(
+        component,
+        Arc::new(spec.clone()),
+        "shardId-000000000000",
+        None,
+        PipelineEnv {
+            env,
+            tenant,
+            observer: None,
+        },
+    ))
+}
