@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use ruststream_tests::bench::target_dir;
+use ruststream_tests::bench::{status_kib, target_dir};
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::{binary, guests};
 
@@ -136,14 +136,7 @@ fn tenants_file(dir: &std::path::Path, count: usize) -> anyhow::Result<String> {
 }
 
 fn rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .context("no VmRSS")?
-        .parse()
-        .context("VmRSS is not a number")
+    status_kib(&pid.to_string(), "VmRSS")
 }
 
 /// User + system CPU of `pid`, in clock ticks (fields 14 and 15 of `/proc/<pid>/stat`).

@@ -27,7 +27,7 @@ use ruststream_runtime::{
     CompileConfig, Delivery, LoadedComponent, LogSink, Runtime, RuntimeConfig, ShardPipeline,
     Tenant,
 };
-use ruststream_tests::bench::{pipeline, target_dir};
+use ruststream_tests::bench::{pipeline, status_kib, target_dir};
 use ruststream_tests::guests;
 
 const IDLE_TENANTS: usize = 1_000;
@@ -200,14 +200,7 @@ fn delivery(index: usize) -> Delivery {
 
 /// This process's resident set, in bytes.
 fn rss() -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .context("no VmRSS in /proc/self/status")?
-        .parse()?;
-    Ok(kb * 1024)
+    Ok(status_kib("self", "VmRSS")? * 1024)
 }
 
 fn median(samples: &mut [Duration]) -> Duration {

@@ -1,5 +1,6 @@
-//! What the benchmarks (`benches/`) share: where they keep their files, an executor for
-//! futures that never wait, and an idle shard pipeline.
+//! What the benchmarks (`benches/`) and the process tests share: where benchmarks keep their
+//! files, an executor for futures that never wait, an idle shard pipeline, and a process's
+//! memory as `/proc` reports it.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -61,4 +62,20 @@ pub fn pipeline(component: &LoadedComponent, tenant: Arc<Tenant>) -> Result<Shar
             observer: None,
         },
     ))
+}
+
+/// A memory figure of process `pid` (`"self"` for this one) from `/proc/<pid>/status`, in KiB:
+/// `field` is `VmRSS` (resident now), `VmHWM` (peak resident), ...
+///
+/// # Errors
+/// When the file cannot be read or has no such field.
+pub fn status_kib(pid: &str, field: &str) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next())
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))?
+        .parse()
+        .with_context(|| format!("{field} in /proc/{pid}/status is not a number"))
 }

@@ -145,6 +145,21 @@ impl DynamoLeaseStore {
         }
     }
 
+    /// [`update`](Self::update) of `key`'s row when only whether the condition held matters.
+    async fn update_if(
+        &self,
+        operation: &'static str,
+        key: &LeaseKey,
+        update: &str,
+        condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<bool, LeaseError> {
+        let row = self
+            .update(operation, &key.to_string(), update, condition, values)
+            .await?;
+        Ok(row.is_some())
+    }
+
     /// One conditional `UpdateItem`. `Ok(None)` when the condition failed.
     async fn update(
         &self,
@@ -361,17 +376,14 @@ impl LeaseStore for DynamoLeaseStore {
             ];
             let update = format!("SET {WANTED_BY} = :taker");
             let condition = format!("{OWNER} = :holder");
-            let name = key.to_string();
-            let row = self
-                .update(
-                    "UpdateItem(request handoff)",
-                    &name,
-                    &update,
-                    &condition,
-                    values,
-                )
-                .await?;
-            Ok(row.is_some())
+            self.update_if(
+                "UpdateItem(request handoff)",
+                key,
+                &update,
+                &condition,
+                values,
+            )
+            .await
         })
     }
 
@@ -399,17 +411,14 @@ impl LeaseStore for DynamoLeaseStore {
             let values = vec![(":c", AttributeValue::S(checkpoint.to_owned()))];
             let update = format!("SET {CHECKPOINT} = :c");
             let condition = format!("attribute_not_exists({CHECKPOINT})");
-            let name = key.to_string();
-            let row = self
-                .update(
-                    "UpdateItem(seed checkpoint)",
-                    &name,
-                    &update,
-                    &condition,
-                    values,
-                )
-                .await?;
-            Ok(row.is_some())
+            self.update_if(
+                "UpdateItem(seed checkpoint)",
+                key,
+                &update,
+                &condition,
+                values,
+            )
+            .await
         })
     }
 }

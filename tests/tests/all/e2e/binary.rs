@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore};
+use ruststream_tests::bench::status_kib;
 use ruststream_tests::binary;
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
@@ -207,16 +208,7 @@ fn check_prints_a_few_clean_lines_for_hostile_components() -> anyhow::Result<()>
 
 /// The peak resident memory of process `pid`, in KiB.
 fn peak_rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .ok_or_else(|| anyhow::anyhow!("no VmHWM in /proc/{pid}/status"))?;
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|kib| kib.parse().ok())
-        .unwrap_or(u64::MAX))
+    status_kib(&pid.to_string(), "VmHWM")
 }
 
 /// Most resident memory the host process may reach while tenants send compile bombs: the
