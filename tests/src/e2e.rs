@@ -14,8 +14,8 @@ use ruststream_host::{
 };
 use ruststream_runtime::internals::lock;
 use ruststream_runtime::{
-    CompileConfig, Compiler, DeliveryReport, LoadedComponent, LogSink, Observer, Runtime,
-    RuntimeConfig, Tenant,
+    CompileConfig, CompileLimits, Compiler, DeliveryReport, LoadedComponent, LogSink, Observer,
+    Runtime, RuntimeConfig, Tenant,
 };
 
 /// The engine settings of the binary: components compiled by the `ruststream` binary's bounded
@@ -27,7 +27,12 @@ pub fn sandboxed_runtime() -> RuntimeConfig {
                 program: crate::binary(),
             },
             cache: Some(crate::compile_cache_dir()),
-            ..CompileConfig::default()
+            // The worker runs niced: on a loaded machine its wall time stretches while its CPU
+            // budget (what stops a bomb) does not, so the wall-clock bound is generous here.
+            limits: CompileLimits {
+                timeout: Duration::from_secs(120),
+                ..CompileLimits::default()
+            },
         },
         ..RuntimeConfig::default()
     }
