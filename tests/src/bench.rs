@@ -60,6 +60,7 @@ pub fn pipeline(component: &LoadedComponent, tenant: Arc<Tenant>) -> Result<Shar
             env,
             tenant,
             observer: None,
+            calls: None,
         },
     ))
 }

@@ -39,6 +39,7 @@ mod policy;
 mod publish;
 mod quota;
 mod record;
+mod rollout;
 mod sequence;
 mod settlement;
 mod sync;
@@ -68,6 +69,9 @@ pub use pipeline::{
 pub use policy::{SandboxPolicy, StreamGrant};
 pub use publish::{BoxFuture, MAX_RECORD_BYTES, PublishError, Publisher, check_size};
 pub use record::{Delivery, Header, KPL_MAGIC, OutgoingRecord, Published};
+pub use rollout::{
+    CallStats, DEFAULT_ROLLOUT_CALLS, DEFAULT_ROLLOUT_MARGIN, RolloutPolicy, Verdict,
+};
 pub use settlement::{Outcome, RetryPolicy};
 pub use tenant::{Tenant, TenantError};
 #[cfg(feature = "testing")]

@@ -167,6 +167,7 @@ impl Host {
             ),
             tenant: deployment.tenant.clone(),
             observer: self.observer.clone(),
+            calls: None,
         };
         let mut tasks = JoinSet::new();
         let mut boards = Vec::new();

@@ -44,6 +44,7 @@ use crate::component::{HandlerInstance, LoadedComponent, TrapKind};
 use crate::env::Env;
 use crate::limits::Limits;
 use crate::record::{Delivery, OutgoingRecord};
+use crate::rollout::CallStats;
 use crate::settlement::Outcome;
 use crate::tenant::Tenant;
 use holding::{Holding, Waiting};
@@ -98,6 +99,8 @@ pub struct PipelineEnv {
     pub tenant: Arc<Tenant>,
     /// Told about every settled delivery.
     pub observer: Option<Observer>,
+    /// Counts of this component version's calls, which a rollout judges it by.
+    pub calls: Option<Arc<CallStats>>,
 }
 
 /// The delivery and settlement state of one shard for one subscription.
@@ -295,6 +298,30 @@ impl ShardPipeline {
             let carried = self.carry(waiting);
             self.outbox.push(carried);
         }
+    }
+
+    /// Hands the records delivered from now on to another version of the component: a fresh
+    /// instance of `component`, `subscription` as that version declares it (same name and
+    /// stream; its settings apply from here), and its environment. Called between two calls,
+    /// so no call is split between versions. The shard's bookkeeping carries over untouched:
+    /// checkpoint, held records, waiting and unsent copies.
+    pub fn swap(
+        &mut self,
+        component: &LoadedComponent,
+        subscription: Arc<SubscriptionSpec>,
+        env: PipelineEnv,
+    ) {
+        debug_assert_eq!(subscription.stream, *self.stream);
+        self.log.flush();
+        self.log = RuntimeLog::new(
+            &env.env,
+            &subscription.name,
+            self.stream.clone(),
+            self.shard_id.clone(),
+        );
+        self.instance = component.instance(env.env.clone());
+        self.subscription = subscription;
+        self.env = env;
     }
 
     /// How many times the component instance was replaced after a failure.

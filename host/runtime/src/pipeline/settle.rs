@@ -101,6 +101,9 @@ impl ShardPipeline {
 
     /// Tells the tenant's quarantine gate how a call went.
     fn count_call(&self, failure: Option<&CallFailure>) {
+        if let Some(stats) = &self.env.calls {
+            stats.record(failure.is_some());
+        }
         match failure {
             None => self.env.tenant.call_succeeded(),
             Some(failure) => {

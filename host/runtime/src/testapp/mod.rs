@@ -130,6 +130,7 @@ impl TestAppBuilder {
                     lock(&reports).push(report.clone());
                 })
             }),
+            calls: None,
         };
 
         let mut readers = Vec::new();
