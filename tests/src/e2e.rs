@@ -15,7 +15,7 @@ use ruststream_host::{
 use ruststream_runtime::internals::lock;
 use ruststream_runtime::{
     CompileConfig, CompileLimits, Compiler, DeliveryReport, LoadedComponent, LogSink, Observer,
-    Runtime, RuntimeConfig, Tenant,
+    RolloutPolicy, Runtime, RuntimeConfig, Tenant,
 };
 
 /// The engine settings of the binary: components compiled by the `ruststream` binary's bounded
@@ -51,6 +51,7 @@ pub fn quick_config(owner: &str) -> HostConfig {
         shard_sync_interval: Duration::from_millis(500),
         checkpoint_interval: Duration::from_millis(200),
         shutdown_grace: Duration::from_secs(10),
+        rollout: RolloutPolicy::default(),
     }
 }
 

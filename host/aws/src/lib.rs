@@ -41,6 +41,6 @@ pub use lease::{
     Renewal, SHARD_END, TRIM_HORIZON, TableTemplate, TemplateError,
 };
 pub use runner::{
-    Deployment, Host, HostConfig, RunningApp, SeekError, ShardState, ShardStatus,
-    SubscriptionStatus,
+    AppVersions, Deployment, Host, HostConfig, RolloutStatus, RunningApp, SeekError, ShardState,
+    ShardStatus, SubscriptionStatus, SwapError, Swapped, VersionInfo,
 };

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use ruststream_host::{HostConfig, ReaderConfig};
+use ruststream_runtime::RolloutPolicy;
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -108,6 +109,22 @@ pub(crate) struct RunArgs {
     /// milliseconds.
     #[arg(long, default_value_t = 15_000)]
     pub shutdown_grace_ms: u64,
+    /// How many calls of a swapped-in version are judged against the last calls of the
+    /// version it replaced.
+    #[arg(long, default_value_t = ruststream_runtime::DEFAULT_ROLLOUT_CALLS,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rollout_calls: u32,
+    /// How much higher (0 to 1) a swapped-in version's failure rate may be than the old
+    /// version's before it is rolled back.
+    #[arg(long, default_value_t = ruststream_runtime::DEFAULT_ROLLOUT_MARGIN, value_parser = parse_margin)]
+    pub rollout_margin: f64,
+}
+
+fn parse_margin(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(margin) if (0.0..=1.0).contains(&margin) => Ok(margin),
+        _ => Err(format!("`{text}` is not a rate between 0 and 1")),
+    }
 }
 
 impl RunArgs {
@@ -127,6 +144,10 @@ impl RunArgs {
             renew_interval: Duration::from_millis(self.renew_interval_ms),
             shard_sync_interval: Duration::from_millis(self.shard_sync_interval_ms),
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
+            rollout: RolloutPolicy {
+                calls: self.rollout_calls,
+                margin: self.rollout_margin,
+            },
         }
     }
 }

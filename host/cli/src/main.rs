@@ -14,6 +14,7 @@
 mod args;
 mod check;
 mod config;
+mod fleet;
 mod new;
 mod run;
 

@@ -1,35 +1,31 @@
-//! `ruststream run`: tenants' components against Kinesis until a stop signal.
+//! `ruststream run`: tenants' components against Kinesis until a stop signal, picking up new
+//! versions and tenants while it runs.
 //!
-//! Signal handlers come first, so a stop during start-up is as graceful as any other. Tenants
-//! load side by side, each app starting as soon as it is loaded: a tenant whose component is
-//! slow to compile or to instantiate delays nobody else. Apps stop side by side too.
+//! Signal handlers come first, so a stop during start-up is as graceful as any other. Every
+//! change goes through the fleet's reload path: the first start, SIGHUP (the config and every
+//! component file read again) and uploads. Tenants load side by side, each app starting as soon
+//! as it is loaded: a tenant whose component is slow to compile or to instantiate delays nobody
+//! else. Apps stop side by side too.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use anyhow::Context as _;
-use ruststream_host::{
-    DEFAULT_TABLE_TEMPLATE, Deployment, DynamoLeaseStore, Host, LeaseStore, MemoryLeaseStore,
-    RunningApp, TableTemplate,
-};
-use ruststream_runtime::{
-    CompileLimits, LoadedComponent, LogSink, Runtime, Tenant, describe_app, escape_controls,
-    one_line,
-};
+use ruststream_host::{DEFAULT_TABLE_TEMPLATE, Host};
+use ruststream_runtime::{CompileLimits, Runtime};
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::args::{LeaseStoreKind, RunArgs};
 use crate::config::Config;
+use crate::fleet::{Deployed, Fleet, FleetError, LeaseSettings};
 use crate::runtime_config;
 
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
-    let plan = Arc::new(Plan::new(&args)?);
+    let settings = Settings::new(&args)?;
     let runtime = Runtime::new(runtime_config(
-        plan.compile_limits.clone(),
-        plan.compile_cache.clone(),
+        settings.compile_limits.clone(),
+        settings.compile_cache.clone(),
     )?)?;
     let kinesis = aws_sdk_kinesis::Client::new(&args.aws.kinesis_config().await);
     let dynamo = aws_sdk_dynamodb::Client::new(&args.aws.dynamodb_config().await);
@@ -40,63 +36,69 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         config.renew_interval,
         config.lease_ttl
     );
-    let host = Host::new(kinesis, config);
-    let (started_tx, mut started) = mpsc::unbounded_channel();
-    let mut loaders = JoinSet::new();
-    for (tenant, components) in &plan.tenants {
-        let loader = TenantLoader {
-            host: host.clone(),
-            runtime: runtime.clone(),
-            plan: plan.clone(),
-            dynamo: dynamo.clone(),
-            tenant: tenant.clone(),
-            started: started_tx.clone(),
-        };
-        loaders.spawn(loader.load(components.clone()));
-    }
-    drop(started_tx);
-
-    let mut apps = Vec::new();
-    let mut loading = true;
+    let fleet = Fleet::new(
+        Host::new(kinesis, config),
+        runtime,
+        dynamo,
+        args.config.clone(),
+        args.components.clone(),
+        settings.leases,
+    );
+    let mut reloads = JoinSet::new();
+    let first = {
+        let fleet = fleet.clone();
+        reloads.spawn(async move { fleet.reload().await })
+    };
+    let mut starting = Some(first.id());
     loop {
         tokio::select! {
-            app = started.recv(), if loading => match app {
-                Some(app) => apps.push(app),
-                None => {
-                    loading = false;
-                    anyhow::ensure!(!apps.is_empty(), "no component could be started");
-                    tracing::info!(apps = apps.len(), "every tenant is loaded");
+            Some(done) = reloads.join_next_with_id() => {
+                let first_load = done.as_ref().map(|(id, _)| Some(*id) == starting).unwrap_or(false);
+                report_reload(done.map(|(_, result)| result));
+                if first_load {
+                    starting = None;
+                    let apps = fleet.with_tenants(|t| t.values().map(|t| t.components.len()).sum::<usize>());
+                    anyhow::ensure!(apps > 0, "no component could be started");
+                    tracing::info!(apps, "every tenant is loaded");
                 }
-            },
+            }
             signal = signals.next() => match signal {
                 Received::Stop(name) => {
                     tracing::info!(signal = name, "stopping: finishing calls, flushing checkpoints, releasing leases");
                     break;
                 }
-                Received::Resume => resume(&plan),
+                Received::Resume => resume(&fleet),
+                Received::Reload => {
+                    tracing::info!("SIGHUP: reading the config and component files again");
+                    let fleet = fleet.clone();
+                    reloads.spawn(async move { fleet.reload().await });
+                }
             },
         }
     }
-    loaders.abort_all();
-    while let Ok(app) = started.try_recv() {
-        apps.push(app);
-    }
-    stop_all(apps, &mut signals).await;
+    reloads.abort_all();
+    stop(&fleet, &mut signals).await;
     Ok(())
 }
 
-/// Stops every app at once; a second SIGINT meanwhile exits without waiting.
-async fn stop_all(apps: Vec<RunningApp>, signals: &mut Signals) {
-    let mut stopping = JoinSet::new();
-    for app in apps {
-        stopping.spawn(async move {
-            let name = app.name().to_owned();
-            app.shutdown().await;
-            tracing::info!(app = %name, "stopped");
-        });
+fn report_reload(done: Result<Result<Vec<Deployed>, FleetError>, tokio::task::JoinError>) {
+    match done {
+        Ok(Ok(deployed)) => {
+            for d in deployed {
+                tracing::debug!(tenant = %d.tenant, app = %d.app, version = %d.version, "deployed");
+            }
+        }
+        // Logged where it happened; the running versions go on.
+        Ok(Err(_)) => {}
+        Err(error) if error.is_cancelled() => {}
+        Err(error) => tracing::error!(error = %error, "a reload failed"),
     }
+}
+
+/// Stops every app at once; a second SIGINT meanwhile exits without waiting.
+async fn stop(fleet: &Fleet, signals: &mut Signals) {
     tokio::select! {
-        () = async { while stopping.join_next().await.is_some() {} } => {}
+        () = fleet.shutdown() => {}
         () = signals.interrupt() => {
             eprintln!("interrupted again: exiting without flushing checkpoints");
             std::process::exit(130);
@@ -105,122 +107,44 @@ async fn stop_all(apps: Vec<RunningApp>, signals: &mut Signals) {
 }
 
 /// SIGUSR1: every quarantined tenant goes on.
-fn resume(plan: &Plan) {
-    for (tenant, _) in plan.tenants.iter().filter(|(t, _)| t.is_quarantined()) {
-        tenant.resume();
-    }
-}
-
-/// Loads one tenant's components, one after another, and starts each app once loaded.
-struct TenantLoader {
-    host: Host,
-    runtime: Runtime,
-    plan: Arc<Plan>,
-    dynamo: aws_sdk_dynamodb::Client,
-    tenant: Arc<Tenant>,
-    started: mpsc::UnboundedSender<RunningApp>,
-}
-
-impl TenantLoader {
-    async fn load(self, components: Vec<PathBuf>) {
-        for path in components {
-            // A refused component is reported; the tenant's others, and other tenants, run.
-            match self.start(&path).await {
-                Ok(app) => {
-                    let _ = self.started.send(app);
-                }
-                Err(error) => tracing::error!(
-                    tenant = %self.tenant.name(),
-                    component = %escape_controls(&path.display().to_string()),
-                    "{}",
-                    one_line(&*error)
-                ),
-            }
+fn resume(fleet: &Fleet) {
+    fleet.with_tenants(|tenants| {
+        for run in tenants.values().filter(|t| t.tenant.is_quarantined()) {
+            run.tenant.resume();
         }
-    }
-
-    async fn start(&self, path: &Path) -> anyhow::Result<RunningApp> {
-        let log = LogSink::new();
-        let component =
-            LoadedComponent::from_file(&self.runtime, path, self.tenant.policy(), &log).await?;
-        let store = self
-            .plan
-            .lease_store(&self.dynamo, self.tenant.name(), &component.app().name)
-            .await?;
-        tracing::info!(tenant = %self.tenant.name(), component = %path.display(),
-            app = %describe_app(component.app()), lease_store = %store.describe(), "starting");
-        let deployment = Deployment::new(component, store).for_tenant(self.tenant.clone());
-        Ok(self.host.start(deployment)?)
-    }
+    });
 }
 
-/// What `run` starts: each tenant with its component files, and where leases live.
-struct Plan {
-    tenants: Vec<(Arc<Tenant>, Vec<PathBuf>)>,
-    lease_store: LeaseStoreKind,
-    lease_table: TableTemplate,
-    create_lease_table: bool,
+/// What `run` settles once at start: where leases live and how components compile.
+struct Settings {
+    leases: LeaseSettings,
     compile_limits: CompileLimits,
     compile_cache: Option<PathBuf>,
 }
 
-impl Plan {
+impl Settings {
     fn new(args: &RunArgs) -> anyhow::Result<Self> {
         let config = args.config.as_deref().map(Config::load).transpose()?;
         let host = config.as_ref().map(|c| &c.host);
-        let tenants: Vec<(Arc<Tenant>, Vec<PathBuf>)> = match &config {
-            Some(config) => config
-                .tenants
-                .iter()
-                .map(|section| (Arc::new(config.tenant(section)), section.components.clone()))
-                .collect(),
-            None => vec![(
-                Arc::new(Tenant::trusted("default")),
-                args.components.clone(),
-            )],
-        };
         let template = args
             .lease_table
             .clone()
             .or(host.and_then(|h| h.lease_table.clone()))
             .unwrap_or_else(|| DEFAULT_TABLE_TEMPLATE.to_owned());
-        let busiest = tenants.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
-        let lease_table = TableTemplate::new(&template, tenants.len(), busiest)?;
         Ok(Self {
-            lease_store: args
-                .lease_store
-                .or(host.and_then(|h| h.lease_store))
-                .unwrap_or(LeaseStoreKind::Memory),
-            lease_table,
-            create_lease_table: args.create_lease_table
-                || host.and_then(|h| h.create_lease_table).unwrap_or(false),
+            leases: LeaseSettings {
+                kind: args
+                    .lease_store
+                    .or(host.and_then(|h| h.lease_store))
+                    .unwrap_or(LeaseStoreKind::Memory),
+                template,
+                create_table: args.create_lease_table
+                    || host.and_then(|h| h.create_lease_table).unwrap_or(false),
+            },
             compile_limits: host.map(|h| h.compile_limits()).unwrap_or_default(),
             compile_cache: args
                 .compile
                 .cache_dir(host.and_then(|h| h.compile_cache.as_ref())),
-            tenants,
-        })
-    }
-
-    async fn lease_store(
-        &self,
-        dynamo: &aws_sdk_dynamodb::Client,
-        tenant: &str,
-        app: &str,
-    ) -> anyhow::Result<Arc<dyn LeaseStore>> {
-        Ok(match self.lease_store {
-            LeaseStoreKind::Memory => Arc::new(MemoryLeaseStore::new()),
-            LeaseStoreKind::Dynamodb => {
-                let table = self.lease_table.table(tenant, app);
-                let store = DynamoLeaseStore::new(dynamo.clone(), &table);
-                if self.create_lease_table {
-                    store
-                        .create_table_if_missing()
-                        .await
-                        .with_context(|| format!("creating lease table `{table}`"))?;
-                }
-                Arc::new(store)
-            }
         })
     }
 }
@@ -230,11 +154,13 @@ struct Signals {
     terminate: Signal,
     interrupt: Signal,
     resume: Signal,
+    reload: Signal,
 }
 
 enum Received {
     Stop(&'static str),
     Resume,
+    Reload,
 }
 
 impl Signals {
@@ -245,6 +171,7 @@ impl Signals {
             terminate: install(SignalKind::terminate(), "SIGTERM")?,
             interrupt: install(SignalKind::interrupt(), "SIGINT")?,
             resume: install(SignalKind::user_defined1(), "SIGUSR1")?,
+            reload: install(SignalKind::hangup(), "SIGHUP")?,
         })
     }
 
@@ -253,6 +180,7 @@ impl Signals {
             _ = self.terminate.recv() => Received::Stop("SIGTERM"),
             _ = self.interrupt.recv() => Received::Stop("SIGINT"),
             _ = self.resume.recv() => Received::Resume,
+            _ = self.reload.recv() => Received::Reload,
         }
     }
 

@@ -54,7 +54,7 @@ pub use app::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use component::{
     CONTRACT, CallFailure, CompileError, LoadError, LoadPhase, LoadedComponent, Refusal, Runtime,
-    RuntimeError, TrapKind, WORKER_COMMAND, compile_worker, describe_app,
+    RuntimeError, TrapKind, WORKER_COMMAND, compile_worker, content_hash, describe_app,
 };
 pub use env::Env;
 pub use escape::{escape_controls, one_line, quote};
@@ -64,7 +64,7 @@ pub use limits::{
 };
 pub use log::{Level, LogLine, LogSink, Origin};
 pub use pipeline::{
-    DEFAULT_BATCH_LIMIT, DeliveryReport, Observer, PipelineEnv, ShardPipeline, Stop,
+    DEFAULT_BATCH_LIMIT, DeliveryReport, Observer, OutcomeCounts, PipelineEnv, ShardPipeline, Stop,
 };
 pub use policy::{SandboxPolicy, StreamGrant};
 pub use publish::{BoxFuture, MAX_RECORD_BYTES, PublishError, Publisher, check_size};

@@ -143,6 +143,8 @@ pub struct ShardReader {
     finished: bool,
     /// The shards that continue this one, as its last read named them.
     children: Vec<String>,
+    /// How far the last read was behind the tip, as the service said.
+    millis_behind_latest: Option<i64>,
 }
 
 enum Fetched {
@@ -198,6 +200,7 @@ impl ShardReader {
             backoff,
             finished: false,
             children: Vec::new(),
+            millis_behind_latest: None,
         };
         reader.fetch(iterator, Instant::now());
         Ok(reader)
@@ -212,6 +215,12 @@ impl ShardReader {
     /// end named them (`ChildShards`); empty until then, or if the server does not say.
     pub fn children(&self) -> &[String] {
         &self.children
+    }
+
+    /// How many milliseconds the last read was behind the tip of the shard, as the service
+    /// reported it (empty reads included); `None` before the first answer.
+    pub fn millis_behind_latest(&self) -> Option<i64> {
+        self.millis_behind_latest
     }
 
     /// The next batch of records (never empty unless it ends the shard).
@@ -262,6 +271,7 @@ impl ShardReader {
     /// Takes a GetRecords answer; returns a batch unless it was empty and the shard goes on.
     fn received(&mut self, mut output: GetRecordsOutput, started: Instant) -> Option<Batch> {
         self.backoff.reset();
+        self.millis_behind_latest = output.millis_behind_latest;
         let records: Vec<Delivery> = std::mem::take(&mut output.records)
             .into_iter()
             .map(delivery)

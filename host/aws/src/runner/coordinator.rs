@@ -46,8 +46,8 @@ pub(crate) async fn run(
         }
         if let Err(gone) = coordinator.sync().await {
             coordinator.ctx.status.set_error(one_line(&gone));
-            tracing::error!(stream = %coordinator.ctx.spec.stream, error = %gone,
-                "subscription `{}` stops: its stream is gone", coordinator.ctx.spec.name);
+            tracing::error!(stream = %coordinator.ctx.stream, error = %gone,
+                "subscription `{}` stops: its stream is gone", coordinator.ctx.subscriber);
             break;
         }
         let next_sync = tokio::time::sleep(coordinator.ctx.config.shard_sync_interval);
@@ -88,18 +88,22 @@ struct Coordinator {
 
 impl Coordinator {
     fn key(&self, shard_id: &str) -> LeaseKey {
-        let spec = &self.ctx.spec;
-        lease_key(&spec.stream, shard_id, &spec.name, self.shared_stream)
+        lease_key(
+            &self.ctx.stream,
+            shard_id,
+            &self.ctx.subscriber,
+            self.shared_stream,
+        )
     }
 
     /// One round: list shards and leases, take what this host should hold.
     /// `Err` only when the stream is gone.
     async fn sync(&mut self) -> Result<(), ReadError> {
-        let shards = match list_shards(&self.ctx.client, &self.ctx.spec.stream).await {
+        let shards = match list_shards(&self.ctx.client, &self.ctx.stream).await {
             Ok(shards) => shards,
             Err(ReadError::StreamGone(stream)) => return Err(ReadError::StreamGone(stream)),
             Err(error) => {
-                tracing::warn!(stream = %self.ctx.spec.stream, error = %one_line(&error), "listing shards failed; retrying next round");
+                tracing::warn!(stream = %self.ctx.stream, error = %one_line(&error), "listing shards failed; retrying next round");
                 return Ok(());
             }
         };
@@ -282,8 +286,7 @@ impl Coordinator {
                 let Some(shard) = self.shards.get(key.shard_id()).cloned() else {
                     return;
                 };
-                let (stream, subscriber) =
-                    (self.ctx.spec.stream.clone(), self.ctx.spec.name.clone());
+                let (stream, subscriber) = (self.ctx.stream.clone(), self.ctx.subscriber.clone());
                 let shared = self.shared_stream;
                 let assignment = Assignment {
                     lease,
@@ -317,10 +320,10 @@ impl Coordinator {
         let shard_id = self.tasks.remove(&id);
         match joined {
             Ok((_, (shard_id, exit))) => {
-                tracing::info!(stream = %self.ctx.spec.stream, shard = %shard_id, ?exit, "shard worker ended");
+                tracing::info!(stream = %self.ctx.stream, shard = %shard_id, ?exit, "shard worker ended");
             }
             Err(error) => {
-                tracing::error!(stream = %self.ctx.spec.stream, shard = ?shard_id, error = %one_line(&error), "a shard worker failed");
+                tracing::error!(stream = %self.ctx.stream, shard = ?shard_id, error = %one_line(&error), "a shard worker failed");
             }
         }
         // Its lease was released or is lost; a later round may take the shard again.
@@ -332,7 +335,7 @@ impl Coordinator {
     /// Moves the shards a seek names: one shard for a sequence, else every shard held here,
     /// and the start of shards taken later without a checkpoint.
     async fn seek(&mut self, request: SeekRequest) {
-        let subscriber = self.ctx.spec.name.clone();
+        let subscriber = self.ctx.subscriber.clone();
         let targets: Vec<String> = match &request.position {
             StartPosition::AtSequence { shard_id, .. } => {
                 if !self.owned.contains_key(shard_id) {
@@ -345,7 +348,7 @@ impl Coordinator {
                 vec![shard_id.clone()]
             }
             stream_wide => {
-                self.ctx.start = Some(stream_wide.clone());
+                self.ctx.seek_start = Some(stream_wide.clone());
                 self.owned.keys().cloned().collect()
             }
         };
@@ -397,7 +400,7 @@ impl Coordinator {
         })
         .await;
         if drained.is_err() {
-            tracing::warn!(stream = %self.ctx.spec.stream, ?grace,
+            tracing::warn!(stream = %self.ctx.stream, ?grace,
                 "shard workers outlasted the shutdown grace period; aborting them");
             self.workers.abort_all();
         }

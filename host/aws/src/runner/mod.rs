@@ -3,33 +3,35 @@
 //!
 //! The crate's front page shows a deployment started and shut down.
 
+mod app;
 mod coordinator;
 mod keeper;
+mod release;
 mod seek;
 mod status;
 mod worker;
 
+pub use app::{RunningApp, SwapError, Swapped};
 pub use seek::SeekError;
-pub use status::{ShardState, ShardStatus, SubscriptionStatus};
+pub use status::{
+    AppVersions, RolloutStatus, ShardState, ShardStatus, SubscriptionStatus, VersionInfo,
+};
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinSet;
+use tokio::sync::watch;
 
 use crate::kinesis::{KinesisPublisher, ReaderConfig};
 use crate::lease::LeaseStore;
 use ruststream_runtime::{
-    Clock, LoadedComponent, LogSink, Observer, PipelineEnv, Publisher, StartPosition, SystemClock,
-    Tenant, TenantError,
+    Clock, LoadedComponent, LogSink, Observer, Publisher, RolloutPolicy, StartPosition,
+    SystemClock, Tenant, TenantError,
 };
-use status::StatusBoard;
-use worker::WorkerContext;
 
 /// How the host reads, leases and checkpoints. The defaults are the seed's timings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostConfig {
     /// This host's identity in lease rows. A fixed id lets a restarted host take its own
     /// leases back at once; the default is unique per process.
@@ -47,6 +49,8 @@ pub struct HostConfig {
     pub checkpoint_interval: Duration,
     /// How long shutdown waits for in-flight calls and final checkpoint writes.
     pub shutdown_grace: Duration,
+    /// How a swapped-in version is judged against the one it replaced.
+    pub rollout: RolloutPolicy,
 }
 
 impl Default for HostConfig {
@@ -59,6 +63,7 @@ impl Default for HostConfig {
             shard_sync_interval: Duration::from_secs(10),
             checkpoint_interval: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(15),
+            rollout: RolloutPolicy::default(),
         }
     }
 }
@@ -155,64 +160,7 @@ impl Host {
     /// When the component subscribes to, or dead-letters into, a stream its tenant is not
     /// granted; nothing of it runs then.
     pub fn start(&self, deployment: Deployment) -> Result<RunningApp, TenantError> {
-        deployment.tenant.admit(&deployment.component)?;
-        let (shutdown_tx, shutdown) = watch::channel(false);
-        let component = &deployment.component;
-        let pipeline_env = PipelineEnv {
-            env: component.env(
-                deployment.tenant.policy().clone(),
-                self.publisher.clone(),
-                self.clock.clone(),
-                self.log.clone(),
-            ),
-            tenant: deployment.tenant.clone(),
-            observer: self.observer.clone(),
-            calls: None,
-        };
-        let mut tasks = JoinSet::new();
-        let mut boards = Vec::new();
-        let mut seeks = HashMap::new();
-        let subscriptions = &component.app().subscriptions;
-        for spec in subscriptions {
-            let shared_stream = subscriptions
-                .iter()
-                .filter(|other| other.stream == spec.stream)
-                .count()
-                > 1;
-            let status = StatusBoard::new(&spec.name, &spec.stream);
-            let ctx = WorkerContext {
-                client: self.client.clone(),
-                spec: Arc::new(spec.clone()),
-                component: component.clone(),
-                pipeline_env: pipeline_env.clone(),
-                store: deployment.lease_store.clone(),
-                config: self.config.clone(),
-                start: deployment
-                    .start_overrides
-                    .get(&spec.name)
-                    .or(spec.start.as_ref())
-                    .cloned(),
-                status: status.clone(),
-                shutdown: shutdown.clone(),
-            };
-            boards.push(status);
-            let (seek_tx, seek_rx) = mpsc::channel(8);
-            seeks.insert(spec.name.clone(), seek_tx);
-            tasks.spawn(coordinator::run(ctx, shared_stream, seek_rx));
-        }
-        tasks.spawn(report_dropped_lines(
-            deployment.tenant.clone(),
-            self.log.clone(),
-            shutdown,
-        ));
-        Ok(RunningApp {
-            name: component.app().name.clone(),
-            tenant: deployment.tenant.clone(),
-            shutdown: shutdown_tx,
-            tasks,
-            boards,
-            seeks,
-        })
+        RunningApp::start(self, deployment)
     }
 }
 
@@ -231,87 +179,4 @@ async fn report_dropped_lines(
         }
     }
     tenant.policy().summarise_dropped_lines(&log);
-}
-
-/// A deployment running on a host.
-pub struct RunningApp {
-    name: String,
-    tenant: Arc<Tenant>,
-    shutdown: watch::Sender<bool>,
-    tasks: JoinSet<()>,
-    boards: Vec<StatusBoard>,
-    seeks: HashMap<String, mpsc::Sender<seek::SeekRequest>>,
-}
-
-impl RunningApp {
-    /// The app's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The tenant running the app: its quarantine status, and `resume`.
-    pub fn tenant(&self) -> &Arc<Tenant> {
-        &self.tenant
-    }
-
-    /// Every subscription's status.
-    pub fn status(&self) -> Vec<SubscriptionStatus> {
-        self.boards.iter().map(StatusBoard::snapshot).collect()
-    }
-
-    /// Waits until `ready` holds for the status, polling every 50 ms, at most `timeout`.
-    /// Returns whether it held.
-    pub async fn wait_for(
-        &self,
-        timeout: Duration,
-        ready: impl Fn(&[SubscriptionStatus]) -> bool,
-    ) -> bool {
-        tokio::time::timeout(timeout, async {
-            while !ready(&self.status()) {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await
-        .is_ok()
-    }
-
-    /// Repositions a subscription: every shard this host holds (and shards it takes later
-    /// without a checkpoint) for horizon, latest and timestamp; one shard for a sequence.
-    /// Each moved shard starts its checkpoint bookkeeping afresh: acks of records delivered
-    /// before the seek never move its checkpoint. Returns the shards moved.
-    ///
-    /// # Errors
-    /// [`SeekError::NotOwned`] for a sequence on a shard this host does not hold (the others
-    /// keep flowing), and when the subscriber is unknown, stopped, or a shard cannot reopen.
-    pub async fn seek(
-        &self,
-        subscriber: &str,
-        position: StartPosition,
-    ) -> Result<Vec<String>, SeekError> {
-        let stopped = || SeekError::Stopped(subscriber.to_owned());
-        let coordinator = self
-            .seeks
-            .get(subscriber)
-            .ok_or_else(|| SeekError::UnknownSubscriber(subscriber.to_owned()))?;
-        let (reply, answer) = oneshot::channel();
-        coordinator
-            .send(seek::SeekRequest { position, reply })
-            .await
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
-    }
-
-    /// Graceful shutdown: stop fetching, let in-flight calls finish (bounded by the grace
-    /// period), flush checkpoints, release leases.
-    pub async fn shutdown(mut self) {
-        self.shutdown.send_replace(true);
-        while self.tasks.join_next().await.is_some() {}
-    }
-
-    /// Stops everything at once, as a crash would: no flush, no release. Leases expire for
-    /// other hosts to take.
-    pub fn abort(mut self) {
-        self.tasks.abort_all();
-        self.tasks.detach_all();
-    }
 }

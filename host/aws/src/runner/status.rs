@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use ruststream_runtime::OutcomeCounts;
 use ruststream_runtime::internals::lock;
 
 /// The state of one shard on this host.
@@ -29,12 +30,20 @@ pub enum ShardState {
 pub struct ShardStatus {
     /// Where its worker stands.
     pub state: ShardState,
+    /// The host holding its lease while this host reads it.
+    pub owner: Option<String>,
     /// Records delivered to the component on this host.
     pub delivered: u64,
     /// The checkpoint the pipeline reached (stored within the checkpoint interval).
     pub checkpoint: Option<String>,
     /// The first unhandled record, in front of which the checkpoint is held.
     pub held_at: Option<String>,
+    /// Since when (ms since the epoch) the checkpoint has been held in front of `held_at`.
+    pub held_since_ms: Option<u64>,
+    /// How its deliveries settled on this host.
+    pub outcomes: OutcomeCounts,
+    /// How far behind the tip of the shard its last read was, as Kinesis reported it.
+    pub millis_behind_latest: Option<i64>,
     /// Delivery is paused: the component's tenant is quarantined.
     pub quarantined: bool,
 }
@@ -87,12 +96,26 @@ impl StatusBoard {
             .entry(shard_id.to_owned())
             .or_insert_with(|| ShardStatus {
                 state: ShardState::Opening,
+                owner: None,
                 delivered: 0,
                 checkpoint: None,
                 held_at: None,
+                held_since_ms: None,
+                outcomes: OutcomeCounts::default(),
+                millis_behind_latest: None,
                 quarantined: false,
             });
         change(shard);
+    }
+
+    /// Records where the checkpoint is held, keeping the time it first stood there.
+    pub(crate) fn set_held(&self, shard_id: &str, held_at: Option<&str>, now_ms: u64) {
+        self.update(shard_id, |s| {
+            if s.held_at.as_deref() != held_at {
+                s.held_since_ms = held_at.map(|_| now_ms);
+                s.held_at = held_at.map(str::to_owned);
+            }
+        });
     }
 
     pub(crate) fn set_error(&self, error: String) {
@@ -102,4 +125,41 @@ impl StatusBoard {
     fn lock(&self) -> MutexGuard<'_, SubscriptionStatus> {
         lock(&self.0)
     }
+}
+
+/// One version of an app's component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionInfo {
+    /// The component's name (its file stem, or the name it was uploaded under).
+    pub component: String,
+    /// The version the app declares.
+    pub version: String,
+    /// The SHA-256 of the component's bytes, hex.
+    pub content_hash: String,
+}
+
+/// How the newest version of an app is doing against the one it replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutStatus {
+    /// Calls the new version made since it went live.
+    pub calls: u64,
+    /// Of which failed (trapped).
+    pub failures: u64,
+    /// How many of its first calls are judged.
+    pub judged_over: u32,
+    /// `pending`, `kept`, or `rolled back: <why>`.
+    pub verdict: String,
+}
+
+/// Which versions of an app run, and how the last swap went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppVersions {
+    /// The version serving now.
+    pub current: VersionInfo,
+    /// The version it replaced, which a rollback returns to.
+    pub previous: Option<VersionInfo>,
+    /// The rollout of the last swap, if there was one.
+    pub rollout: Option<RolloutStatus>,
+    /// How many times the app was rolled back since the host started.
+    pub rollbacks: u64,
 }

@@ -9,12 +9,12 @@ use tokio::time::Instant;
 
 use ruststream_runtime::internals::sleep_until;
 use ruststream_runtime::{
-    Clock, LoadedComponent, PipelineEnv, ShardPipeline, StartPosition, Stop, SubscriptionSpec,
-    SystemClock, one_line,
+    Clock, ShardPipeline, StartPosition, Stop, SystemClock, Tenant, one_line,
 };
 
 use super::HostConfig;
 use super::keeper::{Keeper, KeeperTiming};
+use super::release::SubscriptionRelease;
 use super::seek::ShardSeek;
 use super::status::{ShardState, StatusBoard};
 use crate::kinesis::{ReadError, ShardInfo, ShardReader, StartAt, list_shards};
@@ -27,13 +27,17 @@ const HANDOFF_COPY_GRACE: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub(crate) struct WorkerContext {
     pub client: aws_sdk_kinesis::Client,
-    pub spec: Arc<SubscriptionSpec>,
-    pub component: LoadedComponent,
-    pub pipeline_env: PipelineEnv,
+    /// The subscription's name and stream, which no release changes.
+    pub subscriber: String,
+    pub stream: String,
+    pub tenant: Arc<Tenant>,
+    pub clock: Arc<dyn Clock>,
+    /// The version the subscription runs now; workers change over between two calls.
+    pub release: watch::Receiver<Arc<SubscriptionRelease>>,
+    /// Where shards without a checkpoint start after a seek, over the release's own start.
+    pub seek_start: Option<StartPosition>,
     pub store: Arc<dyn LeaseStore>,
     pub config: Arc<HostConfig>,
-    /// Where shards without a checkpoint start.
-    pub start: Option<StartPosition>,
     pub status: StatusBoard,
     pub shutdown: watch::Receiver<bool>,
 }
@@ -101,8 +105,14 @@ async fn work(
         keeper.finish(grace).await;
         return WorkerExit::Finished;
     }
-    ctx.status.set_state(&shard.shard_id, ShardState::Opening);
-    let start = start_at(stored.as_ref(), ctx.start.as_ref(), &shard.shard_id);
+    ctx.status.update(&shard.shard_id, |s| {
+        s.state = ShardState::Opening;
+        s.owner = Some(ctx.config.owner_id.clone());
+    });
+    let mut release = ctx.release.clone();
+    let current = release.borrow_and_update().clone();
+    let first_start = ctx.seek_start.as_ref().or(current.start.as_ref());
+    let start = start_at(stored.as_ref(), first_start, &shard.shard_id);
     // Opened at a time (or the tip) with nothing handled yet: pin where, so that a restart
     // reads again from there, a held first record included.
     if stored.is_none()
@@ -117,14 +127,14 @@ async fn work(
     }
     let reader = ShardReader::open(
         ctx.client.clone(),
-        &ctx.spec.stream,
+        &ctx.stream,
         &shard.shard_id,
         start.clone(),
         ctx.config.reader.clone(),
     )
     .await;
-    tracing::info!(stream = %ctx.spec.stream, shard = %shard.shard_id, ?start,
-        subscriber = %ctx.spec.name, tenant = %ctx.pipeline_env.tenant.name(), "reading shard");
+    tracing::info!(stream = %ctx.stream, shard = %shard.shard_id, ?start,
+        subscriber = %ctx.subscriber, tenant = %ctx.tenant.name(), "reading shard");
     let mut reader = match reader {
         Ok(reader) => reader,
         Err(error) => return give_up(keeper, error, grace).await,
@@ -134,19 +144,34 @@ async fn work(
         _ => None,
     };
     let mut pipeline = ShardPipeline::new(
-        &ctx.component,
-        ctx.spec.clone(),
+        &current.release.component,
+        current.spec.clone(),
         &shard.shard_id,
         sequence,
-        ctx.pipeline_env.clone(),
+        current.release.env.clone(),
     );
     pipeline.stop_when(keeper.stop());
     ctx.status.set_state(&shard.shard_id, ShardState::Reading);
-    let exit = read(ctx, &keeper, &mut reader, &mut pipeline, seeks).await;
+    let mut version = Version {
+        release,
+        rewind: current.rewind,
+        opened_at: start.clone(),
+    };
+    let exit = read(
+        ctx,
+        &keeper,
+        &mut reader,
+        &mut pipeline,
+        &mut version,
+        seeks,
+    )
+    .await;
     ctx.status.update(&shard.shard_id, |s| {
         s.checkpoint = pipeline.checkpoint().map(str::to_owned);
-        s.held_at = pipeline.held_at().map(str::to_owned);
+        s.outcomes = pipeline.outcomes();
     });
+    ctx.status
+        .set_held(&shard.shard_id, pipeline.held_at(), ctx.clock.now_ms());
     let skipped = shard.closed && matches!(start, StartAt::Latest);
     let exit = match exit {
         WorkerExit::Finished if !skipped => {
@@ -176,7 +201,7 @@ async fn seed_children(
 ) -> Result<(), String> {
     let children: Vec<String> = if reader.children().is_empty() {
         // The server did not name them: list the stream.
-        list_shards(&ctx.client, &ctx.spec.stream)
+        list_shards(&ctx.client, &ctx.stream)
             .await
             .map_err(|error| format!("listing the children of {shard_id}: {}", one_line(&error)))?
             .into_iter()
@@ -228,19 +253,87 @@ async fn end(
     }
 }
 
+/// The release a worker runs, and what it needs to change over to the next one.
+struct Version {
+    release: watch::Receiver<Arc<SubscriptionRelease>>,
+    /// The rollback count the worker has acted on.
+    rewind: u64,
+    /// Where the shard was opened, to read again from when nothing is checkpointed yet.
+    opened_at: StartAt,
+}
+
+impl Version {
+    /// Changes over to a new release, if one was published: between two calls, so calls in
+    /// flight finished on the old version. After a rollback, a shard holding records reads
+    /// again from its checkpoint, so the version rolled back to gets the held records.
+    async fn change_over(
+        &mut self,
+        ctx: &WorkerContext,
+        reader: &mut ShardReader,
+        pipeline: &mut ShardPipeline,
+    ) {
+        if !self.release.has_changed().unwrap_or(false) {
+            return;
+        }
+        let next = self.release.borrow_and_update().clone();
+        pipeline.swap(
+            &next.release.component,
+            next.spec.clone(),
+            next.release.env.clone(),
+        );
+        tracing::info!(stream = %ctx.stream, shard = %pipeline.shard_id(), subscriber = %ctx.subscriber,
+            tenant = %ctx.tenant.name(), version = %next.release.component.app().version,
+            hash = %short(next.release.component.content_hash()), "shard changed over to a new version");
+        if std::mem::replace(&mut self.rewind, next.rewind) == next.rewind
+            || pipeline.held_at().is_none()
+        {
+            return;
+        }
+        let checkpoint = pipeline.checkpoint().map(str::to_owned);
+        let from = match &checkpoint {
+            Some(sequence) => StartAt::AfterSequence(sequence.clone()),
+            None => self.opened_at.clone(),
+        };
+        let reopened = ShardReader::open(
+            ctx.client.clone(),
+            &ctx.stream,
+            pipeline.shard_id(),
+            from,
+            ctx.config.reader.clone(),
+        )
+        .await;
+        match reopened {
+            Ok(reopened) => {
+                *reader = reopened;
+                pipeline.reset(checkpoint);
+            }
+            Err(error) => tracing::warn!(stream = %ctx.stream, shard = %pipeline.shard_id(),
+                error = %one_line(&error),
+                "cannot read the held records again for the version rolled back to; they wait for the next lease"),
+        }
+    }
+}
+
+/// The first characters of a content hash, enough to tell versions apart in a log line.
+pub(crate) fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
 /// The read loop. Returns how it ended; the caller flushes and lets the lease go.
 async fn read(
     ctx: &WorkerContext,
     keeper: &Keeper,
     reader: &mut ShardReader,
     pipeline: &mut ShardPipeline,
+    version: &mut Version,
     mut seeks: mpsc::UnboundedReceiver<ShardSeek>,
 ) -> WorkerExit {
     let mut stop = keeper.stop();
     let mut shutdown = ctx.shutdown.clone();
-    let mut quarantine = ctx.pipeline_env.tenant.watch_quarantine();
+    let mut quarantine = ctx.tenant.watch_quarantine();
     let shard_id = pipeline.shard_id().to_owned();
     loop {
+        version.change_over(ctx, reader, pipeline).await;
         match stop.borrow_and_update().clone() {
             Some(Stop::Lost) => return WorkerExit::Lost,
             Some(Stop::HandOff(to)) => return WorkerExit::HandedOver(to),
@@ -254,7 +347,7 @@ async fn read(
         }
         let due = pipeline
             .next_due_ms()
-            .map(|ms| instant_at(&ctx.pipeline_env, ms));
+            .map(|ms| instant_at(ctx.clock.as_ref(), ms));
         // A quarantined tenant reads nothing more; what it read waits, parked.
         let paused = *quarantine.borrow_and_update();
         ctx.status.update(&shard_id, |s| s.quarantined = paused);
@@ -263,11 +356,17 @@ async fn read(
             _ = stop.changed() => {}
             _ = shutdown.changed() => {}
             _ = quarantine.changed() => {}
+            _ = version.release.changed() => {}
             batch = reader.next(), if !reader.is_finished() && !paused => match batch {
                 Ok(batch) => {
                     let count = batch.records.len() as u64;
                     let moved = pipeline.deliver(batch.records).await;
-                    ctx.status.update(&shard_id, |s| s.delivered += count);
+                    let behind = reader.millis_behind_latest();
+                    ctx.status.update(&shard_id, |s| {
+                        s.delivered += count;
+                        s.outcomes = pipeline.outcomes();
+                        s.millis_behind_latest = behind;
+                    });
                     persist(ctx, keeper, &shard_id, moved);
                 }
                 Err(ReadError::StreamGone(_)) => return WorkerExit::StreamGone,
@@ -282,9 +381,8 @@ async fn read(
                 let _ = seek.reply.send(moved);
             }
         }
-        ctx.status.update(&shard_id, |s| {
-            s.held_at = pipeline.held_at().map(str::to_owned)
-        });
+        ctx.status
+            .set_held(&shard_id, pipeline.held_at(), ctx.clock.now_ms());
     }
 }
 
@@ -309,7 +407,7 @@ async fn reposition(
     let start = start_at(None, Some(position), &shard_id);
     let reopened = ShardReader::open(
         ctx.client.clone(),
-        &ctx.spec.stream,
+        &ctx.stream,
         &shard_id,
         start,
         ctx.config.reader.clone(),
@@ -369,8 +467,8 @@ fn timing(config: &HostConfig) -> KeeperTiming {
 }
 
 /// The monotonic instant at which the pipeline clock reads `at_ms`.
-fn instant_at(env: &PipelineEnv, at_ms: u64) -> Instant {
-    let now = env.env.clock.now_ms();
+fn instant_at(clock: &dyn Clock, at_ms: u64) -> Instant {
+    let now = clock.now_ms();
     Instant::now() + Duration::from_millis(at_ms.saturating_sub(now))
 }
 

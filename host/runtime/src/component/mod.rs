@@ -15,7 +15,7 @@ mod progress;
 mod state;
 mod trap;
 
-pub use compile::{CompileError, WORKER_COMMAND, compile_worker};
+pub use compile::{CompileError, WORKER_COMMAND, compile_worker, content_hash};
 pub use instance::{BatchCall, BatchFailure, CallFailure, HandlerInstance};
 pub use loader::{CONTRACT, LoadError, LoadPhase, LoadedComponent, Refusal};
 pub use trap::TrapKind;

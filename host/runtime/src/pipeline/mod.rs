@@ -84,6 +84,35 @@ pub struct DeliveryReport {
     pub at_ms: u64,
 }
 
+/// How many deliveries of a shard settled with each outcome, on this host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutcomeCounts {
+    /// Settled as `ack`.
+    pub ack: u64,
+    /// Settled as `drop`.
+    pub drop: u64,
+    /// Settled as `retry`.
+    pub retry: u64,
+    /// Settled as `retry_after`.
+    pub retry_after: u64,
+    /// Calls that trapped on the record (settled as the registration's `on_trap`, also
+    /// counted above).
+    pub trapped: u64,
+}
+
+impl OutcomeCounts {
+    fn count(&mut self, outcome: Outcome, trapped: bool) {
+        let slot = match outcome {
+            Outcome::Ack => &mut self.ack,
+            Outcome::Drop => &mut self.drop,
+            Outcome::Retry => &mut self.retry,
+            Outcome::RetryAfter(_) => &mut self.retry_after,
+        };
+        *slot += 1;
+        self.trapped += u64::from(trapped);
+    }
+}
+
 /// Receives a report of every settled delivery.
 pub type Observer = Arc<dyn Fn(&DeliveryReport) + Send + Sync>;
 
@@ -115,6 +144,7 @@ pub struct ShardPipeline {
     /// Set when the shard must stop being delivered here (lease lost, or wanted elsewhere).
     stop: Option<watch::Receiver<Option<Stop>>>,
     checkpoint_moved: bool,
+    outcomes: OutcomeCounts,
     env: PipelineEnv,
     log: RuntimeLog,
 }
@@ -147,6 +177,7 @@ impl ShardPipeline {
             outbox: Outbox::default(),
             stop: None,
             checkpoint_moved: false,
+            outcomes: OutcomeCounts::default(),
             env,
             log,
         }
@@ -279,6 +310,11 @@ impl ShardPipeline {
     /// The first record that is not handled, where the checkpoint is held.
     pub fn held_at(&self) -> Option<&str> {
         self.watermark.held_at()
+    }
+
+    /// How many of this shard's deliveries settled with each outcome.
+    pub fn outcomes(&self) -> OutcomeCounts {
+        self.outcomes
     }
 
     /// Whether every delivered record is handled and no copy is pending.

@@ -215,7 +215,8 @@ impl ShardPipeline {
         delay
     }
 
-    fn report(&self, delivery: &Delivery, outcome: Outcome, trap: Option<TrapKind>) {
+    fn report(&mut self, delivery: &Delivery, outcome: Outcome, trap: Option<TrapKind>) {
+        self.outcomes.count(outcome, trap.is_some());
         if let Some(observer) = &self.env.observer {
             observer(&DeliveryReport {
                 subscriber: self.subscription.name.clone(),

@@ -75,8 +75,9 @@ impl ArtifactCache {
     }
 }
 
-/// The content hash of a component: the hex SHA-256 of its bytes.
-pub(crate) fn content_hash(bytes: &[u8]) -> String {
+/// The content hash of a component: the hex SHA-256 of its bytes, as
+/// [`LoadedComponent::content_hash`](crate::LoadedComponent::content_hash) reports it.
+pub fn content_hash(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 

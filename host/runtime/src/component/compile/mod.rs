@@ -5,6 +5,7 @@ mod bounds;
 mod cache;
 mod worker;
 
+pub use cache::content_hash;
 pub use worker::{WORKER_COMMAND, compile_worker};
 
 use std::collections::HashMap;

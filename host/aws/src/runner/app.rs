@@ -1,0 +1,513 @@
+//! A running app: its subscriptions, the version of its component they run, and swaps to a new
+//! version (hot-load) with an automatic rollback when the new one fails more than the old.
+//!
+//! A swap publishes a release to every subscription that both versions declare (same name and
+//! stream); their shard workers change over between two calls, keeping leases, checkpoints,
+//! held records and pending copies. Subscriptions only the new version declares start;
+//! subscriptions it no longer declares stop, flush their checkpoints and release their leases.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+
+use ruststream_runtime::internals::lock;
+use ruststream_runtime::{
+    LoadedComponent, StartPosition, SubscriptionSpec, Tenant, TenantError, Verdict,
+};
+
+use super::coordinator;
+use super::release::{Release, SubscriptionRelease};
+use super::seek::{SeekError, SeekRequest};
+use super::status::{AppVersions, RolloutStatus, StatusBoard, SubscriptionStatus};
+use super::worker::{WorkerContext, short};
+use super::{Deployment, Host};
+use crate::lease::LeaseStore;
+
+/// How often a rollout in progress is judged.
+const ROLLOUT_CHECK: Duration = Duration::from_millis(20);
+
+/// Why a new version was not swapped in (or a rollback not done). The running version goes
+/// on serving in every case.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SwapError {
+    /// The new version declares another app name: its checkpoints live under the app's name,
+    /// so a rename is a new app, not a new version.
+    #[error(
+        "component `{component}` declares app `{to}`, but it replaces app `{from}`: an app \
+         keeps its name across versions (its checkpoints are kept under it)"
+    )]
+    Renamed {
+        /// The component file or upload.
+        component: String,
+        /// The running app.
+        from: String,
+        /// The name the new version declares.
+        to: String,
+    },
+    /// The tenant is not granted a stream the new version reads or dead-letters into.
+    #[error(transparent)]
+    Refused(#[from] TenantError),
+    /// The new version would move a running subscription's leases to other keys: a second
+    /// subscription of the app now reads its stream, or the last other one no longer does.
+    #[error(
+        "subscription `{subscriber}` would change its lease keys: the number of the app's \
+         subscriptions reading stream `{stream}` changes between one and several. Keep it, \
+         or deploy the new subscription in another app"
+    )]
+    LeaseKeys {
+        /// The running subscription.
+        subscriber: String,
+        /// Its stream.
+        stream: String,
+    },
+    /// A rollback was asked with no earlier version to return to.
+    #[error("app `{app}` has no earlier version to roll back to")]
+    NothingToRollBack {
+        /// The app.
+        app: String,
+    },
+}
+
+/// What a swap or rollback did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Swapped {
+    /// Subscriptions that changed over to the new version.
+    pub kept: Vec<String>,
+    /// Subscriptions the new version added, now starting.
+    pub started: Vec<String>,
+    /// Subscriptions the new version dropped, now stopping.
+    pub stopped: Vec<String>,
+}
+
+/// A deployment running on a host.
+pub struct RunningApp {
+    name: String,
+    tenant: Arc<Tenant>,
+    core: Arc<Mutex<AppCore>>,
+    /// Stops the app's own tasks (the dropped-line reporter, rollout judges).
+    shutdown: watch::Sender<bool>,
+}
+
+/// A running subscription: how to reach its coordinator and workers.
+struct Subscription {
+    stream: String,
+    shared_stream: bool,
+    release: watch::Sender<Arc<SubscriptionRelease>>,
+    stop: watch::Sender<bool>,
+    board: StatusBoard,
+    seeks: mpsc::Sender<SeekRequest>,
+}
+
+/// The mutable part of a running app, shared with its rollout judge.
+struct AppCore {
+    host: Host,
+    tenant: Arc<Tenant>,
+    store: Arc<dyn LeaseStore>,
+    subscriptions: BTreeMap<String, Subscription>,
+    tasks: JoinSet<()>,
+    current: Arc<Release>,
+    previous: Option<Arc<Release>>,
+    rollout: Option<RolloutStatus>,
+    rollbacks: u64,
+    /// Bumped by every swap: a rollout judge of an older swap stands down.
+    generation: u64,
+}
+
+impl RunningApp {
+    pub(crate) fn start(host: &Host, deployment: Deployment) -> Result<Self, TenantError> {
+        deployment.tenant.admit(&deployment.component)?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let window = host.config.rollout.calls;
+        let name = deployment.component.app().name.clone();
+        let current = Arc::new(Release::new(
+            host,
+            deployment.component,
+            &deployment.tenant,
+            deployment.start_overrides,
+            window,
+        ));
+        let mut core = AppCore {
+            host: host.clone(),
+            tenant: deployment.tenant.clone(),
+            store: deployment.lease_store,
+            subscriptions: BTreeMap::new(),
+            tasks: JoinSet::new(),
+            current: current.clone(),
+            previous: None,
+            rollout: None,
+            rollbacks: 0,
+            generation: 0,
+        };
+        let specs = &current.component.app().subscriptions;
+        for spec in specs {
+            core.start_subscription(spec, shared_stream(specs, &spec.stream));
+        }
+        core.tasks.spawn(super::report_dropped_lines(
+            deployment.tenant.clone(),
+            host.log.clone(),
+            shutdown_rx,
+        ));
+        Ok(Self {
+            name,
+            tenant: deployment.tenant,
+            core: Arc::new(Mutex::new(core)),
+            shutdown,
+        })
+    }
+
+    /// The app's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tenant running the app: its quarantine status, and `resume`.
+    pub fn tenant(&self) -> &Arc<Tenant> {
+        &self.tenant
+    }
+
+    /// Every running subscription's status.
+    pub fn status(&self) -> Vec<SubscriptionStatus> {
+        let core = self.lock();
+        core.subscriptions
+            .values()
+            .map(|s| s.board.snapshot())
+            .collect()
+    }
+
+    /// Which versions run, and how the last swap's rollout is going.
+    pub fn versions(&self) -> AppVersions {
+        let core = self.lock();
+        AppVersions {
+            current: core.current.info(),
+            previous: core.previous.as_ref().map(|p| p.info()),
+            rollout: core.rollout.clone(),
+            rollbacks: core.rollbacks,
+        }
+    }
+
+    /// The running version's component.
+    pub fn component(&self) -> LoadedComponent {
+        self.lock().current.component.clone()
+    }
+
+    /// Waits until `ready` holds for the status, polling every 50 ms, at most `timeout`.
+    /// Returns whether it held.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        ready: impl Fn(&[SubscriptionStatus]) -> bool,
+    ) -> bool {
+        tokio::time::timeout(timeout, async {
+            while !ready(&self.status()) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    /// Swaps in a new version of the app's component. Checked first (same app name, streams
+    /// granted, no lease key moves); then each shard changes over at its next call boundary:
+    /// calls in flight finish on the old version, records after them go to the new one, and
+    /// checkpoints go on where they stood. The old version is kept for a rollback, and the new
+    /// one is judged over its first calls against the old one's last (the host's
+    /// [`RolloutPolicy`](ruststream_runtime::RolloutPolicy)): if it fails more than the margin allows, the app swaps back by
+    /// itself. `start_overrides` replace the operator's start positions.
+    ///
+    /// # Errors
+    /// [`SwapError`] when the new version is refused; nothing changes then.
+    pub fn swap(
+        &self,
+        component: LoadedComponent,
+        start_overrides: HashMap<String, StartPosition>,
+    ) -> Result<Swapped, SwapError> {
+        let mut core = self.lock();
+        if component.app().name != self.name {
+            return Err(SwapError::Renamed {
+                component: component.name().to_owned(),
+                from: self.name.clone(),
+                to: component.app().name.clone(),
+            });
+        }
+        core.tenant.admit(&component)?;
+        core.check_lease_keys(&component.app().subscriptions)?;
+        let window = core.host.config.rollout.calls;
+        let release = Arc::new(Release::new(
+            &core.host,
+            component,
+            &self.tenant,
+            start_overrides,
+            window,
+        ));
+        let swapped = core.publish(release, false);
+        core.rollout = Some(RolloutStatus {
+            calls: 0,
+            failures: 0,
+            judged_over: window,
+            verdict: "pending".to_owned(),
+        });
+        let judge = judge_rollout(
+            Arc::downgrade(&self.core),
+            core.generation,
+            self.shutdown.subscribe(),
+        );
+        core.tasks.spawn(judge);
+        Ok(swapped)
+    }
+
+    /// Returns to the version the last swap replaced, at once (an operator's decision).
+    /// Shards holding records read again from their checkpoint, so the held records reach the
+    /// version rolled back to.
+    ///
+    /// # Errors
+    /// [`SwapError::NothingToRollBack`] when no swap happened (or it was rolled back already).
+    pub fn roll_back(&self, reason: &str) -> Result<Swapped, SwapError> {
+        self.lock().roll_back(&self.name, reason)
+    }
+
+    /// Repositions a subscription: every shard this host holds (and shards it takes later
+    /// without a checkpoint) for horizon, latest and timestamp; one shard for a sequence.
+    /// Each moved shard starts its checkpoint bookkeeping afresh: acks of records delivered
+    /// before the seek never move its checkpoint. Returns the shards moved.
+    ///
+    /// # Errors
+    /// [`SeekError::NotOwned`] for a sequence on a shard this host does not hold (the others
+    /// keep flowing), and when the subscriber is unknown, stopped, or a shard cannot reopen.
+    pub async fn seek(
+        &self,
+        subscriber: &str,
+        position: StartPosition,
+    ) -> Result<Vec<String>, SeekError> {
+        let stopped = || SeekError::Stopped(subscriber.to_owned());
+        let coordinator = self
+            .lock()
+            .subscriptions
+            .get(subscriber)
+            .map(|s| s.seeks.clone())
+            .ok_or_else(|| SeekError::UnknownSubscriber(subscriber.to_owned()))?;
+        let (reply, answer) = oneshot::channel();
+        coordinator
+            .send(SeekRequest { position, reply })
+            .await
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Graceful shutdown: stop fetching, let in-flight calls finish (bounded by the grace
+    /// period), flush checkpoints, release leases.
+    pub async fn shutdown(self) {
+        self.shutdown.send_replace(true);
+        let mut tasks = {
+            let mut core = self.lock();
+            for subscription in core.subscriptions.values() {
+                subscription.stop.send_replace(true);
+            }
+            std::mem::take(&mut core.tasks)
+        };
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// Stops everything at once, as a crash would: no flush, no release. Leases expire for
+    /// other hosts to take.
+    pub fn abort(self) {
+        let mut tasks = std::mem::take(&mut self.lock().tasks);
+        tasks.abort_all();
+        tasks.detach_all();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, AppCore> {
+        lock(&self.core)
+    }
+}
+
+impl AppCore {
+    fn start_subscription(&mut self, spec: &SubscriptionSpec, shared_stream: bool) {
+        let release = self.current.for_subscription(spec, self.rollbacks);
+        let (release_tx, release_rx) = watch::channel(release);
+        let (stop, stop_rx) = watch::channel(false);
+        let board = StatusBoard::new(&spec.name, &spec.stream);
+        let (seeks, seek_rx) = mpsc::channel(8);
+        let host = &self.host;
+        let ctx = WorkerContext {
+            client: host.client.clone(),
+            subscriber: spec.name.clone(),
+            stream: spec.stream.clone(),
+            tenant: self.tenant.clone(),
+            clock: host.clock.clone(),
+            release: release_rx,
+            seek_start: None,
+            store: self.store.clone(),
+            config: host.config.clone(),
+            status: board.clone(),
+            shutdown: stop_rx,
+        };
+        self.tasks
+            .spawn(coordinator::run(ctx, shared_stream, seek_rx));
+        let subscription = Subscription {
+            stream: spec.stream.clone(),
+            shared_stream,
+            release: release_tx,
+            stop,
+            board,
+            seeks,
+        };
+        self.subscriptions.insert(spec.name.clone(), subscription);
+    }
+
+    /// Refuses a version under which a running subscription's lease keys would change.
+    fn check_lease_keys(&self, specs: &[SubscriptionSpec]) -> Result<(), SwapError> {
+        for spec in specs {
+            let Some(running) = self.subscriptions.get(&spec.name) else {
+                continue;
+            };
+            if running.stream == spec.stream
+                && running.shared_stream != shared_stream(specs, &spec.stream)
+            {
+                return Err(SwapError::LeaseKeys {
+                    subscriber: spec.name.clone(),
+                    stream: spec.stream.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `release` the running version: subscriptions it shares with the running one
+    /// change over, its new ones start, the ones it drops stop.
+    fn publish(&mut self, release: Arc<Release>, rewind: bool) -> Swapped {
+        if rewind {
+            self.rollbacks += 1;
+        }
+        self.generation += 1;
+        let old = std::mem::replace(&mut self.current, release.clone());
+        self.previous = Some(old);
+        let specs = &release.component.app().subscriptions;
+        let mut swapped = Swapped {
+            kept: Vec::new(),
+            started: Vec::new(),
+            stopped: Vec::new(),
+        };
+        let wanted: HashMap<&str, &SubscriptionSpec> =
+            specs.iter().map(|s| (s.name.as_str(), s)).collect();
+        let names: Vec<String> = self.subscriptions.keys().cloned().collect();
+        for name in names {
+            let keeps = wanted
+                .get(name.as_str())
+                .zip(self.subscriptions.get(&name))
+                .filter(|(spec, running)| spec.stream == running.stream);
+            match keeps {
+                Some((spec, running)) => {
+                    running
+                        .release
+                        .send_replace(release.for_subscription(spec, self.rollbacks));
+                    swapped.kept.push(name);
+                }
+                None => {
+                    if let Some(gone) = self.subscriptions.remove(&name) {
+                        gone.stop.send_replace(true);
+                    }
+                    swapped.stopped.push(name);
+                }
+            }
+        }
+        for spec in specs {
+            if !self.subscriptions.contains_key(&spec.name) {
+                self.start_subscription(spec, shared_stream(specs, &spec.stream));
+                swapped.started.push(spec.name.clone());
+            }
+        }
+        swapped
+    }
+
+    fn roll_back(&mut self, app: &str, reason: &str) -> Result<Swapped, SwapError> {
+        let previous = self
+            .previous
+            .take()
+            .ok_or_else(|| SwapError::NothingToRollBack {
+                app: app.to_owned(),
+            })?;
+        let from = self.current.info();
+        let to = previous.info();
+        let swapped = self.publish(previous, true);
+        // Nothing to return to from here: a rollback is not itself rolled back.
+        self.previous = None;
+        if let Some(rollout) = &mut self.rollout {
+            rollout.verdict = format!("rolled back: {reason}");
+        }
+        tracing::warn!(tenant = %self.tenant.name(), app, from = %from.version,
+            from_hash = %short(&from.content_hash), to = %to.version,
+            to_hash = %short(&to.content_hash), %reason, "rolled back to the previous version");
+        Ok(swapped)
+    }
+}
+
+/// Whether several of `specs` read `stream` (their lease keys then name the subscriber).
+fn shared_stream(specs: &[SubscriptionSpec], stream: &str) -> bool {
+    specs.iter().filter(|s| s.stream == stream).count() > 1
+}
+
+/// Judges the rollout of swap `generation` until it has a verdict, the app swaps again, or it
+/// stops. A version that gets its tenant quarantined is rolled back too, and the tenant
+/// resumed: the quarantine stopped it before its window could fill.
+async fn judge_rollout(
+    core: Weak<Mutex<AppCore>>,
+    generation: u64,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(ROLLOUT_CHECK) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        let Some(core) = core.upgrade() else { return };
+        let mut core = lock(&core);
+        if core.generation != generation {
+            return;
+        }
+        let Some(old) = core.previous.clone() else {
+            return;
+        };
+        let new = core.current.calls.clone();
+        let policy = core.host.config.rollout;
+        let mut verdict = policy.judge(&new, old.calls.recent_failure_rate());
+        let quarantined = core.tenant.is_quarantined();
+        if quarantined && new.failures() > 0 && verdict == Verdict::Pending {
+            verdict = Verdict::RollBack(format!(
+                "its tenant was quarantined after {} failed calls",
+                new.failures()
+            ));
+        }
+        if let Some(rollout) = &mut core.rollout {
+            rollout.calls = new.calls();
+            rollout.failures = new.failures();
+        }
+        match verdict {
+            Verdict::Pending => continue,
+            Verdict::Keep => {
+                if let Some(rollout) = &mut core.rollout {
+                    rollout.verdict = "kept".to_owned();
+                }
+                return;
+            }
+            Verdict::RollBack(reason) => {
+                let app = core.current.component.app().name.clone();
+                let _ = core.roll_back(&app, &reason);
+                if quarantined {
+                    core.tenant.resume();
+                }
+                return;
+            }
+        }
+    }
+}
+
+impl RolloutStatus {
+    /// Whether the rollout has a verdict.
+    pub fn is_decided(&self) -> bool {
+        self.verdict != "pending"
+    }
+}

@@ -1,0 +1,598 @@
+//! The tenants a running host serves, and the one path every change to them takes: the first
+//! start, a changed file, SIGHUP and an upload through the admin API all end in
+//! [`Fleet::reload`] or [`Fleet::deploy`].
+//!
+//! A new version is loaded (compiled in the bounded compile worker, or taken from the cache of
+//! compiled artifacts) and checked like a first load before anything changes; a refused version
+//! leaves the running one serving, and the refusal is logged and kept for status. Tenants load
+//! side by side, so a slow compile delays nobody else. A tenant whose grants or limits changed
+//! is stopped (checkpoints flushed, leases released) and started again under its new settings,
+//! with the same lease stores.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ruststream_host::{
+    Deployment, DynamoLeaseStore, Host, LeaseStore, MemoryLeaseStore, RunningApp, TableTemplate,
+};
+use ruststream_runtime::{
+    Clock as _, LoadedComponent, LogSink, Runtime, SystemClock, Tenant, content_hash,
+    escape_controls, one_line,
+};
+use tokio::task::JoinSet;
+
+use crate::args::LeaseStoreKind;
+use crate::config::Config;
+
+/// Why a deploy, reload or rollback changed nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum FleetError {
+    #[error("no tenant `{0}` on this host")]
+    UnknownTenant(String),
+    #[error("tenant `{tenant}` runs no app `{app}`")]
+    UnknownApp { tenant: String, app: String },
+    #[error("tenant `{tenant}`, component `{component}`: {reason}")]
+    Refused {
+        tenant: String,
+        component: String,
+        reason: String,
+    },
+    #[error("the config cannot be reloaded: {0}")]
+    Config(String),
+    #[error("tenant `{tenant}`, app `{app}`: {reason}")]
+    RollBack {
+        tenant: String,
+        app: String,
+        reason: String,
+    },
+}
+
+/// A version that went live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Deployed {
+    pub tenant: String,
+    pub app: String,
+    pub component: String,
+    pub version: String,
+    pub content_hash: String,
+    /// False when the app is new on this host.
+    pub swapped: bool,
+}
+
+/// A component version that was refused, as status shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub reason: String,
+    pub at_ms: u64,
+}
+
+/// Where leases live, as the host section said at start.
+pub(crate) struct LeaseSettings {
+    pub kind: LeaseStoreKind,
+    pub template: String,
+    pub create_table: bool,
+}
+
+/// What the config (or the command line) asks to run.
+struct Wanted {
+    tenants: Vec<WantedTenant>,
+}
+
+struct WantedTenant {
+    tenant: Arc<Tenant>,
+    /// Everything of its section but the component list: a change restarts the tenant.
+    settings: String,
+    components: Vec<PathBuf>,
+}
+
+/// The tenants running on a host.
+#[derive(Clone)]
+pub(crate) struct Fleet {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    host: Host,
+    runtime: Runtime,
+    dynamo: aws_sdk_dynamodb::Client,
+    config_path: Option<PathBuf>,
+    cli_components: Vec<PathBuf>,
+    leases: LeaseSettings,
+    state: Mutex<State>,
+    /// One reload at a time: two would race to swap the same app.
+    reloading: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct State {
+    tenants: BTreeMap<String, TenantRun>,
+    stores: HashMap<(String, String), Arc<dyn LeaseStore>>,
+    config_error: Option<String>,
+}
+
+pub(crate) struct TenantRun {
+    pub tenant: Arc<Tenant>,
+    settings: String,
+    /// Running apps by component name.
+    pub components: BTreeMap<String, ComponentRun>,
+    /// Components whose last version was refused, by name.
+    pub refused: BTreeMap<String, Refused>,
+    /// Component files the config lists for the tenant.
+    configured: Vec<PathBuf>,
+}
+
+pub(crate) struct ComponentRun {
+    pub app: RunningApp,
+    /// The hash of the file last seen at its path: an unchanged file is not loaded again, so a
+    /// reload does not undo an upload.
+    file_hash: Option<String>,
+}
+
+impl Fleet {
+    pub(crate) fn new(
+        host: Host,
+        runtime: Runtime,
+        dynamo: aws_sdk_dynamodb::Client,
+        config_path: Option<PathBuf>,
+        cli_components: Vec<PathBuf>,
+        leases: LeaseSettings,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                host,
+                runtime,
+                dynamo,
+                config_path,
+                cli_components,
+                leases,
+                state: Mutex::default(),
+                reloading: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    pub(crate) fn host(&self) -> &Host {
+        &self.inner.host
+    }
+
+    /// Files whose change calls for a reload: the config and every component it lists.
+    pub(crate) fn watched_paths(&self) -> Vec<PathBuf> {
+        let state = self.state();
+        let components = state.tenants.values().flat_map(|t| t.configured.clone());
+        let mut paths: Vec<PathBuf> = self.inner.config_path.iter().cloned().collect();
+        paths.extend(components);
+        paths.extend(self.inner.cli_components.iter().cloned());
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
+    /// Reads the config and every component file again and applies what changed: new and
+    /// changed components go live (or are refused, changing nothing), tenants and components
+    /// no longer configured stop. Returns the versions that went live.
+    ///
+    /// # Errors
+    /// [`FleetError::Config`] when the config cannot be read; nothing changes then.
+    pub(crate) async fn reload(&self) -> Result<Vec<Deployed>, FleetError> {
+        let _one_at_a_time = self.inner.reloading.lock().await;
+        let wanted = match self.wanted() {
+            Ok(wanted) => wanted,
+            Err(error) => {
+                let reason = format!("{error:#}");
+                tracing::error!(config = ?self.inner.config_path, "config not reloaded: {reason}");
+                self.state().config_error = Some(reason.clone());
+                return Err(FleetError::Config(reason));
+            }
+        };
+        self.state().config_error = None;
+        self.retire(&wanted).await;
+        let mut loads = JoinSet::new();
+        for wanted in wanted.tenants {
+            let fleet = self.clone();
+            loads.spawn(async move { fleet.load_tenant(wanted).await });
+        }
+        let mut deployed = Vec::new();
+        while let Some(joined) = loads.join_next().await {
+            match joined {
+                Ok(done) => deployed.extend(done),
+                Err(error) => tracing::error!(error = %one_line(&error), "a tenant's load failed"),
+            }
+        }
+        Ok(deployed)
+    }
+
+    /// Deploys `wasm` as component `component` of `tenant`: a new version of the app that
+    /// component runs, or a new app.
+    ///
+    /// # Errors
+    /// [`FleetError::UnknownTenant`], or [`FleetError::Refused`] with why; the running version
+    /// goes on serving then.
+    pub(crate) async fn deploy(
+        &self,
+        tenant: &str,
+        component: &str,
+        wasm: Vec<u8>,
+    ) -> Result<Deployed, FleetError> {
+        let _one_at_a_time = self.inner.reloading.lock().await;
+        let run = self
+            .state()
+            .tenants
+            .get(tenant)
+            .map(|t| t.tenant.clone())
+            .ok_or_else(|| FleetError::UnknownTenant(tenant.to_owned()))?;
+        self.load_version(&run, component, wasm, None).await
+    }
+
+    /// Returns app `app` of `tenant` to the version its last swap replaced.
+    ///
+    /// # Errors
+    /// When the tenant or app is unknown, or the app has no earlier version.
+    pub(crate) fn roll_back(&self, tenant: &str, app: &str) -> Result<Deployed, FleetError> {
+        let state = self.state();
+        let run = state
+            .tenants
+            .get(tenant)
+            .ok_or_else(|| FleetError::UnknownTenant(tenant.to_owned()))?;
+        let running = run
+            .components
+            .values()
+            .find(|c| c.app.name() == app)
+            .ok_or_else(|| FleetError::UnknownApp {
+                tenant: tenant.to_owned(),
+                app: app.to_owned(),
+            })?;
+        running
+            .app
+            .roll_back("asked by an operator")
+            .map_err(|error| FleetError::RollBack {
+                tenant: tenant.to_owned(),
+                app: app.to_owned(),
+                reason: one_line(&error),
+            })?;
+        Ok(deployed(tenant, &running.app, true))
+    }
+
+    /// Runs `f` over the running tenants (for status, seek, pause).
+    pub(crate) fn with_tenants<T>(&self, f: impl FnOnce(&BTreeMap<String, TenantRun>) -> T) -> T {
+        f(&self.state().tenants)
+    }
+
+    /// The config's last error, while it cannot be read.
+    pub(crate) fn config_error(&self) -> Option<String> {
+        self.state().config_error.clone()
+    }
+
+    /// Stops every app at once: calls finish, checkpoints are flushed, leases released.
+    pub(crate) async fn shutdown(&self) {
+        let apps: Vec<RunningApp> = {
+            let mut state = self.state();
+            std::mem::take(&mut state.tenants)
+                .into_values()
+                .flat_map(|t| t.components.into_values().map(|c| c.app))
+                .collect()
+        };
+        stop_apps(apps).await;
+    }
+
+    fn wanted(&self) -> anyhow::Result<Wanted> {
+        let Some(path) = &self.inner.config_path else {
+            let components = self.inner.cli_components.len();
+            TableTemplate::new(&self.inner.leases.template, 1, components)?;
+            let tenant = Arc::new(Tenant::trusted("default"));
+            return Ok(Wanted {
+                tenants: vec![WantedTenant {
+                    tenant,
+                    settings: String::new(),
+                    components: self.inner.cli_components.clone(),
+                }],
+            });
+        };
+        let config = Config::load(path)?;
+        let busiest = config.tenants.iter().map(|t| t.components.len()).max();
+        // Checked again on every reload: the names of the tables must stay distinct.
+        TableTemplate::new(
+            &self.inner.leases.template,
+            config.tenants.len(),
+            busiest.unwrap_or(0),
+        )?;
+        let tenants = config
+            .tenants
+            .iter()
+            .map(|section| WantedTenant {
+                tenant: Arc::new(config.tenant(section)),
+                settings: format!(
+                    "{:?} {:?} {:?} {:?} {:?}",
+                    section.subscribe,
+                    section.publish,
+                    section.quarantine_after,
+                    section.limits,
+                    config.defaults
+                ),
+                components: section.components.clone(),
+            })
+            .collect();
+        Ok(Wanted { tenants })
+    }
+
+    /// Stops tenants no longer configured or configured differently, and components no longer
+    /// listed.
+    async fn retire(&self, wanted: &Wanted) {
+        let mut stopping = Vec::new();
+        {
+            let mut state = self.state();
+            let names: Vec<String> = state.tenants.keys().cloned().collect();
+            for name in names {
+                let keep = wanted
+                    .tenants
+                    .iter()
+                    .find(|w| w.tenant.name() == name)
+                    .filter(|w| {
+                        state
+                            .tenants
+                            .get(&name)
+                            .is_some_and(|t| t.settings == w.settings)
+                    });
+                match keep {
+                    Some(w) => {
+                        let listed: Vec<String> = w.components.iter().map(|p| stem(p)).collect();
+                        if let Some(run) = state.tenants.get_mut(&name) {
+                            let gone: Vec<String> = run
+                                .components
+                                .keys()
+                                .filter(|c| !listed.contains(c))
+                                .cloned()
+                                .collect();
+                            for component in gone {
+                                tracing::info!(tenant = %name, component = %component, "component no longer configured: stopping it");
+                                stopping.extend(run.components.remove(&component).map(|c| c.app));
+                            }
+                            run.refused.retain(|c, _| listed.contains(c));
+                        }
+                    }
+                    None => {
+                        tracing::info!(tenant = %name, "tenant removed or reconfigured: stopping its apps");
+                        if let Some(run) = state.tenants.remove(&name) {
+                            stopping.extend(run.components.into_values().map(|c| c.app));
+                        }
+                    }
+                }
+            }
+        }
+        stop_apps(stopping).await;
+    }
+
+    /// Loads the tenant's changed components, one after another.
+    async fn load_tenant(&self, wanted: WantedTenant) -> Vec<Deployed> {
+        let tenant = {
+            let mut state = self.state();
+            let run = state
+                .tenants
+                .entry(wanted.tenant.name().to_owned())
+                .or_insert_with(|| TenantRun {
+                    tenant: wanted.tenant.clone(),
+                    settings: wanted.settings.clone(),
+                    components: BTreeMap::new(),
+                    refused: BTreeMap::new(),
+                    configured: Vec::new(),
+                });
+            run.configured = wanted.components.clone();
+            run.tenant.clone()
+        };
+        let mut deployed = Vec::new();
+        for path in &wanted.components {
+            let name = stem(path);
+            let bytes = match self.read_if_changed(&tenant, &name, path).await {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => continue,
+                Err(reason) => {
+                    self.refuse(tenant.name(), &name, reason);
+                    continue;
+                }
+            };
+            let hash = content_hash(&bytes);
+            if let Ok(done) = self.load_version(&tenant, &name, bytes, Some(hash)).await {
+                deployed.push(done);
+            }
+        }
+        deployed
+    }
+
+    /// The file's bytes, unless they are what was last seen at this path.
+    async fn read_if_changed(
+        &self,
+        tenant: &Tenant,
+        name: &str,
+        path: &Path,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let max = self.inner.runtime.config().compile.limits.max_bytes;
+        let size = tokio::fs::metadata(path)
+            .await
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .len();
+        if size > max as u64 {
+            return Err(format!(
+                "{} is {size} bytes, more than the {max} a component may have",
+                path.display()
+            ));
+        }
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let hash = content_hash(&bytes);
+        let unchanged = self.with_tenants(|tenants| {
+            tenants
+                .get(tenant.name())
+                .and_then(|t| t.components.get(name))
+                .is_some_and(|c| c.file_hash.as_deref() == Some(hash.as_str()))
+        });
+        Ok((!unchanged).then_some(bytes))
+    }
+
+    /// Loads one version and makes it live: swapped into the app the component runs, or
+    /// started as a new app.
+    async fn load_version(
+        &self,
+        tenant: &Arc<Tenant>,
+        name: &str,
+        bytes: Vec<u8>,
+        file_hash: Option<String>,
+    ) -> Result<Deployed, FleetError> {
+        let log = LogSink::new();
+        let loaded =
+            LoadedComponent::from_bytes(&self.inner.runtime, name, bytes, tenant.policy(), &log)
+                .await;
+        let component = match loaded {
+            Ok(component) => component,
+            Err(error) => return Err(self.refuse(tenant.name(), name, one_line(&error))),
+        };
+        let app = component.app().name.clone();
+        let store = match self.lease_store(tenant.name(), &app).await {
+            Ok(store) => store,
+            Err(error) => return Err(self.refuse(tenant.name(), name, format!("{error:#}"))),
+        };
+        let result = self.go_live(tenant, name, component, store, file_hash);
+        result.map_err(|reason| self.refuse(tenant.name(), name, reason))
+    }
+
+    fn go_live(
+        &self,
+        tenant: &Arc<Tenant>,
+        name: &str,
+        component: LoadedComponent,
+        store: Arc<dyn LeaseStore>,
+        file_hash: Option<String>,
+    ) -> Result<Deployed, String> {
+        let mut state = self.state();
+        let run = state
+            .tenants
+            .get_mut(tenant.name())
+            .ok_or_else(|| "the tenant was removed meanwhile".to_owned())?;
+        let app = component.app().name.clone();
+        if let Some(other) = run
+            .components
+            .iter()
+            .find(|(other, c)| other.as_str() != name && c.app.name() == app)
+        {
+            return Err(format!(
+                "app `{app}` is already run by component `{}`",
+                other.0
+            ));
+        }
+        let swapped = if let Some(running) = run.components.get_mut(name) {
+            let swapped = running
+                .app
+                .swap(component, HashMap::new())
+                .map_err(|e| one_line(&e))?;
+            running.file_hash = file_hash.or(running.file_hash.take());
+            tracing::info!(tenant = %tenant.name(), component = %name, app = %app,
+                version = %running.app.versions().current.version, kept = ?swapped.kept,
+                started = ?swapped.started, stopped = ?swapped.stopped, "new version live");
+            true
+        } else {
+            let deployment = Deployment::new(component, store).for_tenant(tenant.clone());
+            let started = self
+                .inner
+                .host
+                .start(deployment)
+                .map_err(|e| one_line(&e))?;
+            tracing::info!(tenant = %tenant.name(), component = %name, app = %app, "app started");
+            run.components.insert(
+                name.to_owned(),
+                ComponentRun {
+                    app: started,
+                    file_hash,
+                },
+            );
+            false
+        };
+        run.refused.remove(name);
+        let running = &run.components[name].app;
+        Ok(deployed(tenant.name(), running, swapped))
+    }
+
+    /// Records a refused version for status and says so in the log.
+    fn refuse(&self, tenant: &str, component: &str, reason: String) -> FleetError {
+        tracing::error!(tenant = %tenant, component = %escape_controls(component),
+            "version refused, the running one (if any) goes on: {reason}");
+        if let Some(run) = self.state().tenants.get_mut(tenant) {
+            let at_ms = SystemClock.now_ms();
+            run.refused.insert(
+                component.to_owned(),
+                Refused {
+                    reason: reason.clone(),
+                    at_ms,
+                },
+            );
+        }
+        FleetError::Refused {
+            tenant: tenant.to_owned(),
+            component: component.to_owned(),
+            reason,
+        }
+    }
+
+    /// The lease store of (tenant, app): the same one for every version and restart of the
+    /// tenant within this process, so a memory store keeps its checkpoints across swaps.
+    async fn lease_store(&self, tenant: &str, app: &str) -> anyhow::Result<Arc<dyn LeaseStore>> {
+        let key = (tenant.to_owned(), app.to_owned());
+        if let Some(store) = self.state().stores.get(&key) {
+            return Ok(store.clone());
+        }
+        let leases = &self.inner.leases;
+        let store: Arc<dyn LeaseStore> = match leases.kind {
+            LeaseStoreKind::Memory => Arc::new(MemoryLeaseStore::new()),
+            LeaseStoreKind::Dynamodb => {
+                let template = TableTemplate::new(&leases.template, 1, 1)?;
+                let table = template.table(tenant, app);
+                let store = DynamoLeaseStore::new(self.inner.dynamo.clone(), &table);
+                if leases.create_table {
+                    anyhow::Context::with_context(store.create_table_if_missing().await, || {
+                        format!("creating lease table `{table}`")
+                    })?;
+                }
+                Arc::new(store)
+            }
+        };
+        tracing::debug!(tenant, app, lease_store = %store.describe(), "lease store");
+        Ok(self.state().stores.entry(key).or_insert(store).clone())
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        ruststream_runtime::internals::lock(&self.inner.state)
+    }
+}
+
+fn deployed(tenant: &str, app: &RunningApp, swapped: bool) -> Deployed {
+    let current = app.versions().current;
+    Deployed {
+        tenant: tenant.to_owned(),
+        app: app.name().to_owned(),
+        component: current.component,
+        version: current.version,
+        content_hash: current.content_hash,
+        swapped,
+    }
+}
+
+/// A component's name: its file's stem.
+fn stem(path: &Path) -> String {
+    path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+/// Stops apps side by side, each flushing its checkpoints and releasing its leases.
+pub(crate) async fn stop_apps(apps: Vec<RunningApp>) {
+    let mut stopping = JoinSet::new();
+    for app in apps {
+        stopping.spawn(async move {
+            let name = app.name().to_owned();
+            app.shutdown().await;
+            tracing::info!(app = %name, "stopped");
+        });
+    }
+    while stopping.join_next().await.is_some() {}
+}
