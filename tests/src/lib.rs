@@ -19,6 +19,7 @@ pub mod e2e;
 pub mod faults;
 pub mod hostile;
 pub mod imports;
+pub mod process;
 pub mod servers;
 pub mod wait;
 

@@ -155,6 +155,7 @@ async fn work(
     let mut version = Version {
         release,
         rewind: current.rewind,
+        running: current.clone(),
         opened_at: start.clone(),
     };
     let exit = read(
@@ -256,6 +257,9 @@ async fn end(
 /// The release a worker runs, and what it needs to change over to the next one.
 struct Version {
     release: watch::Receiver<Arc<SubscriptionRelease>>,
+    /// The release the pipeline runs (`changed()` in the read loop marks newer ones seen
+    /// before the loop changes over to them, so this, not the watch, says what is new).
+    running: Arc<SubscriptionRelease>,
     /// The rollback count the worker has acted on.
     rewind: u64,
     /// Where the shard was opened, to read again from when nothing is checkpointed yet.
@@ -272,10 +276,11 @@ impl Version {
         reader: &mut ShardReader,
         pipeline: &mut ShardPipeline,
     ) {
-        if !self.release.has_changed().unwrap_or(false) {
+        let next = self.release.borrow_and_update().clone();
+        if Arc::ptr_eq(&next, &self.running) {
             return;
         }
-        let next = self.release.borrow_and_update().clone();
+        self.running = next.clone();
         pipeline.swap(
             &next.release.component,
             next.spec.clone(),

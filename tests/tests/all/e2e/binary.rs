@@ -2,8 +2,7 @@
 //! stop on SIGTERM (calls finished, checkpoint flushed, lease released), and hostile tenants
 //! that neither delay nor bloat the others.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore};
@@ -11,41 +10,10 @@ use ruststream_tests::bench::status_kib;
 use ruststream_tests::binary;
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
+use ruststream_tests::process::run_host;
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use ruststream_tests::wait::{eventually, poll_for};
 use serde_json::json;
-
-struct Running(Child);
-
-/// `ruststream run --config config` against `kinesis`, with quick polling and its log in
-/// `log`; `args` adds to the command line.
-fn run_host(
-    config: &Path,
-    kinesis: &LocalKinesis,
-    log: &Path,
-    args: &[&str],
-) -> anyhow::Result<Running> {
-    let child = Command::new(binary())
-        .args(["run", "--config"])
-        .arg(config)
-        .args(["--kinesis-endpoint", &kinesis.endpoint()])
-        .args(["--region", "us-east-1", "--poll-interval-ms", "200"])
-        .args(args)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(log)?)
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    Ok(Running(child))
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_runs_tenants_and_stops_gracefully_on_sigterm() -> anyhow::Result<()> {

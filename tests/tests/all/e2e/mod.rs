@@ -2,6 +2,7 @@
 
 mod binary;
 mod chaos;
+mod hotload;
 mod kinesis;
 mod kinesis_copies;
 mod resilience;

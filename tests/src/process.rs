@@ -1,0 +1,58 @@
+//! `ruststream run` as a user runs it: a spawned process against the local servers, its log
+//! in a file, stopped by signals.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use crate::binary;
+use crate::servers::LocalKinesis;
+
+/// A running `ruststream run`; killed when dropped, so a failed test leaves no host behind.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+impl Running {
+    /// Sends `signal` (`TERM`, `HUP`, ...) to the host.
+    ///
+    /// # Errors
+    /// When `kill` cannot be run or refuses.
+    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), self.0.id().to_string()])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{signal} failed: {status}");
+        Ok(())
+    }
+}
+
+/// `ruststream run --config config` against `kinesis`, with quick polling and its log in
+/// `log`; `args` adds to the command line.
+///
+/// # Errors
+/// When the log file cannot be created or the binary cannot be spawned.
+pub fn run_host(
+    config: &Path,
+    kinesis: &LocalKinesis,
+    log: &Path,
+    args: &[&str],
+) -> anyhow::Result<Running> {
+    let child = Command::new(binary())
+        .args(["run", "--config"])
+        .arg(config)
+        .args(["--kinesis-endpoint", &kinesis.endpoint()])
+        .args(["--region", "us-east-1", "--poll-interval-ms", "200"])
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(log)?)
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    Ok(Running(child))
+}
