@@ -142,6 +142,24 @@ impl HotHost {
         Ok(())
     }
 
+    /// Waits until `version` has handled records of both shards among the `handled` lines
+    /// after the first `after`.
+    async fn wait_for_both_shards(&self, version: &str, after: usize) -> anyhow::Result<()> {
+        let both = eventually(Duration::from_secs(60), || {
+            let lines = handled(&self.output());
+            let fresh = &lines[after.min(lines.len())..];
+            let shards: BTreeSet<&String> = fresh
+                .iter()
+                .filter(|h| h.version == version)
+                .map(|h| &h.shard)
+                .collect();
+            shards.len() == HASH_KEYS.len()
+        })
+        .await;
+        anyhow::ensure!(both, "version {version} never handled both shards");
+        Ok(())
+    }
+
     /// Puts `source` in place of the component file and sends SIGHUP.
     fn deploy(&self, source: &Path) -> anyhow::Result<()> {
         replace_file(source, &self.component)?;
@@ -195,6 +213,7 @@ async fn three_swaps_under_load_lose_nothing_and_handle_nothing_twice() -> anyho
         (guests::SWAP_V1, "1.0.0"),
         (guests::SWAP_V2, "2.0.0"),
     ];
+    host.wait_for_both_shards("1.0.0", 0).await?;
     for (round, (guest, version)) in versions.iter().enumerate() {
         let before = handled(&host.output()).len();
         host.deploy(&guest.path())?;
@@ -203,20 +222,7 @@ async fn three_swaps_under_load_lose_nothing_and_handle_nothing_twice() -> anyho
         })
         .await;
         anyhow::ensure!(live, "swap {round} never happened: {}", host.output());
-        // Both shards change over and go on handling records.
-        let changed = eventually(Duration::from_secs(60), || {
-            let lines = handled(&host.output());
-            let fresh = &lines[before.min(lines.len())..];
-            HASH_KEYS.len()
-                == fresh
-                    .iter()
-                    .filter(|h| h.version == *version)
-                    .map(|h| &h.shard)
-                    .collect::<BTreeSet<_>>()
-                    .len()
-        })
-        .await;
-        anyhow::ensure!(changed, "version {version} never handled both shards");
+        host.wait_for_both_shards(version, before).await?;
     }
     stop.store(true, Ordering::Relaxed);
     let written = producer.await??;
