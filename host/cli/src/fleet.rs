@@ -95,6 +95,7 @@ pub(crate) struct Fleet {
 
 struct Inner {
     host: Host,
+    kinesis: aws_sdk_kinesis::Client,
     runtime: Runtime,
     dynamo: aws_sdk_dynamodb::Client,
     config_path: Option<PathBuf>,
@@ -110,6 +111,10 @@ struct State {
     tenants: BTreeMap<String, TenantRun>,
     stores: HashMap<(String, String), Arc<dyn LeaseStore>>,
     config_error: Option<String>,
+    /// Set once the first load is done.
+    loaded: bool,
+    /// The services the last probe could not reach, and why.
+    unreachable: Vec<String>,
 }
 
 pub(crate) struct TenantRun {
@@ -133,6 +138,7 @@ pub(crate) struct ComponentRun {
 impl Fleet {
     pub(crate) fn new(
         host: Host,
+        kinesis: aws_sdk_kinesis::Client,
         runtime: Runtime,
         dynamo: aws_sdk_dynamodb::Client,
         config_path: Option<PathBuf>,
@@ -142,6 +148,7 @@ impl Fleet {
         Self {
             inner: Arc::new(Inner {
                 host,
+                kinesis,
                 runtime,
                 dynamo,
                 config_path,
@@ -259,9 +266,66 @@ impl Fleet {
         f(&self.state().tenants)
     }
 
-    /// The config's last error, while it cannot be read.
-    pub(crate) fn config_error(&self) -> Option<String> {
-        self.state().config_error.clone()
+    /// Marks the first load done: readiness no longer waits for it.
+    pub(crate) fn first_load_done(&self) {
+        self.state().loaded = true;
+    }
+
+    /// Why the host is not ready, one line per reason; empty when it is: still loading, the
+    /// config unreadable, a configured component that failed to load (and runs no earlier
+    /// version), a subscription stopped by an error, Kinesis or DynamoDB unreachable.
+    pub(crate) fn not_ready(&self) -> Vec<String> {
+        let state = self.state();
+        let mut reasons = Vec::new();
+        if !state.loaded {
+            reasons.push("components are still loading".to_owned());
+        }
+        reasons.extend(state.config_error.iter().map(|e| format!("config: {e}")));
+        reasons.extend(state.unreachable.iter().cloned());
+        for (name, run) in &state.tenants {
+            for (component, refused) in &run.refused {
+                if !run.components.contains_key(component) {
+                    reasons.push(format!(
+                        "tenant `{name}`: component `{component}` failed to load: {}",
+                        refused.reason
+                    ));
+                }
+            }
+            for running in run.components.values() {
+                for subscription in running.app.status() {
+                    if let Some(error) = subscription.error {
+                        reasons.push(format!(
+                            "tenant `{name}`, app `{}`, subscription `{}`: {error}",
+                            running.app.name(),
+                            subscription.subscriber
+                        ));
+                    }
+                }
+            }
+        }
+        reasons
+    }
+
+    /// Asks Kinesis, and DynamoDB when leases live there, for a trivial answer, and keeps
+    /// what could not be reached for [`not_ready`](Self::not_ready).
+    pub(crate) async fn probe(&self) {
+        let timeout = std::time::Duration::from_secs(3);
+        let mut unreachable = Vec::new();
+        let kinesis = self.inner.kinesis.list_streams().limit(1).send();
+        match tokio::time::timeout(timeout, kinesis).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => unreachable.push(format!("Kinesis: {}", one_line(&error))),
+            Err(_) => unreachable.push(format!("Kinesis: no answer within {timeout:?}")),
+        }
+        if self.inner.leases.kind == LeaseStoreKind::Dynamodb {
+            let dynamo = self.inner.dynamo.list_tables().limit(1).send();
+            match tokio::time::timeout(timeout, dynamo).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => unreachable.push(format!("DynamoDB: {}", one_line(&error))),
+                Err(_) => unreachable.push(format!("DynamoDB: no answer within {timeout:?}")),
+            }
+        }
+        self.state().unreachable = unreachable;
     }
 
     /// Stops every app at once: calls finish, checkpoints are flushed, leases released.

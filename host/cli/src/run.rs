@@ -8,6 +8,7 @@
 //! else. Apps stop side by side too.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use ruststream_host::{DEFAULT_TABLE_TEMPLATE, Host};
@@ -19,6 +20,9 @@ use crate::args::{LeaseStoreKind, RunArgs};
 use crate::config::Config;
 use crate::fleet::{Deployed, Fleet, FleetError, LeaseSettings};
 use crate::runtime_config;
+
+/// How often Kinesis and DynamoDB are probed for readiness.
+const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
@@ -37,7 +41,8 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         config.lease_ttl
     );
     let fleet = Fleet::new(
-        Host::new(kinesis, config),
+        Host::new(kinesis.clone(), config),
+        kinesis,
         runtime,
         dynamo,
         args.config.clone(),
@@ -50,6 +55,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         reloads.spawn(async move { fleet.reload().await })
     };
     let mut starting = Some(first.id());
+    let probing = tokio::spawn(probe(fleet.clone()));
     loop {
         tokio::select! {
             Some(done) = reloads.join_next_with_id() => {
@@ -57,6 +63,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
                 report_reload(done.map(|(_, result)| result));
                 if first_load {
                     starting = None;
+                    fleet.first_load_done();
                     let apps = fleet.with_tenants(|t| t.values().map(|t| t.components.len()).sum::<usize>());
                     anyhow::ensure!(apps > 0, "no component could be started");
                     tracing::info!(apps, "every tenant is loaded");
@@ -77,6 +84,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
     reloads.abort_all();
+    probing.abort();
     stop(&fleet, &mut signals).await;
     Ok(())
 }
@@ -92,6 +100,14 @@ fn report_reload(done: Result<Result<Vec<Deployed>, FleetError>, tokio::task::Jo
         Ok(Err(_)) => {}
         Err(error) if error.is_cancelled() => {}
         Err(error) => tracing::error!(error = %error, "a reload failed"),
+    }
+}
+
+/// Probes the services the host depends on, every few seconds, for readiness.
+async fn probe(fleet: Fleet) {
+    loop {
+        fleet.probe().await;
+        tokio::time::sleep(PROBE_INTERVAL).await;
     }
 }
 

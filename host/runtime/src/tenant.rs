@@ -180,6 +180,16 @@ impl Tenant {
         lock(&self.gate.reason).clone()
     }
 
+    /// Pauses the tenant as a quarantine would, for `reason` (an operator's pause): its shards
+    /// stop being delivered at the next call boundary, what they read waits parked, and
+    /// [`resume`](Self::resume) lets them go on where they stopped.
+    pub fn pause(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        tracing::warn!(tenant = %self.name(), %reason, "tenant paused: its shards are paused until it is resumed");
+        *lock(&self.gate.reason) = Some(reason);
+        self.gate.paused.send_replace(true);
+    }
+
     /// Lifts a quarantine: delivery resumes where it stopped.
     pub fn resume(&self) {
         self.gate.failures.store(0, Ordering::Relaxed);
