@@ -103,7 +103,8 @@ impl RolloutPolicy {
     /// Judges `new` (counted since it went live) against `old_rate`, the old version's failure
     /// rate over its last calls. The verdict comes early once the failures already counted
     /// exceed what the whole window allows, so a version that traps on every call is rolled
-    /// back after a few calls, before it can stall anything for long.
+    /// back after a few calls, before it can stall anything for long. A version whose every
+    /// judged call failed is rolled back even when the old one failed as often.
     pub fn judge(&self, new: &CallStats, old_rate: f64) -> Verdict {
         let window = u64::from(self.calls.max(1));
         let (calls, failures) = (new.calls().min(window), new.failures().min(window));
@@ -115,6 +116,10 @@ impl RolloutPolicy {
                 old_rate * 100.0,
                 self.margin * 100.0
             ));
+        }
+        if calls >= window && failures == calls {
+            // Worse than the old version or not, a version that never succeeds is not kept.
+            return Verdict::RollBack(format!("all of its first {calls} calls failed"));
         }
         if calls >= window {
             Verdict::Keep
@@ -165,6 +170,19 @@ mod tests {
         );
         assert!(matches!(
             policy.judge(&stats(&[true, true, true, false]), 0.5),
+            Verdict::RollBack(_)
+        ));
+    }
+
+    #[test]
+    fn a_version_that_never_succeeds_is_rolled_back_even_after_a_failing_one() {
+        let policy = RolloutPolicy {
+            calls: 4,
+            margin: 0.2,
+        };
+        assert_eq!(policy.judge(&stats(&[true; 3]), 1.0), Verdict::Pending);
+        assert!(matches!(
+            policy.judge(&stats(&[true; 4]), 1.0),
             Verdict::RollBack(_)
         ));
     }

@@ -13,7 +13,7 @@ use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
 use ruststream_tests::process::{Running, run_host};
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
-use ruststream_tests::wait::eventually;
+use ruststream_tests::wait::{eventually, eventually_async};
 use serde_json::json;
 
 /// Explicit hash keys that land on the first and on the second of two shards.
@@ -205,6 +205,7 @@ async fn three_swaps_under_load_lose_nothing_and_handle_nothing_twice() -> anyho
     let dir = temp_dir("hotload-swaps")?;
     let host = HotHost::start(&dir, &kinesis, &dynamo, &["numbered", "tallied"], &[])?;
     host.wait_reading(2).await?;
+    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-acme-swapper");
 
     let stop = Arc::new(AtomicBool::new(false));
     let producer = produce(kinesis.client().await, stop.clone());
@@ -223,6 +224,20 @@ async fn three_swaps_under_load_lose_nothing_and_handle_nothing_twice() -> anyho
         .await;
         anyhow::ensure!(live, "swap {round} never happened: {}", host.output());
         host.wait_for_both_shards(version, before).await?;
+        if *version == "1.0.0" {
+            // v1 has no `tally`: the swap stopped it, which released its lease.
+            let key = LeaseKey::new("tallied", "shardId-000000000000");
+            let released = eventually_async(Duration::from_secs(30), async || {
+                store
+                    .read(&key)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|row| row.owner.is_none())
+            })
+            .await;
+            anyhow::ensure!(released, "the stopped subscription kept its lease");
+        }
     }
     stop.store(true, Ordering::Relaxed);
     let written = producer.await??;
@@ -246,7 +261,6 @@ async fn three_swaps_under_load_lose_nothing_and_handle_nothing_twice() -> anyho
     assert_eq!(seen.len() as u64, written, "every record handled");
 
     // Per shard: records in shard order, and the versions in the order they were deployed.
-    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-acme-swapper");
     for shard in lines
         .iter()
         .map(|h| h.shard.clone())
