@@ -1,10 +1,14 @@
 //! Command-line arguments of `ruststream`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use ruststream_host::{HostConfig, ReaderConfig};
+use ruststream_runtime::quote;
+
+use crate::admin::DEFAULT_ADDR;
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -108,6 +112,54 @@ pub(crate) struct RunArgs {
     /// milliseconds.
     #[arg(long, default_value_t = 15_000)]
     pub shutdown_grace_ms: u64,
+    /// Where the admin API listens; `off` (or `none`) for no admin API. Loopback only,
+    /// unless --allow-remote-admin.
+    #[arg(long, env = "RUSTSTREAM_ADMIN_ADDR", value_name = "ADDR", default_value_t = AdminAddr(Some(DEFAULT_ADDR)), value_parser = parse_admin_addr)]
+    // Wired into `run` by the hot-load work.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub admin_addr: AdminAddr,
+    /// Let the admin API listen on a non-loopback address. It has no authentication: whoever
+    /// reaches it can load code into tenants and pause them.
+    #[arg(long)]
+    // Wired into `run` by the hot-load work.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub allow_remote_admin: bool,
+}
+
+/// `--admin-addr`: the address to serve the admin API on, or `None` for no admin API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AdminAddr(pub Option<SocketAddr>);
+
+impl std::fmt::Display for AdminAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(addr) => addr.fmt(f),
+            None => f.write_str("off"),
+        }
+    }
+}
+
+/// Why an `--admin-addr` is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("`{input}` is not an address: give IP:PORT (e.g. 127.0.0.1:9465), or `off`")]
+pub(crate) struct AdminAddrError {
+    input: String,
+    #[source]
+    source: std::net::AddrParseError,
+}
+
+/// Parses `--admin-addr`: `IP:PORT`, or `off`/`none`.
+fn parse_admin_addr(input: &str) -> Result<AdminAddr, AdminAddrError> {
+    if input.eq_ignore_ascii_case("off") || input.eq_ignore_ascii_case("none") {
+        return Ok(AdminAddr(None));
+    }
+    match input.parse() {
+        Ok(addr) => Ok(AdminAddr(Some(addr))),
+        Err(source) => Err(AdminAddrError {
+            input: quote(input),
+            source,
+        }),
+    }
 }
 
 impl RunArgs {
@@ -199,5 +251,48 @@ impl AwsArgs {
             loader = loader.endpoint_url(endpoint);
         }
         loader.load().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("ruststream").chain(args.iter().copied()))
+    }
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        match parse(args).map(|cli| cli.command) {
+            Ok(Command::Run(run)) => run,
+            other => panic!("not a run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_admin_api_listens_on_loopback_by_default() {
+        let run = run_args(&["run", "x.wasm"]);
+        assert_eq!(run.admin_addr, AdminAddr(Some(DEFAULT_ADDR)));
+        assert_eq!(run.admin_addr.to_string(), "127.0.0.1:9465");
+        assert!(!run.allow_remote_admin);
+
+        let run = run_args(&["run", "x.wasm", "--admin-addr", "off"]);
+        assert_eq!(run.admin_addr, AdminAddr(None));
+        let run = run_args(&[
+            "run",
+            "x.wasm",
+            "--admin-addr",
+            "0.0.0.0:80",
+            "--allow-remote-admin",
+        ]);
+        assert_eq!(run.admin_addr.0.map(|a| a.port()), Some(80));
+        assert!(run.allow_remote_admin);
+        let error = parse(&["run", "x.wasm", "--admin-addr", "localhost"]).expect_err("no IP");
+        assert!(
+            error.to_string().contains("`localhost` is not an address"),
+            "{error}"
+        );
     }
 }

@@ -11,6 +11,7 @@
 //! one line with their causes. Run as `ruststream compile-worker ...`, the program is the
 //! host's bounded compile worker (see `ruststream_runtime::compile_worker`).
 
+mod admin;
 mod args;
 mod check;
 mod config;
