@@ -9,6 +9,8 @@ use ruststream_host::{HostConfig, ReaderConfig};
 use ruststream_runtime::quote;
 
 use crate::admin::DEFAULT_ADDR;
+use crate::admin::model::SeekPosition;
+use crate::client::{self, parse_position};
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -35,6 +37,76 @@ pub(crate) enum Command {
     /// Writes a tenant crate: the seed's handler, built into a component with
     /// `cargo build-component`, and a `TestApp` test run by `cargo test`.
     New(NewArgs),
+    /// Shows what a running host runs: tenants, apps, subscriptions and shards.
+    Status {
+        /// Print the host's JSON as is.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Moves a subscription of a running host to another position.
+    Seek(SeekArgs),
+    /// Stops handing a tenant's handlers records until `resume`.
+    Pause {
+        tenant: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Resumes a paused or quarantined tenant.
+    Resume {
+        tenant: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Loads a component into a running host for a tenant: a new version of the app it
+    /// declares, or a new app.
+    Deploy(DeployArgs),
+    /// Has a running host re-read its config and component files (as SIGHUP does).
+    Reload {
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Swaps a tenant's app back to its previous version.
+    Rollback {
+        tenant: String,
+        app: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+}
+
+/// Which running host an admin verb talks to.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct AdminTarget {
+    /// The host's admin API (plain http; `run` serves it on loopback).
+    #[arg(long = "admin", env = "RUSTSTREAM_ADMIN", value_name = "URL", default_value = client::DEFAULT_URL)]
+    pub url: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SeekArgs {
+    pub tenant: String,
+    pub app: String,
+    pub subscriber: String,
+    /// `horizon`, `latest`, `at-timestamp:MS` (ms since the Unix epoch) or
+    /// `at-sequence:SHARD:SEQ` (that shard only, from record SEQ on).
+    #[arg(value_parser = parse_position)]
+    pub position: SeekPosition,
+    #[command(flatten)]
+    pub admin: AdminTarget,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeployArgs {
+    pub tenant: String,
+    /// The component (`.wasm`).
+    pub file: PathBuf,
+    /// The component's name in the host [default: the file's stem].
+    #[arg(long)]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub admin: AdminTarget,
 }
 
 #[derive(Debug, clap::Args)]
@@ -293,6 +365,30 @@ mod tests {
         assert!(
             error.to_string().contains("`localhost` is not an address"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn admin_verbs() {
+        let cli = parse(&["seek", "acme", "ledger", "book", "at-timestamp:5"]).expect("a seek");
+        let Command::Seek(seek) = cli.command else {
+            panic!("not a seek")
+        };
+        assert_eq!(seek.position, SeekPosition::Timestamp { ms: 5 });
+        assert_eq!(seek.admin.url, client::DEFAULT_URL);
+        let error = parse(&["seek", "acme", "ledger", "book", "soon"]).expect_err("bad position");
+        assert!(
+            error.to_string().contains("`soon` is not a position"),
+            "{error}"
+        );
+
+        let cli = parse(&["deploy", "acme", "x.wasm", "--admin", "http://127.0.0.1:1"]);
+        let Ok(Command::Deploy(deploy)) = cli.map(|cli| cli.command) else {
+            panic!("not a deploy")
+        };
+        assert_eq!(
+            (deploy.name, deploy.admin.url.as_str()),
+            (None, "http://127.0.0.1:1")
         );
     }
 }
