@@ -1,11 +1,16 @@
 //! Command-line arguments of `ruststream`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use ruststream_host::{HostConfig, ReaderConfig};
-use ruststream_runtime::RolloutPolicy;
+use ruststream_runtime::{RolloutPolicy, quote};
+
+use crate::admin::DEFAULT_ADDR;
+use crate::admin::model::SeekPosition;
+use crate::client::{self, parse_position};
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -32,6 +37,76 @@ pub(crate) enum Command {
     /// Writes a tenant crate: the seed's handler, built into a component with
     /// `cargo build-component`, and a `TestApp` test run by `cargo test`.
     New(NewArgs),
+    /// Shows what a running host runs: tenants, apps, subscriptions and shards.
+    Status {
+        /// Print the host's JSON as is.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Moves a subscription of a running host to another position.
+    Seek(SeekArgs),
+    /// Stops handing a tenant's handlers records until `resume`.
+    Pause {
+        tenant: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Resumes a paused or quarantined tenant.
+    Resume {
+        tenant: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Loads a component into a running host for a tenant: a new version of the app it
+    /// declares, or a new app.
+    Deploy(DeployArgs),
+    /// Has a running host re-read its config and component files (as SIGHUP does).
+    Reload {
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Swaps a tenant's app back to its previous version.
+    Rollback {
+        tenant: String,
+        app: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+}
+
+/// Which running host an admin verb talks to.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct AdminTarget {
+    /// The host's admin API (plain http; `run` serves it on loopback).
+    #[arg(long = "admin", env = "RUSTSTREAM_ADMIN", value_name = "URL", default_value = client::DEFAULT_URL)]
+    pub url: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SeekArgs {
+    pub tenant: String,
+    pub app: String,
+    pub subscriber: String,
+    /// `horizon`, `latest`, `at-timestamp:MS` (ms since the Unix epoch) or
+    /// `at-sequence:SHARD:SEQ` (that shard only, from record SEQ on).
+    #[arg(value_parser = parse_position)]
+    pub position: SeekPosition,
+    #[command(flatten)]
+    pub admin: AdminTarget,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeployArgs {
+    pub tenant: String,
+    /// The component (`.wasm`).
+    pub file: PathBuf,
+    /// The component's name in the host [default: the file's stem].
+    #[arg(long)]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub admin: AdminTarget,
 }
 
 #[derive(Debug, clap::Args)]
@@ -118,6 +193,50 @@ pub(crate) struct RunArgs {
     /// version's before it is rolled back.
     #[arg(long, default_value_t = ruststream_runtime::DEFAULT_ROLLOUT_MARGIN, value_parser = parse_margin)]
     pub rollout_margin: f64,
+    /// Where the admin API listens; `off` (or `none`) for no admin API. Loopback only,
+    /// unless --allow-remote-admin.
+    #[arg(long, env = "RUSTSTREAM_ADMIN_ADDR", value_name = "ADDR", default_value_t = AdminAddr(Some(DEFAULT_ADDR)), value_parser = parse_admin_addr)]
+    pub admin_addr: AdminAddr,
+    /// Let the admin API listen on a non-loopback address. It has no authentication: whoever
+    /// reaches it can load code into tenants and pause them.
+    #[arg(long)]
+    pub allow_remote_admin: bool,
+}
+
+/// `--admin-addr`: the address to serve the admin API on, or `None` for no admin API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AdminAddr(pub Option<SocketAddr>);
+
+impl std::fmt::Display for AdminAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(addr) => addr.fmt(f),
+            None => f.write_str("off"),
+        }
+    }
+}
+
+/// Why an `--admin-addr` is not one.
+#[derive(Debug, thiserror::Error)]
+#[error("`{input}` is not an address: give IP:PORT (e.g. 127.0.0.1:9465), or `off`")]
+pub(crate) struct AdminAddrError {
+    input: String,
+    #[source]
+    source: std::net::AddrParseError,
+}
+
+/// Parses `--admin-addr`: `IP:PORT`, or `off`/`none`.
+fn parse_admin_addr(input: &str) -> Result<AdminAddr, AdminAddrError> {
+    if input.eq_ignore_ascii_case("off") || input.eq_ignore_ascii_case("none") {
+        return Ok(AdminAddr(None));
+    }
+    match input.parse() {
+        Ok(addr) => Ok(AdminAddr(Some(addr))),
+        Err(source) => Err(AdminAddrError {
+            input: quote(input),
+            source,
+        }),
+    }
 }
 
 fn parse_margin(text: &str) -> Result<f64, String> {
@@ -220,5 +339,72 @@ impl AwsArgs {
             loader = loader.endpoint_url(endpoint);
         }
         loader.load().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("ruststream").chain(args.iter().copied()))
+    }
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        match parse(args).map(|cli| cli.command) {
+            Ok(Command::Run(run)) => run,
+            other => panic!("not a run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_admin_api_listens_on_loopback_by_default() {
+        let run = run_args(&["run", "x.wasm"]);
+        assert_eq!(run.admin_addr, AdminAddr(Some(DEFAULT_ADDR)));
+        assert_eq!(run.admin_addr.to_string(), "127.0.0.1:9465");
+        assert!(!run.allow_remote_admin);
+
+        let run = run_args(&["run", "x.wasm", "--admin-addr", "off"]);
+        assert_eq!(run.admin_addr, AdminAddr(None));
+        let run = run_args(&[
+            "run",
+            "x.wasm",
+            "--admin-addr",
+            "0.0.0.0:80",
+            "--allow-remote-admin",
+        ]);
+        assert_eq!(run.admin_addr.0.map(|a| a.port()), Some(80));
+        assert!(run.allow_remote_admin);
+        let error = parse(&["run", "x.wasm", "--admin-addr", "localhost"]).expect_err("no IP");
+        assert!(
+            error.to_string().contains("`localhost` is not an address"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn admin_verbs() {
+        let cli = parse(&["seek", "acme", "ledger", "book", "at-timestamp:5"]).expect("a seek");
+        let Command::Seek(seek) = cli.command else {
+            panic!("not a seek")
+        };
+        assert_eq!(seek.position, SeekPosition::Timestamp { ms: 5 });
+        assert_eq!(seek.admin.url, client::DEFAULT_URL);
+        let error = parse(&["seek", "acme", "ledger", "book", "soon"]).expect_err("bad position");
+        assert!(
+            error.to_string().contains("`soon` is not a position"),
+            "{error}"
+        );
+
+        let cli = parse(&["deploy", "acme", "x.wasm", "--admin", "http://127.0.0.1:1"]);
+        let Ok(Command::Deploy(deploy)) = cli.map(|cli| cli.command) else {
+            panic!("not a deploy")
+        };
+        assert_eq!(
+            (deploy.name, deploy.admin.url.as_str()),
+            (None, "http://127.0.0.1:1")
+        );
     }
 }

@@ -6,17 +6,24 @@
 //! ruststream run target/wasm32-wasip2/release/ledger_book.wasm --lease-store dynamodb
 //! ```
 //!
+//! `status`, `seek`, `pause`, `resume`, `deploy`, `reload` and `rollback` are thin clients
+//! of a running host's admin API (`--admin URL`, default `http://127.0.0.1:9465`).
+//!
 //! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
 //! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
 //! one line with their causes. Run as `ruststream compile-worker ...`, the program is the
 //! host's bounded compile worker (see `ruststream_runtime::compile_worker`).
 
+mod admin;
 mod args;
 mod check;
+mod client;
 mod config;
 mod fleet;
 mod new;
 mod run;
+mod status_view;
+mod verbs;
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -56,6 +63,15 @@ fn main() -> ExitCode {
             } => check::check(&components, &compile).await,
             Command::Run(args) => run::run(args).await,
             Command::New(args) => new(&args),
+            Command::Status { json, admin } => verbs::status(&admin, json).await,
+            Command::Seek(args) => verbs::seek(&args).await,
+            Command::Pause { tenant, admin } => verbs::pause(&admin, &tenant, true).await,
+            Command::Resume { tenant, admin } => verbs::pause(&admin, &tenant, false).await,
+            Command::Deploy(args) => verbs::deploy(&args).await,
+            Command::Reload { admin } => verbs::reload(&admin).await,
+            Command::Rollback { tenant, app, admin } => {
+                verbs::rollback(&admin, &tenant, &app).await
+            }
         }
     });
     match result {

@@ -1,0 +1,104 @@
+//! What the admin API asks of the host: [`Control`], implemented by the running host, and the
+//! [`ControlError`]s it answers with.
+//!
+//! The trait is generic rather than `dyn` so the host's futures need no boxing; each async
+//! operation's future is `Send` because the server runs handlers on the multi-threaded runtime.
+
+use std::future::Future;
+
+use super::model::{Deployed, HostStatus, SeekPosition};
+
+/// The operations the admin API exposes, carried out by the host. Names (`tenant`, `app`,
+/// `subscriber`, `component`) come from the request path as the operator typed them: the
+/// implementation looks them up and answers an unknown one with the matching `Unknown*` error.
+pub(crate) trait Control: Send + Sync + 'static {
+    /// A snapshot of the host: every tenant, app, subscription and shard.
+    fn status(&self) -> HostStatus;
+    /// Reasons the host is not ready; empty when ready.
+    fn not_ready(&self) -> Vec<String>;
+    /// Moves the subscription's shards to `position`; returns the ids of the shards moved.
+    fn seek(
+        &self,
+        tenant: &str,
+        app: &str,
+        subscriber: &str,
+        position: SeekPosition,
+    ) -> impl Future<Output = Result<Vec<String>, ControlError>> + Send;
+    /// Stops handing the tenant's handlers records until [`Control::resume`]. Pausing a paused
+    /// tenant is not an error.
+    fn pause(&self, tenant: &str) -> Result<(), ControlError>;
+    /// Resumes a paused (or quarantined) tenant. Resuming a running tenant is not an error.
+    fn resume(&self, tenant: &str) -> Result<(), ControlError>;
+    /// Loads `wasm` as component `component` of `tenant` (a new version of the app it declares,
+    /// or a new app) through the host's reload path.
+    fn deploy(
+        &self,
+        tenant: &str,
+        component: &str,
+        wasm: Vec<u8>,
+    ) -> impl Future<Output = Result<Deployed, ControlError>> + Send;
+    /// Re-reads the config and component files (what SIGHUP does).
+    fn reload(&self) -> impl Future<Output = Result<Vec<Deployed>, ControlError>> + Send;
+    /// Swaps the app back to its previous version.
+    fn rollback(
+        &self,
+        tenant: &str,
+        app: &str,
+    ) -> impl Future<Output = Result<Deployed, ControlError>> + Send;
+}
+
+/// Why the host did not carry out an operation. Each variant has its own HTTP status (see
+/// `routes`); names are quoted with control characters escaped by the server, not here.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+// Constructed only by the host's implementation: wired into `run` by the hot-load work.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum ControlError {
+    /// No tenant of that name is configured (404).
+    #[error("no tenant `{0}`")]
+    UnknownTenant(String),
+    /// The tenant runs no app of that name (404).
+    #[error("tenant `{tenant}` has no app `{app}`")]
+    UnknownApp {
+        /// The tenant asked for.
+        tenant: String,
+        /// The app it does not run.
+        app: String,
+    },
+    /// The app has no subscriber of that name (404).
+    #[error("app `{app}` of tenant `{tenant}` has no subscriber `{subscriber}`")]
+    UnknownSubscriber {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its app.
+        app: String,
+        /// The subscriber the app does not declare.
+        subscriber: String,
+    },
+    /// The component was refused: it does not load, or the tenant may not run what it
+    /// declares (422). The running version, if any, keeps running.
+    #[error("component `{component}` of tenant `{tenant}` refused: {reason}")]
+    Refused {
+        /// The tenant it was for.
+        tenant: String,
+        /// The component's file or upload name.
+        component: String,
+        /// Why, one line.
+        reason: String,
+    },
+    /// The app has no previous version to roll back to (409).
+    #[error("app `{app}` of tenant `{tenant}` has no previous version to roll back to")]
+    NothingToRollBack {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its app.
+        app: String,
+    },
+    /// Another operation on the same thing is under way (409): try again once it is done.
+    #[error("busy: {0}")]
+    Busy(String),
+    /// The seek cannot be carried out in the shards' current state (not held by this host, a
+    /// sequence number the shard does not hold) (409).
+    #[error("cannot seek: {0}")]
+    Seek(String),
+}

@@ -1,0 +1,250 @@
+//! A fake [`Control`] for tests of the routes, the client and the status view: one tenant,
+//! `acme`, running app `ledger` (subscriber `book` over two shards) and app `fresh`, which has
+//! no previous version. It records what it was asked and answers as a host would.
+
+use std::sync::Mutex;
+
+use super::control::{Control, ControlError};
+use super::model::{
+    AppStatus, Deployed, HostStatus, OutcomeCounts, Refusal, RolloutStatus, SeekPosition,
+    ShardStatus, SubscriptionStatus, TenantStatus, VersionInfo,
+};
+
+/// The tenant the fake runs.
+pub(crate) const TENANT: &str = "acme";
+/// The shards of `acme`/`ledger`/`book`.
+pub(crate) const SHARDS: [&str; 2] = ["shardId-000000000000", "shardId-000000000001"];
+
+/// A host in memory: see the module doc for what it runs.
+#[derive(Debug, Default)]
+pub(crate) struct FakeControl {
+    /// Reasons `not_ready` gives.
+    pub not_ready: Mutex<Vec<String>>,
+    /// Whether `acme` is paused.
+    pub paused: Mutex<bool>,
+    /// Every deploy asked for: tenant, component name, byte count.
+    pub deploys: Mutex<Vec<(String, String, usize)>>,
+    /// Every seek asked for.
+    pub seeks: Mutex<Vec<SeekPosition>>,
+    /// When set, `reload` answers `Busy`.
+    pub busy: Mutex<bool>,
+}
+
+fn tenant(name: &str) -> Result<(), ControlError> {
+    if name == TENANT {
+        Ok(())
+    } else {
+        Err(ControlError::UnknownTenant(name.to_owned()))
+    }
+}
+
+fn app(tenant_name: &str, app: &str) -> Result<(), ControlError> {
+    tenant(tenant_name)?;
+    if app == "ledger" || app == "fresh" {
+        Ok(())
+    } else {
+        Err(ControlError::UnknownApp {
+            tenant: tenant_name.to_owned(),
+            app: app.to_owned(),
+        })
+    }
+}
+
+fn deployed(app: &str, component: &str, version: &str, swapped: bool) -> Deployed {
+    Deployed {
+        tenant: TENANT.to_owned(),
+        app: app.to_owned(),
+        component: component.to_owned(),
+        version: version.to_owned(),
+        content_hash: format!("{version}-hash-0123456789abcdef"),
+        swapped,
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Control for FakeControl {
+    fn status(&self) -> HostStatus {
+        let mut status = sample_status();
+        status.not_ready = self.not_ready();
+        status.ready = status.not_ready.is_empty();
+        status.tenants[0].paused = *lock(&self.paused);
+        status
+    }
+
+    fn not_ready(&self) -> Vec<String> {
+        lock(&self.not_ready).clone()
+    }
+
+    async fn seek(
+        &self,
+        tenant: &str,
+        app_name: &str,
+        subscriber: &str,
+        position: SeekPosition,
+    ) -> Result<Vec<String>, ControlError> {
+        app(tenant, app_name)?;
+        if subscriber != "book" {
+            return Err(ControlError::UnknownSubscriber {
+                tenant: tenant.to_owned(),
+                app: app_name.to_owned(),
+                subscriber: subscriber.to_owned(),
+            });
+        }
+        lock(&self.seeks).push(position.clone());
+        match position {
+            SeekPosition::Sequence { shard, .. } if SHARDS.contains(&shard.as_str()) => {
+                Ok(vec![shard])
+            }
+            SeekPosition::Sequence { shard, .. } => Err(ControlError::Seek(format!(
+                "shard `{shard}` is not one of the subscription's"
+            ))),
+            _ => Ok(SHARDS.iter().map(|&shard| shard.to_owned()).collect()),
+        }
+    }
+
+    fn pause(&self, name: &str) -> Result<(), ControlError> {
+        tenant(name)?;
+        *lock(&self.paused) = true;
+        Ok(())
+    }
+
+    fn resume(&self, name: &str) -> Result<(), ControlError> {
+        tenant(name)?;
+        *lock(&self.paused) = false;
+        Ok(())
+    }
+
+    async fn deploy(
+        &self,
+        name: &str,
+        component: &str,
+        wasm: Vec<u8>,
+    ) -> Result<Deployed, ControlError> {
+        tenant(name)?;
+        lock(&self.deploys).push((name.to_owned(), component.to_owned(), wasm.len()));
+        if !wasm.starts_with(b"\0asm") {
+            return Err(ControlError::Refused {
+                tenant: name.to_owned(),
+                component: component.to_owned(),
+                reason: "not a WebAssembly component".to_owned(),
+            });
+        }
+        let swapped = component == "ledger";
+        Ok(deployed(component, component, "0.3.0", swapped))
+    }
+
+    async fn reload(&self) -> Result<Vec<Deployed>, ControlError> {
+        if *lock(&self.busy) {
+            return Err(ControlError::Busy(
+                "a deploy of `acme` is under way".to_owned(),
+            ));
+        }
+        Ok(vec![deployed("ledger", "ledger.wasm", "0.2.1", true)])
+    }
+
+    async fn rollback(&self, tenant: &str, app_name: &str) -> Result<Deployed, ControlError> {
+        app(tenant, app_name)?;
+        if app_name == "fresh" {
+            return Err(ControlError::NothingToRollBack {
+                tenant: tenant.to_owned(),
+                app: app_name.to_owned(),
+            });
+        }
+        Ok(deployed("ledger", "ledger-0.1.wasm", "0.1.0", true))
+    }
+}
+
+/// A host status with one of everything: a refusal, a rollout, a held shard and a shard
+/// nobody holds.
+pub(crate) fn sample_status() -> HostStatus {
+    let held = ShardStatus {
+        shard_id: SHARDS[0].to_owned(),
+        state: "reading".to_owned(),
+        owner: Some("host-a".to_owned()),
+        checkpoint: Some("4959".to_owned()),
+        held_at: Some("4960".to_owned()),
+        held_since_ms: Some(1_000_000),
+        delivered: 120,
+        outcomes: OutcomeCounts {
+            ack: 100,
+            drop: 2,
+            retry: 17,
+            retry_after: 0,
+            trapped: 1,
+        },
+        millis_behind_latest: Some(250),
+        paused: false,
+    };
+    let idle = ShardStatus {
+        shard_id: SHARDS[1].to_owned(),
+        state: "waiting".to_owned(),
+        owner: None,
+        checkpoint: None,
+        held_at: None,
+        held_since_ms: None,
+        delivered: 0,
+        outcomes: OutcomeCounts::default(),
+        millis_behind_latest: None,
+        paused: true,
+    };
+    let ledger = AppStatus {
+        name: "ledger".to_owned(),
+        component: "ledger.wasm".to_owned(),
+        version: "0.2.0".to_owned(),
+        content_hash: "sha256:1a2b3c4d5e6f7a8b9c0d".to_owned(),
+        previous: Some(VersionInfo {
+            component: "ledger-0.1.wasm".to_owned(),
+            version: "0.1.0".to_owned(),
+            content_hash: "sha256:9f8e7d6c5b4a39281706".to_owned(),
+        }),
+        rollout: Some(RolloutStatus {
+            calls: 40,
+            failures: 1,
+            judged_over: 100,
+            verdict: "pending".to_owned(),
+        }),
+        rollbacks: 1,
+        subscriptions: vec![SubscriptionStatus {
+            name: "book".to_owned(),
+            stream: "ledger".to_owned(),
+            error: None,
+            shards: vec![held, idle],
+        }],
+    };
+    let fresh = AppStatus {
+        name: "fresh".to_owned(),
+        component: "fresh.wasm".to_owned(),
+        version: "1.0.0".to_owned(),
+        content_hash: "abc".to_owned(),
+        previous: None,
+        rollout: None,
+        rollbacks: 0,
+        subscriptions: vec![SubscriptionStatus {
+            name: "audit".to_owned(),
+            stream: "secret".to_owned(),
+            error: Some("stream `secret` is not granted to tenant `acme`".to_owned()),
+            shards: Vec::new(),
+        }],
+    };
+    HostStatus {
+        owner: "host-a".to_owned(),
+        ready: true,
+        not_ready: Vec::new(),
+        tenants: vec![TenantStatus {
+            name: TENANT.to_owned(),
+            paused: false,
+            pause_reason: None,
+            apps: vec![ledger, fresh],
+            refused: vec![Refusal {
+                component: "bad.wasm".to_owned(),
+                reason: "imports `wasi:sockets`, which no tenant is granted".to_owned(),
+                at_ms: 1_010_000,
+            }],
+        }],
+    }
+}

@@ -1,0 +1,221 @@
+//! The admin API's JSON: what the server sends and accepts, and what the client verbs parse.
+//!
+//! Every type is both `Serialize` and `Deserialize` so the server and `ruststream status` share
+//! one definition. Times are milliseconds since the Unix epoch; hashes and sequence numbers are
+//! strings, as the host shows them.
+
+use serde::{Deserialize, Serialize};
+
+/// `GET /v1/status`: this host, whether it is ready, and every tenant it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct HostStatus {
+    /// This host's lease owner id.
+    pub owner: String,
+    /// True when `not_ready` is empty.
+    pub ready: bool,
+    /// Why the host is not ready; empty when it is.
+    pub not_ready: Vec<String>,
+    /// Every configured tenant, loaded or not.
+    pub tenants: Vec<TenantStatus>,
+}
+
+/// One tenant: paused or not, its apps, and the components it was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TenantStatus {
+    /// The tenant's name as configured.
+    pub name: String,
+    /// True while the tenant's handlers receive no records (paused or quarantined).
+    pub paused: bool,
+    /// Why it is paused (an operator, a quarantine); `None` when not paused.
+    pub pause_reason: Option<String>,
+    /// The tenant's running apps.
+    pub apps: Vec<AppStatus>,
+    /// Components the host refused to load for this tenant, oldest first.
+    pub refused: Vec<Refusal>,
+}
+
+/// A component the host refused to load, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Refusal {
+    /// The component's file or upload name.
+    pub component: String,
+    /// Why it was refused, one line.
+    pub reason: String,
+    /// When it was refused.
+    pub at_ms: u64,
+}
+
+/// One running app: the version serving it, the one before, and how the newest is judged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AppStatus {
+    /// The app's name as its component declares it.
+    pub name: String,
+    /// The component's file or upload name.
+    pub component: String,
+    /// The app version the component declares.
+    pub version: String,
+    /// The hash of the component's bytes.
+    pub content_hash: String,
+    /// The version this one replaced, which a rollback returns to; `None` for a first version.
+    pub previous: Option<VersionInfo>,
+    /// How the current version is being judged, while it is; `None` once there is no rollout.
+    pub rollout: Option<RolloutStatus>,
+    /// How many times this app was rolled back, automatically or by an operator.
+    pub rollbacks: u64,
+    /// The app's subscriptions.
+    pub subscriptions: Vec<SubscriptionStatus>,
+}
+
+/// One version of an app's component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct VersionInfo {
+    /// The component's file or upload name.
+    pub component: String,
+    /// The app version it declares.
+    pub version: String,
+    /// The hash of its bytes.
+    pub content_hash: String,
+}
+
+/// How a newly swapped-in version is being judged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RolloutStatus {
+    /// Calls made to the new version so far.
+    pub calls: u64,
+    /// Of those, the calls that trapped.
+    pub failures: u64,
+    /// How many calls the verdict is taken over.
+    pub judged_over: u32,
+    /// `pending`, `kept`, or `rolled back: <why>`.
+    pub verdict: String,
+}
+
+/// One subscription of an app and its shards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SubscriptionStatus {
+    /// The subscriber's name.
+    pub name: String,
+    /// The stream it reads.
+    pub stream: String,
+    /// Why the subscription is not running (a stream it may not read, a listing failure).
+    pub error: Option<String>,
+    /// The shards this host knows of for the subscription.
+    pub shards: Vec<ShardStatus>,
+}
+
+/// One shard of a subscription as this host sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ShardStatus {
+    /// The Kinesis shard id.
+    pub shard_id: String,
+    /// The host's state of the shard (`reading`, `waiting`, `ended`, ...).
+    pub state: String,
+    /// The host holding its lease, if any.
+    pub owner: Option<String>,
+    /// The stored checkpoint: a sequence number or a start position.
+    pub checkpoint: Option<String>,
+    /// The sequence number of the unhandled record the checkpoint waits in front of.
+    pub held_at: Option<String>,
+    /// Since when that record holds the checkpoint.
+    pub held_since_ms: Option<u64>,
+    /// Records handed to the component since this host took the shard.
+    pub delivered: u64,
+    /// How those records were settled.
+    pub outcomes: OutcomeCounts,
+    /// How far the last read was behind the shard's tip, as Kinesis reported it.
+    pub millis_behind_latest: Option<i64>,
+    /// True while the shard's reading is paused.
+    pub paused: bool,
+}
+
+/// Records counted by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct OutcomeCounts {
+    /// Acknowledged.
+    pub ack: u64,
+    /// Dropped (retired without being handled).
+    pub drop: u64,
+    /// Asked to be retried.
+    pub retry: u64,
+    /// Asked to be retried after a delay.
+    pub retry_after: u64,
+    /// Failed by a trap.
+    pub trapped: u64,
+}
+
+/// A component version the host loaded (`PUT .../components/{name}`, reload, rollback).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Deployed {
+    /// The tenant it was loaded for.
+    pub tenant: String,
+    /// The app it declares.
+    pub app: String,
+    /// Its file or upload name.
+    pub component: String,
+    /// The app version it declares.
+    pub version: String,
+    /// The hash of its bytes.
+    pub content_hash: String,
+    /// True when it replaced a running version; false when the app is new.
+    pub swapped: bool,
+}
+
+/// Where a seek moves a subscription's shards: the body of `POST .../seek`.
+///
+/// JSON, tagged by `at`: `{"at":"horizon"}`, `{"at":"latest"}`, `{"at":"timestamp","ms":N}`,
+/// `{"at":"sequence","shard":"shardId-...","sequence":"4959..."}`. The first three move every
+/// shard of the subscription; `sequence` moves only the shard named, and reads again from that
+/// record on (inclusive).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "at", rename_all = "snake_case")]
+pub(crate) enum SeekPosition {
+    /// The oldest record each shard still holds.
+    Horizon,
+    /// The tip: only records written from now on.
+    Latest,
+    /// The first record written at or after `ms`.
+    Timestamp {
+        /// Milliseconds since the Unix epoch.
+        ms: u64,
+    },
+    /// One shard, from one record on.
+    Sequence {
+        /// The shard to move.
+        shard: String,
+        /// The sequence number of the first record to read again.
+        sequence: String,
+    },
+}
+
+/// `POST .../seek`: the shards that moved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Moved {
+    /// Their shard ids.
+    pub moved: Vec<String>,
+}
+
+/// `POST /v1/tenants/{tenant}/pause` and `.../resume`: the tenant's state afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PauseState {
+    /// The tenant.
+    pub tenant: String,
+    /// Whether it is now paused.
+    pub paused: bool,
+}
+
+/// `GET /readyz`: `{"ready":true}`, or `{"ready":false,"reasons":[...]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Readiness {
+    /// True when the host is ready.
+    pub ready: bool,
+    /// Why it is not; absent when ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+}
+
+/// The body of every error response: `{"error":"<one line>"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ErrorBody {
+    /// What went wrong, one line without control characters.
+    pub error: String,
+}

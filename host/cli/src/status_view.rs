@@ -1,0 +1,316 @@
+//! What the admin verbs print: the status tree of `ruststream status` and the one-line
+//! answers of `seek`, `pause`, `deploy`, `reload` and `rollback`.
+//!
+//! Every string from the host is shown with its control characters escaped: names, reasons
+//! and app versions come from tenants' components, and must not rewrite the operator's
+//! terminal.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use ruststream_runtime::escape_controls;
+
+use crate::admin::model::{
+    AppStatus, Deployed, HostStatus, OutcomeCounts, PauseState, ShardStatus, SubscriptionStatus,
+    TenantStatus,
+};
+
+/// Hex digits of a content hash shown.
+const SHORT_HASH: usize = 12;
+
+/// The status as a tree, one line per host, tenant, refusal, app, subscription and shard,
+/// indented two spaces per level. `now_ms` (milliseconds since the Unix epoch) turns the
+/// host's timestamps into ages.
+pub(crate) fn render_status(status: &HostStatus, now_ms: u64) -> String {
+    let mut out = String::new();
+    let owner = text(&status.owner);
+    if status.ready {
+        line(&mut out, 0, format_args!("host {owner}: ready"));
+    } else {
+        line(&mut out, 0, format_args!("host {owner}: not ready"));
+        for reason in &status.not_ready {
+            line(&mut out, 1, format_args!("- {}", text(reason)));
+        }
+    }
+    if status.tenants.is_empty() {
+        line(&mut out, 0, format_args!("no tenants"));
+    }
+    for tenant in &status.tenants {
+        render_tenant(&mut out, tenant, now_ms);
+    }
+    out
+}
+
+fn render_tenant(out: &mut String, tenant: &TenantStatus, now_ms: u64) {
+    let state = match (tenant.paused, &tenant.pause_reason) {
+        (false, _) => Cow::Borrowed("running"),
+        (true, None) => Cow::Borrowed("paused"),
+        (true, Some(reason)) => Cow::Owned(format!("paused: {}", text(reason))),
+    };
+    line(
+        out,
+        0,
+        format_args!("tenant {} ({state})", text(&tenant.name)),
+    );
+    for refusal in &tenant.refused {
+        let age = age(now_ms, refusal.at_ms);
+        let (component, reason) = (text(&refusal.component), text(&refusal.reason));
+        line(
+            out,
+            1,
+            format_args!("refused {component} {age} ago: {reason}"),
+        );
+    }
+    if tenant.apps.is_empty() {
+        line(out, 1, format_args!("no apps"));
+    }
+    for app in &tenant.apps {
+        render_app(out, app, now_ms);
+    }
+}
+
+fn render_app(out: &mut String, app: &AppStatus, now_ms: u64) {
+    let mut head = format!(
+        "app {} {} ({}, {})",
+        text(&app.name),
+        text(&app.version),
+        text(&app.component),
+        short_hash(&app.content_hash)
+    );
+    if app.rollbacks > 0 {
+        let _ = write!(head, ", rolled back {}x", app.rollbacks);
+    }
+    line(out, 1, format_args!("{head}"));
+    if let Some(rollout) = &app.rollout {
+        line(
+            out,
+            2,
+            format_args!(
+                "rollout {}: {} calls, {} failed, judged over {}",
+                text(&rollout.verdict),
+                rollout.calls,
+                rollout.failures,
+                rollout.judged_over
+            ),
+        );
+    }
+    if let Some(previous) = &app.previous {
+        line(
+            out,
+            2,
+            format_args!(
+                "previous {} ({}, {})",
+                text(&previous.version),
+                text(&previous.component),
+                short_hash(&previous.content_hash)
+            ),
+        );
+    }
+    for subscription in &app.subscriptions {
+        render_subscription(out, subscription, now_ms);
+    }
+}
+
+fn render_subscription(out: &mut String, subscription: &SubscriptionStatus, now_ms: u64) {
+    let (name, stream) = (text(&subscription.name), text(&subscription.stream));
+    line(out, 2, format_args!("subscription {name} on `{stream}`"));
+    if let Some(error) = &subscription.error {
+        line(out, 3, format_args!("error: {}", text(error)));
+    }
+    for shard in &subscription.shards {
+        line(out, 3, format_args!("{}", shard_line(shard, now_ms)));
+    }
+}
+
+/// One shard: id, state, owner, checkpoint, held record, delivered and settled counts, lag.
+fn shard_line(shard: &ShardStatus, now_ms: u64) -> String {
+    let mut parts = vec![format!("{} {}", text(&shard.shard_id), text(&shard.state))];
+    parts.push(match &shard.owner {
+        Some(owner) => format!("owner {}", text(owner)),
+        None => "no owner".to_owned(),
+    });
+    parts.push(match &shard.checkpoint {
+        Some(checkpoint) => format!("checkpoint {}", text(checkpoint)),
+        None => "no checkpoint".to_owned(),
+    });
+    if let Some(held) = &shard.held_at {
+        let since = shard
+            .held_since_ms
+            .map(|since| format!(" for {}", age(now_ms, since)))
+            .unwrap_or_default();
+        parts.push(format!("held at {}{since}", text(held)));
+    }
+    parts.push(format!(
+        "delivered {} ({})",
+        shard.delivered,
+        outcomes(&shard.outcomes)
+    ));
+    if let Some(behind) = shard.millis_behind_latest {
+        parts.push(format!("{behind} ms behind"));
+    }
+    if shard.paused {
+        parts.push("paused".to_owned());
+    }
+    parts.join(", ")
+}
+
+fn outcomes(counts: &OutcomeCounts) -> String {
+    format!(
+        "ack {}, drop {}, retry {}, retry_after {}, trapped {}",
+        counts.ack, counts.drop, counts.retry, counts.retry_after, counts.trapped
+    )
+}
+
+/// `deploy`, `rollback` and each line of `reload`: what now runs, and whether it replaced a
+/// version.
+pub(crate) fn render_deployed(deployed: &Deployed) -> String {
+    let what = if deployed.swapped {
+        "swapped in"
+    } else {
+        "started (new app)"
+    };
+    format!(
+        "{}/{} {} ({}, {}): {what}",
+        text(&deployed.tenant),
+        text(&deployed.app),
+        text(&deployed.version),
+        text(&deployed.component),
+        short_hash(&deployed.content_hash)
+    )
+}
+
+/// `pause` and `resume`: the tenant's state afterwards.
+pub(crate) fn render_pause(state: &PauseState) -> String {
+    let word = if state.paused { "paused" } else { "running" };
+    format!("tenant {}: {word}", text(&state.tenant))
+}
+
+/// `seek`: the shards that moved.
+pub(crate) fn render_moved(moved: &[String]) -> String {
+    if moved.is_empty() {
+        return "no shard moved".to_owned();
+    }
+    let shards: Vec<_> = moved.iter().map(|shard| text(shard)).collect();
+    format!("moved {} shard(s): {}", moved.len(), shards.join(", "))
+}
+
+fn line(out: &mut String, depth: usize, content: std::fmt::Arguments<'_>) {
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "{:indent$}{content}", "", indent = depth * 2);
+}
+
+fn text(value: &str) -> Cow<'_, str> {
+    escape_controls(value)
+}
+
+/// The hash without an algorithm prefix (`sha256:`), cut to [`SHORT_HASH`] characters.
+fn short_hash(hash: &str) -> String {
+    let digits = hash.rsplit(':').next().unwrap_or(hash);
+    let short: String = digits.chars().take(SHORT_HASH).collect();
+    format!("#{}", text(&short))
+}
+
+/// The time from `since_ms` to `now_ms`, readably; a time in the future (clocks differ) is 0.
+fn age(now_ms: u64, since_ms: u64) -> String {
+    let ms = now_ms.saturating_sub(since_ms);
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::fake::sample_status;
+
+    #[test]
+    fn the_status_tree() {
+        let shown = render_status(&sample_status(), 1_012_500);
+        let expected = "\
+host host-a: ready
+tenant acme (running)
+  refused bad.wasm 2s ago: imports `wasi:sockets`, which no tenant is granted
+  app ledger 0.2.0 (ledger.wasm, #1a2b3c4d5e6f), rolled back 1x
+    rollout pending: 40 calls, 1 failed, judged over 100
+    previous 0.1.0 (ledger-0.1.wasm, #9f8e7d6c5b4a)
+    subscription book on `ledger`
+      shardId-000000000000 reading, owner host-a, checkpoint 4959, held at 4960 for 12s, \
+delivered 120 (ack 100, drop 2, retry 17, retry_after 0, trapped 1), 250 ms behind
+      shardId-000000000001 waiting, no owner, no checkpoint, delivered 0 (ack 0, drop 0, \
+retry 0, retry_after 0, trapped 0), paused
+  app fresh 1.0.0 (fresh.wasm, #abc)
+    subscription audit on `secret`
+      error: stream `secret` is not granted to tenant `acme`
+";
+        assert_eq!(shown, expected, "\n{shown}");
+    }
+
+    #[test]
+    fn not_ready_and_paused() {
+        let mut status = sample_status();
+        status.ready = false;
+        status.not_ready = vec!["tenant `acme` is loading".to_owned()];
+        status.tenants[0].paused = true;
+        status.tenants[0].pause_reason = Some("quarantined: 3 traps".to_owned());
+        status.tenants[0].apps.clear();
+        status.tenants[0].refused.clear();
+        let shown = render_status(&status, 0);
+        let expected = "\
+host host-a: not ready
+  - tenant `acme` is loading
+tenant acme (paused: quarantined: 3 traps)
+  no apps
+";
+        assert_eq!(shown, expected);
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let mut status = sample_status();
+        status.tenants[0].name = "evil\x1b[2J".to_owned();
+        status.tenants[0].apps[0].version = "1\r\nok".to_owned();
+        let shown = render_status(&status, 0);
+        assert!(shown.contains(r"tenant evil\u{1b}[2J (running)"), "{shown}");
+        assert!(shown.contains(r"app ledger 1\u{d}\u{a}ok "), "{shown}");
+        assert!(!shown.chars().any(|c| c.is_control() && c != '\n'));
+    }
+
+    #[test]
+    fn ages() {
+        assert_eq!(age(1_500, 1_000), "500ms");
+        assert_eq!(age(1_000, 2_000), "0ms");
+        assert_eq!(age(61_000, 0), "1m01s");
+        assert_eq!(age(7_260_000, 0), "2h01m");
+        assert_eq!(age(90_000_000, 0), "1d01h");
+    }
+
+    #[test]
+    fn one_line_answers() {
+        let deployed = Deployed {
+            tenant: "acme".to_owned(),
+            app: "ledger".to_owned(),
+            component: "ledger.wasm".to_owned(),
+            version: "0.3.0".to_owned(),
+            content_hash: "0123456789abcdef".to_owned(),
+            swapped: false,
+        };
+        let shown = render_deployed(&deployed);
+        assert_eq!(
+            shown,
+            "acme/ledger 0.3.0 (ledger.wasm, #0123456789ab): started (new app)"
+        );
+        let paused = PauseState {
+            tenant: "acme".to_owned(),
+            paused: true,
+        };
+        assert_eq!(render_pause(&paused), "tenant acme: paused");
+        assert_eq!(render_moved(&[]), "no shard moved");
+        let moved = ["a".to_owned(), "b".to_owned()];
+        assert_eq!(render_moved(&moved), "moved 2 shard(s): a, b");
+    }
+}
