@@ -112,6 +112,7 @@ async fn run() -> anyhow::Result<()> {
             "us-east-1",
         ])
         .args(["--poll-interval-ms", "200"])
+        .args(["--admin-addr", "off"])
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("RUST_LOG", "info")

@@ -30,8 +30,9 @@ impl Running {
     }
 }
 
-/// `ruststream run --config config` against `kinesis`, with quick polling and its log in
-/// `log`; `args` adds to the command line.
+/// `ruststream run --config config` against `kinesis`, with quick polling, its admin API on a
+/// free loopback port (see [`admin_addr`]) and its log in `log`; `args` adds to the command
+/// line.
 ///
 /// # Errors
 /// When the log file cannot be created or the binary cannot be spawned.
@@ -46,6 +47,7 @@ pub fn run_host(
         .arg(config)
         .args(["--kinesis-endpoint", &kinesis.endpoint()])
         .args(["--region", "us-east-1", "--poll-interval-ms", "200"])
+        .args(["--admin-addr", "127.0.0.1:0"])
         .args(args)
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
@@ -55,4 +57,43 @@ pub fn run_host(
         .stderr(Stdio::inherit())
         .spawn()?;
     Ok(Running(child))
+}
+
+/// The address the host's admin API listens on, from its log (`admin API listening`), once it
+/// does.
+pub fn admin_addr(log: &str) -> Option<String> {
+    log.lines()
+        .find(|line| line.contains("admin API listening"))?
+        .split_whitespace()
+        .find_map(|token| token.strip_prefix("addr="))
+        .map(str::to_owned)
+}
+
+/// One HTTP/1.1 request to `addr` (`127.0.0.1:port`) without a client library: the status code
+/// and the body. Enough for the admin API's small JSON answers.
+///
+/// # Errors
+/// When the connection fails or the answer is not HTTP.
+pub fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> anyhow::Result<(u16, String)> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(body)?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("not an HTTP answer: {answer}"))?;
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
 }

@@ -8,6 +8,7 @@
 //! else. Apps stop side by side too.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -18,8 +19,14 @@ use tokio::task::JoinSet;
 
 use crate::args::{LeaseStoreKind, RunArgs};
 use crate::config::Config;
-use crate::fleet::{Deployed, Fleet, FleetError, LeaseSettings};
+use crate::admin::{self, AdminServer};
+use crate::admin::control::ControlError;
+use crate::admin::model::Deployed;
+use crate::fleet::{Fleet, LeaseSettings};
 use crate::runtime_config;
+
+/// How long requests under way to the admin API may take once the host stops.
+const ADMIN_GRACE: Duration = Duration::from_secs(2);
 
 /// How often Kinesis and DynamoDB are probed for readiness.
 const PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -49,6 +56,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.components.clone(),
         settings.leases,
     );
+    // Before the first load: readiness says the host is still loading.
+    let admin = match args.admin_addr.0 {
+        Some(addr) => Some(admin::serve(addr, args.allow_remote_admin, Arc::new(fleet.clone())).await?),
+        None => None,
+    };
     let mut reloads = JoinSet::new();
     let first = {
         let fleet = fleet.clone();
@@ -85,11 +97,14 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     reloads.abort_all();
     probing.abort();
+    if let Some(admin) = admin {
+        stop_admin(admin).await;
+    }
     stop(&fleet, &mut signals).await;
     Ok(())
 }
 
-fn report_reload(done: Result<Result<Vec<Deployed>, FleetError>, tokio::task::JoinError>) {
+fn report_reload(done: Result<Result<Vec<Deployed>, ControlError>, tokio::task::JoinError>) {
     match done {
         Ok(Ok(deployed)) => {
             for d in deployed {
@@ -108,6 +123,16 @@ async fn probe(fleet: Fleet) {
     loop {
         fleet.probe().await;
         tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+/// Stops the admin API first, so that nothing is deployed while the apps stop; a request
+/// under way gets a moment to be answered.
+async fn stop_admin(admin: AdminServer) {
+    match tokio::time::timeout(ADMIN_GRACE, admin.shutdown()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::warn!("{error:#}"),
+        Err(_) => tracing::warn!(grace = ?ADMIN_GRACE, "the admin API did not stop in time"),
     }
 }
 

@@ -299,7 +299,7 @@ impl RunningApp {
 
     /// Graceful shutdown: stop fetching, let in-flight calls finish (bounded by the grace
     /// period), flush checkpoints, release leases.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         self.shutdown.send_replace(true);
         let mut tasks = {
             let mut core = self.lock();
@@ -313,7 +313,7 @@ impl RunningApp {
 
     /// Stops everything at once, as a crash would: no flush, no release. Leases expire for
     /// other hosts to take.
-    pub fn abort(self) {
+    pub fn abort(&self) {
         let mut tasks = std::mem::take(&mut self.lock().tasks);
         tasks.abort_all();
         tasks.detach_all();

@@ -51,8 +51,6 @@ pub(crate) trait Control: Send + Sync + 'static {
 /// `routes`); names are quoted with control characters escaped by the server, not here.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-// Constructed only by the host's implementation: wired into `run` by the hot-load work.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) enum ControlError {
     /// No tenant of that name is configured (404).
     #[error("no tenant `{0}`")]
@@ -94,9 +92,9 @@ pub(crate) enum ControlError {
         /// Its app.
         app: String,
     },
-    /// Another operation on the same thing is under way (409): try again once it is done.
-    #[error("busy: {0}")]
-    Busy(String),
+    /// The tenants file cannot be read or is invalid (422); nothing was reloaded.
+    #[error("the tenants file was not reloaded: {0}")]
+    Config(String),
     /// The seek cannot be carried out in the shards' current state (not held by this host, a
     /// sequence number the shard does not hold) (409).
     #[error("cannot seek: {0}")]

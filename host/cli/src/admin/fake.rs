@@ -26,8 +26,8 @@ pub(crate) struct FakeControl {
     pub deploys: Mutex<Vec<(String, String, usize)>>,
     /// Every seek asked for.
     pub seeks: Mutex<Vec<SeekPosition>>,
-    /// When set, `reload` answers `Busy`.
-    pub busy: Mutex<bool>,
+    /// When set, `reload` answers that the tenants file is invalid.
+    pub bad_config: Mutex<bool>,
 }
 
 fn tenant(name: &str) -> Result<(), ControlError> {
@@ -139,9 +139,9 @@ impl Control for FakeControl {
     }
 
     async fn reload(&self) -> Result<Vec<Deployed>, ControlError> {
-        if *lock(&self.busy) {
-            return Err(ControlError::Busy(
-                "a deploy of `acme` is under way".to_owned(),
+        if *lock(&self.bad_config) {
+            return Err(ControlError::Config(
+                "tenants.toml: unknown field `tenant`".to_owned(),
             ));
         }
         Ok(vec![deployed("ledger", "ledger.wasm", "0.2.1", true)])

@@ -71,8 +71,6 @@ pub(crate) enum ServeError {
 /// Starts the admin API over `control` on `addr` (port 0: any free port, see
 /// [`AdminServer::local_addr`]) and returns once it listens. A non-loopback `addr` is refused
 /// unless `allow_remote`; an address that cannot be bound is an error naming it.
-// Wired into `run` by the hot-load work.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) async fn serve<C: Control>(
     addr: SocketAddr,
     allow_remote: bool,
@@ -110,10 +108,10 @@ pub(crate) struct AdminServer {
     task: JoinHandle<io::Result<()>>,
 }
 
-// Wired into `run` by the hot-load work.
-#[cfg_attr(not(test), allow(dead_code))]
 impl AdminServer {
-    /// The address the server listens on (the port chosen when asked for port 0).
+    /// The address the server listens on (the port chosen when asked for port 0; the host
+    /// logs it as `admin API listening`).
+    #[cfg(test)]
     pub(crate) fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }

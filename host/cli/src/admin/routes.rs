@@ -93,8 +93,10 @@ fn status_of(error: &ControlError) -> StatusCode {
         ControlError::UnknownTenant(_)
         | ControlError::UnknownApp { .. }
         | ControlError::UnknownSubscriber { .. } => StatusCode::NOT_FOUND,
-        ControlError::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-        ControlError::NothingToRollBack { .. } | ControlError::Busy(_) | ControlError::Seek(_) => {
+        ControlError::Refused { .. } | ControlError::Config(_) => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        ControlError::NothingToRollBack { .. } | ControlError::Seek(_) => {
             StatusCode::CONFLICT
         }
     }

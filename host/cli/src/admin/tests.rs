@@ -210,9 +210,9 @@ async fn reload_lists_what_loaded() {
     assert_eq!(body[0]["version"], json!("0.2.1"));
     assert_eq!(body.as_array().map(Vec::len), Some(1));
 
-    *fake.busy.lock().unwrap() = true;
-    let busy = call(&fake, Method::POST, "/v1/reload", Body::empty()).await;
-    assert_error(&busy, StatusCode::CONFLICT, "busy");
+    *fake.bad_config.lock().unwrap() = true;
+    let refused = call(&fake, Method::POST, "/v1/reload", Body::empty()).await;
+    assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "tenants file");
 }
 
 #[tokio::test]

@@ -9,6 +9,8 @@
 //! is stopped (checkpoints flushed, leases released) and started again under its new settings,
 //! with the same lease stores.
 
+mod control;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,44 +24,10 @@ use ruststream_runtime::{
 };
 use tokio::task::JoinSet;
 
+use crate::admin::control::ControlError;
+use crate::admin::model::Deployed;
 use crate::args::LeaseStoreKind;
 use crate::config::Config;
-
-/// Why a deploy, reload or rollback changed nothing.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub(crate) enum FleetError {
-    #[error("no tenant `{0}` on this host")]
-    UnknownTenant(String),
-    #[error("tenant `{tenant}` runs no app `{app}`")]
-    UnknownApp { tenant: String, app: String },
-    #[error("tenant `{tenant}`, component `{component}`: {reason}")]
-    Refused {
-        tenant: String,
-        component: String,
-        reason: String,
-    },
-    #[error("the config cannot be reloaded: {0}")]
-    Config(String),
-    #[error("tenant `{tenant}`, app `{app}`: {reason}")]
-    RollBack {
-        tenant: String,
-        app: String,
-        reason: String,
-    },
-}
-
-/// A version that went live.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Deployed {
-    pub tenant: String,
-    pub app: String,
-    pub component: String,
-    pub version: String,
-    pub content_hash: String,
-    /// False when the app is new on this host.
-    pub swapped: bool,
-}
 
 /// A component version that was refused, as status shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +97,8 @@ pub(crate) struct TenantRun {
 }
 
 pub(crate) struct ComponentRun {
-    pub app: RunningApp,
+    /// Shared with admin calls that outlive a look at the state (a seek awaits its shards).
+    pub app: Arc<RunningApp>,
     /// The hash of the file last seen at its path: an unchanged file is not loaded again, so a
     /// reload does not undo an upload.
     file_hash: Option<String>,
@@ -181,8 +150,8 @@ impl Fleet {
     /// no longer configured stop. Returns the versions that went live.
     ///
     /// # Errors
-    /// [`FleetError::Config`] when the config cannot be read; nothing changes then.
-    pub(crate) async fn reload(&self) -> Result<Vec<Deployed>, FleetError> {
+    /// [`ControlError::Config`] when the config cannot be read; nothing changes then.
+    pub(crate) async fn reload(&self) -> Result<Vec<Deployed>, ControlError> {
         let _one_at_a_time = self.inner.reloading.lock().await;
         let wanted = match self.wanted() {
             Ok(wanted) => wanted,
@@ -190,7 +159,7 @@ impl Fleet {
                 let reason = format!("{error:#}");
                 tracing::error!(config = ?self.inner.config_path, "config not reloaded: {reason}");
                 self.state().config_error = Some(reason.clone());
-                return Err(FleetError::Config(reason));
+                return Err(ControlError::Config(reason));
             }
         };
         self.state().config_error = None;
@@ -214,21 +183,21 @@ impl Fleet {
     /// component runs, or a new app.
     ///
     /// # Errors
-    /// [`FleetError::UnknownTenant`], or [`FleetError::Refused`] with why; the running version
+    /// [`ControlError::UnknownTenant`], or [`ControlError::Refused`] with why; the running version
     /// goes on serving then.
     pub(crate) async fn deploy(
         &self,
         tenant: &str,
         component: &str,
         wasm: Vec<u8>,
-    ) -> Result<Deployed, FleetError> {
+    ) -> Result<Deployed, ControlError> {
         let _one_at_a_time = self.inner.reloading.lock().await;
         let run = self
             .state()
             .tenants
             .get(tenant)
             .map(|t| t.tenant.clone())
-            .ok_or_else(|| FleetError::UnknownTenant(tenant.to_owned()))?;
+            .ok_or_else(|| ControlError::UnknownTenant(tenant.to_owned()))?;
         self.load_version(&run, component, wasm, None).await
     }
 
@@ -236,27 +205,26 @@ impl Fleet {
     ///
     /// # Errors
     /// When the tenant or app is unknown, or the app has no earlier version.
-    pub(crate) fn roll_back(&self, tenant: &str, app: &str) -> Result<Deployed, FleetError> {
+    pub(crate) fn roll_back(&self, tenant: &str, app: &str) -> Result<Deployed, ControlError> {
         let state = self.state();
         let run = state
             .tenants
             .get(tenant)
-            .ok_or_else(|| FleetError::UnknownTenant(tenant.to_owned()))?;
+            .ok_or_else(|| ControlError::UnknownTenant(tenant.to_owned()))?;
         let running = run
             .components
             .values()
             .find(|c| c.app.name() == app)
-            .ok_or_else(|| FleetError::UnknownApp {
+            .ok_or_else(|| ControlError::UnknownApp {
                 tenant: tenant.to_owned(),
                 app: app.to_owned(),
             })?;
         running
             .app
             .roll_back("asked by an operator")
-            .map_err(|error| FleetError::RollBack {
+            .map_err(|_| ControlError::NothingToRollBack {
                 tenant: tenant.to_owned(),
                 app: app.to_owned(),
-                reason: one_line(&error),
             })?;
         Ok(deployed(tenant, &running.app, true))
     }
@@ -330,7 +298,7 @@ impl Fleet {
 
     /// Stops every app at once: calls finish, checkpoints are flushed, leases released.
     pub(crate) async fn shutdown(&self) {
-        let apps: Vec<RunningApp> = {
+        let apps: Vec<Arc<RunningApp>> = {
             let mut state = self.state();
             std::mem::take(&mut state.tenants)
                 .into_values()
@@ -383,7 +351,7 @@ impl Fleet {
     /// Stops tenants no longer configured or configured differently, and components no longer
     /// listed.
     async fn retire(&self, wanted: &Wanted) {
-        let mut stopping = Vec::new();
+        let mut stopping: Vec<Arc<RunningApp>> = Vec::new();
         {
             let mut state = self.state();
             let names: Vec<String> = state.tenants.keys().cloned().collect();
@@ -502,7 +470,7 @@ impl Fleet {
         name: &str,
         bytes: Vec<u8>,
         file_hash: Option<String>,
-    ) -> Result<Deployed, FleetError> {
+    ) -> Result<Deployed, ControlError> {
         let log = LogSink::new();
         let loaded =
             LoadedComponent::from_bytes(&self.inner.runtime, name, bytes, tenant.policy(), &log)
@@ -565,7 +533,7 @@ impl Fleet {
             run.components.insert(
                 name.to_owned(),
                 ComponentRun {
-                    app: started,
+                    app: Arc::new(started),
                     file_hash,
                 },
             );
@@ -577,7 +545,7 @@ impl Fleet {
     }
 
     /// Records a refused version for status and says so in the log.
-    fn refuse(&self, tenant: &str, component: &str, reason: String) -> FleetError {
+    fn refuse(&self, tenant: &str, component: &str, reason: String) -> ControlError {
         tracing::error!(tenant = %tenant, component = %escape_controls(component),
             "version refused, the running one (if any) goes on: {reason}");
         if let Some(run) = self.state().tenants.get_mut(tenant) {
@@ -590,7 +558,7 @@ impl Fleet {
                 },
             );
         }
-        FleetError::Refused {
+        ControlError::Refused {
             tenant: tenant.to_owned(),
             component: component.to_owned(),
             reason,
@@ -649,7 +617,7 @@ fn stem(path: &Path) -> String {
 }
 
 /// Stops apps side by side, each flushing its checkpoints and releasing its leases.
-pub(crate) async fn stop_apps(apps: Vec<RunningApp>) {
+pub(crate) async fn stop_apps(apps: Vec<Arc<RunningApp>>) {
     let mut stopping = JoinSet::new();
     for app in apps {
         stopping.spawn(async move {

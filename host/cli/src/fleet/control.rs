@@ -1,0 +1,231 @@
+//! The fleet as the admin API sees it: status as JSON, readiness, and the operations.
+
+use std::sync::Arc;
+
+use ruststream_host::{
+    AppVersions, RunningApp, SeekError, ShardState, ShardStatus, SubscriptionStatus,
+};
+use ruststream_runtime::StartPosition;
+
+use super::{Fleet, TenantRun};
+use crate::admin::control::{Control, ControlError};
+use crate::admin::model::{
+    self, AppStatus, Deployed, HostStatus, OutcomeCounts, Refusal, RolloutStatus, SeekPosition,
+    TenantStatus, VersionInfo,
+};
+
+/// Why an operator paused a tenant, as status shows it.
+const PAUSED_BY_OPERATOR: &str = "paused by an operator";
+
+impl Control for Fleet {
+    fn status(&self) -> HostStatus {
+        let not_ready = self.not_ready();
+        let tenants = self.with_tenants(|tenants| {
+            tenants
+                .iter()
+                .map(|(name, run)| tenant_status(name, run))
+                .collect()
+        });
+        HostStatus {
+            owner: self.host().config().owner_id.clone(),
+            ready: not_ready.is_empty(),
+            not_ready,
+            tenants,
+        }
+    }
+
+    fn not_ready(&self) -> Vec<String> {
+        Fleet::not_ready(self)
+    }
+
+    async fn seek(
+        &self,
+        tenant: &str,
+        app: &str,
+        subscriber: &str,
+        position: SeekPosition,
+    ) -> Result<Vec<String>, ControlError> {
+        let running = self.app(tenant, app)?;
+        running
+            .seek(subscriber, start_position(position))
+            .await
+            .map_err(|error| match error {
+                SeekError::UnknownSubscriber(_) => ControlError::UnknownSubscriber {
+                    tenant: tenant.to_owned(),
+                    app: app.to_owned(),
+                    subscriber: subscriber.to_owned(),
+                },
+                other => ControlError::Seek(ruststream_runtime::one_line(&other)),
+            })
+    }
+
+    fn pause(&self, tenant: &str) -> Result<(), ControlError> {
+        let tenant = self.tenant(tenant)?;
+        if !tenant.is_quarantined() {
+            tenant.pause(PAUSED_BY_OPERATOR);
+        }
+        Ok(())
+    }
+
+    fn resume(&self, tenant: &str) -> Result<(), ControlError> {
+        let tenant = self.tenant(tenant)?;
+        if tenant.is_quarantined() {
+            tenant.resume();
+        }
+        Ok(())
+    }
+
+    async fn deploy(
+        &self,
+        tenant: &str,
+        component: &str,
+        wasm: Vec<u8>,
+    ) -> Result<Deployed, ControlError> {
+        Fleet::deploy(self, tenant, component, wasm).await
+    }
+
+    async fn reload(&self) -> Result<Vec<Deployed>, ControlError> {
+        Fleet::reload(self).await
+    }
+
+    async fn rollback(&self, tenant: &str, app: &str) -> Result<Deployed, ControlError> {
+        self.roll_back(tenant, app)
+    }
+}
+
+impl Fleet {
+    fn tenant(&self, name: &str) -> Result<Arc<ruststream_runtime::Tenant>, ControlError> {
+        self.with_tenants(|tenants| tenants.get(name).map(|run| run.tenant.clone()))
+            .ok_or_else(|| ControlError::UnknownTenant(name.to_owned()))
+    }
+
+    fn app(&self, tenant: &str, app: &str) -> Result<Arc<RunningApp>, ControlError> {
+        self.with_tenants(|tenants| {
+            let run = tenants
+                .get(tenant)
+                .ok_or_else(|| ControlError::UnknownTenant(tenant.to_owned()))?;
+            run.components
+                .values()
+                .find(|c| c.app.name() == app)
+                .map(|c| c.app.clone())
+                .ok_or_else(|| ControlError::UnknownApp {
+                    tenant: tenant.to_owned(),
+                    app: app.to_owned(),
+                })
+        })
+    }
+}
+
+fn start_position(position: SeekPosition) -> StartPosition {
+    match position {
+        SeekPosition::Horizon => StartPosition::Horizon,
+        SeekPosition::Latest => StartPosition::Latest,
+        SeekPosition::Timestamp { ms } => StartPosition::AtTimestamp(ms),
+        SeekPosition::Sequence { shard, sequence } => StartPosition::AtSequence {
+            shard_id: shard,
+            sequence_number: sequence,
+        },
+    }
+}
+
+fn tenant_status(name: &str, run: &TenantRun) -> TenantStatus {
+    let paused = run.tenant.is_quarantined();
+    TenantStatus {
+        name: name.to_owned(),
+        paused,
+        pause_reason: run.tenant.quarantine_reason(),
+        apps: run
+            .components
+            .values()
+            .map(|c| app_status(&c.app, paused))
+            .collect(),
+        refused: run
+            .refused
+            .iter()
+            .map(|(component, refused)| Refusal {
+                component: component.clone(),
+                reason: refused.reason.clone(),
+                at_ms: refused.at_ms,
+            })
+            .collect(),
+    }
+}
+
+fn app_status(app: &RunningApp, paused: bool) -> AppStatus {
+    let AppVersions {
+        current,
+        previous,
+        rollout,
+        rollbacks,
+    } = app.versions();
+    AppStatus {
+        name: app.name().to_owned(),
+        component: current.component,
+        version: current.version,
+        content_hash: current.content_hash,
+        previous: previous.map(|p| VersionInfo {
+            component: p.component,
+            version: p.version,
+            content_hash: p.content_hash,
+        }),
+        rollout: rollout.map(|r| RolloutStatus {
+            calls: r.calls,
+            failures: r.failures,
+            judged_over: r.judged_over,
+            verdict: r.verdict,
+        }),
+        rollbacks,
+        subscriptions: app
+            .status()
+            .into_iter()
+            .map(|s| subscription_status(s, paused))
+            .collect(),
+    }
+}
+
+fn subscription_status(status: SubscriptionStatus, paused: bool) -> model::SubscriptionStatus {
+    model::SubscriptionStatus {
+        name: status.subscriber,
+        stream: status.stream,
+        error: status.error,
+        shards: status
+            .shards
+            .into_iter()
+            .map(|(shard_id, shard)| shard_status(shard_id, shard, paused))
+            .collect(),
+    }
+}
+
+fn shard_status(shard_id: String, shard: ShardStatus, paused: bool) -> model::ShardStatus {
+    let outcomes = shard.outcomes;
+    model::ShardStatus {
+        shard_id,
+        state: state_name(&shard.state),
+        owner: shard.owner,
+        checkpoint: shard.checkpoint,
+        held_at: shard.held_at,
+        held_since_ms: shard.held_since_ms,
+        delivered: shard.delivered,
+        outcomes: OutcomeCounts {
+            ack: outcomes.ack,
+            drop: outcomes.drop,
+            retry: outcomes.retry,
+            retry_after: outcomes.retry_after,
+            trapped: outcomes.trapped,
+        },
+        millis_behind_latest: shard.millis_behind_latest,
+        paused: paused || shard.quarantined,
+    }
+}
+
+fn state_name(state: &ShardState) -> String {
+    match state {
+        ShardState::Opening => "opening".to_owned(),
+        ShardState::Reading => "reading".to_owned(),
+        ShardState::Finished => "finished".to_owned(),
+        ShardState::Lost => "lost".to_owned(),
+        ShardState::HandedOver(to) => format!("handed over to {to}"),
+        ShardState::Stopped => "stopped".to_owned(),
+        ShardState::Failed(why) => format!("failed: {why}"),
+    }
+}
