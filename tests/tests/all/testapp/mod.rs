@@ -5,3 +5,4 @@ mod deadlines;
 mod holds;
 mod limits;
 mod settlement;
+mod swap;
