@@ -4,7 +4,12 @@
 //! ruststream new ledger-book && cd ledger-book && cargo build-component && cargo test
 //! ruststream check target/wasm32-wasip2/release/ledger_book.wasm
 //! ruststream run target/wasm32-wasip2/release/ledger_book.wasm --lease-store dynamodb
+//! ruststream dev --watch < entries.jsonl     # in the crate: build, run, feed, rebuild on save
 //! ```
+//!
+//! Modules: `args` (the command line), `check`, `run` (with `config`, the tenants file), `new`
+//! and `dev` (the commands), `watch` (a debounced file watcher for `dev --watch`, meant for
+//! `run` too).
 //!
 //! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
 //! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
@@ -14,8 +19,10 @@
 mod args;
 mod check;
 mod config;
+mod dev;
 mod new;
 mod run;
+mod watch;
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -32,14 +39,21 @@ fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(WORKER_COMMAND) {
         return compile_worker(std::env::args().skip(2));
     }
+    let cli = Cli::parse();
+    // `dev` prints the component's and the runtime's lines itself, under the record they
+    // concern; a second copy through tracing would bury them.
+    let default_filter = match cli.command {
+        Command::Dev(_) => "warn,ruststream::guest=off,ruststream::runtime=off",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
         )
         // Colour codes only for a person at a terminal, never into a file or a pipe.
         .with_ansi(std::io::stdout().is_terminal())
         .init();
-    let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -55,6 +69,7 @@ fn main() -> ExitCode {
             } => check::check(&components, &compile).await,
             Command::Run(args) => run::run(args).await,
             Command::New(args) => new(&args),
+            Command::Dev(args) => dev::dev(args).await,
         }
     });
     match result {
