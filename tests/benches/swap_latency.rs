@@ -4,7 +4,7 @@
 //! with a cold compile.
 //!
 //! `cargo build --release -p ruststream-cli && cargo bench -p ruststream-tests --bench
-//! swap_latency`. One tenant runs the `swapper` app (`guest-examples/swap-versions`) on a
+//! swap_latency`. One tenant runs the `versioned` app (`guest-examples/versioned`) on a
 //! two-shard stream of kinesis-local while a producer writes a record every few milliseconds.
 //! The host's log is read through a pipe and each line is timed as it arrives. A cold version
 //! is a known one with a custom section appended (a nonce): the same code, bytes never seen, so
@@ -84,20 +84,21 @@ fn main() -> anyhow::Result<()> {
 
 async fn run() -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("numbered", SHARDS as i32).await?;
-    // Version 2 also reads `tallied`.
-    kinesis.create_stream("tallied", 1).await?;
+    kinesis.create_stream("events", SHARDS as i32).await?;
+    // Version 1 also reads `legacy`, version 2 `audit`.
+    kinesis.create_stream("legacy", 1).await?;
+    kinesis.create_stream("audit", 1).await?;
     let dir = target_dir()?.join("swap-latency");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let component = dir.join("swapper.wasm");
-    std::fs::copy(guests::SWAP_V1.path(), &component)?;
+    let component = dir.join("versioned.wasm");
+    std::fs::copy(guests::VERSIONED_V1.path(), &component)?;
     let config = dir.join("tenants.toml");
     std::fs::write(
         &config,
         format!(
             "[host]\nlease_store = \"memory\"\ncompile_cache = {:?}\n\n[[tenants]]\nname = \"acme\"\n\
-             components = [{component:?}]\nsubscribe = [\"numbered\", \"tallied\"]\n\
+             components = [{component:?}]\nsubscribe = [\"events\", \"legacy\", \"audit\"]\n\
              limits = {{ log_lines_per_second = 100000, log_lines_per_call = 100000 }}\n",
             dir.join("cache")
         ),
@@ -133,7 +134,7 @@ async fn run() -> anyhow::Result<()> {
     let start = Instant::now();
     lines
         .wait("both shards reading", |l| {
-            (l.count_after(start, |line| line.contains("reading shard")) >= SHARDS)
+            (l.count_after(start, |line| line.contains("reading shard")) > SHARDS)
                 .then(Instant::now)
         })
         .await?;
@@ -142,13 +143,13 @@ async fn run() -> anyhow::Result<()> {
 
     let pid = child.id().to_string();
     let swap = |source: &Path, version: &'static str| {
-        let (lines, pid, component) = (lines.clone(), pid.clone(), component.clone());
+        let (lines, component) = (lines.clone(), component.clone());
         let source = source.to_path_buf();
-        async move { swap_once(&lines, &pid, &source, &component, version).await }
+        async move { swap_once(&lines, &source, &component, version).await }
     };
     // Warm the cache with both versions.
-    swap(&guests::SWAP_V2.path(), "2.0.0").await?;
-    swap(&guests::SWAP_V1.path(), "1.0.0").await?;
+    swap(&guests::VERSIONED_V2.path(), "2").await?;
+    swap(&guests::VERSIONED_V1.path(), "1").await?;
     let mut cached = Vec::new();
     for round in 0..CACHED_ROUNDS {
         let (guest, version) = version_for(round);
@@ -174,16 +175,16 @@ async fn run() -> anyhow::Result<()> {
 
 fn version_for(round: usize) -> (Guest, &'static str) {
     if round % 2 == 0 {
-        (guests::SWAP_V2, "2.0.0")
+        (guests::VERSIONED_V2, "2")
     } else {
-        (guests::SWAP_V1, "1.0.0")
+        (guests::VERSIONED_V1, "1")
     }
 }
 
-/// Lands `source` as the component file, signals the host, and times the swap.
+/// Lands `source` as the component file (the host's file watch picks it up) and times the
+/// swap.
 async fn swap_once(
     lines: &Lines,
-    pid: &str,
     source: &Path,
     component: &Path,
     version: &str,
@@ -192,7 +193,6 @@ async fn swap_once(
     std::fs::copy(source, &staged)?;
     std::fs::rename(&staged, component)?;
     let landed = Instant::now();
-    Command::new("kill").args(["-HUP", pid]).status()?;
     let live = lines
         .wait("the new version live", |l| {
             l.first_after(landed, |line| line.contains("new version live"))
@@ -257,8 +257,8 @@ async fn produce(kinesis: aws_sdk_kinesis::Client, stop: Arc<AtomicBool>) -> any
         };
         put_json(
             &kinesis,
-            "numbered",
-            &serde_json::json!({ "n": n }),
+            "events",
+            &serde_json::json!({ "id": n }),
             Some(key),
         )
         .await?;

@@ -74,6 +74,10 @@ pub(crate) enum Command {
         #[command(flatten)]
         admin: AdminTarget,
     },
+    /// Builds a tenant crate (or takes a component file), runs it on in-process streams, feeds
+    /// it records as JSON lines and prints what each came to; with `--watch`, rebuilds on
+    /// every save and swaps the new version in, keeping the streams and checkpoints.
+    Dev(DevArgs),
 }
 
 /// Which running host an admin verb talks to.
@@ -107,6 +111,27 @@ pub(crate) struct DeployArgs {
     pub name: Option<String>,
     #[command(flatten)]
     pub admin: AdminTarget,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DevArgs {
+    /// A tenant crate (a directory with Cargo.toml, built with `cargo build --release --target
+    /// wasm32-wasip2` into its own target/), or a component file (`.wasm`).
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    /// Read the records, one JSON value a line, from this file instead of stdin.
+    #[arg(long)]
+    pub records: Option<PathBuf>,
+    /// The stream the records are published to [default: the stream of the component's
+    /// first subscription].
+    #[arg(long)]
+    pub stream: Option<String>,
+    /// Rebuild (or reload the component file) whenever the crate's src/ or Cargo.toml
+    /// changes, and swap the new version in: streams, checkpoints and held records stay.
+    #[arg(long)]
+    pub watch: bool,
+    #[command(flatten)]
+    pub compile: CompileArgs,
 }
 
 #[derive(Debug, clap::Args)]

@@ -4,10 +4,16 @@
 //! ruststream new ledger-book && cd ledger-book && cargo build-component && cargo test
 //! ruststream check target/wasm32-wasip2/release/ledger_book.wasm
 //! ruststream run target/wasm32-wasip2/release/ledger_book.wasm --lease-store dynamodb
+//! ruststream dev --watch < entries.jsonl     # in the crate: build, run, feed, rebuild on save
 //! ```
 //!
 //! `status`, `seek`, `pause`, `resume`, `deploy`, `reload` and `rollback` are thin clients
 //! of a running host's admin API (`--admin URL`, default `http://127.0.0.1:9465`).
+//!
+//! Modules: `args` (the command line); the commands `check`, `run` (with `config`, the tenants
+//! file, `fleet`, the tenants running and the one reload path, and `admin`, the admin API over
+//! it), `new` and `dev`; `watch`, the debounced file watcher of `run` and `dev --watch`; the
+//! admin verbs' `client`, `verbs` and `status_view`.
 //!
 //! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
 //! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
@@ -19,11 +25,13 @@ mod args;
 mod check;
 mod client;
 mod config;
+mod dev;
 mod fleet;
 mod new;
 mod run;
 mod status_view;
 mod verbs;
+mod watch;
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -40,14 +48,21 @@ fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(WORKER_COMMAND) {
         return compile_worker(std::env::args().skip(2));
     }
+    let cli = Cli::parse();
+    // `dev` prints the component's and the runtime's lines itself, under the record they
+    // concern; a second copy through tracing would bury them.
+    let default_filter = match cli.command {
+        Command::Dev(_) => "warn,ruststream::guest=off,ruststream::runtime=off",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
         )
         // Colour codes only for a person at a terminal, never into a file or a pipe.
         .with_ansi(std::io::stdout().is_terminal())
         .init();
-    let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -72,6 +87,7 @@ fn main() -> ExitCode {
             Command::Rollback { tenant, app, admin } => {
                 verbs::rollback(&admin, &tenant, &app).await
             }
+            Command::Dev(args) => dev::dev(args).await,
         }
     });
     match result {

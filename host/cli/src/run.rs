@@ -17,13 +17,19 @@ use ruststream_runtime::{CompileLimits, Runtime};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
 
-use crate::args::{LeaseStoreKind, RunArgs};
-use crate::config::Config;
-use crate::admin::{self, AdminServer};
 use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
+use crate::admin::{self, AdminServer};
+use crate::args::{LeaseStoreKind, RunArgs};
+use crate::config::Config;
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::runtime_config;
+use crate::watch::FileWatch;
+
+/// How long changes to watched files must be quiet before a reload: a component file is
+/// replaced by one rename (or written and closed), which is one event, so a short wait only
+/// gathers the changes of one deploy.
+const FILE_QUIET: Duration = Duration::from_millis(20);
 
 /// How long requests under way to the admin API may take once the host stops.
 const ADMIN_GRACE: Duration = Duration::from_secs(2);
@@ -58,7 +64,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     // Before the first load: readiness says the host is still loading.
     let admin = match args.admin_addr.0 {
-        Some(addr) => Some(admin::serve(addr, args.allow_remote_admin, Arc::new(fleet.clone())).await?),
+        Some(addr) => {
+            Some(admin::serve(addr, args.allow_remote_admin, Arc::new(fleet.clone())).await?)
+        }
         None => None,
     };
     let mut reloads = JoinSet::new();
@@ -68,11 +76,14 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut starting = Some(first.id());
     let probing = tokio::spawn(probe(fleet.clone()));
+    let mut files = Files::new(&fleet);
     loop {
         tokio::select! {
             Some(done) = reloads.join_next_with_id() => {
                 let first_load = done.as_ref().map(|(id, _)| Some(*id) == starting).unwrap_or(false);
                 report_reload(done.map(|(_, result)| result));
+                // The config may list other files now.
+                files.follow(&fleet);
                 if first_load {
                     starting = None;
                     fleet.first_load_done();
@@ -80,6 +91,11 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
                     anyhow::ensure!(apps > 0, "no component could be started");
                     tracing::info!(apps, "every tenant is loaded");
                 }
+            }
+            changed = files.changed() => {
+                tracing::info!(files = ?changed, "files changed: reloading");
+                let fleet = fleet.clone();
+                reloads.spawn(async move { fleet.reload().await });
             }
             signal = signals.next() => match signal {
                 Received::Stop(name) => {
@@ -115,6 +131,50 @@ fn report_reload(done: Result<Result<Vec<Deployed>, ControlError>, tokio::task::
         Ok(Err(_)) => {}
         Err(error) if error.is_cancelled() => {}
         Err(error) => tracing::error!(error = %error, "a reload failed"),
+    }
+}
+
+/// The files whose change reloads the fleet: the tenants file and every component file it
+/// lists. Without a watch (a directory that cannot be watched) the host runs on, and SIGHUP or
+/// the admin API still reload.
+struct Files {
+    watched: Vec<PathBuf>,
+    watch: Option<FileWatch>,
+}
+
+impl Files {
+    fn new(fleet: &Fleet) -> Self {
+        let mut files = Self {
+            watched: Vec::new(),
+            watch: None,
+        };
+        files.follow(fleet);
+        files
+    }
+
+    /// Watches the fleet's files, if they changed since the last call.
+    fn follow(&mut self, fleet: &Fleet) {
+        let paths = fleet.watched_paths();
+        if paths == self.watched {
+            return;
+        }
+        self.watch = match FileWatch::new(&paths) {
+            Ok(watch) => Some(watch.quiet_for(FILE_QUIET)),
+            Err(error) => {
+                tracing::warn!(
+                    "not watching files (SIGHUP and the admin API still reload): {error:#}"
+                );
+                None
+            }
+        };
+        self.watched = paths;
+    }
+
+    async fn changed(&mut self) -> Vec<PathBuf> {
+        match &mut self.watch {
+            Some(watch) => watch.changed().await,
+            None => std::future::pending().await,
+        }
     }
 }
 

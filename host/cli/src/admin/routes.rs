@@ -93,12 +93,8 @@ fn status_of(error: &ControlError) -> StatusCode {
         ControlError::UnknownTenant(_)
         | ControlError::UnknownApp { .. }
         | ControlError::UnknownSubscriber { .. } => StatusCode::NOT_FOUND,
-        ControlError::Refused { .. } | ControlError::Config(_) => {
-            StatusCode::UNPROCESSABLE_ENTITY
-        }
-        ControlError::NothingToRollBack { .. } | ControlError::Seek(_) => {
-            StatusCode::CONFLICT
-        }
+        ControlError::Refused { .. } | ControlError::Config(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        ControlError::NothingToRollBack { .. } | ControlError::Seek(_) => StatusCode::CONFLICT,
     }
 }
 

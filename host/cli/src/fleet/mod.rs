@@ -34,6 +34,10 @@ use crate::config::Config;
 pub(crate) struct Refused {
     pub reason: String,
     pub at_ms: u64,
+    /// The hash of the refused file: the same bytes are not tried again until they change
+    /// (a compile bomb is compiled once, not on every reload). Unset for refusals that may
+    /// pass on a later try (a lease store that could not be reached).
+    file_hash: Option<String>,
 }
 
 /// Where leases live, as the host section said at start.
@@ -94,6 +98,18 @@ pub(crate) struct TenantRun {
     pub refused: BTreeMap<String, Refused>,
     /// Component files the config lists for the tenant.
     configured: Vec<PathBuf>,
+}
+
+impl TenantRun {
+    /// Whether the file of component `name` with `hash` was loaded or refused already.
+    fn has_seen(&self, name: &str, hash: &str) -> bool {
+        let running = self
+            .components
+            .get(name)
+            .and_then(|c| c.file_hash.as_deref());
+        let refused = self.refused.get(name).and_then(|r| r.file_hash.as_deref());
+        running == Some(hash) || refused == Some(hash)
+    }
 }
 
 pub(crate) struct ComponentRun {
@@ -219,13 +235,12 @@ impl Fleet {
                 tenant: tenant.to_owned(),
                 app: app.to_owned(),
             })?;
-        running
-            .app
-            .roll_back("asked by an operator")
-            .map_err(|_| ControlError::NothingToRollBack {
+        running.app.roll_back("asked by an operator").map_err(|_| {
+            ControlError::NothingToRollBack {
                 tenant: tenant.to_owned(),
                 app: app.to_owned(),
-            })?;
+            }
+        })?;
         Ok(deployed(tenant, &running.app, true))
     }
 
@@ -419,7 +434,7 @@ impl Fleet {
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => continue,
                 Err(reason) => {
-                    self.refuse(tenant.name(), &name, reason);
+                    self.refuse(tenant.name(), &name, reason, None);
                     continue;
                 }
             };
@@ -456,8 +471,7 @@ impl Fleet {
         let unchanged = self.with_tenants(|tenants| {
             tenants
                 .get(tenant.name())
-                .and_then(|t| t.components.get(name))
-                .is_some_and(|c| c.file_hash.as_deref() == Some(hash.as_str()))
+                .is_some_and(|t| t.has_seen(name, &hash))
         });
         Ok((!unchanged).then_some(bytes))
     }
@@ -477,15 +491,18 @@ impl Fleet {
                 .await;
         let component = match loaded {
             Ok(component) => component,
-            Err(error) => return Err(self.refuse(tenant.name(), name, one_line(&error))),
+            Err(error) => {
+                let reason = one_line(&error);
+                return Err(self.refuse(tenant.name(), name, reason, file_hash));
+            }
         };
         let app = component.app().name.clone();
         let store = match self.lease_store(tenant.name(), &app).await {
             Ok(store) => store,
-            Err(error) => return Err(self.refuse(tenant.name(), name, format!("{error:#}"))),
+            Err(error) => return Err(self.refuse(tenant.name(), name, format!("{error:#}"), None)),
         };
-        let result = self.go_live(tenant, name, component, store, file_hash);
-        result.map_err(|reason| self.refuse(tenant.name(), name, reason))
+        let result = self.go_live(tenant, name, component, store, file_hash.clone());
+        result.map_err(|reason| self.refuse(tenant.name(), name, reason, file_hash))
     }
 
     fn go_live(
@@ -545,7 +562,13 @@ impl Fleet {
     }
 
     /// Records a refused version for status and says so in the log.
-    fn refuse(&self, tenant: &str, component: &str, reason: String) -> ControlError {
+    fn refuse(
+        &self,
+        tenant: &str,
+        component: &str,
+        reason: String,
+        file_hash: Option<String>,
+    ) -> ControlError {
         tracing::error!(tenant = %tenant, component = %escape_controls(component),
             "version refused, the running one (if any) goes on: {reason}");
         if let Some(run) = self.state().tenants.get_mut(tenant) {
@@ -555,6 +578,7 @@ impl Fleet {
                 Refused {
                     reason: reason.clone(),
                     at_ms,
+                    file_hash,
                 },
             );
         }

@@ -16,6 +16,10 @@
 //! assert!(book.checkpoint().is_some());
 //! # Ok(()) }
 //! ```
+//!
+//! [`TestApp::swap`] replaces the component with another version of the same app between two
+//! calls, as `ruststream dev --watch` does on every rebuild: the streams, the checkpoints and
+//! the held records stay, subscriptions the new version adds start, and those it drops stop.
 
 mod streams;
 
@@ -73,6 +77,16 @@ pub enum TestAppError {
         "the app did not settle after {0} rounds of delivery: a handler keeps producing records"
     )]
     NeverSettles(usize),
+    /// A swap offered a component declaring another app than the running one.
+    #[error(
+        "cannot swap app `{running}` for app `{offered}`: a new version must keep the app's name"
+    )]
+    Renamed {
+        /// The app running.
+        running: String,
+        /// The app the refused component declares.
+        offered: String,
+    },
 }
 
 impl From<LoadError> for TestAppError {
@@ -114,52 +128,22 @@ impl TestAppBuilder {
             LoadedComponent::from_file(&runtime, &self.component, tenant.policy(), &log).await?;
         tenant.admit(&component)?;
         let clock = Arc::new(ManualClock::new(START_MS));
-        let streams = Arc::new(InProcessStreams::new(clock.clone()));
-        let reports: Arc<Mutex<Vec<DeliveryReport>>> = Arc::default();
-        let env = PipelineEnv {
-            env: component.env(
-                tenant.policy().clone(),
-                streams.clone(),
-                clock.clone(),
-                log.clone(),
-            ),
-            tenant: tenant.clone(),
-            observer: Some({
-                let reports = reports.clone();
-                Arc::new(move |report: &DeliveryReport| {
-                    lock(&reports).push(report.clone());
-                })
-            }),
-            calls: None,
-        };
-
-        let mut readers = Vec::new();
-        for spec in &component.app().subscriptions {
-            streams.create(&spec.stream);
-            if let Some(dead_letter) = &spec.retry.dead_letter {
-                streams.create(dead_letter);
-            }
-            let pipeline = ShardPipeline::new(
-                &component,
-                Arc::new(spec.clone()),
-                SHARD_ID,
-                None,
-                env.clone(),
-            );
-            readers.push(Reader {
-                next: start_index(&streams, spec),
-                pipeline,
-            });
-        }
-        Ok(TestApp {
+        let mut app = TestApp {
+            runtime,
             component,
             tenant,
-            streams,
+            streams: Arc::new(InProcessStreams::new(clock.clone())),
             clock,
             log,
-            reports,
-            readers,
-        })
+            reports: Arc::default(),
+            readers: Vec::new(),
+        };
+        let env = app.pipeline_env(&app.component);
+        let readers = (app.component.app().subscriptions.iter())
+            .map(|spec| app.open(&app.component, spec, &env))
+            .collect();
+        app.readers = readers;
+        Ok(app)
     }
 }
 
@@ -183,6 +167,8 @@ fn start_index(streams: &InProcessStreams, spec: &SubscriptionSpec) -> usize {
 
 /// A compiled component running against in-process streams in paused time.
 pub struct TestApp {
+    /// The runtime every version of the component is loaded with.
+    runtime: Runtime,
     component: LoadedComponent,
     tenant: Arc<Tenant>,
     streams: Arc<InProcessStreams>,
@@ -369,6 +355,140 @@ impl TestApp {
         reader.next = start_index(&self.streams, &spec);
         reader.pipeline.reset(None);
         self.settle().await
+    }
+
+    /// Hot-swaps the app to another version of it, the component file at `component`, as a
+    /// developer's rebuild would: loaded with the same runtime and tenant, and admitted.
+    /// Streams, paused time, logs and delivery reports carry over. Then, by the subscriptions
+    /// the new version declares:
+    ///
+    /// - one of the same name and stream as a running one takes over its shard between two
+    ///   calls: checkpoint, held record, waiting and unsent copies and read position are kept,
+    ///   and the new version's settings (retries, batch) apply from the next call;
+    /// - one only the new version declares starts as at [`start`](Self::start), at its start
+    ///   position;
+    /// - a running one the new version does not declare stops: its reader and any copy it
+    ///   still had pending are dropped.
+    ///
+    /// Then delivers what is due, so a new subscription starting at the horizon catches up.
+    ///
+    /// # Errors
+    /// When the new version is refused (see [`LoadError`]), is not admitted for the tenant,
+    /// or declares another app name ([`TestAppError::Renamed`]): then nothing changed and the
+    /// running version goes on. [`TestAppError::NeverSettles`] after the swap.
+    pub async fn swap(&mut self, component: impl AsRef<Path>) -> Result<(), TestAppError> {
+        let next =
+            LoadedComponent::from_file(&self.runtime, component, self.tenant.policy(), &self.log)
+                .await?;
+        self.install(next).await
+    }
+
+    /// As [`swap`](Self::swap), with the component's bytes, named `name` in log lines.
+    ///
+    /// # Errors
+    /// As [`swap`](Self::swap).
+    pub async fn swap_bytes(&mut self, name: &str, bytes: Vec<u8>) -> Result<(), TestAppError> {
+        let next = LoadedComponent::from_bytes(
+            &self.runtime,
+            name,
+            bytes,
+            self.tenant.policy(),
+            &self.log,
+        )
+        .await?;
+        self.install(next).await
+    }
+
+    /// Puts a loaded version in place of the running one; see [`swap`](Self::swap).
+    async fn install(&mut self, next: LoadedComponent) -> Result<(), TestAppError> {
+        self.tenant.admit(&next)?;
+        let (running, offered) = (&self.component.app().name, &next.app().name);
+        if running != offered {
+            return Err(TestAppError::Renamed {
+                running: running.clone(),
+                offered: offered.clone(),
+            });
+        }
+        let env = self.pipeline_env(&next);
+        let mut previous = std::mem::take(&mut self.readers);
+        self.readers = (next.app().subscriptions.iter())
+            .map(|spec| self.take_over(&mut previous, &next, spec, &env))
+            .collect();
+        // What is left of the previous readers are subscriptions the new version dropped.
+        drop(previous);
+        let old = std::mem::replace(&mut self.component, next);
+        // The old version's code goes only now that no pipeline can call into it.
+        drop(old);
+        self.settle().await
+    }
+
+    /// The reader of `spec` for version `next`: the running reader of the same subscription
+    /// (name and stream), taken out of `previous` and swapped over, or a new one.
+    fn take_over(
+        &self,
+        previous: &mut Vec<Reader>,
+        next: &LoadedComponent,
+        spec: &SubscriptionSpec,
+        env: &PipelineEnv,
+    ) -> Reader {
+        let same = previous.iter().position(|reader| {
+            let running = reader.pipeline.subscription();
+            running.name == spec.name && running.stream == spec.stream
+        });
+        let Some(index) = same else {
+            return self.open(next, spec, env);
+        };
+        let mut reader = previous.swap_remove(index);
+        self.create_streams(spec);
+        (reader.pipeline).swap(next, Arc::new(spec.clone()), env.clone());
+        reader
+    }
+
+    /// A reader of `spec`'s stream for `component`, positioned at the subscription's start.
+    fn open(
+        &self,
+        component: &LoadedComponent,
+        spec: &SubscriptionSpec,
+        env: &PipelineEnv,
+    ) -> Reader {
+        self.create_streams(spec);
+        let pipeline = ShardPipeline::new(
+            component,
+            Arc::new(spec.clone()),
+            SHARD_ID,
+            None,
+            env.clone(),
+        );
+        Reader {
+            next: start_index(&self.streams, spec),
+            pipeline,
+        }
+    }
+
+    /// Creates the streams a subscription reads and dead-letters into.
+    fn create_streams(&self, spec: &SubscriptionSpec) {
+        self.streams.create(&spec.stream);
+        if let Some(dead_letter) = &spec.retry.dead_letter {
+            self.streams.create(dead_letter);
+        }
+    }
+
+    /// What `component`'s pipelines run in: this app's streams, clock, log and reports.
+    fn pipeline_env(&self, component: &LoadedComponent) -> PipelineEnv {
+        let reports = self.reports.clone();
+        PipelineEnv {
+            env: component.env(
+                self.tenant.policy().clone(),
+                self.streams.clone(),
+                self.clock.clone(),
+                self.log.clone(),
+            ),
+            tenant: self.tenant.clone(),
+            observer: Some(Arc::new(move |report: &DeliveryReport| {
+                lock(&reports).push(report.clone());
+            })),
+            calls: None,
+        }
     }
 
     /// Paused time elapsed since the app started.

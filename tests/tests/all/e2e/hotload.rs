@@ -1,6 +1,7 @@
 //! Hot-loading new component versions into a running `ruststream run`, driven as a user
 //! would: a spawned host, the local Kinesis and DynamoDB servers, component files replaced on
-//! disk and picked up on SIGHUP.
+//! disk (picked up by the host's file watch, or on SIGHUP) or uploaded with `ruststream
+//! deploy`, and the host's state read with `ruststream status`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -9,17 +10,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore};
+use ruststream_tests::binary;
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
-use ruststream_tests::process::{Running, run_host};
+use ruststream_tests::process::{Running, admin_addr, http, run_host};
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
-use ruststream_tests::wait::{eventually, eventually_async};
+use ruststream_tests::wait::{eventually, eventually_async, poll_for};
 use serde_json::json;
 
 /// Explicit hash keys that land on the first and on the second of two shards.
 const HASH_KEYS: [&str; 2] = ["1", "200000000000000000000000000000000000000"];
 
-/// One `handled` line of the `swapper` app: which version handled which record where.
+/// One `handled` line of the `versioned` app: which version handled which record where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Handled {
     n: u64,
@@ -40,7 +42,7 @@ fn handled(log: &str) -> Vec<Handled> {
                     .map(|value| value.trim_matches('"').to_owned())
             };
             Some(Handled {
-                n: field("n")?.parse().ok()?,
+                n: field("event.id")?.parse().ok()?,
                 version: field("version")?,
                 shard: field("shard")?,
                 sequence: field("sequence")?,
@@ -89,7 +91,7 @@ fn temp_dir(name: &str) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// A host running `swapper` (v1) for tenant `acme` from `dir`, its leases in `dynamo`.
+/// A host running `versioned` (v1) for tenant `acme` from `dir`, its leases in `dynamo`.
 struct HotHost {
     running: Running,
     log: PathBuf,
@@ -104,8 +106,8 @@ impl HotHost {
         streams: &[&str],
         args: &[&str],
     ) -> anyhow::Result<Self> {
-        let component = dir.join("swapper.wasm");
-        replace_file(&guests::SWAP_V1.path(), &component)?;
+        let component = dir.join("versioned.wasm");
+        replace_file(&guests::VERSIONED_V1.path(), &component)?;
         let config = write_config(dir, &component, streams)?;
         let log = dir.join("host.log");
         let mut all = vec![
@@ -160,10 +162,24 @@ impl HotHost {
         Ok(())
     }
 
-    /// Puts `source` in place of the component file and sends SIGHUP.
-    fn deploy(&self, source: &Path) -> anyhow::Result<()> {
-        replace_file(source, &self.component)?;
-        self.running.signal("HUP")
+    /// Puts `source` in place of the component file: the host's file watch picks it up.
+    fn land(&self, source: &Path) -> anyhow::Result<()> {
+        replace_file(source, &self.component)
+    }
+
+    /// Runs `ruststream VERB ARGS --admin URL` against this host's admin API; returns whether
+    /// it succeeded and what it printed.
+    async fn cli(&self, args: &[&str]) -> anyhow::Result<(bool, String)> {
+        let addr = poll_for(Duration::from_secs(30), async || admin_addr(&self.output()))
+            .await
+            .ok_or_else(|| anyhow::anyhow!("no admin API: {}", self.output()))?;
+        let out = std::process::Command::new(binary())
+            .args(args)
+            .args(["--admin", &format!("http://{addr}")])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        Ok((out.status.success(), text))
     }
 
     async fn stop(self) -> anyhow::Result<String> {
@@ -178,7 +194,7 @@ impl HotHost {
     }
 }
 
-/// Writes `{"n": 0}`, `{"n": 1}`, ... to `numbered`, alternating between its two shards, until
+/// Writes `{"id": 0}`, `{"id": 1}`, ... to `events`, alternating between its two shards, until
 /// `stop` is set. Returns how many it wrote.
 fn produce(
     kinesis: aws_sdk_kinesis::Client,
@@ -188,7 +204,7 @@ fn produce(
         let mut n = 0;
         while !stop.load(Ordering::Relaxed) {
             let key = HASH_KEYS[(n % 2) as usize];
-            put_json(&kinesis, "numbered", &json!({ "n": n }), Some(key)).await?;
+            put_json(&kinesis, "events", &json!({ "id": n }), Some(key)).await?;
             n += 1;
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -200,33 +216,53 @@ fn produce(
 async fn three_swaps_under_load_lose_nothing_and_handle_nothing_twice() -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("numbered", 2).await?;
-    kinesis.create_stream("tallied", 1).await?;
+    for (stream, shards) in [("events", 2), ("legacy", 1), ("audit", 1)] {
+        kinesis.create_stream(stream, shards).await?;
+    }
     let dir = temp_dir("hotload-swaps")?;
-    let host = HotHost::start(&dir, &kinesis, &dynamo, &["numbered", "tallied"], &[])?;
-    host.wait_reading(2).await?;
-    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-acme-swapper");
+    let streams = ["events", "legacy", "audit"];
+    let host = HotHost::start(&dir, &kinesis, &dynamo, &streams, &[])?;
+    host.wait_reading(3).await?;
+    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-acme-versioned");
 
     let stop = Arc::new(AtomicBool::new(false));
     let producer = produce(kinesis.client().await, stop.clone());
     let versions = [
-        (guests::SWAP_V2, "2.0.0"),
-        (guests::SWAP_V1, "1.0.0"),
-        (guests::SWAP_V2, "2.0.0"),
+        (guests::VERSIONED_V2, "2"),
+        (guests::VERSIONED_V1, "1"),
+        (guests::VERSIONED_V2, "2"),
     ];
-    host.wait_for_both_shards("1.0.0", 0).await?;
+    host.wait_for_both_shards("1", 0).await?;
     for (round, (guest, version)) in versions.iter().enumerate() {
         let before = handled(&host.output()).len();
-        host.deploy(&guest.path())?;
+        host.land(&guest.path())?;
         let live = eventually(Duration::from_secs(60), || {
             host.count("new version live") > round
         })
         .await;
         anyhow::ensure!(live, "swap {round} never happened: {}", host.output());
         host.wait_for_both_shards(version, before).await?;
-        if *version == "1.0.0" {
-            // v1 has no `tally`: the swap stopped it, which released its lease.
-            let key = LeaseKey::new("tallied", "shardId-000000000000");
+        // Each swap shows in the status: the version serving, and the one it replaced.
+        let (ok, text) = host.cli(&["status"]).await?;
+        let previous = if *version == "2" { "1.0.0" } else { "2.0.0" };
+        assert!(ok, "{text}");
+        assert!(
+            text.contains(&format!("app versioned {version}.0.0 (versioned, #")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("previous {previous} (versioned, #")),
+            "{text}"
+        );
+        let (ok, json) = host.cli(&["status", "--json"]).await?;
+        assert!(ok, "{json}");
+        let status: serde_json::Value = serde_json::from_str(&json)?;
+        let app = &status["tenants"][0]["apps"][0];
+        assert_eq!(app["version"], format!("{version}.0.0"), "{json}");
+        assert_eq!(app["previous"]["version"], previous, "{json}");
+        if *version == "1" {
+            // v1 has no `audit`: the swap stopped it, which released its lease.
+            let key = LeaseKey::new("audit", "shardId-000000000000");
             let released = eventually_async(Duration::from_secs(30), async || {
                 store
                     .read(&key)
@@ -281,31 +317,35 @@ async fn three_swaps_under_load_lose_nothing_and_handle_nothing_twice() -> anyho
                 changes.push(&line.version);
             }
         }
-        assert_eq!(changes, ["1.0.0", "2.0.0", "1.0.0", "2.0.0"], "on {shard}");
+        assert_eq!(changes, ["1", "2", "1", "2"], "on {shard}");
         // No checkpoint gap: the stored checkpoint is the last record handled on the shard.
         let row = store
-            .read(&LeaseKey::new("numbered", &shard))
+            .read(&LeaseKey::new("events", &shard))
             .await?
             .ok_or_else(|| anyhow::anyhow!("no lease row for {shard}"))?;
         let last = on_shard.last().map(|h| h.sequence.clone());
         assert_eq!(row.checkpoint, last, "checkpoint of {shard}");
     }
-    // v2's extra subscription started with each swap to it and stopped with the swap away.
-    assert_eq!(
-        output.matches(r#"started=["tally"]"#).count(),
-        2,
-        "{output}"
-    );
-    assert_eq!(
-        output.matches(r#"stopped=["tally"]"#).count(),
-        1,
-        "{output}"
-    );
-    assert_eq!(
-        output.matches("reading shard stream=tallied").count(),
-        2,
-        "{output}"
-    );
+    // Each version's own subscription started with each swap to it and stopped with each
+    // swap away from it.
+    for (subscription, started, stopped) in [("audit", 2, 1), ("legacy", 1, 2)] {
+        let count = |what: &str| {
+            output
+                .matches(&format!(r#"{what}=["{subscription}"]"#))
+                .count()
+        };
+        assert_eq!(
+            count("started"),
+            started,
+            "{subscription} started: {output}"
+        );
+        assert_eq!(
+            count("stopped"),
+            stopped,
+            "{subscription} stopped: {output}"
+        );
+    }
+    assert_eq!(output.matches("reading shard stream=audit").count(), 2);
     Ok(())
 }
 
@@ -314,11 +354,12 @@ async fn a_version_that_traps_on_every_record_is_rolled_back_and_loses_nothing()
 -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("numbered", 2).await?;
+    kinesis.create_stream("events", 2).await?;
+    kinesis.create_stream("legacy", 1).await?;
     let dir = temp_dir("hotload-rollback")?;
     let args = ["--rollout-calls", "10", "--rollout-margin", "0.2"];
-    let host = HotHost::start(&dir, &kinesis, &dynamo, &["numbered"], &args)?;
-    host.wait_reading(2).await?;
+    let host = HotHost::start(&dir, &kinesis, &dynamo, &["events", "legacy"], &args)?;
+    host.wait_reading(3).await?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let producer = produce(kinesis.client().await, stop.clone());
@@ -327,7 +368,15 @@ async fn a_version_that_traps_on_every_record_is_rolled_back_and_loses_nothing()
     })
     .await;
     anyhow::ensure!(warmed, "v1 never handled records: {}", host.output());
-    host.deploy(&guests::SWAP_TRAP.path())?;
+    // Uploaded through the admin API.
+    let trap = guests::VERSIONED_TRAP.path();
+    let trap = trap
+        .to_str()
+        .ok_or_else(|| anyhow::anyhow!("path not UTF-8"))?;
+    let (deployed, text) = host
+        .cli(&["deploy", "acme", trap, "--name", "versioned"])
+        .await?;
+    anyhow::ensure!(deployed, "deploy failed: {text}");
     let rolled_back = eventually(Duration::from_secs(60), || {
         host.count("rolled back to the previous version") == 1
     })
@@ -336,19 +385,22 @@ async fn a_version_that_traps_on_every_record_is_rolled_back_and_loses_nothing()
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
     let written = producer.await??;
-    // Every record, those v3 trapped on included, is handled by v1 in the end.
+    // Every record, those v4 trapped on included, is handled by v1 in the end.
     let all_handled = eventually(Duration::from_secs(60), || {
         let seen: BTreeSet<u64> = handled(&host.output()).iter().map(|h| h.n).collect();
         (0..written).all(|n| seen.contains(&n))
     })
     .await;
     anyhow::ensure!(all_handled, "records lost: {}", host.output());
+    let (ok, text) = host.cli(&["status"]).await?;
+    assert!(ok && text.contains("rolled back 1x"), "{text}");
+    assert!(text.contains("rollout rolled back:"), "{text}");
     let output = host.stop().await?;
     assert!(
-        handled(&output).iter().all(|h| h.version == "1.0.0"),
+        handled(&output).iter().all(|h| h.version == "1"),
         "only v1 handles records"
     );
-    assert!(output.contains("handler call failed"), "v3 did trap");
+    assert!(output.contains("handler call failed"), "v4 did trap");
     Ok(())
 }
 
@@ -356,22 +408,24 @@ async fn a_version_that_traps_on_every_record_is_rolled_back_and_loses_nothing()
 async fn bad_versions_are_refused_and_the_running_one_goes_on() -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("numbered", 1).await?;
+    kinesis.create_stream("events", 1).await?;
+    kinesis.create_stream("legacy", 1).await?;
     let dir = temp_dir("hotload-refusals")?;
-    // Not granted `tallied`, which v2 reads.
-    let host = HotHost::start(&dir, &kinesis, &dynamo, &["numbered"], &[])?;
-    host.wait_reading(1).await?;
+    // Not granted `audit`, which v2 reads.
+    let host = HotHost::start(&dir, &kinesis, &dynamo, &["events", "legacy"], &[])?;
+    host.wait_reading(2).await?;
     let client = kinesis.client().await;
 
     let garbage = dir.join("garbage.wasm");
     std::fs::write(&garbage, b"\0asm\x0d\0\x01\0 not really a component")?;
     let refusals = [
         (garbage, "not a valid component"),
-        (guests::SWAP_V2.path(), "tallied"),
-        (guests::SWAP_RENAMED.path(), "`renamed`"),
+        (guests::VERSIONED_V2.path(), "`audit`"),
+        (guests::VERSIONED_RENAMED.path(), "`renamed`"),
     ];
     for (n, (source, reason)) in refusals.iter().enumerate() {
-        host.deploy(source)?;
+        host.land(source)?;
+        host.running.signal("HUP")?;
         let refused = eventually(Duration::from_secs(60), || {
             host.output()
                 .lines()
@@ -382,16 +436,65 @@ async fn bad_versions_are_refused_and_the_running_one_goes_on() -> anyhow::Resul
         .await;
         anyhow::ensure!(refused, "refusal {n} ({reason}) missing: {}", host.output());
         // v1 goes on serving.
-        put_json(&client, "numbered", &json!({ "n": n }), None).await?;
+        put_json(&client, "events", &json!({ "id": n }), None).await?;
         let served = eventually(Duration::from_secs(30), || {
             handled(&host.output())
                 .iter()
-                .any(|h| h.n == n as u64 && h.version == "1.0.0")
+                .any(|h| h.n == n as u64 && h.version == "1")
         })
         .await;
         anyhow::ensure!(served, "v1 stopped serving after refusal {n}");
     }
+    let (ok, text) = host.cli(&["status"]).await?;
+    assert!(ok && text.contains("refused versioned"), "{text}");
+    assert!(text.contains("app versioned 1.0.0"), "{text}");
+    // Nothing was swapped, so there is nothing to roll back to.
+    let (ok, text) = host.cli(&["rollback", "acme", "versioned"]).await?;
+    assert!(!ok && text.contains("no previous version"), "{text}");
     let output = host.stop().await?;
     assert_eq!(output.matches("new version live").count(), 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_tenant_is_paused_and_resumed_and_readiness_names_a_missing_stream()
+-> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    // `legacy`, which v1 also reads, does not exist.
+    kinesis.create_stream("events", 1).await?;
+    let dir = temp_dir("hotload-admin")?;
+    let host = HotHost::start(&dir, &kinesis, &dynamo, &["events", "legacy"], &[])?;
+    host.wait_reading(1).await?;
+    let addr = poll_for(Duration::from_secs(30), async || admin_addr(&host.output()))
+        .await
+        .ok_or_else(|| anyhow::anyhow!("no admin API"))?;
+    let (code, body) = http(&addr, "GET", "/healthz", b"")?;
+    assert_eq!(code, 200, "{body}");
+    let unready = poll_for(Duration::from_secs(60), async || {
+        let (code, body) = http(&addr, "GET", "/readyz", b"").ok()?;
+        (code == 503 && body.contains("legacy")).then_some(body)
+    })
+    .await;
+    assert!(unready.is_some(), "readyz never named the missing stream");
+
+    let (ok, text) = host.cli(&["pause", "acme"]).await?;
+    assert!(ok, "{text}");
+    let (_, status) = host.cli(&["status"]).await?;
+    assert!(
+        status.contains("tenant acme (paused: paused by an operator)"),
+        "{status}"
+    );
+    put_json(&kinesis.client().await, "events", &json!({ "id": 1 }), None).await?;
+    let (ok, text) = host.cli(&["resume", "acme"]).await?;
+    assert!(ok, "{text}");
+    let handled_after_resume = eventually(Duration::from_secs(30), || {
+        handled(&host.output()).iter().any(|h| h.n == 1)
+    })
+    .await;
+    assert!(handled_after_resume, "{}", host.output());
+    let (code, _) = http(&addr, "POST", "/v1/tenants/nobody/pause", b"")?;
+    assert_eq!(code, 404);
+    host.stop().await?;
     Ok(())
 }

@@ -1,7 +1,10 @@
-//! Components run by `TestApp`: in-process streams in paused time, the real runtime.
+//! Components run by `TestApp`: in-process streams in paused time, the real runtime; and
+//! `ruststream dev`, the binary running them so for a tenant developer.
 
 mod copies;
 mod deadlines;
+mod dev;
 mod holds;
 mod limits;
 mod settlement;
+mod swap;
