@@ -189,6 +189,13 @@ async fn swap_once(
     component: &Path,
     version: &str,
 ) -> anyhow::Result<Timing> {
+    // Each round starts right after a read delivered records; landing at a random point of
+    // the next read interval keeps the first-record figure from measuring that phase only.
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .subsec_nanos()
+        % 200;
+    tokio::time::sleep(Duration::from_millis(u64::from(jitter))).await;
     let staged = component.with_extension("staged");
     std::fs::copy(source, &staged)?;
     std::fs::rename(&staged, component)?;
