@@ -174,7 +174,7 @@ async fn run() -> anyhow::Result<()> {
 }
 
 fn version_for(round: usize) -> (Guest, &'static str) {
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         (guests::VERSIONED_V2, "2")
     } else {
         (guests::VERSIONED_V1, "1")
@@ -257,7 +257,7 @@ async fn produce(kinesis: aws_sdk_kinesis::Client, stop: Arc<AtomicBool>) -> any
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         // Explicit hash keys at both ends of the range: every other record on each shard.
-        let key = if n % 2 == 0 {
+        let key = if n.is_multiple_of(2) {
             "1"
         } else {
             "300000000000000000000000000000000000000"
