@@ -56,7 +56,7 @@ async fn run() -> anyhow::Result<()> {
             "us-east-1",
         ])
         .args(["--poll-interval-ms", &IDLE_POLL.as_millis().to_string()])
-        .args(["--admin-addr", "off"])
+        .args(["--admin-addr", "off", "--metrics-addr", "off"])
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("RUST_LOG", "info")

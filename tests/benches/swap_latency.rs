@@ -113,7 +113,7 @@ async fn run() -> anyhow::Result<()> {
             "us-east-1",
         ])
         .args(["--poll-interval-ms", "200"])
-        .args(["--admin-addr", "off"])
+        .args(["--admin-addr", "off", "--metrics-addr", "off"])
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("RUST_LOG", "info")
@@ -228,29 +228,14 @@ async fn swap_once(
 
 /// `component` with a custom section holding `nonce` appended: the same component, new bytes.
 fn with_nonce(component: &[u8], nonce: usize) -> Vec<u8> {
-    let name = b"ruststream-bench-nonce";
     let payload = format!("{nonce}-{:?}", Instant::now());
-    let mut body = Vec::new();
-    leb128(&mut body, name.len());
-    body.extend_from_slice(name);
-    body.extend_from_slice(payload.as_bytes());
+    let section = wasm_encoder::CustomSection {
+        name: "ruststream-bench-nonce".into(),
+        data: payload.as_bytes().into(),
+    };
     let mut bytes = component.to_vec();
-    bytes.push(0);
-    leb128(&mut bytes, body.len());
-    bytes.extend_from_slice(&body);
+    wasm_encoder::ComponentSection::append_to_component(&section, &mut bytes);
     bytes
-}
-
-fn leb128(out: &mut Vec<u8>, mut value: usize) {
-    loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
 }
 
 async fn produce(kinesis: aws_sdk_kinesis::Client, stop: Arc<AtomicBool>) -> anyhow::Result<()> {

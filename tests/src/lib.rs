@@ -20,6 +20,7 @@ pub mod faults;
 pub mod hostile;
 pub mod imports;
 pub mod process;
+pub mod scrape;
 pub mod servers;
 pub mod wait;
 

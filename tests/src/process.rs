@@ -30,9 +30,9 @@ impl Running {
     }
 }
 
-/// `ruststream run --config config` against `kinesis`, with quick polling, its admin API on a
-/// free loopback port (see [`admin_addr`]) and its log in `log`; `args` adds to the command
-/// line.
+/// `ruststream run --config config` against `kinesis`, with quick polling, its admin API and
+/// metrics endpoint on free loopback ports (see [`admin_addr`], [`metrics_addr`]) and its log
+/// in `log`; `args` adds to the command line.
 ///
 /// # Errors
 /// When the log file cannot be created or the binary cannot be spawned.
@@ -47,7 +47,12 @@ pub fn run_host(
         .arg(config)
         .args(["--kinesis-endpoint", &kinesis.endpoint()])
         .args(["--region", "us-east-1", "--poll-interval-ms", "200"])
-        .args(["--admin-addr", "127.0.0.1:0"])
+        .args([
+            "--admin-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
         .args(args)
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
@@ -62,8 +67,17 @@ pub fn run_host(
 /// The address the host's admin API listens on, from its log (`admin API listening`), once it
 /// does.
 pub fn admin_addr(log: &str) -> Option<String> {
+    listening(log, "admin API listening")
+}
+
+/// The address the host's metrics endpoint listens on, from its log, once it does.
+pub fn metrics_addr(log: &str) -> Option<String> {
+    listening(log, "metrics endpoint listening")
+}
+
+fn listening(log: &str, message: &str) -> Option<String> {
     log.lines()
-        .find(|line| line.contains("admin API listening"))?
+        .find(|line| line.contains(message))?
         .split_whitespace()
         .find_map(|token| token.strip_prefix("addr="))
         .map(str::to_owned)

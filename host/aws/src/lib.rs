@@ -26,6 +26,7 @@
 
 mod kinesis;
 mod lease;
+pub mod metrics;
 mod runner;
 
 /// An error of the SDK (or of the task running a call), kept whole as the cause of ours.

@@ -1,6 +1,6 @@
 //! Command-line arguments of `ruststream`.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,6 +21,19 @@ use crate::client::{self, parse_position};
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// How log lines are written: `text` for people, `json` (one object per line, the
+    /// component's own fields as separate keys) for log pipelines.
+    #[arg(long, global = true, value_enum, env = "RUSTSTREAM_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines, coloured only on a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -220,19 +233,26 @@ pub(crate) struct RunArgs {
     pub rollout_margin: f64,
     /// Where the admin API listens; `off` (or `none`) for no admin API. Loopback only,
     /// unless --allow-remote-admin.
-    #[arg(long, env = "RUSTSTREAM_ADMIN_ADDR", value_name = "ADDR", default_value_t = AdminAddr(Some(DEFAULT_ADDR)), value_parser = parse_admin_addr)]
-    pub admin_addr: AdminAddr,
+    #[arg(long, env = "RUSTSTREAM_ADMIN_ADDR", value_name = "ADDR", default_value_t = ListenAddr(Some(DEFAULT_ADDR)), value_parser = parse_listen_addr)]
+    pub admin_addr: ListenAddr,
     /// Let the admin API listen on a non-loopback address. It has no authentication: whoever
     /// reaches it can load code into tenants and pause them.
     #[arg(long)]
     pub allow_remote_admin: bool,
+    /// Where Prometheus metrics are served (`GET /metrics`); `off` (or `none`) for none.
+    #[arg(long, env = "RUSTSTREAM_METRICS_ADDR", value_name = "ADDR", default_value_t = ListenAddr(Some(METRICS_ADDR)), value_parser = parse_listen_addr)]
+    pub metrics_addr: ListenAddr,
 }
 
-/// `--admin-addr`: the address to serve the admin API on, or `None` for no admin API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct AdminAddr(pub Option<SocketAddr>);
+/// Where the metrics endpoint listens unless told otherwise: loopback, port 9464.
+pub(crate) const METRICS_ADDR: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9464));
 
-impl std::fmt::Display for AdminAddr {
+/// `--admin-addr`, `--metrics-addr`: the address to serve on, or `None` for no server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ListenAddr(pub Option<SocketAddr>);
+
+impl std::fmt::Display for ListenAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0 {
             Some(addr) => addr.fmt(f),
@@ -241,23 +261,23 @@ impl std::fmt::Display for AdminAddr {
     }
 }
 
-/// Why an `--admin-addr` is not one.
+/// Why an `--admin-addr` or `--metrics-addr` is not one.
 #[derive(Debug, thiserror::Error)]
 #[error("`{input}` is not an address: give IP:PORT (e.g. 127.0.0.1:9465), or `off`")]
-pub(crate) struct AdminAddrError {
+pub(crate) struct ListenAddrError {
     input: String,
     #[source]
     source: std::net::AddrParseError,
 }
 
-/// Parses `--admin-addr`: `IP:PORT`, or `off`/`none`.
-fn parse_admin_addr(input: &str) -> Result<AdminAddr, AdminAddrError> {
+/// Parses `--admin-addr` and `--metrics-addr`: `IP:PORT`, or `off`/`none`.
+fn parse_listen_addr(input: &str) -> Result<ListenAddr, ListenAddrError> {
     if input.eq_ignore_ascii_case("off") || input.eq_ignore_ascii_case("none") {
-        return Ok(AdminAddr(None));
+        return Ok(ListenAddr(None));
     }
     match input.parse() {
-        Ok(addr) => Ok(AdminAddr(Some(addr))),
-        Err(source) => Err(AdminAddrError {
+        Ok(addr) => Ok(ListenAddr(Some(addr))),
+        Err(source) => Err(ListenAddrError {
             input: quote(input),
             source,
         }),
@@ -387,12 +407,21 @@ mod tests {
     #[test]
     fn the_admin_api_listens_on_loopback_by_default() {
         let run = run_args(&["run", "x.wasm"]);
-        assert_eq!(run.admin_addr, AdminAddr(Some(DEFAULT_ADDR)));
+        assert_eq!(run.admin_addr, ListenAddr(Some(DEFAULT_ADDR)));
         assert_eq!(run.admin_addr.to_string(), "127.0.0.1:9465");
         assert!(!run.allow_remote_admin);
+        assert_eq!(run.metrics_addr.to_string(), "127.0.0.1:9464");
 
-        let run = run_args(&["run", "x.wasm", "--admin-addr", "off"]);
-        assert_eq!(run.admin_addr, AdminAddr(None));
+        let run = run_args(&[
+            "run",
+            "x.wasm",
+            "--admin-addr",
+            "off",
+            "--metrics-addr",
+            "none",
+        ]);
+        assert_eq!(run.metrics_addr, ListenAddr(None));
+        assert_eq!(run.admin_addr, ListenAddr(None));
         let run = run_args(&[
             "run",
             "x.wasm",

@@ -27,6 +27,9 @@ mod client;
 mod config;
 mod dev;
 mod fleet;
+mod http_server;
+mod json_log;
+mod metrics;
 mod new;
 mod run;
 mod status_view;
@@ -42,7 +45,29 @@ use ruststream_runtime::{
     CompileConfig, CompileLimits, Compiler, RuntimeConfig, WORKER_COMMAND, compile_worker, one_line,
 };
 
-use args::{Cli, Command};
+use args::{Cli, Command, LogFormat};
+
+/// Logs to stdout in `format`, filtered by `RUST_LOG` or else `default_filter`.
+fn init_logging(format: LogFormat, default_filter: &str) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| default_filter.into());
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            // Colour codes only for a person at a terminal, never into a file or a pipe.
+            .with_ansi(std::io::stdout().is_terminal())
+            .init(),
+        LogFormat::Json => tracing_subscriber::registry()
+            .with(filter)
+            .with(json_log::JsonLayer::new(|| {
+                Box::new(std::io::stdout()) as Box<dyn std::io::Write>
+            }))
+            .init(),
+    }
+}
 
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(WORKER_COMMAND) {
@@ -55,14 +80,7 @@ fn main() -> ExitCode {
         Command::Dev(_) => "warn,ruststream::guest=off,ruststream::runtime=off",
         _ => "info",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default_filter.into()),
-        )
-        // Colour codes only for a person at a terminal, never into a file or a pipe.
-        .with_ansi(std::io::stdout().is_terminal())
-        .init();
+    init_logging(cli.log_format, default_filter);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

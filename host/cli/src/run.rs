@@ -17,22 +17,24 @@ use ruststream_runtime::{CompileLimits, Runtime};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
 
+use crate::admin;
 use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
-use crate::admin::{self, AdminServer};
 use crate::args::{LeaseStoreKind, RunArgs};
 use crate::config::Config;
 use crate::fleet::{Fleet, LeaseSettings};
-use crate::runtime_config;
+use crate::http_server::HttpServer;
 use crate::watch::FileWatch;
+use crate::{metrics, runtime_config};
 
 /// How long changes to watched files must be quiet before a reload: a component file is
 /// replaced by one rename (or written and closed), which is one event, so a short wait only
 /// gathers the changes of one deploy.
 const FILE_QUIET: Duration = Duration::from_millis(20);
 
-/// How long requests under way to the admin API may take once the host stops.
-const ADMIN_GRACE: Duration = Duration::from_secs(2);
+/// How long requests under way to the admin API or the metrics endpoint may take once the
+/// host stops.
+const SERVER_GRACE: Duration = Duration::from_secs(2);
 
 /// How often Kinesis and DynamoDB are probed for readiness.
 const PROBE_INTERVAL: Duration = Duration::from_secs(5);
@@ -40,6 +42,12 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
     let settings = Settings::new(&args)?;
+    // Before the runtime: its compiles are counted.
+    let recorder = args
+        .metrics_addr
+        .0
+        .map(|_| metrics::install())
+        .transpose()?;
     let runtime = Runtime::new(runtime_config(
         settings.compile_limits.clone(),
         settings.compile_cache.clone(),
@@ -62,12 +70,18 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.components.clone(),
         settings.leases,
     );
-    // Before the first load: readiness says the host is still loading.
+    fleet.check_config()?;
+    // Before the first load: readiness says the host is still loading, and the metrics count
+    // the first compiles.
     let admin = match args.admin_addr.0 {
         Some(addr) => {
             Some(admin::serve(addr, args.allow_remote_admin, Arc::new(fleet.clone())).await?)
         }
         None => None,
+    };
+    let metrics = match (args.metrics_addr.0, recorder) {
+        (Some(addr), Some(handle)) => Some(metrics::serve(addr, handle, fleet.clone()).await?),
+        _ => None,
     };
     let mut reloads = JoinSet::new();
     let first = {
@@ -113,8 +127,8 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     reloads.abort_all();
     probing.abort();
-    if let Some(admin) = admin {
-        stop_admin(admin).await;
+    for server in admin.into_iter().chain(metrics) {
+        stop_server(server).await;
     }
     stop(&fleet, &mut signals).await;
     Ok(())
@@ -186,13 +200,13 @@ async fn probe(fleet: Fleet) {
     }
 }
 
-/// Stops the admin API first, so that nothing is deployed while the apps stop; a request
-/// under way gets a moment to be answered.
-async fn stop_admin(admin: AdminServer) {
-    match tokio::time::timeout(ADMIN_GRACE, admin.shutdown()).await {
+/// Stops the admin API (and the metrics endpoint) first, so that nothing is deployed while
+/// the apps stop; a request under way gets a moment to be answered.
+async fn stop_server(server: HttpServer) {
+    match tokio::time::timeout(SERVER_GRACE, server.shutdown()).await {
         Ok(Ok(())) => {}
-        Ok(Err(error)) => tracing::warn!("{error:#}"),
-        Err(_) => tracing::warn!(grace = ?ADMIN_GRACE, "the admin API did not stop in time"),
+        Ok(Err(error)) => tracing::warn!("{:#}", anyhow::Error::from(error)),
+        Err(_) => tracing::warn!(grace = ?SERVER_GRACE, "a server did not stop in time"),
     }
 }
 

@@ -34,6 +34,7 @@ mod envelope;
 mod escape;
 mod limits;
 mod log;
+pub mod metrics;
 mod pipeline;
 mod policy;
 mod publish;
@@ -62,7 +63,7 @@ pub use limits::{
     CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits, RuntimeConfig,
     WriteLimits,
 };
-pub use log::{Level, LogLine, LogSink, Origin};
+pub use log::{Level, LogLine, LogSink, Origin, parse_field_list};
 pub use pipeline::{
     DEFAULT_BATCH_LIMIT, DeliveryReport, Observer, OutcomeCounts, PipelineEnv, ShardPipeline, Stop,
 };

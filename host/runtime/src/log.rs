@@ -6,7 +6,7 @@
 //! `TestApp` lets tests assert on them.
 
 use std::collections::HashMap;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -426,15 +426,95 @@ impl fmt::Display for FieldList<'_> {
             if i > 0 {
                 f.write_str(" ")?;
             }
-            write!(f, "{name}={value}")?;
+            write_logfmt_key(f, name)?;
+            f.write_str("=")?;
+            write_logfmt_value(f, value)?;
         }
         Ok(())
+    }
+}
+
+/// A key as logfmt wants it: anything but `[A-Za-z0-9_.:-]` becomes `_`, so that a reader can
+/// split the list again whatever a guest named its fields.
+fn write_logfmt_key(f: &mut fmt::Formatter<'_>, key: &str) -> fmt::Result {
+    if key.is_empty() {
+        return f.write_str("_");
+    }
+    for c in key.chars() {
+        let keep = c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
+        f.write_char(if keep { c } else { '_' })?;
+    }
+    Ok(())
+}
+
+/// A value as logfmt wants it: quoted (with `\\` and `\"` escaped) when it is empty or holds a
+/// space, a quote, a backslash or `=`.
+fn write_logfmt_value(f: &mut fmt::Formatter<'_>, value: &str) -> fmt::Result {
+    let plain = !value.is_empty() && !value.contains([' ', '"', '\\', '=']);
+    if plain {
+        return f.write_str(value);
+    }
+    f.write_char('"')?;
+    for c in value.chars() {
+        if matches!(c, '"' | '\\') {
+            f.write_char('\\')?;
+        }
+        f.write_char(c)?;
+    }
+    f.write_char('"')
+}
+
+/// Splits a field list written by the runtime (`key=value key="quoted value"`) back into
+/// pairs: what a log formatter needs to give each field its own key.
+pub fn parse_field_list(text: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.next_if_eq(&' ').is_some() {}
+        let key: String =
+            std::iter::from_fn(|| chars.next_if(|c| *c != '=' && *c != ' ')).collect();
+        if key.is_empty() {
+            return pairs;
+        }
+        let mut value = String::new();
+        if chars.next_if_eq(&'=').is_some() {
+            if chars.next_if_eq(&'"').is_some() {
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => value.extend(chars.next()),
+                        '"' => break,
+                        c => value.push(c),
+                    }
+                }
+            } else {
+                value.extend(std::iter::from_fn(|| chars.next_if(|c| *c != ' ')));
+            }
+        }
+        pairs.push((key, value));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_list_reads_back_whatever_its_values_hold() {
+        let fields = vec![
+            ("event.id".to_owned(), "7".to_owned()),
+            ("note".to_owned(), "a \"b\" = c\\d".to_owned()),
+            ("empty".to_owned(), String::new()),
+            ("bad key=".to_owned(), "v".to_owned()),
+        ];
+        let text = FieldList(&fields).to_string();
+        assert_eq!(
+            text,
+            r#"event.id=7 note="a \"b\" = c\\d" empty="" bad_key_=v"#
+        );
+        let back = parse_field_list(&text);
+        assert_eq!(back[..3], fields[..3]);
+        assert_eq!(back[3], ("bad_key_".to_owned(), "v".to_owned()));
+    }
 
     fn line(message: &str) -> LogLine {
         LogLine {

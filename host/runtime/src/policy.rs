@@ -71,11 +71,12 @@ pub struct SandboxPolicy {
 impl SandboxPolicy {
     /// The policy of tenant `tenant`: `limits`, and `publish` for what its guests publish.
     pub fn new(tenant: impl Into<String>, limits: Limits, publish: StreamGrant) -> Self {
+        let tenant = tenant.into();
         Self {
-            tenant: tenant.into(),
             log_rate: LogRate::new(limits.log.lines_per_second),
             host_lines: HostLineBudget::new(limits.log.host_lines_per_second),
-            quota: WriteQuota::new(&limits.writes),
+            quota: WriteQuota::new(&limits.writes, &tenant),
+            tenant,
             limits,
             publish,
         }

@@ -23,6 +23,7 @@ pub(crate) struct WriteQuota {
     record_capacity: f64,
     byte_capacity: f64,
     state: Mutex<Buckets>,
+    throttles: metrics::Counter,
 }
 
 #[derive(Debug)]
@@ -33,7 +34,8 @@ struct Buckets {
 }
 
 impl WriteQuota {
-    pub(crate) fn new(limits: &WriteLimits) -> Self {
+    /// The quota of `tenant` (which labels its throttle count).
+    pub(crate) fn new(limits: &WriteLimits, tenant: &str) -> Self {
         let records = f64::from(limits.records_per_second.max(1));
         let bytes = limits.bytes_per_second.max(1) as f64;
         let byte_capacity = bytes.max(MAX_RECORD_BYTES as f64);
@@ -47,6 +49,10 @@ impl WriteQuota {
                 bytes: byte_capacity,
                 refilled_ms: None,
             }),
+            throttles: metrics::counter!(
+                crate::metrics::PUBLISH_THROTTLES,
+                crate::metrics::label::TENANT => tenant.to_owned()
+            ),
         }
     }
 
@@ -68,6 +74,7 @@ impl WriteQuota {
             state.bytes -= bytes;
             return Ok(());
         }
+        self.throttles.increment(1);
         let records_wait = (1.0 - state.records).max(0.0) / self.records_per_ms;
         let bytes_wait = (bytes - state.bytes).max(0.0) / self.bytes_per_ms;
         Err(Duration::from_millis(
@@ -82,10 +89,13 @@ mod tests {
 
     #[test]
     fn records_past_the_quota_wait_for_it_to_refill() {
-        let quota = WriteQuota::new(&WriteLimits {
-            records_per_second: 10,
-            bytes_per_second: 1 << 20,
-        });
+        let quota = WriteQuota::new(
+            &WriteLimits {
+                records_per_second: 10,
+                bytes_per_second: 1 << 20,
+            },
+            "acme",
+        );
         for _ in 0..10 {
             assert_eq!(quota.take(1_000, 100), Ok(()));
         }
@@ -99,10 +109,13 @@ mod tests {
 
     #[test]
     fn bytes_count_too_and_the_largest_record_always_fits_eventually() {
-        let quota = WriteQuota::new(&WriteLimits {
-            records_per_second: 1_000,
-            bytes_per_second: 1_000,
-        });
+        let quota = WriteQuota::new(
+            &WriteLimits {
+                records_per_second: 1_000,
+                bytes_per_second: 1_000,
+            },
+            "acme",
+        );
         assert!(quota.take(0, MAX_RECORD_BYTES).is_ok());
         let wait = quota.take(0, 10_000).expect_err("bytes are spent");
         assert!(wait >= Duration::from_secs(9), "{wait:?}");

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
+use tracing::Instrument as _;
 
 use ruststream_runtime::internals::lock;
 use ruststream_runtime::{
@@ -25,6 +26,7 @@ use super::status::{AppVersions, RolloutStatus, StatusBoard, SubscriptionStatus}
 use super::worker::{WorkerContext, short};
 use super::{Deployment, Host};
 use crate::lease::LeaseStore;
+use crate::metrics::LeaseMetrics;
 
 /// How often a rollout in progress is judged.
 const ROLLOUT_CHECK: Duration = Duration::from_millis(20);
@@ -115,6 +117,8 @@ struct AppCore {
     rollbacks: u64,
     /// Bumped by every swap: a rollout judge of an older swap stands down.
     generation: u64,
+    /// The app's span (tenant, app): parent of its subscriptions' spans.
+    span: tracing::Span,
 }
 
 impl RunningApp {
@@ -141,6 +145,7 @@ impl RunningApp {
             rollout: None,
             rollbacks: 0,
             generation: 0,
+            span: tracing::info_span!(parent: None, "app", tenant = %deployment.tenant.name(), app = %name),
         };
         let specs = &current.component.app().subscriptions;
         for spec in specs {
@@ -244,6 +249,7 @@ impl RunningApp {
             window,
         ));
         let swapped = core.publish(release, false);
+        crate::metrics::swapped(self.tenant.name(), &self.name);
         core.rollout = Some(RolloutStatus {
             calls: 0,
             failures: 0,
@@ -266,7 +272,9 @@ impl RunningApp {
     /// # Errors
     /// [`SwapError::NothingToRollBack`] when no swap happened (or it was rolled back already).
     pub fn roll_back(&self, reason: &str) -> Result<Swapped, SwapError> {
-        self.lock().roll_back(&self.name, reason)
+        let swapped = self.lock().roll_back(&self.name, reason)?;
+        crate::metrics::rolled_back(self.tenant.name(), &self.name, false);
+        Ok(swapped)
     }
 
     /// Repositions a subscription: every shard this host holds (and shards it takes later
@@ -344,9 +352,17 @@ impl AppCore {
             config: host.config.clone(),
             status: board.clone(),
             shutdown: stop_rx,
+            leases: LeaseMetrics::new(
+                self.tenant.name(),
+                &self.current.component.app().name,
+                &spec.name,
+            ),
         };
+        // Every line about the subscription (its shards, leases, calls and the component's own
+        // lines) carries tenant, app, subscriber and stream through this span.
+        let span = tracing::info_span!(parent: &self.span, "subscription", subscriber = %spec.name, stream = %spec.stream);
         self.tasks
-            .spawn(coordinator::run(ctx, shared_stream, seek_rx));
+            .spawn(coordinator::run(ctx, shared_stream, seek_rx).instrument(span));
         let subscription = Subscription {
             stream: spec.stream.clone(),
             shared_stream,
@@ -495,7 +511,9 @@ async fn judge_rollout(
             }
             Verdict::RollBack(reason) => {
                 let app = core.current.component.app().name.clone();
-                let _ = core.roll_back(&app, &reason);
+                if core.roll_back(&app, &reason).is_ok() {
+                    crate::metrics::rolled_back(core.tenant.name(), &app, true);
+                }
                 if quarantined {
                     core.tenant.resume();
                 }

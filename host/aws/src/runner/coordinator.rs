@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout};
+use tracing::Instrument as _;
 
 use ruststream_runtime::{StartPosition, one_line};
 
@@ -297,9 +298,10 @@ impl Coordinator {
                 };
                 let (seeks, seeks_rx) = mpsc::unbounded_channel();
                 self.owned.insert(key.shard_id().to_owned(), seeks);
+                let span = tracing::info_span!("shard", shard = %key.shard_id());
                 let task = self
                     .workers
-                    .spawn(worker::run(self.ctx.clone(), assignment, seeks_rx));
+                    .spawn(worker::run(self.ctx.clone(), assignment, seeks_rx).instrument(span));
                 self.tasks.insert(task.id(), key.shard_id().to_owned());
             }
             Ok(None) => tracing::debug!(lease = %key, "lease was taken by another host first"),

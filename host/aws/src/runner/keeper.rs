@@ -19,11 +19,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
+use tracing::Instrument as _;
 
 use ruststream_runtime::internals::sleep_until;
 use ruststream_runtime::{Stop, one_line};
 
 use crate::lease::{HeldLease, LeaseError, LeaseStore};
+use crate::metrics::LeaseMetrics;
 
 /// Timing of a keeper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +117,7 @@ impl Keeper {
         store: Arc<dyn LeaseStore>,
         lease: HeldLease,
         timing: KeeperTiming,
+        metrics: LeaseMetrics,
     ) -> Self {
         let (checkpoint, checkpoint_rx) = watch::channel(lease.checkpoint.clone());
         let (writes, writes_rx) = mpsc::unbounded_channel();
@@ -127,8 +130,10 @@ impl Keeper {
             timing,
             last_renewed: Instant::now(),
             stop: stop_tx,
+            metrics: HeldLeaseMetrics::new(metrics),
         };
-        let task = tokio::spawn(keep(state, checkpoint_rx, writes_rx, finish_rx));
+        // In the worker's span: lease lines name the shard and its subscription.
+        let task = tokio::spawn(keep(state, checkpoint_rx, writes_rx, finish_rx).in_current_span());
         Self {
             checkpoint,
             writes,
@@ -200,6 +205,24 @@ struct State {
     written: Option<String>,
     last_renewed: Instant,
     stop: watch::Sender<Option<Stop>>,
+    metrics: HeldLeaseMetrics,
+}
+
+/// Counts the lease as held from its keeper's start until the keeper's state is dropped:
+/// when the keeper ends, however it ends (an aborted task drops its state too).
+struct HeldLeaseMetrics(LeaseMetrics);
+
+impl HeldLeaseMetrics {
+    fn new(metrics: LeaseMetrics) -> Self {
+        metrics.taken();
+        Self(metrics)
+    }
+}
+
+impl Drop for HeldLeaseMetrics {
+    fn drop(&mut self) {
+        self.0.released();
+    }
 }
 
 async fn keep(
@@ -320,15 +343,18 @@ impl State {
         .await;
         match written {
             Ok(true) => {
+                self.metrics.0.checkpoint_written(true);
                 self.last_renewed = Instant::now();
                 self.written = Some(sequence);
                 Ok(true)
             }
             Ok(false) => {
+                self.metrics.0.checkpoint_written(false);
                 self.mark_lost("a checkpoint write was fenced off");
                 Err(WriteError::Lost)
             }
             Err(error) => {
+                self.metrics.0.checkpoint_written(false);
                 tracing::warn!(lease = %self.lease.key, error = %one_line(&error), "checkpoint write failed; retrying");
                 Err(WriteError::Store(error))
             }
@@ -383,6 +409,7 @@ impl State {
     }
 
     fn mark_lost(&self, why: &str) {
+        self.metrics.0.lost();
         tracing::warn!(lease = %self.lease.key, owner = %self.lease.owner,
             "lease lost ({why}); the shard is no longer delivered here");
         self.stop.send_replace(Some(Stop::Lost));

@@ -40,10 +40,18 @@ pub struct ShardStatus {
     pub held_at: Option<String>,
     /// Since when (ms since the epoch) the checkpoint has been held in front of `held_at`.
     pub held_since_ms: Option<u64>,
+    /// Records read and not handled yet: held, waiting for a due time, or whose copy is still
+    /// being published.
+    pub unhandled: u64,
+    /// Copies owed to a stream: waiting for their due time or being published.
+    pub copies_pending: u64,
     /// How its deliveries settled on this host.
     pub outcomes: OutcomeCounts,
     /// How far behind the tip of the shard its last read was, as Kinesis reported it.
     pub millis_behind_latest: Option<i64>,
+    /// How old the last record of the last non-empty read was when it was read (ms): Lambda's
+    /// iterator age.
+    pub iterator_age_ms: Option<u64>,
     /// Delivery is paused: the component's tenant is quarantined.
     pub quarantined: bool,
 }
@@ -101,8 +109,11 @@ impl StatusBoard {
                 checkpoint: None,
                 held_at: None,
                 held_since_ms: None,
+                unhandled: 0,
+                copies_pending: 0,
                 outcomes: OutcomeCounts::default(),
                 millis_behind_latest: None,
+                iterator_age_ms: None,
                 quarantined: false,
             });
         change(shard);

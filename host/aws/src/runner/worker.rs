@@ -19,6 +19,7 @@ use super::seek::ShardSeek;
 use super::status::{ShardState, StatusBoard};
 use crate::kinesis::{ReadError, ShardInfo, ShardReader, StartAt, list_shards};
 use crate::lease::{Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON};
+use crate::metrics::LeaseMetrics;
 
 /// How long a worker handing its lease over keeps trying to publish the copies it owes.
 const HANDOFF_COPY_GRACE: Duration = Duration::from_secs(2);
@@ -40,6 +41,7 @@ pub(crate) struct WorkerContext {
     pub config: Arc<HostConfig>,
     pub status: StatusBoard,
     pub shutdown: watch::Receiver<bool>,
+    pub leases: LeaseMetrics,
 }
 
 /// A leased shard, as the coordinator hands it to a worker.
@@ -99,7 +101,12 @@ async fn work(
         key_of,
     } = assignment;
     let stored = lease.checkpoint.as_deref().map(Checkpoint::parse);
-    let keeper = Keeper::spawn(ctx.store.clone(), lease, timing(&ctx.config));
+    let keeper = Keeper::spawn(
+        ctx.store.clone(),
+        lease,
+        timing(&ctx.config),
+        ctx.leases.clone(),
+    );
     let grace = ctx.config.shutdown_grace;
     if stored == Some(Checkpoint::ShardEnd) {
         keeper.finish(grace).await;
@@ -365,12 +372,15 @@ async fn read(
             batch = reader.next(), if !reader.is_finished() && !paused => match batch {
                 Ok(batch) => {
                     let count = batch.records.len() as u64;
+                    let last_arrival = batch.records.last().map(|r| r.arrival_ms);
+                    let age = last_arrival.map(|at| ctx.clock.now_ms().saturating_sub(at));
                     let moved = pipeline.deliver(batch.records).await;
                     let behind = reader.millis_behind_latest();
                     ctx.status.update(&shard_id, |s| {
                         s.delivered += count;
                         s.outcomes = pipeline.outcomes();
                         s.millis_behind_latest = behind;
+                        s.iterator_age_ms = age.or(s.iterator_age_ms);
                     });
                     persist(ctx, keeper, &shard_id, moved);
                 }
@@ -388,6 +398,10 @@ async fn read(
         }
         ctx.status
             .set_held(&shard_id, pipeline.held_at(), ctx.clock.now_ms());
+        ctx.status.update(&shard_id, |s| {
+            s.unhandled = pipeline.unhandled() as u64;
+            s.copies_pending = pipeline.pending_copies() as u64;
+        });
     }
 }
 

@@ -7,7 +7,8 @@ use hyper::StatusCode;
 
 use super::*;
 use crate::admin::fake::{FakeControl, SHARDS, TENANT, sample_status};
-use crate::admin::{AdminServer, serve};
+use crate::admin::serve;
+use crate::http_server::HttpServer;
 
 #[test]
 fn positions() {
@@ -87,7 +88,7 @@ fn server_errors_keep_the_servers_message() {
     assert!(matches!(error, ClientError::Decode { .. }), "{error}");
 }
 
-async fn started() -> (Arc<FakeControl>, AdminServer, AdminClient) {
+async fn started() -> (Arc<FakeControl>, HttpServer, AdminClient) {
     let fake = Arc::new(FakeControl::default());
     let addr = "127.0.0.1:0".parse().expect("an address");
     let server = serve(addr, false, fake.clone()).await.expect("a free port");

@@ -323,6 +323,15 @@ impl Fleet {
         stop_apps(apps).await;
     }
 
+    /// Reads the config as a reload would, changing nothing: a start refuses a config that
+    /// could never load, where a reload keeps what runs.
+    ///
+    /// # Errors
+    /// The config cannot be read or parsed, or its lease table template does not fit it.
+    pub(crate) fn check_config(&self) -> anyhow::Result<()> {
+        self.wanted().map(drop)
+    }
+
     fn wanted(&self) -> anyhow::Result<Wanted> {
         let Some(path) = &self.inner.config_path else {
             let components = self.inner.cli_components.len();

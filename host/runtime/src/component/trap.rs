@@ -25,6 +25,32 @@ pub enum TrapKind {
     Other,
 }
 
+impl TrapKind {
+    /// Every kind.
+    pub const ALL: [Self; 7] = [
+        Self::Deadline,
+        Self::MemoryLimit,
+        Self::StackOverflow,
+        Self::Panic,
+        Self::OutOfFuel,
+        Self::ResourceLimit,
+        Self::Other,
+    ];
+
+    /// A short, stable name: the `kind` label of `ruststream_traps_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Deadline => "deadline",
+            Self::MemoryLimit => "memory_limit",
+            Self::StackOverflow => "stack_overflow",
+            Self::Panic => "panic",
+            Self::OutOfFuel => "out_of_fuel",
+            Self::ResourceLimit => "resource_limit",
+            Self::Other => "other",
+        }
+    }
+}
+
 impl fmt::Display for TrapKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

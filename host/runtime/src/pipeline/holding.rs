@@ -108,6 +108,11 @@ impl Holding {
     pub(super) fn has_parked(&self) -> bool {
         !self.parked.is_empty()
     }
+
+    /// Copies read before their due time, waiting for it.
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@
 
 mod holding;
 mod lines;
+mod metrics;
 mod outbox;
 mod settle;
 
@@ -49,6 +50,7 @@ use crate::settlement::Outcome;
 use crate::tenant::Tenant;
 use holding::{Holding, Waiting};
 use lines::RuntimeLog;
+use metrics::SubscriptionMetrics;
 use outbox::{Outbox, UnsentCopy};
 
 /// Records handed to one call when the subscription does not set `batch`.
@@ -66,6 +68,10 @@ pub enum Stop {
 /// What one delivery came to, for observers (tests, metrics, quarantine).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryReport {
+    /// The tenant whose component handled it.
+    pub tenant: String,
+    /// The app (as the component declares it) that handled it.
+    pub app: String,
     /// The subscription that handled it.
     pub subscriber: String,
     /// The stream it was read from.
@@ -82,6 +88,10 @@ pub struct DeliveryReport {
     pub trap: Option<TrapKind>,
     /// When the outcome was settled (the pipeline clock, ms since the epoch).
     pub at_ms: u64,
+    /// When the stream took the record (ms since the epoch, as the stream reports it).
+    pub arrival_ms: u64,
+    /// How long the call that settled it took (one call handles a batch of records).
+    pub call_duration: Duration,
 }
 
 /// How many deliveries of a shard settled with each outcome, on this host.
@@ -147,6 +157,11 @@ pub struct ShardPipeline {
     outcomes: OutcomeCounts,
     env: PipelineEnv,
     log: RuntimeLog,
+    /// The app the component declares, for reports.
+    app: Arc<str>,
+    metrics: SubscriptionMetrics,
+    /// How long the call under settlement took, for reports.
+    call_duration: Duration,
 }
 
 impl ShardPipeline {
@@ -167,6 +182,8 @@ impl ShardPipeline {
             stream.clone(),
             shard_id.clone(),
         );
+        let app: Arc<str> = component.app().name.as_str().into();
+        let metrics = SubscriptionMetrics::new(env.tenant.name(), &app, &subscription.name);
         Self {
             instance: component.instance(env.env.clone()),
             stream,
@@ -180,6 +197,9 @@ impl ShardPipeline {
             outcomes: OutcomeCounts::default(),
             env,
             log,
+            app,
+            metrics,
+            call_duration: Duration::ZERO,
         }
     }
 
@@ -317,6 +337,17 @@ impl ShardPipeline {
         self.outcomes
     }
 
+    /// How many records read are not handled yet: held, waiting for their due time, parked,
+    /// or whose copy is still being published.
+    pub fn unhandled(&self) -> usize {
+        self.watermark.in_flight()
+    }
+
+    /// How many copies are owed to a stream: waiting for their due time or being published.
+    pub fn pending_copies(&self) -> usize {
+        self.outbox.len() + self.holding.waiting()
+    }
+
     /// Whether every delivered record is handled and no copy is pending.
     pub fn is_settled(&self) -> bool {
         self.watermark.in_flight() == 0 && self.outbox.is_empty() && !self.holding.has_parked()
@@ -356,6 +387,9 @@ impl ShardPipeline {
             self.shard_id.clone(),
         );
         self.instance = component.instance(env.env.clone());
+        // The app name cannot change in a swap; the tenant's labels are rebuilt all the same,
+        // so counts follow the subscription as the new version declares it.
+        self.metrics = SubscriptionMetrics::new(env.tenant.name(), &self.app, &subscription.name);
         self.subscription = subscription;
         self.env = env;
     }
@@ -405,7 +439,9 @@ impl ShardPipeline {
         if self.stopped() == Some(Stop::Lost) {
             return;
         }
+        let dead_letter = copy.target() != &*self.stream;
         if let Some(ticket) = self.outbox.send(copy, &self.env.env, &self.log).await {
+            self.metrics.copy_published(dead_letter);
             self.mark(ticket);
         }
     }

@@ -44,6 +44,11 @@ impl UnsentCopy {
             next_try_ms: 0,
         }
     }
+
+    /// The stream it goes to.
+    pub(super) fn target(&self) -> &str {
+        &self.target
+    }
 }
 
 /// The copies of one shard still to publish.
@@ -55,6 +60,10 @@ pub(super) struct Outbox {
 impl Outbox {
     pub(super) fn is_empty(&self) -> bool {
         self.unsent.is_empty()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.unsent.len()
     }
 
     /// Adds `copy`, to be tried at once.

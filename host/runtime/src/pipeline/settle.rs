@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tracing::Instrument as _;
+
 use super::outbox::UnsentCopy;
 use super::{DEFAULT_BATCH_LIMIT, DeliveryReport, ShardPipeline};
 use crate::checkpoint::Ticket;
@@ -61,7 +63,11 @@ impl ShardPipeline {
             shard_id: &self.shard_id,
             deliveries: deliveries.clone(),
         };
-        let result = self.instance.handle_batch(&call).await;
+        let started = std::time::Instant::now();
+        let span = tracing::info_span!("call", records = call.deliveries.len());
+        let result = self.instance.handle_batch(&call).instrument(span).await;
+        self.call_duration = started.elapsed();
+        self.metrics.called(self.call_duration);
         self.count_call(result.as_ref().err().map(|f| &f.failure));
         let (outcomes, failure) = match result {
             Ok(outcomes) => (outcomes, None),
@@ -107,6 +113,7 @@ impl ShardPipeline {
         match failure {
             None => self.env.tenant.call_succeeded(),
             Some(failure) => {
+                self.metrics.trapped(failure.kind);
                 self.env.tenant.call_failed(failure.kind);
             }
         }
@@ -217,8 +224,11 @@ impl ShardPipeline {
 
     fn report(&mut self, delivery: &Delivery, outcome: Outcome, trap: Option<TrapKind>) {
         self.outcomes.count(outcome, trap.is_some());
+        self.metrics.settled(&outcome);
         if let Some(observer) = &self.env.observer {
             observer(&DeliveryReport {
+                tenant: self.env.tenant.name().to_owned(),
+                app: self.app.to_string(),
                 subscriber: self.subscription.name.clone(),
                 stream: self.stream.to_string(),
                 shard_id: self.shard_id.to_string(),
@@ -227,6 +237,8 @@ impl ShardPipeline {
                 outcome,
                 trap,
                 at_ms: self.env.env.clock.now_ms(),
+                arrival_ms: delivery.arrival_ms,
+                call_duration: self.call_duration,
             });
         }
     }

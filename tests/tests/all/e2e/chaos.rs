@@ -183,7 +183,12 @@ impl Fleet {
             .args(["--kinesis-endpoint", &self.kinesis])
             .args(["--dynamodb-endpoint", &self.dynamo])
             .args(["--region", "us-east-1", "--owner-id", owner])
-            .args(["--admin-addr", "127.0.0.1:0"])
+            .args([
+                "--admin-addr",
+                "127.0.0.1:0",
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ])
             .args([
                 "--poll-interval-ms",
                 "200",

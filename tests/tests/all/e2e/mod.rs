@@ -5,6 +5,7 @@ mod chaos;
 mod hotload;
 mod kinesis;
 mod kinesis_copies;
+mod operate;
 mod resilience;
 mod sandbox;
 mod servers;

@@ -153,7 +153,10 @@ impl Runtime {
         let artifact = match cache.and_then(|c| c.get(content_hash)) {
             Some(artifact) => artifact,
             None => {
-                let artifact = self.compile_artifact(bytes).await?;
+                let compiled = self.compile_artifact(bytes).await;
+                let result = if compiled.is_ok() { "ok" } else { "refused" };
+                metrics::counter!(crate::metrics::COMPILES, "result" => result).increment(1);
+                let artifact = compiled?;
                 if let Some(Err(error)) = cache.map(|c| c.put(content_hash, &artifact)) {
                     tracing::warn!(%error, "a compiled artifact could not be cached");
                 }

@@ -1,0 +1,108 @@
+//! The host's metrics, through the `metrics` facade (see `ruststream_runtime::metrics` for
+//! the runtime's, and its labels): leases, checkpoint writes, swaps and rollbacks. Without an
+//! installed recorder every update is a no-op.
+
+use metrics::{Counter, Gauge, Label};
+use ruststream_runtime::metrics::label;
+
+/// Leases taken by this host.
+pub const LEASES_TAKEN: &str = "ruststream_leases_taken_total";
+/// Leases lost by this host (taken over, fenced off, or not renewed in time).
+pub const LEASES_LOST: &str = "ruststream_leases_lost_total";
+/// Leases this host holds now.
+pub const LEASES_HELD: &str = "ruststream_leases_held";
+/// Checkpoint writes, by `result` (`ok`, `failed`).
+pub const CHECKPOINT_WRITES: &str = "ruststream_checkpoint_writes_total";
+/// Versions swapped in.
+pub const SWAPS: &str = "ruststream_swaps_total";
+/// Rollbacks, by `trigger` (`automatic`, `operator`).
+pub const ROLLBACKS: &str = "ruststream_rollbacks_total";
+
+/// Registers the descriptions of the host's metrics with the installed recorder.
+pub fn describe() {
+    metrics::describe_counter!(LEASES_TAKEN, "Shard leases taken by this host.");
+    metrics::describe_counter!(LEASES_LOST, "Shard leases lost by this host.");
+    metrics::describe_gauge!(LEASES_HELD, "Shard leases this host holds.");
+    metrics::describe_counter!(
+        CHECKPOINT_WRITES,
+        "Checkpoint writes to the lease store, by result."
+    );
+    metrics::describe_counter!(SWAPS, "Component versions swapped in.");
+    metrics::describe_counter!(ROLLBACKS, "Swaps rolled back, by trigger.");
+}
+
+fn labels(tenant: &str, app: &str, subscriber: Option<&str>) -> Vec<Label> {
+    let mut labels = vec![
+        Label::new(label::TENANT, tenant.to_owned()),
+        Label::new(label::APP, app.to_owned()),
+    ];
+    if let Some(subscriber) = subscriber {
+        labels.push(Label::new(label::SUBSCRIBER, subscriber.to_owned()));
+    }
+    labels
+}
+
+/// The lease and checkpoint handles of one subscription of one tenant's app.
+#[derive(Clone)]
+pub(crate) struct LeaseMetrics {
+    taken: Counter,
+    lost: Counter,
+    held: Gauge,
+    written: Counter,
+    write_failed: Counter,
+}
+
+impl LeaseMetrics {
+    pub(crate) fn new(tenant: &str, app: &str, subscriber: &str) -> Self {
+        let labels = || labels(tenant, app, Some(subscriber));
+        let result = |value: &'static str| {
+            let mut labels = labels();
+            labels.push(Label::new("result", value));
+            metrics::counter!(CHECKPOINT_WRITES, labels)
+        };
+        Self {
+            taken: metrics::counter!(LEASES_TAKEN, labels()),
+            lost: metrics::counter!(LEASES_LOST, labels()),
+            held: metrics::gauge!(LEASES_HELD, labels()),
+            written: result("ok"),
+            write_failed: result("failed"),
+        }
+    }
+
+    /// A lease taken: held until [`released`](Self::released).
+    pub(crate) fn taken(&self) {
+        self.taken.increment(1);
+        self.held.increment(1.0);
+    }
+
+    /// A lease no longer held (released, handed over, lost or abandoned).
+    pub(crate) fn released(&self) {
+        self.held.decrement(1.0);
+    }
+
+    pub(crate) fn lost(&self) {
+        self.lost.increment(1);
+    }
+
+    pub(crate) fn checkpoint_written(&self, ok: bool) {
+        if ok {
+            self.written.increment(1);
+        } else {
+            self.write_failed.increment(1);
+        }
+    }
+}
+
+/// Counts a version swapped into `app` of `tenant`.
+pub(crate) fn swapped(tenant: &str, app: &str) {
+    metrics::counter!(SWAPS, labels(tenant, app, None)).increment(1);
+}
+
+/// Counts a rollback of `app` of `tenant`, decided by the host (`automatic`) or by an
+/// operator.
+pub(crate) fn rolled_back(tenant: &str, app: &str, automatic: bool) {
+    let mut labels = labels(tenant, app, None);
+    let trigger = if automatic { "automatic" } else { "operator" };
+    labels.push(Label::new("trigger", trigger));
+    metrics::counter!(ROLLBACKS, labels).increment(1);
+}

@@ -1,0 +1,88 @@
+//! The metrics endpoint of `ruststream run`: Prometheus text at `GET /metrics`, on
+//! `--metrics-addr` (`args::METRICS_ADDR`, 127.0.0.1:9464, by default).
+//!
+//! Two sources make up a scrape. Events (records by outcome, traps, call durations, copies,
+//! checkpoint writes, leases taken and lost, compiles, swaps, rollbacks) are counted where
+//! they happen, through the `metrics` facade, into the recorder installed here. State (how far
+//! behind each shard is, what it holds and since when, quarantined tenants) is read from the
+//! fleet's status at scrape time (`shards`): it is always current, and a shard this host no
+//! longer reads drops out of the next scrape instead of leaving a stale series behind.
+
+mod shards;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use ruststream_runtime::metrics::{CALL_DURATION, CALL_DURATION_BUCKETS};
+
+use crate::fleet::Fleet;
+use crate::http_server::{self, HttpServer};
+
+/// How often histograms are compacted between scrapes, so that no scrape for a while cannot
+/// grow them without bound.
+const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The exposition format's content type.
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Installs the Prometheus recorder as the process's metrics recorder and describes every
+/// metric of the runtime and the host.
+///
+/// # Errors
+/// When a recorder is installed already.
+pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(CALL_DURATION.to_owned()),
+            CALL_DURATION_BUCKETS,
+        )
+        .context("the call duration buckets")?
+        .build_recorder();
+    let handle = recorder.handle();
+    ::metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
+    ruststream_runtime::metrics::describe();
+    ruststream_host::metrics::describe();
+    Ok(handle)
+}
+
+#[derive(Clone)]
+struct Scrape {
+    handle: PrometheusHandle,
+    fleet: Fleet,
+}
+
+/// Serves `GET /metrics` on `addr` until the returned server is shut down.
+///
+/// # Errors
+/// When `addr` cannot be bound.
+pub(crate) async fn serve(
+    addr: SocketAddr,
+    handle: PrometheusHandle,
+    fleet: Fleet,
+) -> anyhow::Result<HttpServer> {
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(UPKEEP_INTERVAL);
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    let router = Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(Scrape { handle, fleet });
+    Ok(http_server::serve("metrics endpoint", addr, router).await?)
+}
+
+async fn metrics(State(scrape): State<Scrape>) -> impl IntoResponse {
+    let mut text = scrape.handle.render();
+    shards::render(&scrape.fleet, &mut text);
+    ([(header::CONTENT_TYPE, TEXT_FORMAT)], text)
+}

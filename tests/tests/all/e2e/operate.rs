@@ -1,0 +1,296 @@
+//! Operating a running `ruststream run` by what it exposes: `GET /metrics`, scraped and parsed
+//! as Prometheus would, and `--log-format json` lines, read as a log pipeline would. Two
+//! tenants read streams of the same name; one of them holds a record.
+
+use std::path::Path;
+use std::time::Duration;
+
+use ruststream_tests::e2e::put_json;
+use ruststream_tests::guests;
+use ruststream_tests::process::{Running, http, metrics_addr, run_host};
+use ruststream_tests::scrape::Scrape;
+use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
+use ruststream_tests::wait::{eventually, poll_for};
+use serde_json::{Value, json};
+
+/// Entries written; the one with this id is a refund, which `acme`'s `book` holds.
+const ENTRIES: u64 = 40;
+const REFUND: u64 = 5;
+
+const ACME: [(&str, &str); 1] = [("tenant", "acme")];
+const GLOBEX: [(&str, &str); 1] = [("tenant", "globex")];
+
+/// `acme` runs the seed's settlement (holds refunds), `globex` an auditor that holds nothing;
+/// both read the stream named `ledger`.
+fn write_config(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let config = dir.join("tenants.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+            [host]
+            lease_store = "dynamodb"
+            create_lease_table = true
+
+            [[tenants]]
+            name = "acme"
+            components = ["{settlement}"]
+            subscribe = ["ledger"]
+
+            [[tenants]]
+            name = "globex"
+            components = ["{audit}"]
+            subscribe = ["ledger"]
+            "#,
+            settlement = guests::SETTLEMENT.path().display(),
+            audit = guests::LEDGER_AUDIT.path().display(),
+        ),
+    )?;
+    Ok(config)
+}
+
+struct Host {
+    running: Running,
+    log: std::path::PathBuf,
+}
+
+impl Host {
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    async fn scrape(&self) -> anyhow::Result<Scrape> {
+        let addr = poll_for(Duration::from_secs(30), async || {
+            metrics_addr(&self.output())
+        })
+        .await
+        .ok_or_else(|| anyhow::anyhow!("no metrics endpoint: {}", self.output()))?;
+        let (status, body) =
+            tokio::task::spawn_blocking(move || http(&addr, "GET", "/metrics", b"")).await??;
+        anyhow::ensure!(status == 200, "GET /metrics: {status} {body}");
+        Scrape::parse(&body)
+    }
+
+    /// Scrapes until `done` holds for a scrape, for at most a minute; returns that scrape.
+    async fn scrape_until(&self, done: impl Fn(&Scrape) -> bool) -> anyhow::Result<Scrape> {
+        let mut last = Scrape::default();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while tokio::time::Instant::now() < deadline {
+            last = self.scrape().await?;
+            if done(&last) {
+                return Ok(last);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::bail!("the condition never held; last scrape: {last:?}")
+    }
+}
+
+impl Host {
+    /// Both tenants' host on a two-shard `ledger` in kinesis-local, leases in DynamoDB-local,
+    /// once all four shards (two per tenant) are read; `args` adds to its command line.
+    async fn start(
+        name: &str,
+        kinesis: &LocalKinesis,
+        dynamo: &LocalDynamo,
+        args: &[&str],
+    ) -> anyhow::Result<Self> {
+        kinesis.create_stream("ledger", 2).await?;
+        let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let config = write_config(&dir)?;
+        let log = dir.join("host.log");
+        let endpoint = dynamo.endpoint();
+        let mut all = vec!["--dynamodb-endpoint", &endpoint];
+        all.extend(args);
+        let host = Host {
+            running: run_host(&config, kinesis, &log, &all)?,
+            log,
+        };
+        let reading = eventually(Duration::from_secs(60), || {
+            host.output().matches("reading shard").count() >= 4
+        })
+        .await;
+        anyhow::ensure!(reading, "shards never opened: {}", host.output());
+        Ok(host)
+    }
+
+    /// Stops the host with SIGTERM and checks that it exits cleanly.
+    async fn stop(self) -> anyhow::Result<String> {
+        self.running.signal("TERM")?;
+        let Host { mut running, log } = self;
+        let exit = tokio::task::spawn_blocking(move || running.0.wait()).await??;
+        let output = std::fs::read_to_string(log).unwrap_or_default();
+        anyhow::ensure!(exit.success(), "exit {exit:?}: {output}");
+        Ok(output)
+    }
+}
+
+/// Writes the entries, the refund among them.
+async fn produce(kinesis: &LocalKinesis) -> anyhow::Result<()> {
+    let client = kinesis.client().await;
+    for id in 0..ENTRIES {
+        let amount = if id == REFUND { -5 } else { 10 };
+        put_json(
+            &client,
+            "ledger",
+            &json!({ "id": id, "amount": amount }),
+            None,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tenants_counts_and_lag_are_its_own() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    let host = Host::start("metrics", &kinesis, &dynamo, &[]).await?;
+    produce(&kinesis).await?;
+    let records = "ruststream_records_total";
+    let first = host
+        .scrape_until(|s| {
+            s.sum(records, &GLOBEX) == ENTRIES as f64 && s.sum(records, &ACME) == ENTRIES as f64
+        })
+        .await?;
+    // Each tenant's outcomes are what was produced, and only its own.
+    let outcome = |tenant: &str, outcome: &str| {
+        first.sum(records, &[("tenant", tenant), ("outcome", outcome)])
+    };
+    assert_eq!(outcome("acme", "ack"), (ENTRIES - 1) as f64);
+    assert_eq!(outcome("acme", "retry"), 1.0);
+    assert_eq!(outcome("globex", "ack"), ENTRIES as f64);
+    assert_eq!(outcome("globex", "retry"), 0.0);
+    assert_eq!(first.sum("ruststream_held_records", &ACME), 1.0);
+    assert_eq!(first.sum("ruststream_held_records", &GLOBEX), 0.0);
+    for tenant in [&ACME, &GLOBEX] {
+        assert_eq!(
+            first.sum("ruststream_leases_held", tenant),
+            2.0,
+            "{tenant:?}"
+        );
+        assert!(first.sum("ruststream_call_duration_seconds_count", tenant) >= 1.0);
+        assert_eq!(first.sum("ruststream_tenant_quarantined", tenant), 0.0);
+    }
+    let held_age = |s: &Scrape| s.max("ruststream_oldest_held_age_seconds", &ACME);
+    let behind = |s: &Scrape, tenant| s.max("ruststream_millis_behind_latest", tenant);
+    let (age, acme_behind) = (held_age(&first), behind(&first, &ACME));
+    anyhow::ensure!(
+        age.is_some() && acme_behind.is_some(),
+        "no acme shard: {first:?}"
+    );
+
+    // The hold ages, and acme's checkpoint falls behind with it; globex's stays at the tip.
+    let later = host
+        .scrape_until(|s| held_age(s) >= age.map(|a| a + 1.0) && behind(s, &ACME) > acme_behind)
+        .await?;
+    let acme_behind = behind(&later, &ACME).unwrap_or_default();
+    let age = held_age(&later).unwrap_or_default();
+    assert!(
+        acme_behind >= age * 1000.0,
+        "{acme_behind} ms behind, held {age} s"
+    );
+    let globex_behind = behind(&later, &GLOBEX).unwrap_or(f64::MAX);
+    assert!(
+        globex_behind < 1000.0,
+        "globex is {globex_behind} ms behind"
+    );
+    assert_eq!(
+        later.sum("ruststream_oldest_held_age_seconds", &GLOBEX),
+        0.0
+    );
+    // Every globex record is checkpointed in DynamoDB; acme's shard without the refund too.
+    let written = [("result", "ok")];
+    let checkpointed = host
+        .scrape_until(|s| {
+            let ok = |tenant| {
+                s.sum(
+                    "ruststream_checkpoint_writes_total",
+                    &[("tenant", tenant), written[0]],
+                )
+            };
+            ok("globex") >= 2.0 && ok("acme") >= 1.0
+        })
+        .await?;
+    assert_eq!(
+        checkpointed.sum("ruststream_leases_taken_total", &GLOBEX),
+        2.0
+    );
+
+    host.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_log_lines_say_whose_they_are() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    let host = Host::start("json-log", &kinesis, &dynamo, &["--log-format", "json"]).await?;
+    produce(&kinesis).await?;
+    let booked = |line: &Value| line["message"] == "booked";
+    let all_booked = eventually(Duration::from_secs(60), || {
+        json_lines(&host.output())
+            .iter()
+            .filter(|l| booked(l))
+            .count()
+            == (ENTRIES - 1) as usize
+    })
+    .await;
+    anyhow::ensure!(all_booked, "not every entry booked: {}", host.output());
+    let output = host.stop().await?;
+    let lines = json_lines(&output);
+    assert_eq!(
+        lines.len(),
+        output.lines().count(),
+        "every line is one JSON object"
+    );
+    // The component's line: whose it is from the spans, its own fields as separate keys.
+    let line = lines.iter().find(|l| booked(l)).expect("a booked line");
+    assert_eq!(line["tenant"], "acme", "{line}");
+    assert_eq!(line["app"], "ledger", "{line}");
+    assert_eq!(line["subscriber"], "book", "{line}");
+    assert_eq!(line["stream"], "ledger", "{line}");
+    assert!(
+        line["shard"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("shardId-")),
+        "{line}"
+    );
+    assert_eq!(line["fields"]["amount"], "10", "{line}");
+    assert!(line["fields"]["entry.id"].as_str().is_some(), "{line}");
+    assert_eq!(line["target"], "ruststream::guest", "{line}");
+    // The host's lines about a shard of the other tenant, on a stream of the same name.
+    let opened: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "reading shard" && l["tenant"] == "globex")
+        .collect();
+    assert_eq!(opened.len(), 2, "{output}");
+    for line in opened {
+        assert_eq!(line["app"], "audit", "{line}");
+        assert_eq!(line["subscriber"], "audit", "{line}");
+        assert_eq!(line["stream"], "ledger", "{line}");
+        assert!(
+            line["shard"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("shardId-")),
+            "{line}"
+        );
+    }
+    // Held: the retry's warning names the tenant and the record.
+    let held = lines
+        .iter()
+        .find(|l| l["level"] == "WARN" && l["tenant"] == "acme" && l["sequence"].is_string());
+    assert!(held.is_some(), "{output}");
+    Ok(())
+}
+
+/// The lines of a JSON log that parse as JSON objects.
+fn json_lines(output: &str) -> Vec<Value> {
+    output
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(Value::is_object)
+        .collect()
+}
