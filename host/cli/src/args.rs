@@ -38,10 +38,15 @@ pub(crate) enum LogFormat {
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum Command {
-    /// Loads components and reports what each declares, or why it is refused.
+    /// Loads components and reports what each declares, or why it is refused; with
+    /// `--config`, checks a tenants file offline: every component under its tenant's grants
+    /// and limits, every name and limit, the lease table template.
     Check {
-        #[arg(required = true)]
+        #[arg(required_unless_present = "config", conflicts_with = "config")]
         components: Vec<PathBuf>,
+        /// A tenants file to check as `run --config` would load it.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         #[command(flatten)]
         compile: CompileArgs,
     },

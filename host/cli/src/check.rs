@@ -1,49 +1,30 @@
-//! `ruststream check`: what each component declares, or why it is refused, in a few lines.
+//! `ruststream check`: what each component declares, or why it is refused, in a few lines;
+//! with `--config`, an offline preflight of a whole tenants file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use anyhow::Context as _;
+use ruststream_host::{DEFAULT_TABLE_TEMPLATE, TableTemplate};
 use ruststream_runtime::{
     CompileLimits, Limits, LoadedComponent, LogLimits, LogSink, Runtime, Tenant, describe_app,
     escape_controls, one_line,
 };
 
 use crate::args::CompileArgs;
+use crate::config::Config;
 use crate::runtime_config;
 
 /// Loads each component as a tenant with the default limits would (bounded compile,
 /// instantiation and `describe` under the deadline) and prints one line per component, plus
 /// one per subscription of those accepted. A refusal is one line whatever the component holds.
 pub(crate) async fn check(components: &[PathBuf], compile: &CompileArgs) -> anyhow::Result<()> {
-    let config = runtime_config(CompileLimits::default(), compile.cache_dir(None))?;
+    let config = runtime_config(CompileLimits::default(), compile.cache_dir(None), false)?;
     let runtime = Runtime::new(config)?;
     let tenant = Arc::new(Tenant::trusted("check").limits(quiet_limits()));
     let mut failed = 0;
     for path in components {
-        let shown = path.display().to_string();
-        let shown = escape_controls(&shown);
-        // What the component says while it loads is counted, not shown: `check` reports.
-        let log = LogSink::silent();
-        let loaded = LoadedComponent::from_file(&runtime, path, tenant.policy(), &log).await;
-        match loaded {
-            Ok(component) => {
-                println!("ok    {shown}: {}", describe_app(component.app()));
-                for s in &component.app().subscriptions {
-                    println!(
-                        "      {} on `{}` (max_attempts {:?}, dead letter {:?}, start {:?})",
-                        s.name, s.stream, s.retry.max_attempts, s.retry.dead_letter, s.start
-                    );
-                }
-            }
-            Err(error) => {
-                failed += 1;
-                println!("error {shown}: {}", one_line(&error));
-            }
-        }
-        let said = log.count();
-        if said > 0 {
-            println!("      ({said} log lines while loading, not shown; `run` logs them)");
-        }
+        failed += usize::from(!check_one(&runtime, &tenant, path, false).await);
     }
     anyhow::ensure!(
         failed == 0,
@@ -51,6 +32,89 @@ pub(crate) async fn check(components: &[PathBuf], compile: &CompileArgs) -> anyh
         components.len()
     );
     Ok(())
+}
+
+/// Checks the tenants file at `path` as `run --config` would load it, without a server: the
+/// file itself (every name and limit, with line and key), the lease table template, and each
+/// tenant's components under that tenant's grants and limits (compile bounds of `[host]`).
+///
+/// # Errors
+/// The file's first mistake, or how many components were refused.
+pub(crate) async fn check_config(path: &Path, compile: &CompileArgs) -> anyhow::Result<()> {
+    let config = Config::load(path)?;
+    let host = &config.host;
+    let template = host
+        .lease_table
+        .as_deref()
+        .unwrap_or(DEFAULT_TABLE_TEMPLATE);
+    let busiest = config.tenants.iter().map(|t| t.components.len()).max();
+    TableTemplate::new(template, config.tenants.len(), busiest.unwrap_or(0))
+        .with_context(|| format!("config file {}, `host.lease_table`", path.display()))?;
+    let cache = compile.cache_dir(host.compile_cache.as_ref());
+    let runtime = Runtime::new(runtime_config(
+        host.compile_limits(),
+        cache,
+        config.uses_fuel(),
+    )?)?;
+    let (mut failed, mut total) = (0, 0);
+    for section in &config.tenants {
+        let tenant = Arc::new(config.tenant(section));
+        for component in &section.components {
+            total += 1;
+            failed += usize::from(!check_one(&runtime, &tenant, component, true).await);
+        }
+    }
+    anyhow::ensure!(failed == 0, "{failed} of {total} components refused");
+    println!(
+        "ok    {}: {total} components of {} tenants",
+        path.display(),
+        config.tenants.len()
+    );
+    Ok(())
+}
+
+/// Loads `path` under `tenant`'s policy and prints what it declares or why it is refused;
+/// with `admit`, the tenant's grants must cover what it declares (and the line names the
+/// tenant). Returns whether it passed.
+async fn check_one(runtime: &Runtime, tenant: &Arc<Tenant>, path: &Path, admit: bool) -> bool {
+    let shown = path.display().to_string();
+    let shown = match admit {
+        true => format!("{}/{}", tenant.name(), escape_controls(&shown)),
+        false => escape_controls(&shown).into_owned(),
+    };
+    // What the component says while it loads is counted, not shown: `check` reports.
+    let log = LogSink::silent();
+    let loaded = LoadedComponent::from_file(runtime, path, tenant.policy(), &log)
+        .await
+        .map_err(|error| one_line(&error))
+        .and_then(|component| match admit {
+            true => tenant
+                .admit(&component)
+                .map(|()| component)
+                .map_err(|refused| one_line(&refused)),
+            false => Ok(component),
+        });
+    let passed = match loaded {
+        Ok(component) => {
+            println!("ok    {shown}: {}", describe_app(component.app()));
+            for s in &component.app().subscriptions {
+                println!(
+                    "      {} on `{}` (max_attempts {:?}, dead letter {:?}, start {:?})",
+                    s.name, s.stream, s.retry.max_attempts, s.retry.dead_letter, s.start
+                );
+            }
+            true
+        }
+        Err(reason) => {
+            println!("error {shown}: {reason}");
+            false
+        }
+    };
+    let said = log.count();
+    if said > 0 {
+        println!("      ({said} log lines while loading, not shown; `run` logs them)");
+    }
+    passed
 }
 
 /// The default limits, with room for only a few log lines: counted lines cost memory too.

@@ -82,7 +82,7 @@ impl HostSection {
         limits
     }
 
-    fn check(&self) -> anyhow::Result<()> {
+    fn check(&self) -> Result<(), Mistake> {
         let zero = [
             ("compile_timeout_ms", self.compile_timeout_ms == Some(0)),
             ("compile_cpu_seconds", self.compile_cpu_seconds == Some(0)),
@@ -97,7 +97,7 @@ impl HostSection {
                 self.compile_max_function_bytes == Some(0),
             ),
         ];
-        refuse_zero("[host]", &zero)
+        refuse_zero(KeyPath::root().key("host"), &zero)
     }
 }
 
@@ -185,10 +185,11 @@ impl LimitOverrides {
     }
 
     /// Limits that would refuse every call, instance or write at 0.
-    fn check(&self, section: &str) -> anyhow::Result<()> {
+    fn check(&self, at: KeyPath) -> Result<(), Mistake> {
         let zero = [
             ("call_deadline_ms", self.call_deadline_ms == Some(0)),
             ("memory_mib", self.memory_mib == Some(0)),
+            ("fuel", self.fuel == Some(0)),
             ("max_memories", self.max_memories == Some(0)),
             ("max_instances", self.max_instances == Some(0)),
             ("max_subscriptions", self.max_subscriptions == Some(0)),
@@ -203,14 +204,103 @@ impl LimitOverrides {
                 self.write_bytes_per_second == Some(0),
             ),
         ];
-        refuse_zero(section, &zero)
+        refuse_zero(at, &zero)
     }
 }
 
-fn refuse_zero(section: &str, keys: &[(&str, bool)]) -> anyhow::Result<()> {
+fn refuse_zero(at: KeyPath, keys: &[(&str, bool)]) -> Result<(), Mistake> {
     match keys.iter().find(|(_, zero)| *zero) {
-        Some((key, _)) => anyhow::bail!("{section}: `{key} = 0` would refuse everything"),
+        Some((key, _)) => Err(Mistake::new(
+            at.key(key),
+            format!("`{key} = 0` would refuse everything"),
+        )),
         None => Ok(()),
+    }
+}
+
+/// Where in the file a value is: keys and array indices from the top.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct KeyPath(Vec<Step>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+impl KeyPath {
+    fn root() -> Self {
+        Self::default()
+    }
+
+    fn key(mut self, key: &str) -> Self {
+        self.0.push(Step::Key(key.to_owned()));
+        self
+    }
+
+    fn index(mut self, index: usize) -> Self {
+        self.0.push(Step::Index(index));
+        self
+    }
+
+    /// The 1-based line of the value at this path in `text`, if the path is there.
+    fn line_in(&self, text: &str) -> Option<usize> {
+        let document = toml::de::DeTable::parse(text).ok()?;
+        let root = toml::de::DeValue::Table(document.into_inner());
+        let (mut value, mut start) = (&root, 0);
+        for step in &self.0 {
+            let found = match step {
+                Step::Key(key) => value.get(key.as_str())?,
+                Step::Index(index) => value.get(*index)?,
+            };
+            (value, start) = (found.get_ref(), found.span().start);
+        }
+        Some(text.get(..start)?.matches('\n').count() + 1)
+    }
+}
+
+impl std::fmt::Display for KeyPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, step) in self.0.iter().enumerate() {
+            match step {
+                Step::Key(key) if i == 0 => f.write_str(key)?,
+                Step::Key(key) => write!(f, ".{key}")?,
+                Step::Index(index) => write!(f, "[{index}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A value that parses but cannot be used: where it is and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Mistake {
+    pub key: KeyPath,
+    pub message: String,
+}
+
+impl Mistake {
+    fn new(key: KeyPath, message: impl Into<String>) -> Self {
+        Self {
+            key,
+            message: message.into(),
+        }
+    }
+
+    /// The mistake as one line naming `file`, the line (when the key is found in `text`) and
+    /// the key.
+    fn in_file(&self, file: &Path, text: &str) -> String {
+        let file = file.display();
+        match (self.key.0.is_empty(), self.key.line_in(text)) {
+            (true, _) => format!("config file {file}: {}", self.message),
+            (false, Some(line)) => {
+                format!(
+                    "config file {file}, line {line}, `{}`: {}",
+                    self.key, self.message
+                )
+            }
+            (false, None) => format!("config file {file}, `{}`: {}", self.key, self.message),
+        }
     }
 }
 
@@ -225,9 +315,9 @@ impl Config {
             .with_context(|| format!("cannot read config file {}", path.display()))?;
         let mut config: Config = toml::from_str(&text)
             .with_context(|| format!("config file {} is not valid", path.display()))?;
-        config
-            .check()
-            .with_context(|| format!("config file {}", path.display()))?;
+        if let Err(mistake) = config.check() {
+            anyhow::bail!(mistake.in_file(path, &text));
+        }
         let base = path.parent().unwrap_or(Path::new("."));
         for tenant in &mut config.tenants {
             for component in &mut tenant.components {
@@ -240,40 +330,52 @@ impl Config {
         Ok(config)
     }
 
-    fn check(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(!self.tenants.is_empty(), "no [[tenants]] configured");
+    fn check(&self) -> Result<(), Mistake> {
+        if self.tenants.is_empty() {
+            return Err(Mistake::new(KeyPath::root(), "no [[tenants]] configured"));
+        }
         self.host.check()?;
-        self.defaults.check("[defaults]")?;
+        self.defaults.check(KeyPath::root().key("defaults"))?;
         let mut names = BTreeSet::new();
-        for tenant in &self.tenants {
-            anyhow::ensure!(
-                valid_name(&tenant.name, 64),
-                "tenant name `{}` is not valid: use 1-64 characters of [A-Za-z0-9_.-]",
-                quote(&tenant.name)
-            );
-            anyhow::ensure!(
-                names.insert(&tenant.name),
-                "tenant `{}` is configured twice",
-                tenant.name
-            );
-            anyhow::ensure!(
-                !tenant.components.is_empty(),
-                "tenant `{}` has no components",
-                tenant.name
-            );
-            for stream in tenant.subscribe.iter().chain(&tenant.publish) {
-                anyhow::ensure!(
-                    valid_name(stream, 128),
-                    "tenant `{}`: `{}` is not a valid stream name",
-                    tenant.name,
-                    quote(stream)
-                );
+        for (index, tenant) in self.tenants.iter().enumerate() {
+            let at = KeyPath::root().key("tenants").index(index);
+            if !valid_name(&tenant.name, 64) {
+                return Err(Mistake::new(
+                    at.key("name"),
+                    format!(
+                        "tenant name `{}` is not valid: use 1-64 characters of [A-Za-z0-9_.-]",
+                        quote(&tenant.name)
+                    ),
+                ));
             }
-            tenant
-                .limits
-                .check(&format!("tenant `{}`, limits", tenant.name))?;
+            if !names.insert(&tenant.name) {
+                let message = format!("tenant `{}` is configured twice", tenant.name);
+                return Err(Mistake::new(at.key("name"), message));
+            }
+            if tenant.components.is_empty() {
+                let message = format!("tenant `{}` has no components", tenant.name);
+                return Err(Mistake::new(at.key("components"), message));
+            }
+            for (grant, streams) in [
+                ("subscribe", &tenant.subscribe),
+                ("publish", &tenant.publish),
+            ] {
+                if let Some(bad) = streams.iter().position(|s| !valid_name(s, 128)) {
+                    return Err(Mistake::new(
+                        at.clone().key(grant).index(bad),
+                        format!("`{}` is not a valid stream name", quote(&streams[bad])),
+                    ));
+                }
+            }
+            tenant.limits.check(at.key("limits"))?;
         }
         Ok(())
+    }
+
+    /// Whether a tenant (or `[defaults]`) sets `fuel`: the engine must then meter fuel, which
+    /// costs every call, so it is on only when asked for.
+    pub(crate) fn uses_fuel(&self) -> bool {
+        self.defaults.fuel.is_some() || self.tenants.iter().any(|t| t.limits.fuel.is_some())
     }
 
     /// The tenant configured in `section`.
@@ -297,8 +399,59 @@ mod tests {
 
     fn parse(text: &str) -> anyhow::Result<Config> {
         let config: Config = toml::from_str(text)?;
-        config.check()?;
+        if let Err(mistake) = config.check() {
+            anyhow::bail!(mistake.in_file(Path::new("tenants.toml"), text));
+        }
         Ok(config)
+    }
+
+    #[test]
+    fn a_semantic_mistake_names_its_line_and_key() {
+        let text = "[defaults]\nmemory_mib = 32\n\n[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n\n[[tenants]]\nname = \"b\"\ncomponents = [\"y.wasm\"]\nsubscribe = [\"ok\", \"not ok\"]\n";
+        let error = parse(text).err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(
+            error,
+            "config file tenants.toml, line 11, `tenants[1].subscribe[1]`: `not ok` is not a valid stream name"
+        );
+        let zero = "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n[tenants.limits]\ncall_deadline_ms = 10\nfuel = 0\n";
+        let error = parse(zero).err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(
+            error,
+            "config file tenants.toml, line 6, `tenants[0].limits.fuel`: `fuel = 0` would refuse everything"
+        );
+        let host = "[host]\ncompile_timeout_ms = 0\n[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n";
+        let error = parse(host).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            error.contains("line 2, `host.compile_timeout_ms`"),
+            "{error}"
+        );
+        let twice = "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n[[tenants]]\nname = \"a\"\ncomponents = [\"y.wasm\"]";
+        let error = parse(twice)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("line 5, `tenants[1].name`: tenant `a` is configured twice"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn fuel_anywhere_turns_metering_on() -> anyhow::Result<()> {
+        let none = parse("[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]")?;
+        assert!(!none.uses_fuel());
+        let tenant = parse(
+            "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nlimits = { fuel = 1000000 }",
+        )?;
+        assert!(tenant.uses_fuel());
+        assert_eq!(
+            tenant.tenant(&tenant.tenants[0]).policy().limits().fuel,
+            Some(1_000_000)
+        );
+        let defaults =
+            parse("[defaults]\nfuel = 5\n[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]")?;
+        assert!(defaults.uses_fuel());
+        Ok(())
     }
 
     #[test]

@@ -36,7 +36,11 @@ pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<()> {
     let source = Source::at(&args.path)?;
     let input = open_records(args.records.as_deref())?;
     let component = source.build().await?;
-    let config = runtime_config(CompileLimits::default(), args.compile.cache_dir(None))?;
+    let config = runtime_config(
+        CompileLimits::default(),
+        args.compile.cache_dir(None),
+        false,
+    )?;
     let app = TestApp::builder(&component).runtime(config).start().await?;
     let mut session = Session::new(app, args.stream, source);
     session.show_app(&component);

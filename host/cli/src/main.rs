@@ -3,6 +3,7 @@
 //! ```text
 //! ruststream new ledger-book && cd ledger-book && cargo build-component && cargo test
 //! ruststream check target/wasm32-wasip2/release/ledger_book.wasm
+//! ruststream check --config tenants.toml          # offline preflight of a tenants file
 //! ruststream run target/wasm32-wasip2/release/ledger_book.wasm --lease-store dynamodb
 //! ruststream dev --watch < entries.jsonl     # in the crate: build, run, feed, rebuild on save
 //! ```
@@ -92,7 +93,13 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Check {
                 components,
+                config: Some(config),
                 compile,
+            } if components.is_empty() => check::check_config(&config, &compile).await,
+            Command::Check {
+                components,
+                compile,
+                ..
             } => check::check(&components, &compile).await,
             Command::Run(args) => run::run(args).await,
             Command::New(args) => new(&args),
@@ -148,9 +155,13 @@ fn report(error: &anyhow::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// The engine settings of this binary: components are compiled by this program run as a
-/// bounded worker, and cached in `cache`.
-fn runtime_config(limits: CompileLimits, cache: Option<PathBuf>) -> anyhow::Result<RuntimeConfig> {
+/// The runtime of a command: components compiled by this program's worker within `limits`,
+/// cached in `cache`; `fuel` turns fuel metering on (a tenant's `fuel` limit needs it).
+fn runtime_config(
+    limits: CompileLimits,
+    cache: Option<PathBuf>,
+    fuel: bool,
+) -> anyhow::Result<RuntimeConfig> {
     let program = std::env::current_exe().map_err(|error| {
         anyhow::anyhow!("cannot find this program to run its compile worker: {error}")
     })?;
@@ -160,6 +171,7 @@ fn runtime_config(limits: CompileLimits, cache: Option<PathBuf>) -> anyhow::Resu
             limits,
             cache,
         },
+        fuel,
         ..RuntimeConfig::default()
     })
 }

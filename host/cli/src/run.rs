@@ -51,6 +51,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let runtime = Runtime::new(runtime_config(
         settings.compile_limits.clone(),
         settings.compile_cache.clone(),
+        settings.fuel,
     )?)?;
     let kinesis = aws_sdk_kinesis::Client::new(&args.aws.kinesis_config().await);
     let dynamo = aws_sdk_dynamodb::Client::new(&args.aws.dynamodb_config().await);
@@ -103,7 +104,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
                     fleet.first_load_done();
                     let apps = fleet.with_tenants(|t| t.values().map(|t| t.components.len()).sum::<usize>());
                     anyhow::ensure!(apps > 0, "no component could be started");
-                    tracing::info!(apps, "every tenant is loaded");
+                    let left_out = fleet.not_started();
+                    if left_out.is_empty() {
+                        tracing::info!(apps, "every tenant is loaded");
+                    } else {
+                        tracing::warn!(apps, not_started = left_out.len(),
+                            "partial start: {apps} components running; not started: {}", left_out.join("; "));
+                    }
                 }
             }
             changed = files.changed() => {
@@ -235,6 +242,8 @@ struct Settings {
     leases: LeaseSettings,
     compile_limits: CompileLimits,
     compile_cache: Option<PathBuf>,
+    /// Whether the engine meters fuel: when the tenants file sets `fuel` anywhere at start.
+    fuel: bool,
 }
 
 impl Settings {
@@ -260,6 +269,7 @@ impl Settings {
             compile_cache: args
                 .compile
                 .cache_dir(host.and_then(|h| h.compile_cache.as_ref())),
+            fuel: config.as_ref().is_some_and(Config::uses_fuel),
         })
     }
 }

@@ -68,9 +68,14 @@ pub enum StartAt {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReadError {
-    /// The stream was deleted, or never existed.
-    #[error("stream `{0}` no longer exists")]
-    StreamGone(String),
+    /// The stream does not exist (it never did, or was deleted).
+    #[error("stream `{stream}` does not exist in region {region}")]
+    StreamGone {
+        /// The stream.
+        stream: String,
+        /// The region the client asked, as its configuration names it.
+        region: String,
+    },
     /// A Kinesis call kept failing; the cause is the SDK's error of the last try.
     #[error("{operation} on {target} failed {tries} times in a row")]
     Service {
@@ -114,6 +119,20 @@ pub enum ReadError {
         /// The shard.
         shard_id: String,
     },
+}
+
+impl ReadError {
+    /// [`ReadError::StreamGone`] for `stream`, naming the region `client` asks.
+    pub(crate) fn stream_gone(client: &aws_sdk_kinesis::Client, stream: &str) -> Self {
+        let region = client.config().region().map_or_else(
+            || "(none configured)".to_owned(),
+            |region| region.as_ref().to_owned(),
+        );
+        Self::StreamGone {
+            stream: stream.to_owned(),
+            region,
+        }
+    }
 }
 
 /// One GetRecords' worth of a shard.
@@ -395,7 +414,7 @@ impl ShardRef {
                     iterator,
                 },
                 Some(e) if e.is_resource_not_found_exception() => {
-                    Fetched::Fatal(ReadError::StreamGone(self.stream.clone()))
+                    Fetched::Fatal(ReadError::stream_gone(&self.client, &self.stream))
                 }
                 _ => Fetched::Failed {
                     error: error.into(),
@@ -460,8 +479,9 @@ impl ShardRef {
         };
         let service = error.as_service_error();
         if service.is_some_and(|e| e.is_resource_not_found_exception()) {
-            return Err(IteratorFailure::Fatal(ReadError::StreamGone(
-                self.stream.clone(),
+            return Err(IteratorFailure::Fatal(ReadError::stream_gone(
+                &self.client,
+                &self.stream,
             )));
         }
         if service.is_some_and(|e| e.is_invalid_argument_exception()) {

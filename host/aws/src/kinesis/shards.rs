@@ -35,7 +35,7 @@ pub async fn list_shards(client: &Client, stream: &str) -> Result<Vec<ShardInfo>
                 .as_service_error()
                 .is_some_and(|e| e.is_resource_not_found_exception())
             {
-                ReadError::StreamGone(stream.to_owned())
+                ReadError::stream_gone(client, stream)
             } else {
                 ReadError::Service {
                     operation: "ListShards",

@@ -47,8 +47,8 @@ pub(crate) async fn run(
         }
         if let Err(gone) = coordinator.sync().await {
             coordinator.ctx.status.set_error(one_line(&gone));
-            tracing::error!(stream = %coordinator.ctx.stream, error = %gone,
-                "subscription `{}` stops: its stream is gone", coordinator.ctx.subscriber);
+            tracing::error!(stream = %coordinator.ctx.stream,
+                "subscription `{}` stops: {gone}", coordinator.ctx.subscriber);
             break;
         }
         let next_sync = tokio::time::sleep(coordinator.ctx.config.shard_sync_interval);
@@ -102,7 +102,7 @@ impl Coordinator {
     async fn sync(&mut self) -> Result<(), ReadError> {
         let shards = match list_shards(&self.ctx.client, &self.ctx.stream).await {
             Ok(shards) => shards,
-            Err(ReadError::StreamGone(stream)) => return Err(ReadError::StreamGone(stream)),
+            Err(gone @ ReadError::StreamGone { .. }) => return Err(gone),
             Err(error) => {
                 tracing::warn!(stream = %self.ctx.stream, error = %one_line(&error), "listing shards failed; retrying next round");
                 return Ok(());

@@ -384,7 +384,7 @@ async fn read(
                     });
                     persist(ctx, keeper, &shard_id, moved);
                 }
-                Err(ReadError::StreamGone(_)) => return WorkerExit::StreamGone,
+                Err(ReadError::StreamGone { .. }) => return WorkerExit::StreamGone,
                 Err(error) => return WorkerExit::Failed(one_line(&error)),
             },
             () = sleep_until(due), if due.is_some() => {
@@ -440,7 +440,7 @@ async fn reposition(
 async fn give_up(keeper: Keeper, error: ReadError, grace: Duration) -> WorkerExit {
     keeper.finish(grace).await;
     match error {
-        ReadError::StreamGone(_) => WorkerExit::StreamGone,
+        ReadError::StreamGone { .. } => WorkerExit::StreamGone,
         error => WorkerExit::Failed(one_line(&error)),
     }
 }

@@ -254,6 +254,12 @@ impl Fleet {
         self.state().loaded = true;
     }
 
+    /// The configured components that run no version, each with why: what a partial start
+    /// leaves out.
+    pub(crate) fn not_started(&self) -> Vec<String> {
+        not_started(&self.state().tenants)
+    }
+
     /// Why the host is not ready, one line per reason; empty when it is: still loading, the
     /// config unreadable, a configured component that failed to load (and runs no earlier
     /// version), a subscription stopped by an error, Kinesis or DynamoDB unreachable.
@@ -265,15 +271,8 @@ impl Fleet {
         }
         reasons.extend(state.config_error.iter().map(|e| format!("config: {e}")));
         reasons.extend(state.unreachable.iter().cloned());
+        reasons.extend(not_started(&state.tenants));
         for (name, run) in &state.tenants {
-            for (component, refused) in &run.refused {
-                if !run.components.contains_key(component) {
-                    reasons.push(format!(
-                        "tenant `{name}`: component `{component}` failed to load: {}",
-                        refused.reason
-                    ));
-                }
-            }
             for running in run.components.values() {
                 for subscription in running.app.status() {
                     if let Some(error) = subscription.error {
@@ -346,6 +345,12 @@ impl Fleet {
             });
         };
         let config = Config::load(path)?;
+        anyhow::ensure!(
+            !config.uses_fuel() || self.inner.runtime.config().fuel,
+            "config file {}: a tenant sets `fuel`, but this host started without fuel metering \
+             (no tenant set it then): restart the host to meter fuel",
+            path.display()
+        );
         let busiest = config.tenants.iter().map(|t| t.components.len()).max();
         // Checked again on every reload: the names of the tables must stay distinct.
         TableTemplate::new(
@@ -660,4 +665,19 @@ pub(crate) async fn stop_apps(apps: Vec<Arc<RunningApp>>) {
         });
     }
     while stopping.join_next().await.is_some() {}
+}
+
+fn not_started(tenants: &BTreeMap<String, TenantRun>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (name, run) in tenants {
+        for (component, refused) in &run.refused {
+            if !run.components.contains_key(component) {
+                lines.push(format!(
+                    "tenant `{name}`: component `{component}` failed to load: {}",
+                    refused.reason
+                ));
+            }
+        }
+    }
+    lines
 }

@@ -476,7 +476,12 @@ async fn one_tenant_is_paused_and_resumed_and_readiness_names_a_missing_stream()
         (code == 503 && body.contains("legacy")).then_some(body)
     })
     .await;
-    assert!(unready.is_some(), "readyz never named the missing stream");
+    let unready =
+        unready.ok_or_else(|| anyhow::anyhow!("readyz never named the missing stream"))?;
+    assert!(
+        unready.contains("stream `legacy` does not exist in region us-east-1"),
+        "{unready}"
+    );
 
     let (ok, text) = host.cli(&["pause", "acme"]).await?;
     assert!(ok, "{text}");

@@ -600,7 +600,7 @@ async fn a_deleted_stream_stops_its_subscription_with_a_clear_error() -> anyhow:
         .wait_for(WAIT, |s| {
             s[0].error
                 .as_deref()
-                .is_some_and(|e| e.contains("`ledger` no longer exists"))
+                .is_some_and(|e| e.contains("stream `ledger` does not exist in region"))
                 && s[0].count(&ShardState::Reading) == 0
         })
         .await;

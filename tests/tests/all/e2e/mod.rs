@@ -2,6 +2,7 @@
 
 mod binary;
 mod chaos;
+mod config;
 mod hotload;
 mod kinesis;
 mod kinesis_copies;

@@ -1,0 +1,146 @@
+//! The tenants file as the binary reads it: a mistake is named by file, line and key, `fuel`
+//! is metered when a tenant sets it, and `ruststream check --config` checks a whole file
+//! offline, every component under its tenant's grants and limits.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ruststream_tests::{binary, compile_cache_dir, guests};
+
+fn temp_dir(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Runs the binary with `args`, with nothing to reach but a closed loopback port; returns
+/// whether it succeeded, and stdout and stderr together.
+fn ruststream(args: &[&str], config: &Path) -> anyhow::Result<(bool, String)> {
+    let out = Command::new(binary())
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("RUST_LOG", "warn")
+        .output()?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    Ok((out.status.success(), text))
+}
+
+/// `run`'s flags that keep it on loopback and off the default ports.
+const RUN: [&str; 7] = [
+    "run",
+    "--kinesis-endpoint",
+    "http://127.0.0.1:9",
+    "--admin-addr",
+    "off",
+    "--metrics-addr",
+    "off",
+];
+
+fn tenant(name: &str, component: &Path, subscribe: &str, limits: &str) -> String {
+    format!(
+        "[[tenants]]\nname = \"{name}\"\ncomponents = [\"{}\"]\nsubscribe = [\"{subscribe}\"]\nlimits = {{ {limits} }}\n",
+        component.display()
+    )
+}
+
+#[test]
+fn a_mistake_is_named_by_file_line_and_key_in_run_and_check() -> anyhow::Result<()> {
+    let dir = temp_dir("config-line")?;
+    let config = dir.join("tenants.toml");
+    let settlement = guests::SETTLEMENT.path();
+    let text = format!(
+        "[host]\ncompile_cache = \"{}\"\n\n{}\n{}",
+        compile_cache_dir().display(),
+        tenant("acme", &settlement, "ledger", "call_deadline_ms = 500"),
+        tenant("globex", &settlement, "ledger", "max_instances = 0"),
+    );
+    std::fs::write(&config, &text)?;
+    let line = text
+        .lines()
+        .position(|l| l.contains("max_instances = 0"))
+        .map(|i| i + 1)
+        .ok_or_else(|| anyhow::anyhow!("no such line"))?;
+    let expected = format!(
+        "line {line}, `tenants[1].limits.max_instances`: `max_instances = 0` would refuse everything"
+    );
+    for args in [&RUN[..], &["check"][..]] {
+        let (ok, output) = ruststream(args, &config)?;
+        assert!(!ok, "{args:?}: {output}");
+        assert!(output.contains(&expected), "{args:?}: {output}");
+        assert!(output.contains("tenants.toml"), "{args:?}: {output}");
+        assert_eq!(output.lines().count(), 1, "{args:?}: {output}");
+    }
+    Ok(())
+}
+
+#[test]
+fn check_config_loads_every_component_under_its_tenants_grants() -> anyhow::Result<()> {
+    let dir = temp_dir("config-check")?;
+    let config = dir.join("tenants.toml");
+    let cache = format!(
+        "[host]\ncompile_cache = \"{}\"\n\n",
+        compile_cache_dir().display()
+    );
+    let good = tenant("acme", &guests::SETTLEMENT.path(), "ledger", "");
+    std::fs::write(&config, format!("{cache}{good}"))?;
+    let (ok, output) = ruststream(&["check"], &config)?;
+    assert!(ok, "{output}");
+    assert!(output.contains("ok    acme/"), "{output}");
+    assert!(output.contains("1 components of 1 tenants"), "{output}");
+
+    // A component reading a stream its tenant is not granted is refused, naming both.
+    let snoop = tenant("evil", &guests::HOSTILE_SUBSCRIBE.path(), "ledger", "");
+    std::fs::write(&config, format!("{cache}{good}\n{snoop}"))?;
+    let (ok, output) = ruststream(&["check"], &config)?;
+    assert!(!ok, "{output}");
+    let refused = output
+        .lines()
+        .find(|l| l.starts_with("error evil/"))
+        .ok_or_else(|| anyhow::anyhow!("no refusal: {output}"))?;
+    assert!(refused.contains("not granted"), "{refused}");
+    assert!(output.contains("1 of 2 components refused"), "{output}");
+    Ok(())
+}
+
+#[test]
+fn fuel_in_the_tenants_file_is_metered() -> anyhow::Result<()> {
+    let dir = temp_dir("config-fuel")?;
+    let config = dir.join("tenants.toml");
+    let cache = format!(
+        "[host]\ncompile_cache = \"{}\"\n\n",
+        compile_cache_dir().display()
+    );
+    let settlement = guests::SETTLEMENT.path();
+    // Loading runs on the tenant's fuel too: one unit cannot even describe the component.
+    std::fs::write(
+        &config,
+        format!(
+            "{cache}{}",
+            tenant("acme", &settlement, "ledger", "fuel = 1")
+        ),
+    )?;
+    let (ok, output) = ruststream(&["check"], &config)?;
+    assert!(!ok, "{output}");
+    assert!(output.contains("out of fuel"), "{output}");
+    let (ok, output) = ruststream(&RUN, &config)?;
+    assert!(!ok, "{output}");
+    assert!(output.contains("out of fuel"), "{output}");
+    assert!(output.contains("no component could be started"), "{output}");
+    // Enough fuel loads it.
+    std::fs::write(
+        &config,
+        format!(
+            "{cache}{}",
+            tenant("acme", &settlement, "ledger", "fuel = 100000000")
+        ),
+    )?;
+    let (ok, output) = ruststream(&["check"], &config)?;
+    assert!(ok, "{output}");
+    Ok(())
+}
