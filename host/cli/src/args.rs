@@ -85,6 +85,11 @@ pub(crate) enum Command {
         #[command(flatten)]
         admin: AdminTarget,
     },
+    /// Prints a stream's records, one JSON object per line, with their envelopes decoded
+    /// (headers, retry count, due time, a dead letter's origin).
+    Tail(TailArgs),
+    /// Writes JSON records to a stream, with headers and a partition key.
+    Put(PutArgs),
     /// Swaps a tenant's app back to its previous version.
     Rollback {
         tenant: String,
@@ -351,6 +356,51 @@ fn default_cache_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
     Some(base.join("ruststream").join("compiled"))
+}
+
+/// `ruststream tail`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TailArgs {
+    /// The stream.
+    pub stream: String,
+    /// Where each shard is read from.
+    #[arg(long, value_enum, default_value_t = TailFrom::Horizon)]
+    pub from: TailFrom,
+    /// Keep reading new records instead of stopping at the tip.
+    #[arg(long)]
+    pub follow: bool,
+    #[command(flatten)]
+    pub aws: AwsArgs,
+}
+
+/// `ruststream tail --from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TailFrom {
+    /// The oldest record each shard keeps.
+    Horizon,
+    /// Only records written from now on.
+    Latest,
+}
+
+/// `ruststream put`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PutArgs {
+    /// The stream.
+    pub stream: String,
+    /// Records, each a JSON text.
+    #[arg(conflicts_with = "file")]
+    pub records: Vec<String>,
+    /// A file of records, one JSON text per line.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The partition key of every record (default: each record's position).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// A header of every record, `NAME=VALUE` (repeatable; not `x-ruststream-*`).
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    pub headers: Vec<String>,
+    #[command(flatten)]
+    pub aws: AwsArgs,
 }
 
 #[derive(Debug, clap::Args)]

@@ -8,13 +8,17 @@
 //! ruststream dev --watch < entries.jsonl     # in the crate: build, run, feed, rebuild on save
 //! ```
 //!
+//! `tail STREAM` prints a stream's records with their envelopes decoded (a dead letter's
+//! origin too); `put STREAM` writes JSON records with headers and a partition key.
+//!
 //! `status`, `seek`, `pause`, `resume`, `deploy`, `reload` and `rollback` are thin clients
 //! of a running host's admin API (`--admin URL`, default `http://127.0.0.1:9465`).
 //!
 //! Modules: `args` (the command line); the commands `check`, `run` (with `config`, the tenants
-//! file, `fleet`, the tenants running and the one reload path, and `admin`, the admin API over
-//! it), `new` and `dev`; `watch`, the debounced file watcher of `run` and `dev --watch`; the
-//! admin verbs' `client`, `verbs` and `status_view`.
+//! file, `fleet`, the tenants running and the one reload path, `admin`, the admin API over it,
+//! `metrics`, the metrics endpoint, and `http_server` under both), `new`, `dev`, `tail` and
+//! `put`; `watch`, the debounced file watcher of `run` and `dev --watch`; `json_log`, the
+//! `--log-format json` layer; the admin verbs' `client`, `verbs` and `status_view`.
 //!
 //! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
 //! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
@@ -32,8 +36,10 @@ mod http_server;
 mod json_log;
 mod metrics;
 mod new;
+mod put;
 mod run;
 mod status_view;
+mod tail;
 mod verbs;
 mod watch;
 
@@ -102,6 +108,8 @@ fn main() -> ExitCode {
                 ..
             } => check::check(&components, &compile).await,
             Command::Run(args) => run::run(args).await,
+            Command::Tail(args) => tail::tail(args).await,
+            Command::Put(args) => put::put(args).await,
             Command::New(args) => new(&args),
             Command::Status { json, admin } => verbs::status(&admin, json).await,
             Command::Seek(args) => verbs::seek(&args).await,

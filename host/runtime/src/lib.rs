@@ -29,6 +29,7 @@ mod backoff;
 mod checkpoint;
 mod clock;
 mod component;
+mod dead_letter;
 mod env;
 mod envelope;
 mod escape;
@@ -57,6 +58,7 @@ pub use component::{
     CONTRACT, CallFailure, CompileError, LoadError, LoadPhase, LoadedComponent, Refusal, Runtime,
     RuntimeError, TrapKind, WORKER_COMMAND, compile_worker, content_hash, describe_app,
 };
+pub use dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin};
 pub use env::Env;
 pub use escape::{escape_controls, one_line, quote};
 pub use limits::{

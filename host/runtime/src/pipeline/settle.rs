@@ -11,6 +11,7 @@ use super::{DEFAULT_BATCH_LIMIT, DeliveryReport, ShardPipeline};
 use crate::checkpoint::Ticket;
 use crate::clock::millis;
 use crate::component::{BatchCall, BatchFailure, CallFailure, TrapKind};
+use crate::dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin};
 use crate::log::Level;
 use crate::record::{Deliveries, Delivery, OutgoingRecord};
 use crate::settlement::{self, CopyPlan, Disposition, Outcome};
@@ -165,17 +166,39 @@ impl ShardPipeline {
                  holds the checkpoint until the shard's lease is next taken"
                     .to_owned(),
             ),
-            Disposition::Copy(plan) => self.copy(ticket, delivery, plan).await,
+            Disposition::Copy(plan) => self.copy(ticket, delivery, plan, trap).await,
         }
     }
 
-    async fn copy(&mut self, ticket: Ticket, delivery: &Delivery, plan: CopyPlan) {
+    /// A counted copy, or a dead letter carrying its origin; `trap` is how the last attempt
+    /// ended, when it trapped.
+    async fn copy(
+        &mut self,
+        ticket: Ticket,
+        delivery: &Delivery,
+        plan: CopyPlan,
+        trap: Option<TrapKind>,
+    ) {
         let due_at_ms = self
             .copy_delay(delivery, &plan)
             .map(|delay| self.env.env.clock.now_ms().saturating_add(millis(delay)));
-        let record = OutgoingRecord::counted_copy(delivery, plan.retry_count, due_at_ms);
+        let mut record = OutgoingRecord::counted_copy(delivery, plan.retry_count, due_at_ms);
         let target = match plan.dead_letter {
             Some(dead_letter) => {
+                let origin = DeadLetterOrigin {
+                    stream: self.stream.to_string(),
+                    shard_id: self.shard_id.to_string(),
+                    sequence_number: delivery.sequence_number.clone(),
+                    subscriber: self.subscription.name.clone(),
+                    tenant: self.env.tenant.name().to_owned(),
+                    attempts: delivery.attempt(),
+                    reason: trap.map_or(ATTEMPTS_EXHAUSTED, TrapKind::label).to_owned(),
+                };
+                // A record dead-lettered before keeps only its latest origin.
+                record
+                    .headers
+                    .retain(|h| !DeadLetterOrigin::is_origin_header(&h.name));
+                record.headers.extend(origin.headers());
                 self.log.say(
                     "dead-letter",
                     Level::Warn,

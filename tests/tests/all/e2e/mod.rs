@@ -3,6 +3,7 @@
 mod binary;
 mod chaos;
 mod config;
+mod dead_letters;
 mod hotload;
 mod kinesis;
 mod kinesis_copies;

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use ruststream_runtime::{Level, Origin, Outcome, SHARD_ID, TestApp};
+use ruststream_runtime::{
+    ATTEMPTS_EXHAUSTED, DeadLetterOrigin, Level, Origin, Outcome, SHARD_ID, TestApp,
+};
 use ruststream_tests::{Guest, guests};
 use serde_json::json;
 
@@ -187,6 +189,17 @@ async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result
     );
     assert_eq!(dead[0].header("trace-id").as_deref(), Some("t-7"));
     assert_eq!(dead[0].decode::<serde_json::Value>()?, entry(7, -40));
+    // Its origin: the last copy it was read as, whose subscriber gave up, after how many
+    // attempts, and why.
+    let origin = DeadLetterOrigin::from_headers(&dead[0].headers())
+        .ok_or_else(|| anyhow::anyhow!("the dead letter carries no origin"))?;
+    assert_eq!(origin.stream, "refunds");
+    assert_eq!(origin.shard_id, SHARD_ID);
+    assert_eq!(origin.sequence_number, refunds[2].sequence_number);
+    assert_eq!(origin.subscriber, "reconcile");
+    assert_eq!(origin.tenant, app.tenant().name());
+    assert_eq!(origin.attempts, 3);
+    assert_eq!(origin.reason, ATTEMPTS_EXHAUSTED);
 
     // Every delivery is settled: the checkpoint passed the original and both copies.
     let reconcile = app.subscriber("reconcile")?;
@@ -341,5 +354,24 @@ async fn a_kpl_aggregated_record_is_refused_and_skipped() -> anyhow::Result<()> 
         errors[0].sequence_number.as_deref(),
         Some(refused.sequence_number.as_str())
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_dead_letter_after_traps_names_the_trap() -> anyhow::Result<()> {
+    let mut app = start(guests::POISON).await;
+    app.publish("intake", &entry(3, -1)).await?;
+    app.advance(Duration::from_secs(1)).await?;
+    let intake = app.subscriber("intake")?;
+    assert_eq!(intake.attempts(), [1, 2]);
+    assert!(intake.checkpoint().is_some(), "the poison is retired");
+    let dead = app.stream("intake.dead");
+    assert_eq!(dead.len(), 1);
+    let origin = DeadLetterOrigin::from_headers(&dead[0].headers())
+        .ok_or_else(|| anyhow::anyhow!("the dead letter carries no origin"))?;
+    assert_eq!(origin.reason, "panic");
+    assert_eq!(origin.attempts, 2);
+    assert_eq!(origin.subscriber, "intake");
+    assert_eq!(dead[0].decode::<serde_json::Value>()?, entry(3, -1));
     Ok(())
 }

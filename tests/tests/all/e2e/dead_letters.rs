@@ -1,0 +1,116 @@
+//! Dead letters worth reading, through the binary: `ruststream put` writes a refund the
+//! tenant never books, the host dead-letters it after its attempts, and `ruststream tail`
+//! shows the dead letter with its origin and the producer's own headers.
+
+use std::process::Command;
+use std::time::Duration;
+
+use ruststream_tests::process::run_host;
+use ruststream_tests::servers::LocalKinesis;
+use ruststream_tests::wait::poll_for;
+use ruststream_tests::{binary, guests};
+use serde_json::Value;
+
+/// `ruststream VERB ARGS` against `kinesis`: whether it succeeded, and its stdout.
+fn ruststream(kinesis: &LocalKinesis, args: &[&str]) -> anyhow::Result<(bool, String, String)> {
+    let out = Command::new(binary())
+        .args(args)
+        .args([
+            "--kinesis-endpoint",
+            &kinesis.endpoint(),
+            "--region",
+            "us-east-1",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_carries_its_origin_and_tail_shows_it() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    for stream in ["refunds", "refunds.dead", "payouts", "audit"] {
+        kinesis.create_stream(stream, 1).await?;
+    }
+    let dir = std::env::temp_dir().join(format!("ruststream-dead-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("tenants.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\nsubscribe = [\"refunds\", \"payouts\", \"audit\"]\npublish = [\"refunds.dead\"]\n",
+            guests::SETTLEMENT_RETRIES.path().display()
+        ),
+    )?;
+    let log = dir.join("host.log");
+    let _host = run_host(&config, &kinesis, &log, &[])?;
+    let output = || std::fs::read_to_string(&log).unwrap_or_default();
+    let reading = poll_for(Duration::from_secs(60), async || {
+        (output().matches("reading shard").count() >= 3).then_some(())
+    })
+    .await;
+    anyhow::ensure!(reading.is_some(), "shards never opened: {}", output());
+
+    // A payout that is fine, and a refund `reconcile` retries until its 3 attempts are spent.
+    let (ok, written, error) = ruststream(
+        &kinesis,
+        &[
+            "put",
+            "refunds",
+            r#"{"id": 9, "amount": -5}"#,
+            "--key",
+            "customer-9",
+            "--header",
+            "trace=abc",
+        ],
+    )?;
+    assert!(ok, "{error}");
+    let (shard, sequence) = written
+        .split_once(' ')
+        .map(|(s, q)| (s.to_owned(), q.trim().to_owned()))
+        .ok_or_else(|| anyhow::anyhow!("put printed no position: {written}"))?;
+
+    let dead: Option<Value> = poll_for(Duration::from_secs(60), async || {
+        let (ok, text, _) = ruststream(&kinesis, &["tail", "refunds.dead"]).ok()?;
+        let line = text.lines().next().filter(|_| ok)?;
+        serde_json::from_str(line).ok()
+    })
+    .await;
+    let dead = dead.ok_or_else(|| anyhow::anyhow!("no dead letter: {}", output()))?;
+    assert_eq!(dead["payload"]["id"], 9, "{dead}");
+    assert_eq!(dead["partition_key"], "customer-9", "{dead}");
+    assert_eq!(dead["headers"]["trace"], "abc", "{dead}");
+    let origin = &dead["dead_letter"];
+    assert_eq!(origin["stream"], "refunds", "{dead}");
+    assert_eq!(origin["shard"], shard.as_str(), "{dead}");
+    assert_eq!(origin["subscriber"], "reconcile", "{dead}");
+    assert_eq!(origin["tenant"], "acme", "{dead}");
+    assert_eq!(origin["attempts"], 3, "{dead}");
+    assert_eq!(origin["reason"], "attempts-exhausted", "{dead}");
+    // The last attempt was the second copy, so its sequence is not the original's.
+    assert!(
+        origin["sequence"].as_str().is_some_and(|s| s != sequence),
+        "{dead}"
+    );
+
+    // `tail` of the source stream shows the original and its two counted copies.
+    let (ok, text, error) = ruststream(&kinesis, &["tail", "refunds"])?;
+    assert!(ok, "{error}");
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[0]["sequence"], sequence.as_str());
+    assert_eq!(lines[2]["retry_count"], 2, "{text}");
+    // Bad input is refused before anything is written.
+    let (ok, _, error) = ruststream(&kinesis, &["put", "refunds", "{not json"])?;
+    assert!(!ok && error.contains("record 1 is not JSON"), "{error}");
+    Ok(())
+}
