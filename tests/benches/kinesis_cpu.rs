@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 use aws_sdk_kinesis::types::ShardIteratorType;
-use ruststream_host::{Deployment, Host, HostConfig, MIN_READ_INTERVAL, MemoryLeaseStore};
+use ruststream_host::{
+    Deployment, Host, HostConfig, MIN_READ_INTERVAL, MemoryLeaseStore, OperatorSettings,
+};
 use ruststream_runtime::{
     DeliveryReport, LoadedComponent, LogSink, Runtime, RuntimeConfig, StartPosition, Tenant,
 };
@@ -141,9 +143,11 @@ async fn host_read(client: &aws_sdk_kinesis::Client, records: usize) -> anyhow::
         }));
     let mut deployment =
         Deployment::new(component, Arc::new(MemoryLeaseStore::new())).for_tenant(tenant);
-    deployment
-        .start_overrides
-        .insert("book".into(), StartPosition::Horizon);
+    let from_horizon = OperatorSettings {
+        start: Some(StartPosition::Horizon),
+        ..OperatorSettings::default()
+    };
+    deployment.settings.insert("book".into(), from_horizon);
 
     let started = Clock::start();
     let app = host.start(deployment)?;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType};
-use ruststream_host::{Deployment, MemoryLeaseStore};
+use ruststream_host::{Deployment, MemoryLeaseStore, OperatorSettings};
 use ruststream_runtime::StartPosition;
 use ruststream_tests::e2e::TestHost;
 use ruststream_tests::guests;
@@ -73,9 +73,11 @@ async fn round() -> anyhow::Result<Round> {
         horizon.load(guests::BENCH_LEDGER).await?,
         Arc::new(MemoryLeaseStore::new()),
     );
-    deployment
-        .start_overrides
-        .insert("classify".into(), StartPosition::Horizon);
+    let from_horizon = OperatorSettings {
+        start: Some(StartPosition::Horizon),
+        ..OperatorSettings::default()
+    };
+    deployment.settings.insert("classify".into(), from_horizon);
     let started = Instant::now();
     let app = horizon.host.start(deployment)?;
     horizon.deliveries.wait_for(RECORDS, WAIT).await?;

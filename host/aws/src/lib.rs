@@ -42,6 +42,6 @@ pub use lease::{
     Renewal, SHARD_END, TRIM_HORIZON, TableTemplate, TemplateError,
 };
 pub use runner::{
-    AppVersions, Deployment, Host, HostConfig, RolloutStatus, RunningApp, SeekError, ShardState,
-    ShardStatus, SubscriptionStatus, SwapError, Swapped, VersionInfo,
+    AppVersions, Deployment, Host, HostConfig, OperatorSettings, RolloutStatus, RunningApp,
+    SeekError, ShardState, ShardStatus, SubscriptionStatus, SwapError, Swapped, VersionInfo,
 };

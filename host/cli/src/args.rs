@@ -210,9 +210,10 @@ pub(crate) struct RunArgs {
     /// restarted host take its leases back at once.
     #[arg(long, env = "RUSTSTREAM_OWNER_ID")]
     pub owner_id: Option<String>,
-    /// Most records per GetRecords (1-10000).
+    /// Most records per GetRecords (1-10000). Records per handler call are the
+    /// subscription's `batch_size`, a different thing.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..=10000))]
-    pub batch_limit: i32,
+    pub get_records_limit: i32,
     /// Pause after an empty read, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub poll_interval_ms: u64,
@@ -309,7 +310,7 @@ impl RunArgs {
                 .clone()
                 .unwrap_or_else(|| HostConfig::default().owner_id),
             reader: ReaderConfig {
-                batch_limit: self.batch_limit,
+                batch_limit: self.get_records_limit,
                 poll_interval: Duration::from_millis(self.poll_interval_ms),
                 ..ReaderConfig::default()
             },

@@ -23,12 +23,16 @@
 //! limits = { call_deadline_ms = 1000 }
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ruststream_runtime::{CompileLimits, Limits, StreamGrant, Tenant, quote, valid_name};
+use ruststream_host::OperatorSettings;
+use ruststream_runtime::{
+    CompileLimits, Limits, MAX_BATCH_LIMIT, StartPosition, StreamGrant, SubscriptionSpec, Tenant,
+    quote, valid_name,
+};
 use serde::Deserialize;
 
 use crate::args::LeaseStoreKind;
@@ -113,6 +117,172 @@ pub(crate) struct TenantSection {
     pub quarantine_after: Option<u32>,
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// Operator settings for every subscription of the tenant (Lambda's names).
+    pub starting_position: Option<StartingPosition>,
+    pub starting_position_timestamp_ms: Option<u64>,
+    pub batch_size: Option<u32>,
+    pub maximum_retry_attempts: Option<u32>,
+    pub on_failure: Option<String>,
+    pub enabled: Option<bool>,
+    /// The same settings for one subscription, by subscriber name; they win over the tenant's.
+    #[serde(default)]
+    pub subscriptions: BTreeMap<String, MappingSettings>,
+}
+
+/// Lambda's `StartingPosition`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum StartingPosition {
+    TrimHorizon,
+    Latest,
+    AtTimestamp,
+}
+
+/// An operator's settings for a subscription, as Lambda's Kinesis event source mapping names
+/// them; unset keys keep what the tenant section (then the component) says.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MappingSettings {
+    pub starting_position: Option<StartingPosition>,
+    /// With `starting_position = "at_timestamp"`: ms since the epoch.
+    pub starting_position_timestamp_ms: Option<u64>,
+    /// Records per handler call.
+    pub batch_size: Option<u32>,
+    /// Retries after the first delivery: at most this + 1 deliveries, a ceiling on the
+    /// component's `max_attempts`.
+    pub maximum_retry_attempts: Option<u32>,
+    /// The stream spent records go to, instead of the component's dead letter.
+    pub on_failure: Option<String>,
+    pub enabled: Option<bool>,
+}
+
+impl MappingSettings {
+    /// `self` where set, else `base`.
+    fn or(&self, base: &Self) -> Self {
+        Self {
+            starting_position: self.starting_position.or(base.starting_position),
+            starting_position_timestamp_ms: self
+                .starting_position_timestamp_ms
+                .or(base.starting_position_timestamp_ms),
+            batch_size: self.batch_size.or(base.batch_size),
+            maximum_retry_attempts: self.maximum_retry_attempts.or(base.maximum_retry_attempts),
+            on_failure: self.on_failure.clone().or_else(|| base.on_failure.clone()),
+            enabled: self.enabled.or(base.enabled),
+        }
+    }
+
+    /// The host's form of these settings (checked by [`check`](Self::check) before).
+    fn operator(&self) -> OperatorSettings {
+        let start = self.starting_position.map(|position| match position {
+            StartingPosition::TrimHorizon => StartPosition::Horizon,
+            StartingPosition::Latest => StartPosition::Latest,
+            StartingPosition::AtTimestamp => {
+                StartPosition::AtTimestamp(self.starting_position_timestamp_ms.unwrap_or(0))
+            }
+        });
+        OperatorSettings {
+            start,
+            batch_size: self.batch_size,
+            max_attempts: self.maximum_retry_attempts.map(|n| n.saturating_add(1)),
+            on_failure: self.on_failure.clone(),
+            enabled: self.enabled.unwrap_or(true),
+        }
+    }
+
+    fn check(&self, at: &KeyPath, publish: &[String]) -> Result<(), Mistake> {
+        if self.starting_position == Some(StartingPosition::AtTimestamp)
+            && self.starting_position_timestamp_ms.is_none()
+        {
+            return Err(Mistake::new(
+                at.clone().key("starting_position"),
+                "`at_timestamp` needs `starting_position_timestamp_ms`",
+            ));
+        }
+        if let Some(batch) = self
+            .batch_size
+            .filter(|b| !(1..=MAX_BATCH_LIMIT).contains(b))
+        {
+            return Err(Mistake::new(
+                at.clone().key("batch_size"),
+                format!("`batch_size = {batch}`: give 1 to {MAX_BATCH_LIMIT}"),
+            ));
+        }
+        if let Some(retries) = self
+            .maximum_retry_attempts
+            .filter(|n| *n > MAX_RETRY_ATTEMPTS)
+        {
+            return Err(Mistake::new(
+                at.clone().key("maximum_retry_attempts"),
+                format!("`maximum_retry_attempts = {retries}`: at most {MAX_RETRY_ATTEMPTS}"),
+            ));
+        }
+        if let Some(stream) = &self.on_failure
+            && !(valid_name(stream, 128) && publish.contains(stream))
+        {
+            return Err(Mistake::new(
+                at.clone().key("on_failure"),
+                format!(
+                    "`{}` must be a stream the tenant may publish to (its `publish` list)",
+                    quote(stream)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The most retries `maximum_retry_attempts` may ask for (Lambda's own maximum).
+const MAX_RETRY_ATTEMPTS: u32 = 10_000;
+
+impl TenantSection {
+    /// The tenant-wide operator settings.
+    fn mapping(&self) -> MappingSettings {
+        MappingSettings {
+            starting_position: self.starting_position,
+            starting_position_timestamp_ms: self.starting_position_timestamp_ms,
+            batch_size: self.batch_size,
+            maximum_retry_attempts: self.maximum_retry_attempts,
+            on_failure: self.on_failure.clone(),
+            enabled: self.enabled,
+        }
+    }
+
+    /// The operator's settings of every subscriber the file names, over the tenant's own; and
+    /// the tenant's own for any other subscriber.
+    pub(crate) fn operator_settings(&self) -> OperatorConfig {
+        let tenant = self.mapping();
+        OperatorConfig {
+            by_subscriber: self
+                .subscriptions
+                .iter()
+                .map(|(name, s)| (name.clone(), s.or(&tenant).operator()))
+                .collect(),
+            others: tenant.operator(),
+        }
+    }
+}
+
+/// A tenant's operator settings, ready for its components' subscriptions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct OperatorConfig {
+    by_subscriber: BTreeMap<String, OperatorSettings>,
+    others: OperatorSettings,
+}
+
+impl OperatorConfig {
+    /// The settings of each of `subscriptions`.
+    pub(crate) fn for_subscriptions(
+        &self,
+        subscriptions: &[SubscriptionSpec],
+    ) -> HashMap<String, OperatorSettings> {
+        subscriptions
+            .iter()
+            .map(|s| {
+                let settings = self.by_subscriber.get(&s.name).unwrap_or(&self.others);
+                (s.name.clone(), settings.clone())
+            })
+            .collect()
+    }
 }
 
 /// Limits as written in the file; absent values fall back to `[defaults]`, then the built-in
@@ -367,6 +537,11 @@ impl Config {
                     ));
                 }
             }
+            tenant.mapping().check(&at, &tenant.publish)?;
+            for (name, settings) in &tenant.subscriptions {
+                let at = at.clone().key("subscriptions").key(name);
+                settings.or(&tenant.mapping()).check(&at, &tenant.publish)?;
+            }
             tenant.limits.check(at.key("limits"))?;
         }
         Ok(())
@@ -434,6 +609,65 @@ mod tests {
             error.contains("line 5, `tenants[1].name`: tenant `a` is configured twice"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn operator_settings_are_checked_and_a_subscriber_s_win_over_the_tenant_s() -> anyhow::Result<()>
+    {
+        let base = "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\npublish = [\"ops\"]\n";
+        let error = |extra: &str| {
+            parse(&format!("{base}{extra}"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(error("batch_size = 0").contains("line 5, `tenants[0].batch_size`"));
+        assert!(error("on_failure = \"elsewhere\"").contains("its `publish` list"));
+        assert!(
+            error("starting_position = \"at_timestamp\"")
+                .contains("starting_position_timestamp_ms")
+        );
+        assert!(
+            error("[tenants.subscriptions.book]\nmaximum_retry_attempts = 20000")
+                .contains("`tenants[0].subscriptions.book.maximum_retry_attempts`")
+        );
+        let config = parse(&format!(
+            "{base}batch_size = 10\nmaximum_retry_attempts = 2\n[tenants.subscriptions.book]\nbatch_size = 5\non_failure = \"ops\"\nenabled = false\n"
+        ))?;
+        let specs = [
+            SubscriptionSpec {
+                index: 0,
+                name: "book".into(),
+                stream: "ledger".into(),
+                retry: Default::default(),
+                start: None,
+                on_trap: ruststream_runtime::Outcome::Retry,
+                batch_limit: None,
+            },
+            SubscriptionSpec {
+                index: 1,
+                name: "audit".into(),
+                stream: "ledger".into(),
+                retry: Default::default(),
+                start: None,
+                on_trap: ruststream_runtime::Outcome::Retry,
+                batch_limit: None,
+            },
+        ];
+        let settings = config.tenants[0]
+            .operator_settings()
+            .for_subscriptions(&specs);
+        let book = &settings["book"];
+        assert_eq!((book.batch_size, book.max_attempts), (Some(5), Some(3)));
+        assert_eq!(book.on_failure.as_deref(), Some("ops"));
+        assert!(!book.enabled);
+        let audit = &settings["audit"];
+        assert_eq!(
+            (audit.batch_size, audit.on_failure.as_deref()),
+            (Some(10), None)
+        );
+        assert!(audit.enabled);
+        Ok(())
     }
 
     #[test]

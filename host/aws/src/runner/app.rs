@@ -22,6 +22,7 @@ use ruststream_runtime::{
 use super::coordinator;
 use super::release::{Release, SubscriptionRelease};
 use super::seek::{SeekError, SeekRequest};
+use super::settings::OperatorSettings;
 use super::status::{AppVersions, RolloutStatus, StatusBoard, SubscriptionStatus};
 use super::worker::{WorkerContext, short};
 use super::{Deployment, Host};
@@ -131,7 +132,7 @@ impl RunningApp {
             host,
             deployment.component,
             &deployment.tenant,
-            deployment.start_overrides,
+            deployment.settings,
             window,
         ));
         let mut core = AppCore {
@@ -148,7 +149,7 @@ impl RunningApp {
             span: tracing::info_span!(parent: None, "app", tenant = %deployment.tenant.name(), app = %name),
         };
         let specs = &current.component.app().subscriptions;
-        for spec in specs {
+        for spec in specs.iter().filter(|s| current.enabled(&s.name)) {
             core.start_subscription(spec, shared_stream(specs, &spec.stream));
         }
         core.tasks.spawn(super::report_dropped_lines(
@@ -221,14 +222,14 @@ impl RunningApp {
     /// checkpoints go on where they stood. The old version is kept for a rollback, and the new
     /// one is judged over its first calls against the old one's last (the host's
     /// [`RolloutPolicy`](ruststream_runtime::RolloutPolicy)): if it fails more than the margin allows, the app swaps back by
-    /// itself. `start_overrides` replace the operator's start positions.
+    /// itself. `settings` replace the operator's settings.
     ///
     /// # Errors
     /// [`SwapError`] when the new version is refused; nothing changes then.
     pub fn swap(
         &self,
         component: LoadedComponent,
-        start_overrides: HashMap<String, StartPosition>,
+        settings: HashMap<String, OperatorSettings>,
     ) -> Result<Swapped, SwapError> {
         let mut core = self.lock();
         if component.app().name != self.name {
@@ -245,7 +246,7 @@ impl RunningApp {
             &core.host,
             component,
             &self.tenant,
-            start_overrides,
+            settings,
             window,
         ));
         let swapped = core.publish(release, false);
@@ -407,8 +408,10 @@ impl AppCore {
             started: Vec::new(),
             stopped: Vec::new(),
         };
+        let enabled: Vec<&SubscriptionSpec> =
+            specs.iter().filter(|s| release.enabled(&s.name)).collect();
         let wanted: HashMap<&str, &SubscriptionSpec> =
-            specs.iter().map(|s| (s.name.as_str(), s)).collect();
+            enabled.iter().map(|s| (s.name.as_str(), *s)).collect();
         let names: Vec<String> = self.subscriptions.keys().cloned().collect();
         for name in names {
             let keeps = wanted
@@ -430,7 +433,7 @@ impl AppCore {
                 }
             }
         }
-        for spec in specs {
+        for spec in enabled {
             if !self.subscriptions.contains_key(&spec.name) {
                 self.start_subscription(spec, shared_stream(specs, &spec.stream));
                 swapped.started.push(spec.name.clone());

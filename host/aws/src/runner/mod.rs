@@ -8,11 +8,13 @@ mod coordinator;
 mod keeper;
 mod release;
 mod seek;
+mod settings;
 mod status;
 mod worker;
 
 pub use app::{RunningApp, SwapError, Swapped};
 pub use seek::SeekError;
+pub use settings::OperatorSettings;
 pub use status::{
     AppVersions, RolloutStatus, ShardState, ShardStatus, SubscriptionStatus, VersionInfo,
 };
@@ -26,8 +28,8 @@ use tokio::sync::watch;
 use crate::kinesis::{KinesisPublisher, ReaderConfig};
 use crate::lease::LeaseStore;
 use ruststream_runtime::{
-    Clock, LoadedComponent, LogSink, Observer, Publisher, RolloutPolicy, StartPosition,
-    SystemClock, Tenant, TenantError,
+    Clock, LoadedComponent, LogSink, Observer, Publisher, RolloutPolicy, SystemClock, Tenant,
+    TenantError,
 };
 
 /// How the host reads, leases and checkpoints. The defaults are the seed's timings.
@@ -83,9 +85,9 @@ pub struct Deployment {
     pub lease_store: Arc<dyn LeaseStore>,
     /// The tenant running it: grants, limits, quarantine.
     pub tenant: Arc<Tenant>,
-    /// Start positions set by the operator, by subscriber name; they win over the
-    /// component's own.
-    pub start_overrides: HashMap<String, StartPosition>,
+    /// The operator's settings, by subscriber name; they win over what the component
+    /// declares.
+    pub settings: HashMap<String, OperatorSettings>,
 }
 
 impl Deployment {
@@ -96,7 +98,7 @@ impl Deployment {
             component,
             lease_store,
             tenant: Arc::new(Tenant::trusted("default")),
-            start_overrides: HashMap::new(),
+            settings: HashMap::new(),
         }
     }
 

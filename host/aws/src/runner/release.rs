@@ -10,6 +10,7 @@ use ruststream_runtime::{
 };
 
 use super::Host;
+use super::settings::OperatorSettings;
 use super::status::VersionInfo;
 
 /// One version of an app: its component, the environment its instances run in, and the
@@ -18,8 +19,8 @@ pub(crate) struct Release {
     pub component: LoadedComponent,
     pub env: PipelineEnv,
     pub calls: Arc<CallStats>,
-    /// Start positions set by the operator, by subscriber name.
-    pub start_overrides: HashMap<String, StartPosition>,
+    /// The operator's settings, by subscriber name.
+    pub settings: HashMap<String, OperatorSettings>,
 }
 
 impl Release {
@@ -27,7 +28,7 @@ impl Release {
         host: &Host,
         component: LoadedComponent,
         tenant: &Arc<Tenant>,
-        start_overrides: HashMap<String, StartPosition>,
+        settings: HashMap<String, OperatorSettings>,
         window: u32,
     ) -> Self {
         let calls = Arc::new(CallStats::new(window));
@@ -46,7 +47,7 @@ impl Release {
             component,
             env,
             calls,
-            start_overrides,
+            settings,
         }
     }
 
@@ -65,16 +66,21 @@ impl Release {
         spec: &SubscriptionSpec,
         rewind: u64,
     ) -> Arc<SubscriptionRelease> {
+        let spec = match self.settings.get(&spec.name) {
+            Some(settings) => settings.apply(spec),
+            None => spec.clone(),
+        };
         Arc::new(SubscriptionRelease {
             release: self.clone(),
-            spec: Arc::new(spec.clone()),
-            start: self
-                .start_overrides
-                .get(&spec.name)
-                .or(spec.start.as_ref())
-                .cloned(),
+            start: spec.start.clone(),
+            spec: Arc::new(spec),
             rewind,
         })
+    }
+
+    /// Whether the operator lets subscription `name` run.
+    pub(crate) fn enabled(&self, name: &str) -> bool {
+        self.settings.get(name).is_none_or(|s| s.enabled)
     }
 }
 

@@ -27,7 +27,7 @@ use tokio::task::JoinSet;
 use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
 use crate::args::LeaseStoreKind;
-use crate::config::Config;
+use crate::config::{Config, OperatorConfig};
 
 /// A component version that was refused, as status shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +56,8 @@ struct WantedTenant {
     tenant: Arc<Tenant>,
     /// Everything of its section but the component list: a change restarts the tenant.
     settings: String,
+    /// Its operator settings for its components' subscriptions.
+    operator: OperatorConfig,
     components: Vec<PathBuf>,
 }
 
@@ -92,6 +94,7 @@ struct State {
 pub(crate) struct TenantRun {
     pub tenant: Arc<Tenant>,
     settings: String,
+    operator: OperatorConfig,
     /// Running apps by component name.
     pub components: BTreeMap<String, ComponentRun>,
     /// Components whose last version was refused, by name.
@@ -340,6 +343,7 @@ impl Fleet {
                 tenants: vec![WantedTenant {
                     tenant,
                     settings: String::new(),
+                    operator: OperatorConfig::default(),
                     components: self.inner.cli_components.clone(),
                 }],
             });
@@ -361,17 +365,21 @@ impl Fleet {
         let tenants = config
             .tenants
             .iter()
-            .map(|section| WantedTenant {
-                tenant: Arc::new(config.tenant(section)),
-                settings: format!(
-                    "{:?} {:?} {:?} {:?} {:?}",
-                    section.subscribe,
-                    section.publish,
-                    section.quarantine_after,
-                    section.limits,
-                    config.defaults
-                ),
-                components: section.components.clone(),
+            .map(|section| {
+                let operator = section.operator_settings();
+                WantedTenant {
+                    tenant: Arc::new(config.tenant(section)),
+                    settings: format!(
+                        "{:?} {:?} {:?} {:?} {:?} {operator:?}",
+                        section.subscribe,
+                        section.publish,
+                        section.quarantine_after,
+                        section.limits,
+                        config.defaults
+                    ),
+                    operator,
+                    components: section.components.clone(),
+                }
             })
             .collect();
         Ok(Wanted { tenants })
@@ -434,6 +442,7 @@ impl Fleet {
                 .or_insert_with(|| TenantRun {
                     tenant: wanted.tenant.clone(),
                     settings: wanted.settings.clone(),
+                    operator: wanted.operator.clone(),
                     components: BTreeMap::new(),
                     refused: BTreeMap::new(),
                     configured: Vec::new(),
@@ -543,10 +552,13 @@ impl Fleet {
                 other.0
             ));
         }
+        let settings = run
+            .operator
+            .for_subscriptions(&component.app().subscriptions);
         let swapped = if let Some(running) = run.components.get_mut(name) {
             let swapped = running
                 .app
-                .swap(component, HashMap::new())
+                .swap(component, settings)
                 .map_err(|e| one_line(&e))?;
             running.file_hash = file_hash.or(running.file_hash.take());
             tracing::info!(tenant = %tenant.name(), component = %name, app = %app,
@@ -554,7 +566,8 @@ impl Fleet {
                 started = ?swapped.started, stopped = ?swapped.stopped, "new version live");
             true
         } else {
-            let deployment = Deployment::new(component, store).for_tenant(tenant.clone());
+            let mut deployment = Deployment::new(component, store).for_tenant(tenant.clone());
+            deployment.settings = settings;
             let started = self
                 .inner
                 .host

@@ -1,6 +1,7 @@
 //! Dead letters worth reading, through the binary: `ruststream put` writes a refund the
 //! tenant never books, the host dead-letters it after its attempts, and `ruststream tail`
-//! shows the dead letter with its origin and the producer's own headers.
+//! shows the dead letter with its origin and the producer's own headers. And the operator's
+//! settings in the tenants file winning over what the component declares.
 
 use std::process::Command;
 use std::time::Duration;
@@ -112,5 +113,69 @@ async fn a_dead_letter_carries_its_origin_and_tail_shows_it() -> anyhow::Result<
     // Bad input is refused before anything is written.
     let (ok, _, error) = ruststream(&kinesis, &["put", "refunds", "{not json"])?;
     assert!(!ok && error.contains("record 1 is not JSON"), "{error}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_settings_win_over_the_components() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    for stream in ["refunds", "refunds.dead", "refunds.ops", "payouts", "audit"] {
+        kinesis.create_stream(stream, 1).await?;
+    }
+    // Written before the host starts: read only because the operator says `trim_horizon`.
+    let (ok, _, error) = ruststream(&kinesis, &["put", "refunds", r#"{"id": 4, "amount": -1}"#])?;
+    assert!(ok, "{error}");
+    let dir = std::env::temp_dir().join(format!("ruststream-operator-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("tenants.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+            [[tenants]]
+            name = "acme"
+            components = ["{}"]
+            subscribe = ["refunds", "payouts", "audit"]
+            publish = ["refunds.dead", "refunds.ops"]
+            starting_position = "trim_horizon"
+            maximum_retry_attempts = 1
+            on_failure = "refunds.ops"
+            [tenants.subscriptions.pay_out]
+            enabled = false
+            "#,
+            guests::SETTLEMENT_RETRIES.path().display()
+        ),
+    )?;
+    let log = dir.join("host.log");
+    let _host = run_host(&config, &kinesis, &log, &[])?;
+    let output = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // The component's three attempts lowered to two (one retry); its dead letter redirected.
+    let dead: Option<Value> = poll_for(Duration::from_secs(60), async || {
+        let (ok, text, _) = ruststream(&kinesis, &["tail", "refunds.ops"]).ok()?;
+        let line = text.lines().next().filter(|_| ok)?;
+        serde_json::from_str(line).ok()
+    })
+    .await;
+    let dead = dead.ok_or_else(|| anyhow::anyhow!("no dead letter: {}", output()))?;
+    assert_eq!(dead["payload"]["id"], 4, "{dead}");
+    assert_eq!(dead["dead_letter"]["attempts"], 2, "{dead}");
+    let (_, declared, _) = ruststream(&kinesis, &["tail", "refunds.dead"])?;
+    assert_eq!(
+        declared.trim(),
+        "",
+        "the component's dead-letter stream stays empty"
+    );
+    // `pay_out` is disabled: its stream is never read; the others are.
+    let text = output();
+    assert!(text.contains("subscriber=reconcile"), "{text}");
+    assert!(text.contains("subscriber=audit"), "{text}");
+    let read = |name: &str| {
+        text.lines()
+            .any(|l| l.contains("reading shard") && l.contains(&format!("subscriber={name}")))
+    };
+    assert!(read("reconcile") && read("audit"), "{text}");
+    assert!(!read("pay_out"), "{text}");
     Ok(())
 }

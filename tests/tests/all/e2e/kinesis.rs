@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_host::{Claim, Deployment, LeaseKey, LeaseStore, MemoryLeaseStore, ShardState};
+use ruststream_host::{
+    Claim, Deployment, LeaseKey, LeaseStore, MemoryLeaseStore, OperatorSettings, ShardState,
+};
 use ruststream_runtime::{Outcome, StartPosition};
 use ruststream_tests::e2e::{Servers, TestHost, dynamo_store, put_json, stored_checkpoint};
 use ruststream_tests::faults::{Fault, Faults};
@@ -202,9 +204,11 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
         host.load(guests::POSITIONS).await?,
         Arc::new(MemoryLeaseStore::new()),
     );
-    deployment
-        .start_overrides
-        .insert("stamped".into(), StartPosition::AtTimestamp(stamp));
+    let at_stamp = OperatorSettings {
+        start: Some(StartPosition::AtTimestamp(stamp)),
+        ..OperatorSettings::default()
+    };
+    deployment.settings.insert("stamped".into(), at_stamp);
     let app = host.start(deployment, 3).await?;
     put_json(&client, "positions.latest", &json!({"id": "l-after"}), None).await?;
     host.deliveries.wait_for(3, WAIT).await?;
