@@ -123,6 +123,7 @@ pub(crate) struct TenantSection {
     pub batch_size: Option<u32>,
     pub maximum_retry_attempts: Option<u32>,
     pub on_failure: Option<String>,
+    pub maximum_record_age: Option<String>,
     pub enabled: Option<bool>,
     /// The same settings for one subscription, by subscriber name; they win over the tenant's.
     #[serde(default)]
@@ -153,6 +154,8 @@ pub(crate) struct MappingSettings {
     pub maximum_retry_attempts: Option<u32>,
     /// The stream spent records go to, instead of the component's dead letter.
     pub on_failure: Option<String>,
+    /// Records older than this (`"1h"`, `"30s"`) are given up on, held ones included.
+    pub maximum_record_age: Option<String>,
     pub enabled: Option<bool>,
 }
 
@@ -167,6 +170,8 @@ impl MappingSettings {
             batch_size: self.batch_size.or(base.batch_size),
             maximum_retry_attempts: self.maximum_retry_attempts.or(base.maximum_retry_attempts),
             on_failure: self.on_failure.clone().or_else(|| base.on_failure.clone()),
+            maximum_record_age: (self.maximum_record_age.clone())
+                .or_else(|| base.maximum_record_age.clone()),
             enabled: self.enabled.or(base.enabled),
         }
     }
@@ -185,6 +190,8 @@ impl MappingSettings {
             batch_size: self.batch_size,
             max_attempts: self.maximum_retry_attempts.map(|n| n.saturating_add(1)),
             on_failure: self.on_failure.clone(),
+            max_record_age: (self.maximum_record_age.as_deref())
+                .and_then(|text| parse_duration(text).ok()),
             enabled: self.enabled.unwrap_or(true),
         }
     }
@@ -216,6 +223,9 @@ impl MappingSettings {
                 format!("`maximum_retry_attempts = {retries}`: at most {MAX_RETRY_ATTEMPTS}"),
             ));
         }
+        if let Some(Err(reason)) = self.maximum_record_age.as_deref().map(parse_duration) {
+            return Err(Mistake::new(at.clone().key("maximum_record_age"), reason));
+        }
         if let Some(stream) = &self.on_failure
             && !(valid_name(stream, 128) && publish.contains(stream))
         {
@@ -231,6 +241,40 @@ impl MappingSettings {
     }
 }
 
+/// A duration as the file writes it: a whole number and a unit, `ms`, `s`, `m`, `h` or `d`
+/// (`"500ms"`, `"30s"`, `"7d"`); never zero.
+///
+/// # Errors
+/// What is wrong with `text`, as a message for the file's reader.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let bad = || {
+        format!(
+            "`{}` is not a duration: write e.g. \"500ms\", \"30s\", \"5m\", \"1h\" or \"7d\"",
+            quote(text)
+        )
+    };
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        "d" => Duration::from_secs(n.saturating_mul(86_400)),
+        _ => return Err(bad()),
+    };
+    if duration.is_zero() {
+        return Err(format!(
+            "`{}` would give up on every record at once",
+            quote(text)
+        ));
+    }
+    Ok(duration)
+}
+
 /// The most retries `maximum_retry_attempts` may ask for (Lambda's own maximum).
 const MAX_RETRY_ATTEMPTS: u32 = 10_000;
 
@@ -243,6 +287,7 @@ impl TenantSection {
             batch_size: self.batch_size,
             maximum_retry_attempts: self.maximum_retry_attempts,
             on_failure: self.on_failure.clone(),
+            maximum_record_age: self.maximum_record_age.clone(),
             enabled: self.enabled,
         }
     }
@@ -643,6 +688,7 @@ mod tests {
                 start: None,
                 on_trap: ruststream_runtime::Outcome::Retry,
                 batch_limit: None,
+                max_record_age: None,
             },
             SubscriptionSpec {
                 index: 1,
@@ -652,6 +698,7 @@ mod tests {
                 start: None,
                 on_trap: ruststream_runtime::Outcome::Retry,
                 batch_limit: None,
+                max_record_age: None,
             },
         ];
         let settings = config.tenants[0]
@@ -668,6 +715,24 @@ mod tests {
         );
         assert!(audit.enabled);
         Ok(())
+    }
+
+    #[test]
+    fn durations_are_a_number_and_a_unit() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
+        for bad in ["", "5", "s", "1.5s", "5 s", "-1s", "0s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        let base =
+            "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nmaximum_record_age = \"soon\"\n";
+        let error = parse(base).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            error.contains("line 4, `tenants[0].maximum_record_age`"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! What a component declares about itself: its app identity and subscriptions, validated.
 
+use std::time::Duration;
+
 use crate::settlement::{Outcome, RetryPolicy};
 
 /// Most records one GetRecords call may return, and so the largest batch a subscription may ask for.
@@ -36,6 +38,20 @@ pub struct SubscriptionSpec {
     /// Most records one `handle-batch` call gets, 1 to [`MAX_BATCH_LIMIT`]; `None` is the
     /// host's default.
     pub batch_limit: Option<u32>,
+    /// How old a record may get before it is given up on: an operator's setting, components
+    /// do not declare it.
+    pub max_record_age: Option<MaxRecordAge>,
+}
+
+/// Records older than `age` (from their arrival) are dead-lettered to `dead_letter`, or
+/// retired without one, instead of delivered; a record held by `retry` is given up on when it
+/// reaches `age`, so the checkpoint moves on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaxRecordAge {
+    /// The age.
+    pub age: Duration,
+    /// Where records past it go.
+    pub dead_letter: Option<String>,
 }
 
 /// Where a shard without a checkpoint starts.

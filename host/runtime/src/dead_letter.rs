@@ -17,6 +17,9 @@ const REASON: &str = "x-ruststream-origin-reason";
 /// Why a record was dead-lettered when its last attempt did not trap.
 pub const ATTEMPTS_EXHAUSTED: &str = "attempts-exhausted";
 
+/// Why a record older than its subscription's maximum record age was dead-lettered.
+pub const RECORD_AGE_EXCEEDED: &str = "record-age-exceeded";
+
 /// The origin of a dead letter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetterOrigin {
@@ -32,8 +35,8 @@ pub struct DeadLetterOrigin {
     pub tenant: String,
     /// How many deliveries it had.
     pub attempts: u32,
-    /// [`ATTEMPTS_EXHAUSTED`], or the kind of trap its last attempt ended in
-    /// ([`TrapKind::label`](crate::TrapKind::label)).
+    /// [`ATTEMPTS_EXHAUSTED`], [`RECORD_AGE_EXCEEDED`], or the kind of trap its last attempt
+    /// ended in ([`TrapKind::label`](crate::TrapKind::label)).
     pub reason: String,
 }
 

@@ -50,15 +50,15 @@ mod tenant;
 mod testapp;
 
 pub use app::{
-    AppSpec, DeclarationBounds, MAX_BATCH_LIMIT, SpecError, StartPosition, SubscriptionSpec,
-    valid_name,
+    AppSpec, DeclarationBounds, MAX_BATCH_LIMIT, MaxRecordAge, SpecError, StartPosition,
+    SubscriptionSpec, valid_name,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use component::{
     CONTRACT, CallFailure, CompileError, LoadError, LoadPhase, LoadedComponent, Refusal, Runtime,
     RuntimeError, TrapKind, WORKER_COMMAND, compile_worker, content_hash, describe_app,
 };
-pub use dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin};
+pub use dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
 pub use env::Env;
 pub use escape::{escape_controls, one_line, quote};
 pub use limits::{

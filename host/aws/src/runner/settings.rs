@@ -1,7 +1,9 @@
 //! What an operator sets for a subscription over what its component declares: the host's
 //! side of Lambda's event source mapping settings. The component's values stay the defaults.
 
-use ruststream_runtime::{StartPosition, SubscriptionSpec};
+use std::time::Duration;
+
+use ruststream_runtime::{MaxRecordAge, StartPosition, SubscriptionSpec};
 
 /// An operator's settings for one subscription; `None` keeps what the component declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,9 +15,14 @@ pub struct OperatorSettings {
     /// A ceiling on the deliveries a record gets, counting the first: it lowers what the
     /// component declares, never raises it, and adds nothing where it declares none.
     pub max_attempts: Option<u32>,
-    /// Where spent records go (Lambda's `DestinationConfig.OnFailure`), instead of the
-    /// component's dead-letter stream. Ignored when it is the subscription's own stream.
+    /// Where records go that are given up on (Lambda's `DestinationConfig.OnFailure`):
+    /// spent records, instead of the component's dead-letter stream, where the component
+    /// counts attempts (it never turns a hold into copies), and records past their maximum
+    /// age. Ignored when it is the subscription's own stream.
     pub on_failure: Option<String>,
+    /// Records older than this are given up on (dead-lettered, or retired), held ones
+    /// included (Lambda's `MaximumRecordAgeInSeconds`).
+    pub max_record_age: Option<Duration>,
     /// Whether the subscription runs at all (Lambda's `Enabled`).
     pub enabled: bool,
 }
@@ -27,6 +34,7 @@ impl Default for OperatorSettings {
             batch_size: None,
             max_attempts: None,
             on_failure: None,
+            max_record_age: None,
             enabled: true,
         }
     }
@@ -42,17 +50,27 @@ impl OperatorSettings {
         if let Some(batch) = self.batch_size {
             spec.batch_limit = Some(batch);
         }
+
         if let Some(ceiling) = self.max_attempts {
             spec.retry.max_attempts = spec.retry.max_attempts.map(|n| n.min(ceiling));
         }
-        match &self.on_failure {
-            Some(stream) if *stream == spec.stream => tracing::warn!(
-                subscriber = %spec.name, stream,
-                "on_failure names the subscription's own stream: the component's dead letter stands"
-            ),
-            Some(stream) => spec.retry.dead_letter = Some(stream.clone()),
-            None => {}
+        let on_failure = match &self.on_failure {
+            Some(stream) if *stream == spec.stream => {
+                tracing::warn!(subscriber = %spec.name, stream,
+                    "on_failure names the subscription's own stream: it is ignored");
+                None
+            }
+            other => other.clone(),
+        };
+        if let Some(stream) = &on_failure
+            && spec.retry.counts_attempts()
+        {
+            spec.retry.dead_letter = Some(stream.clone());
         }
+        spec.max_record_age = self.max_record_age.map(|age| MaxRecordAge {
+            age,
+            dead_letter: on_failure.or_else(|| spec.retry.dead_letter.clone()),
+        });
         spec
     }
 }
@@ -75,6 +93,7 @@ mod tests {
             start: None,
             on_trap: Outcome::Retry,
             batch_limit: None,
+            max_record_age: None,
         }
     }
 
@@ -85,6 +104,7 @@ mod tests {
             batch_size: Some(10),
             max_attempts: Some(2),
             on_failure: Some("refunds.ops".into()),
+            max_record_age: Some(Duration::from_secs(60)),
             enabled: true,
         };
         let spec = settings.apply(&declared());
@@ -92,6 +112,11 @@ mod tests {
         assert_eq!(spec.retry.dead_letter.as_deref(), Some("refunds.ops"));
         assert_eq!(spec.batch_limit, Some(10));
         assert_eq!(spec.start, Some(StartPosition::Horizon));
+        let expiry = MaxRecordAge {
+            age: Duration::from_secs(60),
+            dead_letter: Some("refunds.ops".into()),
+        };
+        assert_eq!(spec.max_record_age, Some(expiry));
         let higher = OperatorSettings {
             max_attempts: Some(9),
             on_failure: Some("refunds".into()),
@@ -105,5 +130,15 @@ mod tests {
             ..declared()
         };
         assert_eq!(higher.apply(&none).retry.max_attempts, None);
+        // A component that holds keeps holding: `on_failure` is only where expired records go.
+        let holding = OperatorSettings {
+            on_failure: Some("refunds.ops".into()),
+            max_record_age: Some(Duration::from_secs(5)),
+            ..OperatorSettings::default()
+        };
+        let spec = holding.apply(&none);
+        assert_eq!(spec.retry, RetryPolicy::default());
+        let expiry = spec.max_record_age.map(|m| m.dead_letter);
+        assert_eq!(expiry, Some(Some("refunds.ops".to_owned())));
     }
 }

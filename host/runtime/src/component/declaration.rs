@@ -104,6 +104,7 @@ fn subscription_spec(
             FailureAction::RetryAfter(ms) => Outcome::RetryAfter(Duration::from_millis(ms)),
         },
         batch_limit: s.batch_limit,
+        max_record_age: None,
         name: s.name,
         stream: s.stream,
     })

@@ -1,5 +1,6 @@
 //! Records the pipeline holds back from the component: copies read before their due time,
-//! and records parked while the tenant is quarantined.
+//! records parked while the tenant is quarantined, and held records that expire at their
+//! subscription's maximum record age.
 
 use crate::checkpoint::Ticket;
 use crate::record::Delivery;
@@ -30,12 +31,17 @@ pub(super) struct Released {
     pub(super) due: Vec<(Ticket, Delivery)>,
     /// Waiting copies held for `max_hold` and not yet due: to be carried forward.
     pub(super) carry: Vec<Waiting>,
+    /// Held records that reached their maximum age, in shard order.
+    pub(super) expired: Vec<(Ticket, Delivery)>,
 }
 
 impl Released {
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
-        self.unparked.is_empty() && self.due.is_empty() && self.carry.is_empty()
+        self.unparked.is_empty()
+            && self.due.is_empty()
+            && self.carry.is_empty()
+            && self.expired.is_empty()
     }
 }
 
@@ -44,6 +50,8 @@ impl Released {
 pub(super) struct Holding {
     waiting: Vec<Waiting>,
     parked: Vec<(Ticket, Delivery)>,
+    /// Held records (`retry` without attempts) and when they reach their maximum age.
+    expiring: Vec<(Ticket, Delivery, u64)>,
 }
 
 impl Holding {
@@ -55,6 +63,11 @@ impl Holding {
             delivery,
             since_ms: now_ms,
         });
+    }
+
+    /// Keeps a held record until `expires_at_ms`, when it is given up on.
+    pub(super) fn hold_until(&mut self, ticket: Ticket, delivery: Delivery, expires_at_ms: u64) {
+        self.expiring.push((ticket, delivery, expires_at_ms));
     }
 
     /// Keeps `records` until the tenant's quarantine is lifted.
@@ -77,10 +90,15 @@ impl Holding {
             .into_iter()
             .partition(|w| w.leaves_at(max_hold_ms) <= now_ms);
         self.waiting = waiting;
+        let (expired, expiring): (Vec<_>, Vec<_>) = std::mem::take(&mut self.expiring)
+            .into_iter()
+            .partition(|(_, _, at)| *at <= now_ms);
+        self.expiring = expiring;
         Released {
             unparked,
             due: due.into_iter().map(|w| (w.ticket, w.delivery)).collect(),
             carry,
+            expired: expired.into_iter().map(|(t, d, _)| (t, d)).collect(),
         }
     }
 
@@ -94,13 +112,15 @@ impl Holding {
     ) -> Option<u64> {
         let waiting = self.waiting.iter().map(|w| w.leaves_at(max_hold_ms));
         let parked = (!self.parked.is_empty() && !quarantined).then_some(now_ms);
-        waiting.chain(parked).min()
+        let expiring = self.expiring.iter().map(|(_, _, at)| *at);
+        waiting.chain(parked).chain(expiring).min()
     }
 
-    /// Every waiting copy, due or not (a seek carries them all forward), and the parked
-    /// records dropped: the seek reads the shard again from elsewhere.
+    /// Every waiting copy, due or not (a seek carries them all forward), and the parked and
+    /// held records dropped: the seek reads the shard again from elsewhere.
     pub(super) fn clear(&mut self) -> Vec<Waiting> {
         self.parked.clear();
+        self.expiring.clear();
         std::mem::take(&mut self.waiting)
     }
 

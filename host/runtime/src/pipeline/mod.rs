@@ -233,32 +233,44 @@ impl ShardPipeline {
         let mut all_ready = true;
         for delivery in &records {
             tickets.push(self.watermark.track(delivery.sequence_number.as_str()));
-            all_ready &=
-                delivery.due(max_delay).is_none_or(|due| due <= now) && !delivery.is_aggregated();
+            all_ready &= delivery.due(max_delay).is_none_or(|due| due <= now)
+                && !delivery.is_aggregated()
+                && !self.too_old(delivery, now);
         }
         // Almost always every record goes straight to the component, without being moved
         // again; otherwise the others are set aside first.
         let (tickets, ready) = if all_ready {
             (tickets, records)
         } else {
-            self.set_aside(tickets, records, now, max_delay)
+            let (ready, expired) = self.set_aside(tickets, records, now, max_delay);
+            for (ticket, delivery) in expired {
+                self.expire(ticket, &delivery).await;
+            }
+            ready
         };
         self.run(tickets, Arc::new(ready)).await;
         self.moved_checkpoint()
     }
 
-    /// Refuses aggregated records and keeps copies not yet due waiting; returns the rest.
+    /// Refuses aggregated records and keeps copies not yet due waiting; returns the rest, and
+    /// apart the records past the subscription's maximum age, to give up on.
+    #[allow(clippy::type_complexity)]
     fn set_aside(
         &mut self,
         tickets: Vec<Ticket>,
         records: Vec<Delivery>,
         now: u64,
         max_delay: u64,
-    ) -> (Vec<Ticket>, Vec<Delivery>) {
+    ) -> ((Vec<Ticket>, Vec<Delivery>), Vec<(Ticket, Delivery)>) {
         let mut ready = (Vec::new(), Vec::new());
+        let mut expired = Vec::new();
         for (ticket, delivery) in tickets.into_iter().zip(records) {
             if delivery.is_aggregated() {
                 self.refuse_aggregated(ticket, &delivery);
+                continue;
+            }
+            if self.too_old(&delivery, now) {
+                expired.push((ticket, delivery));
                 continue;
             }
             match delivery.due(max_delay) {
@@ -271,7 +283,7 @@ impl ShardPipeline {
                 }
             }
         }
-        ready
+        (ready, expired)
     }
 
     /// Delivers waiting copies that are now due (and parked records, once the tenant is out
@@ -289,6 +301,9 @@ impl ShardPipeline {
         for waiting in released.carry {
             let carried = self.carry(waiting);
             self.outbox.push(carried);
+        }
+        for (ticket, delivery) in released.expired {
+            self.expire(ticket, &delivery).await;
         }
         self.run_records(released.unparked).await;
         self.run_records(released.due).await;

@@ -11,7 +11,7 @@ use super::{DEFAULT_BATCH_LIMIT, DeliveryReport, ShardPipeline};
 use crate::checkpoint::Ticket;
 use crate::clock::millis;
 use crate::component::{BatchCall, BatchFailure, CallFailure, TrapKind};
-use crate::dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin};
+use crate::dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
 use crate::log::Level;
 use crate::record::{Deliveries, Delivery, OutgoingRecord};
 use crate::settlement::{self, CopyPlan, Disposition, Outcome};
@@ -158,14 +158,22 @@ impl ShardPipeline {
                 );
                 self.mark(ticket);
             }
-            Disposition::Held => self.log.say(
-                "held",
-                Level::Warn,
-                Some(delivery),
-                "retry requested, but a shard cannot requeue a record: it stays unhandled and \
-                 holds the checkpoint until the shard's lease is next taken"
-                    .to_owned(),
-            ),
+            Disposition::Held => {
+                self.log.say(
+                    "held",
+                    Level::Warn,
+                    Some(delivery),
+                    "retry requested, but a shard cannot requeue a record: it stays unhandled \
+                     and holds the checkpoint until the shard's lease is next taken"
+                        .to_owned(),
+                );
+                // With a maximum age, the hold ends when the record reaches it.
+                if let Some(max) = &self.subscription.max_record_age {
+                    let expires_at = delivery.arrival_ms.saturating_add(millis(max.age));
+                    self.holding
+                        .hold_until(ticket, delivery.clone(), expires_at);
+                }
+            }
             Disposition::Copy(plan) => self.copy(ticket, delivery, plan, trap).await,
         }
     }
@@ -185,20 +193,8 @@ impl ShardPipeline {
         let mut record = OutgoingRecord::counted_copy(delivery, plan.retry_count, due_at_ms);
         let target = match plan.dead_letter {
             Some(dead_letter) => {
-                let origin = DeadLetterOrigin {
-                    stream: self.stream.to_string(),
-                    shard_id: self.shard_id.to_string(),
-                    sequence_number: delivery.sequence_number.clone(),
-                    subscriber: self.subscription.name.clone(),
-                    tenant: self.env.tenant.name().to_owned(),
-                    attempts: delivery.attempt(),
-                    reason: trap.map_or(ATTEMPTS_EXHAUSTED, TrapKind::label).to_owned(),
-                };
-                // A record dead-lettered before keeps only its latest origin.
-                record
-                    .headers
-                    .retain(|h| !DeadLetterOrigin::is_origin_header(&h.name));
-                record.headers.extend(origin.headers());
+                let reason = trap.map_or(ATTEMPTS_EXHAUSTED, TrapKind::label);
+                self.add_origin(&mut record, delivery, reason);
                 self.log.say(
                     "dead-letter",
                     Level::Warn,
@@ -214,6 +210,72 @@ impl ShardPipeline {
             None => self.stream.to_string(),
         };
         let copy = UnsentCopy::new(ticket, delivery.sequence_number.clone(), target, record);
+        self.send_copy(copy).await;
+    }
+
+    /// Marks `record` (a dead letter of `delivery`) with where it came from and `reason`. A
+    /// record dead-lettered before keeps only its latest origin.
+    fn add_origin(&self, record: &mut OutgoingRecord, delivery: &Delivery, reason: &str) {
+        let origin = DeadLetterOrigin {
+            stream: self.stream.to_string(),
+            shard_id: self.shard_id.to_string(),
+            sequence_number: delivery.sequence_number.clone(),
+            subscriber: self.subscription.name.clone(),
+            tenant: self.env.tenant.name().to_owned(),
+            attempts: delivery.attempt(),
+            reason: reason.to_owned(),
+        };
+        record
+            .headers
+            .retain(|h| !DeadLetterOrigin::is_origin_header(&h.name));
+        record.headers.extend(origin.headers());
+    }
+
+    /// Whether `delivery` is older than the subscription's maximum record age at `now_ms`.
+    pub(super) fn too_old(&self, delivery: &Delivery, now_ms: u64) -> bool {
+        self.subscription
+            .max_record_age
+            .as_ref()
+            .is_some_and(|max| delivery.arrival_ms.saturating_add(millis(max.age)) <= now_ms)
+    }
+
+    /// Gives up on a record past the subscription's maximum age, held or not yet delivered:
+    /// to the dead-letter stream (reason `record-age-exceeded`), or retired with a warning
+    /// when there is none. Either way the checkpoint may pass it.
+    pub(super) async fn expire(&mut self, ticket: Ticket, delivery: &Delivery) {
+        let (age, dead_letter) = match &self.subscription.max_record_age {
+            Some(max) => (max.age, max.dead_letter.clone()),
+            None => (Duration::ZERO, None),
+        };
+        let Some(dead_letter) = dead_letter else {
+            self.log.say(
+                "expired",
+                Level::Warn,
+                Some(delivery),
+                format!("older than the maximum record age of {age:?}: the record is retired"),
+            );
+            self.report(delivery, Outcome::Drop, None);
+            self.mark(ticket);
+            return;
+        };
+        let mut record = OutgoingRecord::counted_copy(delivery, delivery.retry_count, None);
+        self.add_origin(&mut record, delivery, RECORD_AGE_EXCEEDED);
+        self.log.say(
+            "expired",
+            Level::Warn,
+            Some(delivery),
+            format!(
+                "older than the maximum record age of {age:?}: the record goes to dead-letter \
+                 stream `{dead_letter}`"
+            ),
+        );
+        self.report(delivery, Outcome::Drop, None);
+        let copy = UnsentCopy::new(
+            ticket,
+            delivery.sequence_number.clone(),
+            dead_letter,
+            record,
+        );
         self.send_copy(copy).await;
     }
 

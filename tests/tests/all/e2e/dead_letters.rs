@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use ruststream_tests::process::run_host;
+use ruststream_tests::process::{admin_addr, http, run_host};
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{binary, guests};
@@ -177,5 +177,93 @@ async fn the_operators_settings_win_over_the_components() -> anyhow::Result<()> 
     };
     assert!(read("reconcile") && read("audit"), "{text}");
     assert!(!read("pay_out"), "{text}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_past_its_maximum_age_moves_a_held_shard_on() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    for stream in ["ledger", "ledger.dead"] {
+        kinesis.create_stream(stream, 1).await?;
+    }
+    let dir = std::env::temp_dir().join(format!("ruststream-max-age-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("tenants.toml");
+    // The seed's `book` holds every refund; the operator gives a hold three seconds.
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+            [[tenants]]
+            name = "acme"
+            components = ["{}"]
+            subscribe = ["ledger"]
+            publish = ["ledger.dead"]
+            maximum_record_age = "3s"
+            on_failure = "ledger.dead"
+            "#,
+            guests::SETTLEMENT.path().display()
+        ),
+    )?;
+    let log = dir.join("host.log");
+    let _host = run_host(&config, &kinesis, &log, &[])?;
+    let output = || std::fs::read_to_string(&log).unwrap_or_default();
+    let reading = poll_for(Duration::from_secs(60), async || {
+        output().contains("reading shard").then_some(())
+    })
+    .await;
+    anyhow::ensure!(reading.is_some(), "the shard never opened: {}", output());
+    let entries = [r#"{"id": 1, "amount": -5}"#, r#"{"id": 2, "amount": 7}"#];
+    let (ok, written, error) = ruststream(&kinesis, &[&["put", "ledger"][..], &entries].concat())?;
+    assert!(ok, "{error}");
+    let last = written
+        .lines()
+        .last()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("put printed no position: {written}"))?;
+
+    // Held at first, then given up on with a dead letter that says why.
+    let dead: Option<Value> = poll_for(Duration::from_secs(60), async || {
+        let (ok, text, _) = ruststream(&kinesis, &["tail", "ledger.dead"]).ok()?;
+        let line = text.lines().next().filter(|_| ok)?;
+        serde_json::from_str(line).ok()
+    })
+    .await;
+    let dead = dead.ok_or_else(|| anyhow::anyhow!("no dead letter: {}", output()))?;
+    assert_eq!(dead["payload"]["id"], 1, "{dead}");
+    assert_eq!(
+        dead["dead_letter"]["reason"], "record-age-exceeded",
+        "{dead}"
+    );
+    assert_eq!(dead["dead_letter"]["subscriber"], "book", "{dead}");
+    let text = output();
+    assert!(
+        text.contains("retry requested"),
+        "it was held first: {text}"
+    );
+    assert!(
+        text.contains("older than the maximum record age of 3s"),
+        "{text}"
+    );
+
+    // The checkpoint passes the refund: the shard is no longer held.
+    let addr = poll_for(Duration::from_secs(30), async || admin_addr(&output()))
+        .await
+        .ok_or_else(|| anyhow::anyhow!("no admin API"))?;
+    let moved = poll_for(Duration::from_secs(30), async || {
+        let (_, body) = http(&addr, "GET", "/v1/status", b"").ok()?;
+        let status: Value = serde_json::from_str(&body).ok()?;
+        let shard = status
+            .pointer("/tenants/0/apps/0/subscriptions/0/shards/0")?
+            .clone();
+        (shard["checkpoint"] == last.as_str() && shard["held_at"].is_null()).then_some(shard)
+    })
+    .await;
+    assert!(
+        moved.is_some(),
+        "the checkpoint never passed the refund: {text}"
+    );
     Ok(())
 }
