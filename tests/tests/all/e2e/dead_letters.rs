@@ -3,10 +3,11 @@
 //! shows the dead letter with its origin and the producer's own headers. And the operator's
 //! settings in the tenants file winning over what the component declares.
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use ruststream_tests::process::{admin_addr, http, run_host};
+use ruststream_tests::process::{Running, admin_addr, http, run_host};
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{binary, guests};
@@ -32,31 +33,65 @@ fn ruststream(kinesis: &LocalKinesis, args: &[&str]) -> anyhow::Result<(bool, St
     ))
 }
 
+/// A host running the tenants file `config` (TOML) against `kinesis`, from a fresh folder
+/// named for `name`, once `shards` shards are read.
+struct Host {
+    _running: Running,
+    log: PathBuf,
+}
+
+impl Host {
+    async fn start(
+        name: &str,
+        kinesis: &LocalKinesis,
+        config: &str,
+        shards: usize,
+    ) -> anyhow::Result<Self> {
+        let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let file = dir.join("tenants.toml");
+        std::fs::write(&file, config)?;
+        let log = dir.join("host.log");
+        let host = Self {
+            _running: run_host(&file, kinesis, &log, &[])?,
+            log,
+        };
+        let reading = poll_for(Duration::from_secs(60), async || {
+            (host.output().matches("reading shard").count() >= shards).then_some(())
+        })
+        .await;
+        anyhow::ensure!(reading.is_some(), "shards never opened: {}", host.output());
+        Ok(host)
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The first record of `stream` as `ruststream tail` shows it, once there is one.
+    async fn first_record(&self, kinesis: &LocalKinesis, stream: &str) -> anyhow::Result<Value> {
+        let first = poll_for(Duration::from_secs(60), async || {
+            let (ok, text, _) = ruststream(kinesis, &["tail", stream]).ok()?;
+            let line = text.lines().next().filter(|_| ok)?;
+            serde_json::from_str(line).ok()
+        })
+        .await;
+        first.ok_or_else(|| anyhow::anyhow!("nothing in `{stream}`: {}", self.output()))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_carries_its_origin_and_tail_shows_it() -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     for stream in ["refunds", "refunds.dead", "payouts", "audit"] {
         kinesis.create_stream(stream, 1).await?;
     }
-    let dir = std::env::temp_dir().join(format!("ruststream-dead-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let config = dir.join("tenants.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\nsubscribe = [\"refunds\", \"payouts\", \"audit\"]\npublish = [\"refunds.dead\"]\n",
-            guests::SETTLEMENT_RETRIES.path().display()
-        ),
-    )?;
-    let log = dir.join("host.log");
-    let _host = run_host(&config, &kinesis, &log, &[])?;
-    let output = || std::fs::read_to_string(&log).unwrap_or_default();
-    let reading = poll_for(Duration::from_secs(60), async || {
-        (output().matches("reading shard").count() >= 3).then_some(())
-    })
-    .await;
-    anyhow::ensure!(reading.is_some(), "shards never opened: {}", output());
+    let config = format!(
+        "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\nsubscribe = [\"refunds\", \"payouts\", \"audit\"]\npublish = [\"refunds.dead\"]\n",
+        guests::SETTLEMENT_RETRIES.path().display()
+    );
+    let host = Host::start("dead", &kinesis, &config, 3).await?;
 
     // A payout that is fine, and a refund `reconcile` retries until its 3 attempts are spent.
     let (ok, written, error) = ruststream(
@@ -77,13 +112,7 @@ async fn a_dead_letter_carries_its_origin_and_tail_shows_it() -> anyhow::Result<
         .map(|(s, q)| (s.to_owned(), q.trim().to_owned()))
         .ok_or_else(|| anyhow::anyhow!("put printed no position: {written}"))?;
 
-    let dead: Option<Value> = poll_for(Duration::from_secs(60), async || {
-        let (ok, text, _) = ruststream(&kinesis, &["tail", "refunds.dead"]).ok()?;
-        let line = text.lines().next().filter(|_| ok)?;
-        serde_json::from_str(line).ok()
-    })
-    .await;
-    let dead = dead.ok_or_else(|| anyhow::anyhow!("no dead letter: {}", output()))?;
+    let dead = host.first_record(&kinesis, "refunds.dead").await?;
     assert_eq!(dead["payload"]["id"], 9, "{dead}");
     assert_eq!(dead["partition_key"], "customer-9", "{dead}");
     assert_eq!(dead["headers"]["trace"], "abc", "{dead}");
@@ -125,40 +154,25 @@ async fn the_operators_settings_win_over_the_components() -> anyhow::Result<()> 
     // Written before the host starts: read only because the operator says `trim_horizon`.
     let (ok, _, error) = ruststream(&kinesis, &["put", "refunds", r#"{"id": 4, "amount": -1}"#])?;
     assert!(ok, "{error}");
-    let dir = std::env::temp_dir().join(format!("ruststream-operator-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let config = dir.join("tenants.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-            [[tenants]]
-            name = "acme"
-            components = ["{}"]
-            subscribe = ["refunds", "payouts", "audit"]
-            publish = ["refunds.dead", "refunds.ops"]
-            starting_position = "trim_horizon"
-            maximum_retry_attempts = 1
-            on_failure = "refunds.ops"
-            [tenants.subscriptions.pay_out]
-            enabled = false
-            "#,
-            guests::SETTLEMENT_RETRIES.path().display()
-        ),
-    )?;
-    let log = dir.join("host.log");
-    let _host = run_host(&config, &kinesis, &log, &[])?;
-    let output = || std::fs::read_to_string(&log).unwrap_or_default();
+    let config = format!(
+        r#"
+        [[tenants]]
+        name = "acme"
+        components = ["{}"]
+        subscribe = ["refunds", "payouts", "audit"]
+        publish = ["refunds.dead", "refunds.ops"]
+        starting_position = "trim_horizon"
+        maximum_retry_attempts = 1
+        on_failure = "refunds.ops"
+        [tenants.subscriptions.pay_out]
+        enabled = false
+        "#,
+        guests::SETTLEMENT_RETRIES.path().display()
+    );
+    let host = Host::start("operator", &kinesis, &config, 2).await?;
 
     // The component's three attempts lowered to two (one retry); its dead letter redirected.
-    let dead: Option<Value> = poll_for(Duration::from_secs(60), async || {
-        let (ok, text, _) = ruststream(&kinesis, &["tail", "refunds.ops"]).ok()?;
-        let line = text.lines().next().filter(|_| ok)?;
-        serde_json::from_str(line).ok()
-    })
-    .await;
-    let dead = dead.ok_or_else(|| anyhow::anyhow!("no dead letter: {}", output()))?;
+    let dead = host.first_record(&kinesis, "refunds.ops").await?;
     assert_eq!(dead["payload"]["id"], 4, "{dead}");
     assert_eq!(dead["dead_letter"]["attempts"], 2, "{dead}");
     let (_, declared, _) = ruststream(&kinesis, &["tail", "refunds.dead"])?;
@@ -168,7 +182,7 @@ async fn the_operators_settings_win_over_the_components() -> anyhow::Result<()> 
         "the component's dead-letter stream stays empty"
     );
     // `pay_out` is disabled: its stream is never read; the others are.
-    let text = output();
+    let text = host.output();
     assert!(text.contains("subscriber=reconcile"), "{text}");
     assert!(text.contains("subscriber=audit"), "{text}");
     let read = |name: &str| {
@@ -186,34 +200,20 @@ async fn a_record_past_its_maximum_age_moves_a_held_shard_on() -> anyhow::Result
     for stream in ["ledger", "ledger.dead"] {
         kinesis.create_stream(stream, 1).await?;
     }
-    let dir = std::env::temp_dir().join(format!("ruststream-max-age-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let config = dir.join("tenants.toml");
     // The seed's `book` holds every refund; the operator gives a hold three seconds.
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-            [[tenants]]
-            name = "acme"
-            components = ["{}"]
-            subscribe = ["ledger"]
-            publish = ["ledger.dead"]
-            maximum_record_age = "3s"
-            on_failure = "ledger.dead"
-            "#,
-            guests::SETTLEMENT.path().display()
-        ),
-    )?;
-    let log = dir.join("host.log");
-    let _host = run_host(&config, &kinesis, &log, &[])?;
-    let output = || std::fs::read_to_string(&log).unwrap_or_default();
-    let reading = poll_for(Duration::from_secs(60), async || {
-        output().contains("reading shard").then_some(())
-    })
-    .await;
-    anyhow::ensure!(reading.is_some(), "the shard never opened: {}", output());
+    let config = format!(
+        r#"
+        [[tenants]]
+        name = "acme"
+        components = ["{}"]
+        subscribe = ["ledger"]
+        publish = ["ledger.dead"]
+        maximum_record_age = "3s"
+        on_failure = "ledger.dead"
+        "#,
+        guests::SETTLEMENT.path().display()
+    );
+    let host = Host::start("max-age", &kinesis, &config, 1).await?;
     let entries = [r#"{"id": 1, "amount": -5}"#, r#"{"id": 2, "amount": 7}"#];
     let (ok, written, error) = ruststream(&kinesis, &[&["put", "ledger"][..], &entries].concat())?;
     assert!(ok, "{error}");
@@ -225,20 +225,14 @@ async fn a_record_past_its_maximum_age_moves_a_held_shard_on() -> anyhow::Result
         .ok_or_else(|| anyhow::anyhow!("put printed no position: {written}"))?;
 
     // Held at first, then given up on with a dead letter that says why.
-    let dead: Option<Value> = poll_for(Duration::from_secs(60), async || {
-        let (ok, text, _) = ruststream(&kinesis, &["tail", "ledger.dead"]).ok()?;
-        let line = text.lines().next().filter(|_| ok)?;
-        serde_json::from_str(line).ok()
-    })
-    .await;
-    let dead = dead.ok_or_else(|| anyhow::anyhow!("no dead letter: {}", output()))?;
+    let dead = host.first_record(&kinesis, "ledger.dead").await?;
     assert_eq!(dead["payload"]["id"], 1, "{dead}");
     assert_eq!(
         dead["dead_letter"]["reason"], "record-age-exceeded",
         "{dead}"
     );
     assert_eq!(dead["dead_letter"]["subscriber"], "book", "{dead}");
-    let text = output();
+    let text = host.output();
     assert!(
         text.contains("retry requested"),
         "it was held first: {text}"
@@ -249,7 +243,7 @@ async fn a_record_past_its_maximum_age_moves_a_held_shard_on() -> anyhow::Result
     );
 
     // The checkpoint passes the refund: the shard is no longer held.
-    let addr = poll_for(Duration::from_secs(30), async || admin_addr(&output()))
+    let addr = poll_for(Duration::from_secs(30), async || admin_addr(&host.output()))
         .await
         .ok_or_else(|| anyhow::anyhow!("no admin API"))?;
     let moved = poll_for(Duration::from_secs(30), async || {

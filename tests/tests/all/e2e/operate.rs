@@ -248,16 +248,7 @@ async fn json_log_lines_say_whose_they_are() -> anyhow::Result<()> {
     );
     // The component's line: whose it is from the spans, its own fields as separate keys.
     let line = lines.iter().find(|l| booked(l)).expect("a booked line");
-    assert_eq!(line["tenant"], "acme", "{line}");
-    assert_eq!(line["app"], "ledger", "{line}");
-    assert_eq!(line["subscriber"], "book", "{line}");
-    assert_eq!(line["stream"], "ledger", "{line}");
-    assert!(
-        line["shard"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("shardId-")),
-        "{line}"
-    );
+    assert_whose(line, ["acme", "ledger", "book"]);
     assert_eq!(line["fields"]["amount"], "10", "{line}");
     assert!(line["fields"]["entry.id"].as_str().is_some(), "{line}");
     assert_eq!(line["target"], "ruststream::guest", "{line}");
@@ -268,15 +259,7 @@ async fn json_log_lines_say_whose_they_are() -> anyhow::Result<()> {
         .collect();
     assert_eq!(opened.len(), 2, "{output}");
     for line in opened {
-        assert_eq!(line["app"], "audit", "{line}");
-        assert_eq!(line["subscriber"], "audit", "{line}");
-        assert_eq!(line["stream"], "ledger", "{line}");
-        assert!(
-            line["shard"]
-                .as_str()
-                .is_some_and(|s| s.starts_with("shardId-")),
-            "{line}"
-        );
+        assert_whose(line, ["globex", "audit", "audit"]);
     }
     // Held: the retry's warning names the tenant and the record.
     let held = lines
@@ -284,6 +267,16 @@ async fn json_log_lines_say_whose_they_are() -> anyhow::Result<()> {
         .find(|l| l["level"] == "WARN" && l["tenant"] == "acme" && l["sequence"].is_string());
     assert!(held.is_some(), "{output}");
     Ok(())
+}
+
+/// `line` is about a shard of `ledger` read by `[tenant, app, subscriber]`.
+fn assert_whose(line: &Value, [tenant, app, subscriber]: [&str; 3]) {
+    assert_eq!(line["tenant"], tenant, "{line}");
+    assert_eq!(line["app"], app, "{line}");
+    assert_eq!(line["subscriber"], subscriber, "{line}");
+    assert_eq!(line["stream"], "ledger", "{line}");
+    let shard = line["shard"].as_str().unwrap_or_default();
+    assert!(shard.starts_with("shardId-"), "{line}");
 }
 
 /// The lines of a JSON log that parse as JSON objects.
