@@ -11,6 +11,7 @@ use ruststream_runtime::{RolloutPolicy, quote};
 use crate::admin::DEFAULT_ADDR;
 use crate::admin::model::SeekPosition;
 use crate::client::{self, parse_position};
+use crate::config::HostSection;
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -210,29 +211,33 @@ pub(crate) struct RunArgs {
     /// restarted host take its leases back at once.
     #[arg(long, env = "RUSTSTREAM_OWNER_ID")]
     pub owner_id: Option<String>,
-    /// Most records per GetRecords (1-10000). Records per handler call are the
-    /// subscription's `batch_size`, a different thing.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..=10000))]
-    pub get_records_limit: i32,
-    /// Pause after an empty read, in milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    pub poll_interval_ms: u64,
-    /// Least time between two checkpoint writes of a shard, in milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    pub checkpoint_interval_ms: u64,
-    /// How long a lease lives without renewal, in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    pub lease_ttl_ms: u64,
-    /// How often a held lease is renewed, in milliseconds.
-    #[arg(long, default_value_t = 3_000)]
-    pub renew_interval_ms: u64,
-    /// How often shards are re-listed and leases balanced, in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    pub shard_sync_interval_ms: u64,
+    /// Most records per GetRecords (1-10000) [default: 10000; `[host] get_records_limit`].
+    /// Records per handler call are the subscription's `batch_size`, a different thing.
+    #[arg(long, env = "RUSTSTREAM_GET_RECORDS_LIMIT", value_parser = clap::value_parser!(i32).range(1..=10000))]
+    pub get_records_limit: Option<i32>,
+    /// Pause after an empty read, in milliseconds [default: 1000; `[host] poll_interval`].
+    #[arg(long, env = "RUSTSTREAM_POLL_INTERVAL_MS")]
+    pub poll_interval_ms: Option<u64>,
+    /// Least time between two checkpoint writes of a shard, in milliseconds [default: 1000;
+    /// `[host] checkpoint_interval`].
+    #[arg(long, env = "RUSTSTREAM_CHECKPOINT_INTERVAL_MS")]
+    pub checkpoint_interval_ms: Option<u64>,
+    /// How long a lease lives without renewal, in milliseconds [default: 10000;
+    /// `[host] lease_ttl`].
+    #[arg(long, env = "RUSTSTREAM_LEASE_TTL_MS")]
+    pub lease_ttl_ms: Option<u64>,
+    /// How often a held lease is renewed, in milliseconds [default: 3000;
+    /// `[host] renew_interval`].
+    #[arg(long, env = "RUSTSTREAM_RENEW_INTERVAL_MS")]
+    pub renew_interval_ms: Option<u64>,
+    /// How often shards are re-listed and leases balanced, in milliseconds [default: 10000;
+    /// `[host] shard_sync_interval`].
+    #[arg(long, env = "RUSTSTREAM_SHARD_SYNC_INTERVAL_MS")]
+    pub shard_sync_interval_ms: Option<u64>,
     /// How long a stop waits for calls to finish and checkpoints to be flushed, in
-    /// milliseconds.
-    #[arg(long, default_value_t = 15_000)]
-    pub shutdown_grace_ms: u64,
+    /// milliseconds [default: 15000; `[host] shutdown_grace`].
+    #[arg(long, env = "RUSTSTREAM_SHUTDOWN_GRACE_MS")]
+    pub shutdown_grace_ms: Option<u64>,
     /// How many calls of a swapped-in version are judged against the last calls of the
     /// version it replaced.
     #[arg(long, default_value_t = ruststream_runtime::DEFAULT_ROLLOUT_CALLS,
@@ -303,22 +308,55 @@ fn parse_margin(text: &str) -> Result<f64, String> {
 }
 
 impl RunArgs {
-    pub(crate) fn host_config(&self) -> HostConfig {
+    /// The host's settings: each flag (or its environment variable) over the tenants file's
+    /// `[host]` key, over the built-in default.
+    pub(crate) fn host_config(&self, file: Option<&HostSection>) -> HostConfig {
+        let defaults = HostConfig::default();
+        let timing = |flag: Option<u64>, key: fn(&HostSection) -> Option<Duration>, default| {
+            flag.map(Duration::from_millis)
+                .or_else(|| file.and_then(key))
+                .unwrap_or(default)
+        };
+        let reader = ReaderConfig::default();
         HostConfig {
-            owner_id: self
-                .owner_id
-                .clone()
-                .unwrap_or_else(|| HostConfig::default().owner_id),
+            owner_id: self.owner_id.clone().unwrap_or(defaults.owner_id),
             reader: ReaderConfig {
-                batch_limit: self.get_records_limit,
-                poll_interval: Duration::from_millis(self.poll_interval_ms),
-                ..ReaderConfig::default()
+                batch_limit: self
+                    .get_records_limit
+                    .or_else(|| file.and_then(|f| f.get_records_limit))
+                    .unwrap_or(reader.batch_limit),
+                poll_interval: timing(
+                    self.poll_interval_ms,
+                    |f| f.timing(&f.poll_interval),
+                    reader.poll_interval,
+                ),
+                ..reader
             },
-            checkpoint_interval: Duration::from_millis(self.checkpoint_interval_ms),
-            lease_ttl: Duration::from_millis(self.lease_ttl_ms),
-            renew_interval: Duration::from_millis(self.renew_interval_ms),
-            shard_sync_interval: Duration::from_millis(self.shard_sync_interval_ms),
-            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
+            checkpoint_interval: timing(
+                self.checkpoint_interval_ms,
+                |f| f.timing(&f.checkpoint_interval),
+                defaults.checkpoint_interval,
+            ),
+            lease_ttl: timing(
+                self.lease_ttl_ms,
+                |f| f.timing(&f.lease_ttl),
+                defaults.lease_ttl,
+            ),
+            renew_interval: timing(
+                self.renew_interval_ms,
+                |f| f.timing(&f.renew_interval),
+                defaults.renew_interval,
+            ),
+            shard_sync_interval: timing(
+                self.shard_sync_interval_ms,
+                |f| f.timing(&f.shard_sync_interval),
+                defaults.shard_sync_interval,
+            ),
+            shutdown_grace: timing(
+                self.shutdown_grace_ms,
+                |f| f.timing(&f.shutdown_grace),
+                defaults.shutdown_grace,
+            ),
             rollout: RolloutPolicy {
                 calls: self.rollout_calls,
                 margin: self.rollout_margin,
@@ -458,6 +496,22 @@ mod tests {
             Ok(Command::Run(run)) => run,
             other => panic!("not a run: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_flag_wins_over_the_file_which_wins_over_the_default() -> anyhow::Result<()> {
+        let file: crate::config::Config = toml::from_str(
+            "[host]\nlease_ttl = \"20s\"\nrenew_interval = \"5s\"\nget_records_limit = 500\n[[tenants]]\nname = \"a\"\ncomponents = [\"a.wasm\"]",
+        )?;
+        let run = run_args(&["run", "x.wasm", "--lease-ttl-ms", "30000"]);
+        let config = run.host_config(Some(&file.host));
+        assert_eq!(config.lease_ttl, Duration::from_secs(30));
+        assert_eq!(config.renew_interval, Duration::from_secs(5));
+        assert_eq!(config.reader.batch_limit, 500);
+        assert_eq!(config.shutdown_grace, HostConfig::default().shutdown_grace);
+        let bare = run.host_config(None);
+        assert_eq!(bare.renew_interval, HostConfig::default().renew_interval);
+        Ok(())
     }
 
     #[test]

@@ -63,6 +63,15 @@ pub(crate) struct HostSection {
     pub compile_max_bytes: Option<usize>,
     pub compile_max_functions: Option<usize>,
     pub compile_max_function_bytes: Option<usize>,
+    /// Host timings, as durations (`"10s"`); a flag or its environment variable wins.
+    pub lease_ttl: Option<String>,
+    pub renew_interval: Option<String>,
+    pub shard_sync_interval: Option<String>,
+    pub shutdown_grace: Option<String>,
+    pub checkpoint_interval: Option<String>,
+    pub poll_interval: Option<String>,
+    /// Most records per GetRecords (1-10000).
+    pub get_records_limit: Option<i32>,
 }
 
 impl HostSection {
@@ -101,7 +110,33 @@ impl HostSection {
                 self.compile_max_function_bytes == Some(0),
             ),
         ];
-        refuse_zero(KeyPath::root().key("host"), &zero)
+        let at = KeyPath::root().key("host");
+        refuse_zero(at.clone(), &zero)?;
+        let timings = [
+            ("lease_ttl", &self.lease_ttl),
+            ("renew_interval", &self.renew_interval),
+            ("shard_sync_interval", &self.shard_sync_interval),
+            ("shutdown_grace", &self.shutdown_grace),
+            ("checkpoint_interval", &self.checkpoint_interval),
+            ("poll_interval", &self.poll_interval),
+        ];
+        for (key, text) in timings {
+            if let Some(Err(reason)) = text.as_deref().map(parse_duration) {
+                return Err(Mistake::new(at.clone().key(key), reason));
+            }
+        }
+        match self.get_records_limit {
+            Some(limit) if !(1..=10_000).contains(&limit) => Err(Mistake::new(
+                at.key("get_records_limit"),
+                format!("`get_records_limit = {limit}`: give 1 to 10000"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// A timing key's value, once [`check`](Self::check) passed.
+    pub(crate) fn timing(&self, value: &Option<String>) -> Option<Duration> {
+        value.as_deref().and_then(|text| parse_duration(text).ok())
     }
 }
 
@@ -731,6 +766,13 @@ mod tests {
         let error = parse(base).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(
             error.contains("line 4, `tenants[0].maximum_record_age`"),
+            "{error}"
+        );
+        let host =
+            "[host]\nlease_ttl = \"10\"\n[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n";
+        let error = parse(host).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            error.contains("line 2, `host.lease_ttl`: `10` is not a duration"),
             "{error}"
         );
     }

@@ -55,7 +55,8 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     )?)?;
     let kinesis = aws_sdk_kinesis::Client::new(&args.aws.kinesis_config().await);
     let dynamo = aws_sdk_dynamodb::Client::new(&args.aws.dynamodb_config().await);
-    let config = args.host_config();
+    let file = args.config.as_deref().map(Config::load).transpose()?;
+    let config = args.host_config(file.as_ref().map(|c| &c.host));
     anyhow::ensure!(
         config.renew_interval < config.lease_ttl,
         "--renew-interval-ms ({:?}) must be shorter than --lease-ttl-ms ({:?})",
