@@ -2,16 +2,13 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use ruststream_host::{HostConfig, ReaderConfig};
-use ruststream_runtime::{RolloutPolicy, quote};
+use ruststream_runtime::quote;
 
 use crate::admin::DEFAULT_ADDR;
 use crate::admin::model::SeekPosition;
 use crate::client::{self, parse_position};
-use crate::config::HostSection;
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -307,64 +304,6 @@ fn parse_margin(text: &str) -> Result<f64, String> {
     }
 }
 
-impl RunArgs {
-    /// The host's settings: each flag (or its environment variable) over the tenants file's
-    /// `[host]` key, over the built-in default.
-    pub(crate) fn host_config(&self, file: Option<&HostSection>) -> HostConfig {
-        let defaults = HostConfig::default();
-        let timing = |flag: Option<u64>, key: fn(&HostSection) -> Option<Duration>, default| {
-            flag.map(Duration::from_millis)
-                .or_else(|| file.and_then(key))
-                .unwrap_or(default)
-        };
-        let reader = ReaderConfig::default();
-        HostConfig {
-            owner_id: self.owner_id.clone().unwrap_or(defaults.owner_id),
-            reader: ReaderConfig {
-                batch_limit: self
-                    .get_records_limit
-                    .or_else(|| file.and_then(|f| f.get_records_limit))
-                    .unwrap_or(reader.batch_limit),
-                poll_interval: timing(
-                    self.poll_interval_ms,
-                    |f| f.timing(&f.poll_interval),
-                    reader.poll_interval,
-                ),
-                ..reader
-            },
-            checkpoint_interval: timing(
-                self.checkpoint_interval_ms,
-                |f| f.timing(&f.checkpoint_interval),
-                defaults.checkpoint_interval,
-            ),
-            lease_ttl: timing(
-                self.lease_ttl_ms,
-                |f| f.timing(&f.lease_ttl),
-                defaults.lease_ttl,
-            ),
-            renew_interval: timing(
-                self.renew_interval_ms,
-                |f| f.timing(&f.renew_interval),
-                defaults.renew_interval,
-            ),
-            shard_sync_interval: timing(
-                self.shard_sync_interval_ms,
-                |f| f.timing(&f.shard_sync_interval),
-                defaults.shard_sync_interval,
-            ),
-            shutdown_grace: timing(
-                self.shutdown_grace_ms,
-                |f| f.timing(&f.shutdown_grace),
-                defaults.shutdown_grace,
-            ),
-            rollout: RolloutPolicy {
-                calls: self.rollout_calls,
-                margin: self.rollout_margin,
-            },
-        }
-    }
-}
-
 /// Where compiled components are cached.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct CompileArgs {
@@ -496,22 +435,6 @@ mod tests {
             Ok(Command::Run(run)) => run,
             other => panic!("not a run: {other:?}"),
         }
-    }
-
-    #[test]
-    fn a_flag_wins_over_the_file_which_wins_over_the_default() -> anyhow::Result<()> {
-        let file: crate::config::Config = toml::from_str(
-            "[host]\nlease_ttl = \"20s\"\nrenew_interval = \"5s\"\nget_records_limit = 500\n[[tenants]]\nname = \"a\"\ncomponents = [\"a.wasm\"]",
-        )?;
-        let run = run_args(&["run", "x.wasm", "--lease-ttl-ms", "30000"]);
-        let config = run.host_config(Some(&file.host));
-        assert_eq!(config.lease_ttl, Duration::from_secs(30));
-        assert_eq!(config.renew_interval, Duration::from_secs(5));
-        assert_eq!(config.reader.batch_limit, 500);
-        assert_eq!(config.shutdown_grace, HostConfig::default().shutdown_grace);
-        let bare = run.host_config(None);
-        assert_eq!(bare.renew_interval, HostConfig::default().renew_interval);
-        Ok(())
     }
 
     #[test]

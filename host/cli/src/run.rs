@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ruststream_host::{DEFAULT_TABLE_TEMPLATE, Host};
-use ruststream_runtime::{CompileLimits, Runtime};
+use ruststream_host::{DEFAULT_TABLE_TEMPLATE, Host, HostConfig, ReaderConfig};
+use ruststream_runtime::{CompileLimits, RolloutPolicy, Runtime};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
 
@@ -21,7 +21,7 @@ use crate::admin;
 use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
 use crate::args::{LeaseStoreKind, RunArgs};
-use crate::config::Config;
+use crate::config::{Config, HostSection};
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::http_server::HttpServer;
 use crate::watch::FileWatch;
@@ -56,7 +56,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let kinesis = aws_sdk_kinesis::Client::new(&args.aws.kinesis_config().await);
     let dynamo = aws_sdk_dynamodb::Client::new(&args.aws.dynamodb_config().await);
     let file = args.config.as_deref().map(Config::load).transpose()?;
-    let config = args.host_config(file.as_ref().map(|c| &c.host));
+    let config = host_config(&args, file.as_ref().map(|c| &c.host));
     anyhow::ensure!(
         config.renew_interval < config.lease_ttl,
         "--renew-interval-ms ({:?}) must be shorter than --lease-ttl-ms ({:?})",
@@ -238,6 +238,62 @@ fn resume(fleet: &Fleet) {
     });
 }
 
+/// The host's settings: each flag (or its environment variable) over the tenants file's
+/// `[host]` key, over the built-in default.
+fn host_config(args: &RunArgs, file: Option<&HostSection>) -> HostConfig {
+    let defaults = HostConfig::default();
+    let timing = |flag: Option<u64>, key: fn(&HostSection) -> Option<Duration>, default| {
+        flag.map(Duration::from_millis)
+            .or_else(|| file.and_then(key))
+            .unwrap_or(default)
+    };
+    let reader = ReaderConfig::default();
+    HostConfig {
+        owner_id: args.owner_id.clone().unwrap_or(defaults.owner_id),
+        reader: ReaderConfig {
+            batch_limit: args
+                .get_records_limit
+                .or_else(|| file.and_then(|f| f.get_records_limit))
+                .unwrap_or(reader.batch_limit),
+            poll_interval: timing(
+                args.poll_interval_ms,
+                |f| f.timing(&f.poll_interval),
+                reader.poll_interval,
+            ),
+            ..reader
+        },
+        checkpoint_interval: timing(
+            args.checkpoint_interval_ms,
+            |f| f.timing(&f.checkpoint_interval),
+            defaults.checkpoint_interval,
+        ),
+        lease_ttl: timing(
+            args.lease_ttl_ms,
+            |f| f.timing(&f.lease_ttl),
+            defaults.lease_ttl,
+        ),
+        renew_interval: timing(
+            args.renew_interval_ms,
+            |f| f.timing(&f.renew_interval),
+            defaults.renew_interval,
+        ),
+        shard_sync_interval: timing(
+            args.shard_sync_interval_ms,
+            |f| f.timing(&f.shard_sync_interval),
+            defaults.shard_sync_interval,
+        ),
+        shutdown_grace: timing(
+            args.shutdown_grace_ms,
+            |f| f.timing(&f.shutdown_grace),
+            defaults.shutdown_grace,
+        ),
+        rollout: RolloutPolicy {
+            calls: args.rollout_calls,
+            margin: args.rollout_margin,
+        },
+    }
+}
+
 /// What `run` settles once at start: where leases live and how components compile.
 struct Settings {
     leases: LeaseSettings,
@@ -312,5 +368,35 @@ impl Signals {
 
     async fn interrupt(&mut self) {
         self.interrupt.recv().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::args::{Cli, Command};
+
+    #[test]
+    fn a_flag_wins_over_the_file_which_wins_over_the_default() -> anyhow::Result<()> {
+        let file: crate::config::Config = toml::from_str(
+            "[host]\nlease_ttl = \"20s\"\nrenew_interval = \"5s\"\nget_records_limit = 500\n[[tenants]]\nname = \"a\"\ncomponents = [\"a.wasm\"]",
+        )?;
+        let run =
+            match Cli::try_parse_from(["ruststream", "run", "x.wasm", "--lease-ttl-ms", "30000"])?
+                .command
+            {
+                Command::Run(run) => run,
+                _ => anyhow::bail!("not a run"),
+            };
+        let config = host_config(&run, Some(&file.host));
+        assert_eq!(config.lease_ttl, Duration::from_secs(30));
+        assert_eq!(config.renew_interval, Duration::from_secs(5));
+        assert_eq!(config.reader.batch_limit, 500);
+        assert_eq!(config.shutdown_grace, HostConfig::default().shutdown_grace);
+        let bare = host_config(&run, None);
+        assert_eq!(bare.renew_interval, HostConfig::default().renew_interval);
+        Ok(())
     }
 }

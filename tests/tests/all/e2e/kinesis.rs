@@ -366,18 +366,21 @@ async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> any
     let (shard, first) = put_json(&client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
     let key = LeaseKey::new("ledger", &shard);
-    let row = wait_for_checkpoint(store.as_ref(), &key, &first).await?;
+    wait_for_checkpoint(store.as_ref(), &key, &first).await?;
 
-    // Another host takes the lease over, exactly as observed.
-    let thief = store
-        .acquire(
-            &key,
-            "host-b",
-            Duration::from_secs(30),
-            Claim::Observed(row.counter),
-        )
-        .await?
-        .expect("the observed counter still matches");
+    // Another host takes the lease over, exactly as observed. Host A may renew between the
+    // observation and the claim (the counter moves, and the claim fails as it must): the thief
+    // then observes again.
+    let thief = poll_for(WAIT, async || {
+        let row = store.read(&key).await.ok()??;
+        let claim = Claim::Observed(row.counter);
+        store
+            .acquire(&key, "host-b", Duration::from_secs(30), claim)
+            .await
+            .ok()?
+    })
+    .await
+    .expect("a claim on an observed counter succeeds");
     let lost = app
         .wait_for(WAIT, |s| s[0].count(&ShardState::Lost) == 1)
         .await;
