@@ -3,7 +3,7 @@
 //! installed recorder every update is a no-op.
 
 use metrics::{Counter, Gauge, Label};
-use ruststream_runtime::metrics::label;
+use ruststream_runtime::metrics::owner_labels;
 
 /// Leases taken by this host.
 pub const LEASES_TAKEN: &str = "ruststream_leases_taken_total";
@@ -31,17 +31,6 @@ pub fn describe() {
     metrics::describe_counter!(ROLLBACKS, "Swaps rolled back, by trigger.");
 }
 
-fn labels(tenant: &str, app: &str, subscriber: Option<&str>) -> Vec<Label> {
-    let mut labels = vec![
-        Label::new(label::TENANT, tenant.to_owned()),
-        Label::new(label::APP, app.to_owned()),
-    ];
-    if let Some(subscriber) = subscriber {
-        labels.push(Label::new(label::SUBSCRIBER, subscriber.to_owned()));
-    }
-    labels
-}
-
 /// The lease and checkpoint handles of one subscription of one tenant's app.
 #[derive(Clone)]
 pub(crate) struct LeaseMetrics {
@@ -54,7 +43,7 @@ pub(crate) struct LeaseMetrics {
 
 impl LeaseMetrics {
     pub(crate) fn new(tenant: &str, app: &str, subscriber: &str) -> Self {
-        let labels = || labels(tenant, app, Some(subscriber));
+        let labels = || owner_labels(tenant, app, Some(subscriber));
         let result = |value: &'static str| {
             let mut labels = labels();
             labels.push(Label::new("result", value));
@@ -95,13 +84,13 @@ impl LeaseMetrics {
 
 /// Counts a version swapped into `app` of `tenant`.
 pub(crate) fn swapped(tenant: &str, app: &str) {
-    metrics::counter!(SWAPS, labels(tenant, app, None)).increment(1);
+    metrics::counter!(SWAPS, owner_labels(tenant, app, None)).increment(1);
 }
 
 /// Counts a rollback of `app` of `tenant`, decided by the host (`automatic`) or by an
 /// operator.
 pub(crate) fn rolled_back(tenant: &str, app: &str, automatic: bool) {
-    let mut labels = labels(tenant, app, None);
+    let mut labels = owner_labels(tenant, app, None);
     let trigger = if automatic { "automatic" } else { "operator" };
     labels.push(Label::new("trigger", trigger));
     metrics::counter!(ROLLBACKS, labels).increment(1);

@@ -41,7 +41,9 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
-    let settings = Settings::new(&args)?;
+    // Read once for what `run` settles at start; the fleet reads it again on every reload.
+    let file = args.config.as_deref().map(Config::load).transpose()?;
+    let settings = Settings::new(&args, file.as_ref())?;
     // Before the runtime: its compiles are counted.
     let recorder = args
         .metrics_addr
@@ -55,7 +57,6 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     )?)?;
     let kinesis = aws_sdk_kinesis::Client::new(&args.aws.kinesis_config().await);
     let dynamo = aws_sdk_dynamodb::Client::new(&args.aws.dynamodb_config().await);
-    let file = args.config.as_deref().map(Config::load).transpose()?;
     let config = host_config(&args, file.as_ref().map(|c| &c.host));
     anyhow::ensure!(
         config.renew_interval < config.lease_ttl,
@@ -304,9 +305,8 @@ struct Settings {
 }
 
 impl Settings {
-    fn new(args: &RunArgs) -> anyhow::Result<Self> {
-        let config = args.config.as_deref().map(Config::load).transpose()?;
-        let host = config.as_ref().map(|c| &c.host);
+    fn new(args: &RunArgs, config: Option<&Config>) -> anyhow::Result<Self> {
+        let host = config.map(|c| &c.host);
         let template = args
             .lease_table
             .clone()
@@ -326,7 +326,7 @@ impl Settings {
             compile_cache: args
                 .compile
                 .cache_dir(host.and_then(|h| h.compile_cache.as_ref())),
-            fuel: config.as_ref().is_some_and(Config::uses_fuel),
+            fuel: config.is_some_and(Config::uses_fuel),
         })
     }
 }

@@ -35,6 +35,22 @@ pub mod label {
     pub const SHARD: &str = "shard";
 }
 
+/// The labels that say whose a series is: `tenant` and `app`, and `subscriber` when it is
+/// about one subscription.
+pub fn owner_labels(tenant: &str, app: &str, subscriber: Option<&str>) -> Vec<metrics::Label> {
+    let mut labels = vec![
+        metrics::Label::new(label::TENANT, tenant.to_owned()),
+        metrics::Label::new(label::APP, app.to_owned()),
+    ];
+    if let Some(subscriber) = subscriber {
+        labels.push(metrics::Label::new(
+            label::SUBSCRIBER,
+            subscriber.to_owned(),
+        ));
+    }
+    labels
+}
+
 /// Bucket bounds of [`CALL_DURATION`], in seconds: a batch call takes from microseconds to the
 /// deadline of each of its records.
 pub const CALL_DURATION_BUCKETS: &[f64] = &[

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ruststream_runtime::OutcomeCounts;
 use ruststream_runtime::internals::lock;
+use ruststream_runtime::{OutcomeCounts, ShardPipeline};
 
 /// The state of one shard on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,13 +119,17 @@ impl StatusBoard {
         change(shard);
     }
 
-    /// Records where the checkpoint is held, keeping the time it first stood there.
-    pub(crate) fn set_held(&self, shard_id: &str, held_at: Option<&str>, now_ms: u64) {
+    /// Records what `pipeline` holds: where the checkpoint is held (keeping the time it first
+    /// stood there), how many records are unhandled and how many copies are owed.
+    pub(crate) fn set_holds(&self, shard_id: &str, pipeline: &ShardPipeline, now_ms: u64) {
+        let held_at = pipeline.held_at();
         self.update(shard_id, |s| {
             if s.held_at.as_deref() != held_at {
                 s.held_since_ms = held_at.map(|_| now_ms);
                 s.held_at = held_at.map(str::to_owned);
             }
+            s.unhandled = pipeline.unhandled() as u64;
+            s.copies_pending = pipeline.pending_copies() as u64;
         });
     }
 

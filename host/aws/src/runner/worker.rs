@@ -179,7 +179,7 @@ async fn work(
         s.outcomes = pipeline.outcomes();
     });
     ctx.status
-        .set_held(&shard.shard_id, pipeline.held_at(), ctx.clock.now_ms());
+        .set_holds(&shard.shard_id, &pipeline, ctx.clock.now_ms());
     let skipped = shard.closed && matches!(start, StartAt::Latest);
     let exit = match exit {
         WorkerExit::Finished if !skipped => {
@@ -397,11 +397,7 @@ async fn read(
             }
         }
         ctx.status
-            .set_held(&shard_id, pipeline.held_at(), ctx.clock.now_ms());
-        ctx.status.update(&shard_id, |s| {
-            s.unhandled = pipeline.unhandled() as u64;
-            s.copies_pending = pipeline.pending_copies() as u64;
-        });
+            .set_holds(&shard_id, pipeline, ctx.clock.now_ms());
     }
 }
 

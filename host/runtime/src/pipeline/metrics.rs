@@ -6,7 +6,7 @@ use std::time::Duration;
 use metrics::{Counter, Histogram, Label};
 
 use crate::component::TrapKind;
-use crate::metrics::{CALL_DURATION, COPIES_PUBLISHED, DEAD_LETTERS, RECORDS, TRAPS, label};
+use crate::metrics::{CALL_DURATION, COPIES_PUBLISHED, DEAD_LETTERS, RECORDS, TRAPS, owner_labels};
 use crate::settlement::Outcome;
 
 /// The handles of one subscription (shared by its shards: the recorder hands out the same
@@ -23,13 +23,7 @@ pub(super) struct SubscriptionMetrics {
 
 impl SubscriptionMetrics {
     pub(super) fn new(tenant: &str, app: &str, subscriber: &str) -> Self {
-        let labels = || {
-            vec![
-                Label::new(label::TENANT, tenant.to_owned()),
-                Label::new(label::APP, app.to_owned()),
-                Label::new(label::SUBSCRIBER, subscriber.to_owned()),
-            ]
-        };
+        let labels = || owner_labels(tenant, app, Some(subscriber));
         let with = |key: &'static str, value: &'static str| {
             let mut labels = labels();
             labels.push(Label::new(key, value));
