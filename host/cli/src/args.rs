@@ -392,6 +392,9 @@ pub(crate) struct AwsArgs {
     /// DynamoDB endpoint (default: AWS).
     #[arg(long, env = "RUSTSTREAM_DYNAMODB_ENDPOINT")]
     pub dynamodb_endpoint: Option<String>,
+    /// STS endpoint, where tenants' `role_arn`s are assumed (default: AWS).
+    #[arg(long, env = "RUSTSTREAM_STS_ENDPOINT")]
+    pub sts_endpoint: Option<String>,
 }
 
 impl AwsArgs {
@@ -404,16 +407,20 @@ impl AwsArgs {
     }
 
     pub(crate) async fn kinesis_config(&self) -> SdkConfig {
-        let mut loader = self.base().await;
-        if let Some(endpoint) = &self.kinesis_endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        loader.load().await
+        self.config_at(self.kinesis_endpoint.as_deref()).await
     }
 
     pub(crate) async fn dynamodb_config(&self) -> SdkConfig {
+        self.config_at(self.dynamodb_endpoint.as_deref()).await
+    }
+
+    pub(crate) async fn sts_config(&self) -> SdkConfig {
+        self.config_at(self.sts_endpoint.as_deref()).await
+    }
+
+    async fn config_at(&self, endpoint: Option<&str>) -> SdkConfig {
         let mut loader = self.base().await;
-        if let Some(endpoint) = &self.dynamodb_endpoint {
+        if let Some(endpoint) = endpoint {
             loader = loader.endpoint_url(endpoint);
         }
         loader.load().await

@@ -36,6 +36,7 @@ use ruststream_runtime::{
 use serde::Deserialize;
 
 use crate::args::LeaseStoreKind;
+use crate::identity::Role;
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
@@ -152,6 +153,10 @@ pub(crate) struct TenantSection {
     pub quarantine_after: Option<u32>,
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// The IAM role the tenant's AWS calls assume (default: the host's own credentials).
+    pub role_arn: Option<String>,
+    /// The external id the role's trust policy asks for.
+    pub external_id: Option<String>,
     /// Operator settings for every subscription of the tenant (Lambda's names).
     pub starting_position: Option<StartingPosition>,
     pub starting_position_timestamp_ms: Option<u64>,
@@ -314,6 +319,36 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 const MAX_RETRY_ATTEMPTS: u32 = 10_000;
 
 impl TenantSection {
+    /// The role its AWS calls assume, if it names one.
+    pub(crate) fn role(&self) -> Option<Role> {
+        self.role_arn.as_ref().map(|arn| Role {
+            arn: arn.clone(),
+            external_id: self.external_id.clone(),
+        })
+    }
+
+    /// `role_arn` names an IAM role; `external_id` comes only with it.
+    fn check_role(&self, at: &KeyPath) -> Result<(), Mistake> {
+        if let Some(arn) = &self.role_arn
+            && !is_role_arn(arn)
+        {
+            return Err(Mistake::new(
+                at.clone().key("role_arn"),
+                format!(
+                    "`{}` is not an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)",
+                    quote(arn)
+                ),
+            ));
+        }
+        if self.external_id.is_some() && self.role_arn.is_none() {
+            return Err(Mistake::new(
+                at.clone().key("external_id"),
+                "`external_id` is only used to assume a `role_arn`, and none is set",
+            ));
+        }
+        Ok(())
+    }
+
     /// The tenant-wide operator settings.
     fn mapping(&self) -> MappingSettings {
         MappingSettings {
@@ -617,6 +652,7 @@ impl Config {
                     ));
                 }
             }
+            tenant.check_role(&at)?;
             tenant.mapping().check(&at, &tenant.publish)?;
             for (name, settings) in &tenant.subscriptions {
                 let at = at.clone().key("subscriptions").key(name);
@@ -647,6 +683,23 @@ impl Config {
     }
 }
 
+/// `arn:PARTITION:iam::ACCOUNT:role/[PATH/]NAME`, as IAM writes it.
+fn is_role_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let [prefix, partition, service, region, account, resource] = parts[..] else {
+        return false;
+    };
+    prefix == "arn"
+        && partition.starts_with("aws")
+        && service == "iam"
+        && region.is_empty()
+        && account.len() == 12
+        && account.bytes().all(|b| b.is_ascii_digit())
+        && resource
+            .strip_prefix("role/")
+            .is_some_and(|name| !name.is_empty() && !name.ends_with('/'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,6 +711,52 @@ mod tests {
             anyhow::bail!(mistake.in_file(Path::new("tenants.toml"), text));
         }
         Ok(config)
+    }
+
+    #[test]
+    fn a_role_is_an_iam_role_arn_and_an_external_id_needs_one() -> anyhow::Result<()> {
+        let tenant =
+            |keys: &str| format!("[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n{keys}\n");
+        let config = parse(&tenant(
+            "role_arn = \"arn:aws:iam::123456789012:role/teams/ledger\"\nexternal_id = \"x-1\"",
+        ))?;
+        assert_eq!(
+            config.tenants[0].role(),
+            Some(Role {
+                arn: "arn:aws:iam::123456789012:role/teams/ledger".into(),
+                external_id: Some("x-1".into()),
+            })
+        );
+        assert_eq!(parse(&tenant(""))?.tenants[0].role(), None);
+        for bad in [
+            "arn:aws:iam::123456789012:user/ledger",
+            "arn:aws:iam::12345:role/ledger",
+            "arn:aws:sts::123456789012:role/ledger",
+            "arn:aws:iam:us-east-1:123456789012:role/ledger",
+            "arn:aws:iam::123456789012:role/",
+            "ledger",
+        ] {
+            let error = parse(&tenant(&format!("role_arn = \"{bad}\"")))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert_eq!(
+                error,
+                format!(
+                    "config file tenants.toml, line 4, `tenants[0].role_arn`: `{bad}` is not an \
+                     IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)"
+                )
+            );
+        }
+        let error = parse(&tenant("external_id = \"x-1\""))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("line 4, `tenants[0].external_id`: `external_id` is only used"),
+            "{error}"
+        );
+        Ok(())
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod config;
 mod dev;
 mod fleet;
 mod http_server;
+mod identity;
 mod json_log;
 mod metrics;
 mod new;

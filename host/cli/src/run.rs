@@ -24,6 +24,7 @@ use crate::args::{LeaseStoreKind, RunArgs};
 use crate::config::{Config, HostSection};
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::http_server::HttpServer;
+use crate::identity::Identities;
 use crate::watch::FileWatch;
 use crate::{metrics, runtime_config};
 
@@ -55,8 +56,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         settings.compile_cache.clone(),
         settings.fuel,
     )?)?;
-    let kinesis = aws_sdk_kinesis::Client::new(&args.aws.kinesis_config().await);
-    let dynamo = aws_sdk_dynamodb::Client::new(&args.aws.dynamodb_config().await);
+    let identities = Identities::new(&args.aws).await;
     let config = host_config(&args, file.as_ref().map(|c| &c.host));
     anyhow::ensure!(
         config.renew_interval < config.lease_ttl,
@@ -65,10 +65,9 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         config.lease_ttl
     );
     let fleet = Fleet::new(
-        Host::new(kinesis.clone(), config),
-        kinesis,
+        Host::new(identities.base().kinesis.clone(), config),
+        identities,
         runtime,
-        dynamo,
         args.config.clone(),
         args.components.clone(),
         settings.leases,

@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use super::client::sdk_config;
 use super::install::DYNALITE_CLI;
-use super::node::{NodeServer, NodeSpec};
+use super::node::{NodeSpec, ServerProcess};
 use super::{API_PORT_SENTINEL, LOOPBACK};
 
 /// A `dynalite` server listening only on 127.0.0.1, in memory, killed when dropped.
@@ -16,7 +16,7 @@ use super::{API_PORT_SENTINEL, LOOPBACK};
 /// does) before using a new table.
 #[derive(Debug)]
 pub struct LocalDynamo {
-    server: NodeServer,
+    server: ServerProcess,
 }
 
 impl LocalDynamo {
@@ -44,7 +44,7 @@ impl LocalDynamo {
             envs: Vec::new(),
         };
         Ok(LocalDynamo {
-            server: NodeServer::start(spec).await?,
+            server: ServerProcess::start(spec).await?,
         })
     }
 

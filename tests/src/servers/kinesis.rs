@@ -7,7 +7,7 @@ use aws_sdk_kinesis::types::StreamStatus;
 
 use super::client::sdk_config;
 use super::install::KINESIS_MAIN;
-use super::node::{NodeServer, NodeSpec};
+use super::node::{NodeSpec, ServerProcess};
 use super::{API_PORT_SENTINEL, START_TIMEOUT, TLS_PORT_SENTINEL, servers_dir};
 use crate::wait::poll_for;
 
@@ -16,7 +16,7 @@ use crate::wait::poll_for;
 /// Stream creation, deletion and resharding complete immediately (no CREATING delay).
 #[derive(Debug)]
 pub struct LocalKinesis {
-    server: NodeServer,
+    server: ServerProcess,
 }
 
 impl LocalKinesis {
@@ -58,7 +58,7 @@ impl LocalKinesis {
             envs,
         };
         Ok(LocalKinesis {
-            server: NodeServer::start(spec).await?,
+            server: ServerProcess::start(spec).await?,
         })
     }
 

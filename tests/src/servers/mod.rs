@@ -4,6 +4,9 @@
 //!   each as its own `node` process on an OS-picked loopback port, so any number of tests and
 //!   test binaries can run side by side. The process is killed when the value is dropped (also
 //!   while a failing test unwinds) and exits by itself if the test process dies.
+//! - [`LocalSts`] runs moto's STS server as a Python process, from a virtualenv of pinned
+//!   packages (`tests/servers/requirements.txt`) installed on first use, for the tests of
+//!   tenants' assumed roles.
 //! - [`sdk_config`] is the client configuration for any of them: region `us-east-1`, static
 //!   test credentials, an explicit loopback endpoint.
 //! - Faults are injected at the SDK's HTTP client seam instead (`crate::faults`).
@@ -16,9 +19,11 @@
 //!
 //! - `kinesis` and `dynamo`: the two servers, what they run with and their clients;
 //! - `client`: the client configuration, refusing any endpoint but loopback;
-//! - `node`: one server as a node process: spawning it, waiting until it listens and answers
+//! - `node`: one server as a child process (node, or the STS server's Python): spawning it, waiting until it listens and answers
 //!   HTTP, and the error that reports its failure with its output;
 //! - `install`: the npm packages, installed once per process (`npm ci`);
+//! - `python`: the STS server's Python packages, installed once per process into a virtualenv;
+//! - `sts`: the STS server and the sessions it handed out;
 //! - `output`: what a server prints, kept (capped) for error messages, and the port
 //!   announcements of `loopback.cjs` picked out of it.
 //!
@@ -34,10 +39,13 @@ mod install;
 mod kinesis;
 mod node;
 mod output;
+mod python;
+mod sts;
 
 pub use client::sdk_config;
 pub use dynamo::LocalDynamo;
 pub use kinesis::LocalKinesis;
+pub use sts::{AssumedRole, LocalSts};
 
 /// The only address the harness ever listens on or connects to.
 const LOOPBACK: &str = "127.0.0.1";

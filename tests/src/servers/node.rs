@@ -1,6 +1,7 @@
-//! One server as a `node` process: spawned under `loopback.cjs` once the npm packages are
-//! installed, waited for until it listens and answers HTTP, killed on drop, and reported with
-//! its exit status and output when it fails to start.
+//! One server as a child process: a `node` one spawned under `loopback.cjs` once the npm
+//! packages are installed (or any process that announces its port the same way), waited for
+//! until it listens and answers HTTP, killed on drop, and reported with its exit status and
+//! output when it fails to start.
 
 use std::ffi::OsString;
 use std::process::Stdio;
@@ -27,30 +28,36 @@ pub(super) struct NodeSpec {
     pub(super) envs: Vec<(&'static str, OsString)>,
 }
 
-/// A running node server: killed on drop (`kill_on_drop`), and exits on its own when our end
-/// of its stdin pipe closes, i.e. when this process dies without running destructors.
+/// A running server: killed on drop (`kill_on_drop`), and exits on its own when our end of its
+/// stdin pipe closes, i.e. when this process dies without running destructors.
 #[derive(Debug)]
-pub(super) struct NodeServer {
+pub(super) struct ServerProcess {
     name: &'static str,
     child: Child,
     port: u16,
     output: Arc<Mutex<String>>,
 }
 
-impl NodeServer {
+impl ServerProcess {
     /// Installs the npm packages if needed, spawns `spec` and returns once the server answers
     /// HTTP, all within [`START_TIMEOUT`].
-    pub(super) async fn start(spec: NodeSpec) -> Result<NodeServer> {
+    pub(super) async fn start(spec: NodeSpec) -> Result<ServerProcess> {
         tokio::task::spawn_blocking(ensure_installed)
             .await
             .context("the npm install task panicked")??;
-        let mut child = spawn(&spec)?;
+        Self::watch(spec.name, spawn(&spec)?).await
+    }
+
+    /// Takes over `child`, spawned with piped stdin, stdout and stderr and `kill_on_drop`, which
+    /// announces its port as `loopback.cjs` does; returns once it answers HTTP, all within
+    /// [`START_TIMEOUT`].
+    pub(super) async fn watch(name: &'static str, mut child: Child) -> Result<ServerProcess> {
         let output = Arc::new(Mutex::new(String::new()));
         let (ports_tx, ports_rx) = mpsc::unbounded_channel();
         capture(child.stdout.take(), Arc::clone(&output), None);
         capture(child.stderr.take(), Arc::clone(&output), Some(ports_tx));
-        let mut server = NodeServer {
-            name: spec.name,
+        let mut server = ServerProcess {
+            name,
             child,
             port: 0,
             output,

@@ -133,6 +133,16 @@ impl Host {
         }
     }
 
+    /// The same host calling Kinesis through `client` instead, publishing with it too: a
+    /// tenant whose calls run with its own credentials (an assumed role).
+    pub fn with_kinesis(&self, client: aws_sdk_kinesis::Client) -> Self {
+        Self {
+            publisher: Arc::new(KinesisPublisher::new(client.clone())),
+            client,
+            ..self.clone()
+        }
+    }
+
     /// Where component and runtime log lines go (default: `tracing` only).
     pub fn with_log(mut self, log: LogSink) -> Self {
         self.log = log;

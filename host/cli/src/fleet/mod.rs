@@ -28,6 +28,7 @@ use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
 use crate::args::LeaseStoreKind;
 use crate::config::{Config, OperatorConfig};
+use crate::identity::{Clients, Identities, Role};
 
 /// A component version that was refused, as status shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +59,8 @@ struct WantedTenant {
     settings: String,
     /// Its operator settings for its components' subscriptions.
     operator: OperatorConfig,
+    /// The role its AWS calls assume (part of `settings` too).
+    role: Option<Role>,
     components: Vec<PathBuf>,
 }
 
@@ -69,9 +72,8 @@ pub(crate) struct Fleet {
 
 struct Inner {
     host: Host,
-    kinesis: aws_sdk_kinesis::Client,
+    identities: Identities,
     runtime: Runtime,
-    dynamo: aws_sdk_dynamodb::Client,
     config_path: Option<PathBuf>,
     cli_components: Vec<PathBuf>,
     leases: LeaseSettings,
@@ -80,10 +82,17 @@ struct Inner {
     reloading: tokio::sync::Mutex<()>,
 }
 
+/// A lease store, with the role whose client a DynamoDB store calls with.
+struct KeptStore {
+    role: Option<Role>,
+    store: Arc<dyn LeaseStore>,
+}
+
 #[derive(Default)]
 struct State {
     tenants: BTreeMap<String, TenantRun>,
-    stores: HashMap<(String, String), Arc<dyn LeaseStore>>,
+    /// By (tenant, app).
+    stores: HashMap<(String, String), KeptStore>,
     config_error: Option<String>,
     /// Set once the first load is done.
     loaded: bool,
@@ -95,6 +104,7 @@ pub(crate) struct TenantRun {
     pub tenant: Arc<Tenant>,
     settings: String,
     operator: OperatorConfig,
+    role: Option<Role>,
     /// Running apps by component name.
     pub components: BTreeMap<String, ComponentRun>,
     /// Components whose last version was refused, by name.
@@ -126,9 +136,8 @@ pub(crate) struct ComponentRun {
 impl Fleet {
     pub(crate) fn new(
         host: Host,
-        kinesis: aws_sdk_kinesis::Client,
+        identities: Identities,
         runtime: Runtime,
-        dynamo: aws_sdk_dynamodb::Client,
         config_path: Option<PathBuf>,
         cli_components: Vec<PathBuf>,
         leases: LeaseSettings,
@@ -136,9 +145,8 @@ impl Fleet {
         Self {
             inner: Arc::new(Inner {
                 host,
-                kinesis,
+                identities,
                 runtime,
-                dynamo,
                 config_path,
                 cli_components,
                 leases,
@@ -296,14 +304,15 @@ impl Fleet {
     pub(crate) async fn probe(&self) {
         let timeout = std::time::Duration::from_secs(3);
         let mut unreachable = Vec::new();
-        let kinesis = self.inner.kinesis.list_streams().limit(1).send();
+        let base = self.inner.identities.base();
+        let kinesis = base.kinesis.list_streams().limit(1).send();
         match tokio::time::timeout(timeout, kinesis).await {
             Ok(Ok(_)) => {}
             Ok(Err(error)) => unreachable.push(format!("Kinesis: {}", one_line(&error))),
             Err(_) => unreachable.push(format!("Kinesis: no answer within {timeout:?}")),
         }
         if self.inner.leases.kind == LeaseStoreKind::Dynamodb {
-            let dynamo = self.inner.dynamo.list_tables().limit(1).send();
+            let dynamo = base.dynamo.list_tables().limit(1).send();
             match tokio::time::timeout(timeout, dynamo).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(error)) => unreachable.push(format!("DynamoDB: {}", one_line(&error))),
@@ -344,6 +353,7 @@ impl Fleet {
                     tenant,
                     settings: String::new(),
                     operator: OperatorConfig::default(),
+                    role: None,
                     components: self.inner.cli_components.clone(),
                 }],
             });
@@ -367,10 +377,11 @@ impl Fleet {
             .iter()
             .map(|section| {
                 let operator = section.operator_settings();
+                let role = section.role();
                 WantedTenant {
                     tenant: Arc::new(config.tenant(section)),
                     settings: format!(
-                        "{:?} {:?} {:?} {:?} {:?} {operator:?}",
+                        "{:?} {:?} {:?} {:?} {:?} {operator:?} {role:?}",
                         section.subscribe,
                         section.publish,
                         section.quarantine_after,
@@ -378,6 +389,7 @@ impl Fleet {
                         config.defaults
                     ),
                     operator,
+                    role,
                     components: section.components.clone(),
                 }
             })
@@ -443,6 +455,7 @@ impl Fleet {
                     tenant: wanted.tenant.clone(),
                     settings: wanted.settings.clone(),
                     operator: wanted.operator.clone(),
+                    role: wanted.role.clone(),
                     components: BTreeMap::new(),
                     refused: BTreeMap::new(),
                     configured: Vec::new(),
@@ -520,16 +533,38 @@ impl Fleet {
             }
         };
         let app = component.app().name.clone();
-        let store = match self.lease_store(tenant.name(), &app).await {
+        let (host, clients, role) = match self.identity(tenant.name()).await {
+            Ok(identity) => identity,
+            Err(reason) => return Err(self.refuse(tenant.name(), name, reason, None)),
+        };
+        let store = match self.lease_store(tenant.name(), &app, &clients, role).await {
             Ok(store) => store,
             Err(error) => return Err(self.refuse(tenant.name(), name, format!("{error:#}"), None)),
         };
-        let result = self.go_live(tenant, name, component, store, file_hash.clone());
+        let result = self.go_live(&host, tenant, name, component, store, file_hash.clone());
         result.map_err(|reason| self.refuse(tenant.name(), name, reason, file_hash))
+    }
+
+    /// The host, clients and role `tenant`'s apps run with: the host's own, or its role's.
+    async fn identity(&self, tenant: &str) -> Result<(Host, Clients, Option<Role>), String> {
+        let role = self
+            .with_tenants(|tenants| tenants.get(tenant).map(|t| t.role.clone()))
+            .ok_or_else(|| "the tenant was removed meanwhile".to_owned())?;
+        let clients = self
+            .inner
+            .identities
+            .for_tenant(tenant, role.as_ref())
+            .await?;
+        let host = match role {
+            Some(_) => self.inner.host.with_kinesis(clients.kinesis.clone()),
+            None => self.inner.host.clone(),
+        };
+        Ok((host, clients, role))
     }
 
     fn go_live(
         &self,
+        host: &Host,
         tenant: &Arc<Tenant>,
         name: &str,
         component: LoadedComponent,
@@ -568,11 +603,7 @@ impl Fleet {
         } else {
             let mut deployment = Deployment::new(component, store).for_tenant(tenant.clone());
             deployment.settings = settings;
-            let started = self
-                .inner
-                .host
-                .start(deployment)
-                .map_err(|e| one_line(&e))?;
+            let started = host.start(deployment).map_err(|e| one_line(&e))?;
             tracing::info!(tenant = %tenant.name(), component = %name, app = %app, "app started");
             run.components.insert(
                 name.to_owned(),
@@ -618,10 +649,21 @@ impl Fleet {
 
     /// The lease store of (tenant, app): the same one for every version and restart of the
     /// tenant within this process, so a memory store keeps its checkpoints across swaps.
-    async fn lease_store(&self, tenant: &str, app: &str) -> anyhow::Result<Arc<dyn LeaseStore>> {
+    /// A DynamoDB store is made again when the tenant's role changed: its rows are in the
+    /// table, and the new role's client must be the one writing them.
+    async fn lease_store(
+        &self,
+        tenant: &str,
+        app: &str,
+        clients: &Clients,
+        role: Option<Role>,
+    ) -> anyhow::Result<Arc<dyn LeaseStore>> {
         let key = (tenant.to_owned(), app.to_owned());
-        if let Some(store) = self.state().stores.get(&key) {
-            return Ok(store.clone());
+        let memory = self.inner.leases.kind == LeaseStoreKind::Memory;
+        if let Some(kept) = self.state().stores.get(&key)
+            && (memory || kept.role == role)
+        {
+            return Ok(kept.store.clone());
         }
         let leases = &self.inner.leases;
         let store: Arc<dyn LeaseStore> = match leases.kind {
@@ -629,7 +671,7 @@ impl Fleet {
             LeaseStoreKind::Dynamodb => {
                 let template = TableTemplate::new(&leases.template, 1, 1)?;
                 let table = template.table(tenant, app);
-                let store = DynamoLeaseStore::new(self.inner.dynamo.clone(), &table);
+                let store = DynamoLeaseStore::new(clients.dynamo.clone(), &table);
                 if leases.create_table {
                     anyhow::Context::with_context(store.create_table_if_missing().await, || {
                         format!("creating lease table `{table}`")
@@ -639,7 +681,15 @@ impl Fleet {
             }
         };
         tracing::debug!(tenant, app, lease_store = %store.describe(), "lease store");
-        Ok(self.state().stores.entry(key).or_insert(store).clone())
+        let mut state = self.state();
+        let kept = state.stores.entry(key).or_insert_with(|| KeptStore {
+            role: role.clone(),
+            store: store.clone(),
+        });
+        if !memory && kept.role != role {
+            *kept = KeptStore { role, store };
+        }
+        Ok(kept.store.clone())
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use ruststream_tests::process::{Running, admin_addr, http, run_host};
+use ruststream_tests::http::http;
+use ruststream_tests::process::{Running, admin_addr, run_host};
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{binary, guests};

@@ -5,6 +5,7 @@ mod chaos;
 mod config;
 mod dead_letters;
 mod hotload;
+mod identity;
 mod kinesis;
 mod kinesis_copies;
 mod operate;

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
-use ruststream_tests::process::{Running, http, metrics_addr, run_host};
+use ruststream_tests::http::http;
+use ruststream_tests::process::{Running, metrics_addr, run_host};
 use ruststream_tests::scrape::Scrape;
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use ruststream_tests::wait::{eventually, poll_for};
