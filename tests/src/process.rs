@@ -55,7 +55,19 @@ pub fn run_host_at(
     log: &Path,
     args: &[&str],
 ) -> anyhow::Result<Running> {
-    let child = Command::new(binary())
+    let mut command = host_command(config, kinesis_endpoint, args);
+    command
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .stdout(std::fs::File::create(log)?);
+    Ok(Running(command.spawn()?))
+}
+
+/// The command [`run_host_at`] spawns, before its credentials and log are set: for a test
+/// that gives the host its credentials another way.
+pub fn host_command(config: &Path, kinesis_endpoint: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(binary());
+    command
         .args(["run", "--config"])
         .arg(config)
         .args(["--kinesis-endpoint", kinesis_endpoint])
@@ -67,14 +79,10 @@ pub fn run_host_at(
             "127.0.0.1:0",
         ])
         .args(args)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
-        .stdout(std::fs::File::create(log)?)
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    Ok(Running(child))
+        .stderr(Stdio::inherit());
+    command
 }
 
 /// The address the host's admin API listens on, from its log (`admin API listening`), once it

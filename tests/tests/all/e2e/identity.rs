@@ -1,6 +1,6 @@
 //! Tenants' AWS identities: a tenant with a `role_arn` reads, checkpoints and keeps its leases
 //! with credentials from STS `AssumeRole` (moto's STS server on loopback), the others with the
-//! host's own. Kinesis and DynamoDB sit behind recording proxies that note the access key each
+//! host's own, which come from the AWS default chain (a `credential_process` here). Kinesis and DynamoDB sit behind recording proxies that note the access key each
 //! request was signed with, since the local servers do not check signatures themselves.
 
 use std::collections::BTreeSet;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
 use ruststream_tests::http::http;
-use ruststream_tests::process::{Running, metrics_addr, run_host_at};
+use ruststream_tests::process::{Running, host_command, metrics_addr, run_host_at};
 use ruststream_tests::proxy::{RecordingProxy, SignedRequest};
 use ruststream_tests::scrape::Scrape;
 use ruststream_tests::servers::{AssumedRole, LocalDynamo, LocalKinesis, LocalSts};
@@ -78,6 +78,25 @@ async fn scrape(log: &Path) -> anyhow::Result<Scrape> {
     Scrape::parse(&body)
 }
 
+/// Scrapes the host's metrics until each of `tenants` has handled [`ENTRIES`] records, for at
+/// most a minute.
+async fn wait_handled(log: &Path, tenants: &[&str]) -> anyhow::Result<()> {
+    let handled = |s: &Scrape| {
+        tenants.iter().all(|tenant| {
+            s.sum("ruststream_records_total", &[("tenant", tenant)]) == ENTRIES as f64
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tokio::time::Instant::now() < deadline {
+        if handled(&scrape(log).await?) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let output = std::fs::read_to_string(log).unwrap_or_default();
+    anyhow::bail!("not every tenant of {tenants:?} handled every record: {output}")
+}
+
 /// The access keys of the sessions STS handed out as `session`.
 fn keys_of(sessions: &[AssumedRole], session: &str) -> BTreeSet<String> {
     sessions
@@ -132,24 +151,7 @@ async fn each_tenant_s_calls_run_with_its_own_role() -> anyhow::Result<()> {
     for id in 0..ENTRIES {
         put_json(&client, "ledger", &json!({ "id": id, "amount": 10 }), None).await?;
     }
-    let handled = |s: &Scrape| {
-        ["alpha", "beta", "gamma"].iter().all(|tenant| {
-            s.sum("ruststream_records_total", &[("tenant", tenant)]) == ENTRIES as f64
-        })
-    };
-    let mut all_handled = false;
-    for _ in 0..600 {
-        if handled(&scrape(&log).await?) {
-            all_handled = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    anyhow::ensure!(
-        all_handled,
-        "not every tenant handled every record: {}",
-        output()
-    );
+    wait_handled(&log, &["alpha", "beta", "gamma"]).await?;
 
     let sessions = sts.assumed_roles().await?;
     let alpha = keys_of(&sessions, "ruststream-alpha");
@@ -244,6 +246,72 @@ async fn a_role_that_cannot_be_assumed_leaves_the_other_tenants_running() -> any
         "only gamma reads: {readers:?}"
     );
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_s_credentials_can_come_from_a_credential_process() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", kinesis.port())).await?;
+    kinesis.create_stream("ledger", 1).await?;
+    let dir = scratch("identity-process")?;
+    let script = dir.join("credentials.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nprintf '%s' '{\"Version\": 1, \"AccessKeyId\": \"PROCESSKEY\", \
+         \"SecretAccessKey\": \"process-secret\"}'\n",
+    )?;
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let aws_config = dir.join("aws-config");
+    std::fs::write(
+        &aws_config,
+        format!("[default]\ncredential_process = {}\n", script.display()),
+    )?;
+    let config = dir.join("tenants.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[tenants]]\nname = \"solo\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n",
+            guests::LEDGER_AUDIT.path().display()
+        ),
+    )?;
+    let log = dir.join("host.log");
+    let mut command = host_command(&config, &proxy.endpoint(), &[]);
+    for key in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ] {
+        command.env_remove(key);
+    }
+    command
+        .env("AWS_CONFIG_FILE", &aws_config)
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
+        // The chain never reaches instance metadata (a non-loopback address) here.
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .stdout(std::fs::File::create(&log)?);
+    let host = Running(command.spawn()?);
+    let output = || std::fs::read_to_string(&log).unwrap_or_default();
+    let reading = eventually(Duration::from_secs(60), || {
+        output().contains("reading shard")
+    })
+    .await;
+    anyhow::ensure!(reading, "the shard never opened: {}", output());
+    let client = kinesis.client().await;
+    for id in 0..ENTRIES {
+        put_json(&client, "ledger", &json!({ "id": id, "amount": 10 }), None).await?;
+    }
+    wait_handled(&log, &["solo"]).await?;
+    let signers: BTreeSet<String> = proxy
+        .requests()
+        .into_iter()
+        .map(|r| r.access_key_id)
+        .collect();
+    assert_eq!(signers, BTreeSet::from(["PROCESSKEY".to_owned()]));
+    stop(host, &log).await.map(drop)
 }
 
 /// Stops the host with SIGTERM, checks that it exits cleanly and returns its log.
