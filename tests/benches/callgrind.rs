@@ -14,7 +14,9 @@
 //!   limits (deadlines on): the sandbox crossing and the guest;
 //! - `no-deadline`: the same with deadlines (epoch interruption) off: what they cost;
 //! - `pipeline`: one `ShardPipeline` fed batches of 1 000, default limits: what the host does
-//!   per record read from a shard, settlement and checkpoint included.
+//!   per record read from a shard, settlement and checkpoint included;
+//! - `metrics`: the same with the Prometheus recorder installed, as `ruststream run` does
+//!   (without one, the `metrics` macros do nothing).
 //!
 //! The callgrind profiles stay in `<target>/callgrind/` for `callgrind_annotate`.
 
@@ -47,7 +49,7 @@ use ruststream_tests::guests;
 const MESSAGES: usize = 10_000;
 const BATCH: usize = 1_000;
 const CHILD: &str = "--child";
-const VARIANTS: [&str; 4] = ["native", "instance", "no-deadline", "pipeline"];
+const VARIANTS: [&str; 5] = ["native", "instance", "no-deadline", "pipeline", "metrics"];
 
 /// Counts allocations made while [`COUNTING`] is set: the host's heap traffic per message.
 struct CountingAlloc;
@@ -216,6 +218,12 @@ fn child(variant: &str, messages: usize, cache: &Path) -> anyhow::Result<()> {
             "instance" => instance_run(&load(cache, true).await?, messages).await,
             "no-deadline" => instance_run(&load(cache, false).await?, messages).await,
             "pipeline" => pipeline_run(&load(cache, true).await?, messages).await,
+            "metrics" => {
+                let recorder =
+                    metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+                metrics::set_global_recorder(recorder)?;
+                pipeline_run(&load(cache, true).await?, messages).await
+            }
             other => bail!("unknown variant {other}"),
         }
     })?;
