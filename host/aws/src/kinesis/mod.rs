@@ -4,10 +4,12 @@
 //! server errors themselves, with jittered exponential backoff, so the log says what happened
 //! and an expired iterator is reopened where the reader stood, never at the tip.
 
+mod listings;
 mod publisher;
 mod reader;
 mod shards;
 
+pub(crate) use listings::ShardListings;
 pub use publisher::KinesisPublisher;
 pub use reader::{Batch, MIN_READ_INTERVAL, ReadError, ReaderConfig, ShardReader, StartAt};
 pub use shards::{ShardInfo, list_shards};

@@ -343,6 +343,7 @@ impl AppCore {
         let host = &self.host;
         let ctx = WorkerContext {
             client: host.client.clone(),
+            listings: host.listings.clone(),
             subscriber: spec.name.clone(),
             stream: spec.stream.clone(),
             tenant: self.tenant.clone(),

@@ -21,7 +21,7 @@ use ruststream_runtime::{StartPosition, one_line};
 use super::keeper::KeeperTiming;
 use super::seek::{SeekError, SeekRequest, ShardSeek};
 use super::worker::{self, Assignment, WorkerContext, WorkerExit};
-use crate::kinesis::{ReadError, ShardInfo, list_shards};
+use crate::kinesis::{ReadError, ShardInfo};
 use crate::lease::{Claim, LeaseError, LeaseKey, LeaseRecord, SHARD_END};
 
 /// Runs a subscription until shutdown; then waits for its workers to flush and release.
@@ -100,7 +100,7 @@ impl Coordinator {
     /// One round: list shards and leases, take what this host should hold.
     /// `Err` only when the stream is gone.
     async fn sync(&mut self) -> Result<(), ReadError> {
-        let shards = match list_shards(&self.ctx.client, &self.ctx.stream).await {
+        let shards = match self.ctx.listings.list(&self.ctx.stream).await {
             Ok(shards) => shards,
             Err(gone @ ReadError::StreamGone { .. }) => return Err(gone),
             Err(error) => {

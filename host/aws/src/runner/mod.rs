@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::kinesis::{KinesisPublisher, ReaderConfig};
+use crate::kinesis::{KinesisPublisher, ReaderConfig, ShardListings};
 use crate::lease::LeaseStore;
 use ruststream_runtime::{
     Clock, LoadedComponent, LogSink, Observer, Publisher, RolloutPolicy, SystemClock, Tenant,
@@ -113,6 +113,8 @@ impl Deployment {
 #[derive(Clone)]
 pub struct Host {
     client: aws_sdk_kinesis::Client,
+    /// Shared by every app started on this host with `client`.
+    listings: Arc<ShardListings>,
     config: Arc<HostConfig>,
     publisher: Arc<dyn Publisher>,
     clock: Arc<dyn Clock>,
@@ -125,6 +127,7 @@ impl Host {
     pub fn new(client: aws_sdk_kinesis::Client, config: HostConfig) -> Self {
         Self {
             publisher: Arc::new(KinesisPublisher::new(client.clone())),
+            listings: listings(&client, &config),
             client,
             config: Arc::new(config),
             clock: Arc::new(SystemClock),
@@ -138,6 +141,7 @@ impl Host {
     pub fn with_kinesis(&self, client: aws_sdk_kinesis::Client) -> Self {
         Self {
             publisher: Arc::new(KinesisPublisher::new(client.clone())),
+            listings: listings(&client, &self.config),
             client,
             ..self.clone()
         }
@@ -174,6 +178,14 @@ impl Host {
     pub fn start(&self, deployment: Deployment) -> Result<RunningApp, TenantError> {
         RunningApp::start(self, deployment)
     }
+}
+
+/// Listings kept for half a shard-sync round: a shard change is seen at most that much later.
+fn listings(client: &aws_sdk_kinesis::Client, config: &HostConfig) -> Arc<ShardListings> {
+    Arc::new(ShardListings::new(
+        client.clone(),
+        config.shard_sync_interval / 2,
+    ))
 }
 
 /// Says, once a second, how many of the tenant's host lines were dropped, so the last second

@@ -17,7 +17,7 @@ use super::keeper::{Keeper, KeeperTiming};
 use super::release::SubscriptionRelease;
 use super::seek::ShardSeek;
 use super::status::{ShardState, StatusBoard};
-use crate::kinesis::{ReadError, ShardInfo, ShardReader, StartAt, list_shards};
+use crate::kinesis::{ReadError, ShardInfo, ShardListings, ShardReader, StartAt, list_shards};
 use crate::lease::{Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON};
 use crate::metrics::LeaseMetrics;
 
@@ -28,6 +28,8 @@ const HANDOFF_COPY_GRACE: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub(crate) struct WorkerContext {
     pub client: aws_sdk_kinesis::Client,
+    /// The host's shard listings of `client` (for the coordinator's rounds).
+    pub listings: Arc<ShardListings>,
     /// The subscription's name and stream, which no release changes.
     pub subscriber: String,
     pub stream: String,

@@ -8,6 +8,7 @@ mod hotload;
 mod identity;
 mod kinesis;
 mod kinesis_copies;
+mod listing;
 mod operate;
 mod resilience;
 mod sandbox;
