@@ -60,6 +60,21 @@ fn write_config(dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(config)
 }
 
+/// The three tenants' host (see [`write_config`]) in scratch directory `name`, against these
+/// endpoints; returns it with its log's path.
+fn start_tenants(
+    name: &str,
+    kinesis: &str,
+    dynamo: &str,
+    sts: &str,
+) -> anyhow::Result<(Running, PathBuf)> {
+    let dir = scratch(name)?;
+    let config = write_config(&dir)?;
+    let log = dir.join("host.log");
+    let args = ["--dynamodb-endpoint", dynamo, "--sts-endpoint", sts];
+    Ok((run_host_at(&config, kinesis, &log, &args)?, log))
+}
+
 fn scratch(name: &str) -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -125,20 +140,11 @@ async fn each_tenant_s_calls_run_with_its_own_role() -> anyhow::Result<()> {
     let kinesis_proxy = RecordingProxy::start(&format!("127.0.0.1:{}", kinesis.port())).await?;
     let dynamo_proxy = RecordingProxy::start(&format!("127.0.0.1:{}", dynamo.port())).await?;
     kinesis.create_stream("ledger", 1).await?;
-    let dir = scratch("identity")?;
-    let config = write_config(&dir)?;
-    let log = dir.join("host.log");
-    let (dynamo_endpoint, sts_endpoint) = (dynamo_proxy.endpoint(), sts.endpoint());
-    let host = run_host_at(
-        &config,
+    let (host, log) = start_tenants(
+        "identity",
         &kinesis_proxy.endpoint(),
-        &log,
-        &[
-            "--dynamodb-endpoint",
-            &dynamo_endpoint,
-            "--sts-endpoint",
-            &sts_endpoint,
-        ],
+        &dynamo_proxy.endpoint(),
+        &sts.endpoint(),
     )?;
     let output = || std::fs::read_to_string(&log).unwrap_or_default();
     let reading = eventually(Duration::from_secs(60), || {
@@ -199,20 +205,11 @@ async fn a_role_that_cannot_be_assumed_leaves_the_other_tenants_running() -> any
     kinesis.create_stream("ledger", 1).await?;
     // Nothing listens there: STS cannot be reached.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let dir = scratch("identity-refused")?;
-    let config = write_config(&dir)?;
-    let log = dir.join("host.log");
-    let (dynamo_endpoint, sts_endpoint) = (dynamo.endpoint(), format!("http://{closed}"));
-    let host = run_host_at(
-        &config,
+    let (host, log) = start_tenants(
+        "identity-refused",
         &kinesis.endpoint(),
-        &log,
-        &[
-            "--dynamodb-endpoint",
-            &dynamo_endpoint,
-            "--sts-endpoint",
-            &sts_endpoint,
-        ],
+        &dynamo.endpoint(),
+        &format!("http://{closed}"),
     )?;
     let output = || std::fs::read_to_string(&log).unwrap_or_default();
     let partial = eventually(Duration::from_secs(120), || {
