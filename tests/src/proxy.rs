@@ -4,6 +4,7 @@
 //! ran with, which the local servers themselves do not check.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
@@ -22,6 +23,8 @@ pub struct SignedRequest {
     pub target: String,
     /// Its body as text.
     pub body: String,
+    /// When it was forwarded.
+    pub at: Instant,
 }
 
 /// A proxy on a free loopback port forwarding to `upstream`; stops when dropped.
@@ -111,6 +114,7 @@ async fn next_request(
         access_key_id: String::new(),
         target: String::new(),
         body: String::new(),
+        at: Instant::now(),
     };
     loop {
         let start = raw.len();
@@ -135,6 +139,7 @@ async fn next_request(
     let mut body = vec![0; length];
     reader.read_exact(&mut body).await?;
     note.body = String::from_utf8_lossy(&body).into_owned();
+    note.at = Instant::now();
     raw.extend_from_slice(&body);
     Ok(Some((raw, note)))
 }

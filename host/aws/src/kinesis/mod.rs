@@ -1,15 +1,18 @@
 //! Kinesis: listing shards, reading them, and publishing records.
 //!
-//! Reads pace themselves (at most 5 GetRecords per second per shard) and retry throttling and
+//! Reads pace themselves (at most 5 GetRecords per second per shard, all readers of the shard
+//! in a host together) and retry throttling and
 //! server errors themselves, with jittered exponential backoff, so the log says what happened
 //! and an expired iterator is reopened where the reader stood, never at the tip.
 
 mod listings;
+mod pacing;
 mod publisher;
 mod reader;
 mod shards;
 
 pub(crate) use listings::ShardListings;
+pub use pacing::ReadPacing;
 pub use publisher::KinesisPublisher;
 pub use reader::{Batch, MIN_READ_INTERVAL, ReadError, ReaderConfig, ShardReader, StartAt};
 pub use shards::{ShardInfo, list_shards};

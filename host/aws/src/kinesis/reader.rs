@@ -1,5 +1,6 @@
 //! Reading one shard: iterators, paced GetRecords with read-ahead, backoff, expiry.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
@@ -10,6 +11,7 @@ use aws_sdk_kinesis::types::ShardIteratorType;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::pacing::ReadPacing;
 use crate::Cause;
 use ruststream_runtime::internals::Backoff;
 use ruststream_runtime::{Clock, Delivery, SystemClock, one_line};
@@ -152,6 +154,8 @@ pub struct Batch {
 /// task does everything that waits (pacing, the read, reopening an expired iterator).
 pub struct ShardReader {
     client: Client,
+    /// Turns shared with the host's other readers of the shard.
+    pacing: Arc<ReadPacing>,
     stream: String,
     shard_id: String,
     config: ReaderConfig,
@@ -185,12 +189,13 @@ enum Fetched {
 }
 
 impl ShardReader {
-    /// Opens `shard_id` of `stream` at `start`.
+    /// Opens `shard_id` of `stream` at `start`; each read takes its turn from `pacing`.
     ///
     /// # Errors
     /// When the stream is gone, or no iterator could be had after repeated tries.
     pub async fn open(
         client: Client,
+        pacing: Arc<ReadPacing>,
         stream: &str,
         shard_id: &str,
         start: StartAt,
@@ -211,6 +216,7 @@ impl ShardReader {
         let iterator = shard.iterator(&start, &mut backoff).await?;
         let mut reader = Self {
             client,
+            pacing,
             stream: stream.to_owned(),
             shard_id: shard_id.to_owned(),
             config,
@@ -356,8 +362,10 @@ impl ShardReader {
         let limit = self.config.batch_limit;
         let resume = self.resume.clone();
         let backoff = Backoff::new(self.config.backoff_first, self.config.backoff_max);
+        let pacing = self.pacing.clone();
         self.in_flight = Some(tokio::spawn(async move {
             tokio::time::sleep_until(not_before).await;
+            pacing.turn(&shard.stream, &shard.shard_id).await;
             shard.read(iterator, limit, resume, backoff).await
         }));
     }

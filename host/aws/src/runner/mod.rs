@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::kinesis::{KinesisPublisher, ReaderConfig, ShardListings};
+use crate::kinesis::{KinesisPublisher, ReadPacing, ReaderConfig, ShardListings};
 use crate::lease::LeaseStore;
 use ruststream_runtime::{
     Clock, LoadedComponent, LogSink, Observer, Publisher, RolloutPolicy, SystemClock, Tenant,
@@ -115,6 +115,8 @@ pub struct Host {
     client: aws_sdk_kinesis::Client,
     /// Shared by every app started on this host with `client`.
     listings: Arc<ShardListings>,
+    /// Turns to read each shard, shared by every reader of this host with `client`.
+    pacing: Arc<ReadPacing>,
     config: Arc<HostConfig>,
     publisher: Arc<dyn Publisher>,
     clock: Arc<dyn Clock>,
@@ -128,6 +130,7 @@ impl Host {
         Self {
             publisher: Arc::new(KinesisPublisher::new(client.clone())),
             listings: listings(&client, &config),
+            pacing: Arc::new(ReadPacing::new()),
             client,
             config: Arc::new(config),
             clock: Arc::new(SystemClock),
@@ -142,6 +145,7 @@ impl Host {
         Self {
             publisher: Arc::new(KinesisPublisher::new(client.clone())),
             listings: listings(&client, &self.config),
+            pacing: Arc::new(ReadPacing::new()),
             client,
             ..self.clone()
         }

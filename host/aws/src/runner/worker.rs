@@ -17,7 +17,9 @@ use super::keeper::{Keeper, KeeperTiming};
 use super::release::SubscriptionRelease;
 use super::seek::ShardSeek;
 use super::status::{ShardState, StatusBoard};
-use crate::kinesis::{ReadError, ShardInfo, ShardListings, ShardReader, StartAt, list_shards};
+use crate::kinesis::{
+    ReadError, ReadPacing, ShardInfo, ShardListings, ShardReader, StartAt, list_shards,
+};
 use crate::lease::{Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON};
 use crate::metrics::LeaseMetrics;
 
@@ -30,6 +32,8 @@ pub(crate) struct WorkerContext {
     pub client: aws_sdk_kinesis::Client,
     /// The host's shard listings of `client` (for the coordinator's rounds).
     pub listings: Arc<ShardListings>,
+    /// The host's turns to read shards with `client`.
+    pub pacing: Arc<ReadPacing>,
     /// The subscription's name and stream, which no release changes.
     pub subscriber: String,
     pub stream: String,
@@ -136,6 +140,7 @@ async fn work(
     }
     let reader = ShardReader::open(
         ctx.client.clone(),
+        ctx.pacing.clone(),
         &ctx.stream,
         &shard.shard_id,
         start.clone(),
@@ -310,6 +315,7 @@ impl Version {
         };
         let reopened = ShardReader::open(
             ctx.client.clone(),
+            ctx.pacing.clone(),
             &ctx.stream,
             pipeline.shard_id(),
             from,
@@ -424,6 +430,7 @@ async fn reposition(
     let start = start_at(None, Some(position), &shard_id);
     let reopened = ShardReader::open(
         ctx.client.clone(),
+        ctx.pacing.clone(),
         &ctx.stream,
         &shard_id,
         start,
