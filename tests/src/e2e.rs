@@ -235,6 +235,30 @@ pub async fn stored_checkpoint(
     Ok(store.read(&key).await?.and_then(|row| row.checkpoint))
 }
 
+/// Takes the lease of `key` for `owner` (30 s), exactly as observed, as another host would:
+/// the holder may renew between an observation and the claim (the counter moves and the claim
+/// fails, as it must), so it observes again until a claim succeeds, for at most `within`.
+///
+/// # Errors
+/// No claim succeeded within `within`.
+pub async fn take_over(
+    store: &dyn LeaseStore,
+    key: &ruststream_host::LeaseKey,
+    owner: &str,
+    within: Duration,
+) -> Result<ruststream_host::HeldLease> {
+    crate::wait::poll_for(within, async || {
+        let row = store.read(key).await.ok()??;
+        let claim = ruststream_host::Claim::Observed(row.counter);
+        store
+            .acquire(key, owner, Duration::from_secs(30), claim)
+            .await
+            .ok()?
+    })
+    .await
+    .with_context(|| format!("no claim of {key:?} by {owner} succeeded within {within:?}"))
+}
+
 /// Puts `payload` as JSON on `stream`, on the shard owning `hash_key` when given.
 /// Returns (shard id, sequence number).
 pub async fn put_json(

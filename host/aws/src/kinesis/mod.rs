@@ -12,7 +12,7 @@ mod reader;
 mod shards;
 
 pub(crate) use listings::ShardListings;
-pub use pacing::ReadPacing;
+pub use pacing::{MIN_READ_INTERVAL, ReadPacing};
 pub use publisher::KinesisPublisher;
-pub use reader::{Batch, MIN_READ_INTERVAL, ReadError, ReaderConfig, ShardReader, StartAt};
+pub use reader::{Batch, ReadError, ReaderConfig, ShardReader, StartAt};
 pub use shards::{ShardInfo, list_shards};

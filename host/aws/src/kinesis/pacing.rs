@@ -10,11 +10,14 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::reader::MIN_READ_INTERVAL;
 use ruststream_runtime::internals::lock;
+
+/// Least time between two turns on one shard: Kinesis serves 5 GetRecords a second per shard.
+pub const MIN_READ_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The next free turn of each shard, by (stream, shard).
 #[derive(Debug, Default)]

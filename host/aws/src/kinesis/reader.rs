@@ -11,13 +11,10 @@ use aws_sdk_kinesis::types::ShardIteratorType;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::pacing::ReadPacing;
+use super::pacing::{MIN_READ_INTERVAL, ReadPacing};
 use crate::Cause;
 use ruststream_runtime::internals::Backoff;
 use ruststream_runtime::{Clock, Delivery, SystemClock, one_line};
-
-/// Kinesis allows 5 GetRecords per second per shard.
-pub const MIN_READ_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Consecutive failed reads after which the reader gives up (the lease is released and the
 /// shard is taken again later).

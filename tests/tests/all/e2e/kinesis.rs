@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_host::{
-    Claim, Deployment, LeaseKey, LeaseStore, MemoryLeaseStore, OperatorSettings, ShardState,
+    Deployment, LeaseKey, LeaseStore, MemoryLeaseStore, OperatorSettings, ShardState,
 };
 use ruststream_runtime::{Outcome, StartPosition};
-use ruststream_tests::e2e::{Servers, TestHost, dynamo_store, put_json, stored_checkpoint};
+use ruststream_tests::e2e::{
+    Servers, TestHost, dynamo_store, put_json, stored_checkpoint, take_over,
+};
 use ruststream_tests::faults::{Fault, Faults};
 use ruststream_tests::guests;
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
@@ -368,19 +370,8 @@ async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> any
     let key = LeaseKey::new("ledger", &shard);
     wait_for_checkpoint(store.as_ref(), &key, &first).await?;
 
-    // Another host takes the lease over, exactly as observed. Host A may renew between the
-    // observation and the claim (the counter moves, and the claim fails as it must): the thief
-    // then observes again.
-    let thief = poll_for(WAIT, async || {
-        let row = store.read(&key).await.ok()??;
-        let claim = Claim::Observed(row.counter);
-        store
-            .acquire(&key, "host-b", Duration::from_secs(30), claim)
-            .await
-            .ok()?
-    })
-    .await
-    .expect("a claim on an observed counter succeeds");
+    // Another host takes the lease over, exactly as observed.
+    let thief = take_over(store.as_ref(), &key, "host-b", WAIT).await?;
     let lost = app
         .wait_for(WAIT, |s| s[0].count(&ShardState::Lost) == 1)
         .await;

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ruststream_host::{Claim, DynamoLeaseStore, LeaseKey, LeaseStore, ShardState};
+use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore, ShardState};
 use ruststream_tests::e2e::{
-    Servers, TestHost, dynamo_store, put_json, put_json_batch, quick_config,
+    Servers, TestHost, dynamo_store, put_json, put_json_batch, quick_config, take_over,
 };
 use ruststream_tests::faults::{Fault, Faults};
 use ruststream_tests::guests;
@@ -42,15 +42,7 @@ async fn a_host_stops_before_its_next_call_once_its_lease_is_lost() -> anyhow::R
         .find(|r| r.key.starts_with("singly:"))
         .expect("the lease row");
     let key = LeaseKey::new("singly", row.key.trim_start_matches("singly:"));
-    store
-        .acquire(
-            &key,
-            "host-b",
-            Duration::from_secs(30),
-            Claim::Observed(row.counter),
-        )
-        .await?
-        .expect("taken over");
+    take_over(store.as_ref(), &key, "host-b", WAIT).await?;
     let lost = app
         .wait_for(WAIT, |s| s.iter().any(|s| s.count(&ShardState::Lost) == 1))
         .await;
