@@ -105,6 +105,8 @@ pub(crate) struct TenantRun {
     settings: String,
     operator: OperatorConfig,
     role: Option<Role>,
+    /// The host its apps run on when it has a role: the fleet's, calling with the role's client.
+    role_host: Option<Host>,
     /// Running apps by component name.
     pub components: BTreeMap<String, ComponentRun>,
     /// Components whose last version was refused, by name.
@@ -456,6 +458,7 @@ impl Fleet {
                     settings: wanted.settings.clone(),
                     operator: wanted.operator.clone(),
                     role: wanted.role.clone(),
+                    role_host: None,
                     components: BTreeMap::new(),
                     refused: BTreeMap::new(),
                     configured: Vec::new(),
@@ -555,10 +558,19 @@ impl Fleet {
             .identities
             .for_tenant(tenant, role.as_ref())
             .await?;
-        let host = match role {
-            Some(_) => self.inner.host.with_kinesis(clients.kinesis.clone()),
-            None => self.inner.host.clone(),
-        };
+        if role.is_none() {
+            return Ok((self.inner.host.clone(), clients, role));
+        }
+        // One host per role tenant, so all its apps share its listings and read pacing.
+        let mut state = self.state();
+        let run = state
+            .tenants
+            .get_mut(tenant)
+            .ok_or_else(|| "the tenant was removed meanwhile".to_owned())?;
+        let host = run
+            .role_host
+            .get_or_insert_with(|| self.inner.host.with_kinesis(clients.kinesis.clone()))
+            .clone();
         Ok((host, clients, role))
     }
 
