@@ -406,24 +406,37 @@ impl AwsArgs {
         loader
     }
 
+    /// Region and credentials, resolved once for every service: one credentials chain (one
+    /// `credential_process` run, one SSO token read) serves all the clients made from it.
+    pub(crate) async fn shared_config(&self) -> SdkConfig {
+        self.base().await.load().await
+    }
+
+    /// `shared` calling Kinesis at `--kinesis-endpoint`, else at AWS.
+    pub(crate) fn kinesis(&self, shared: &SdkConfig) -> SdkConfig {
+        at(shared, self.kinesis_endpoint.as_deref())
+    }
+
+    /// `shared` calling DynamoDB at `--dynamodb-endpoint`, else at AWS.
+    pub(crate) fn dynamodb(&self, shared: &SdkConfig) -> SdkConfig {
+        at(shared, self.dynamodb_endpoint.as_deref())
+    }
+
+    /// `shared` calling STS at `--sts-endpoint`, else at AWS.
+    pub(crate) fn sts(&self, shared: &SdkConfig) -> SdkConfig {
+        at(shared, self.sts_endpoint.as_deref())
+    }
+
+    /// The Kinesis configuration alone (`put`, `tail`).
     pub(crate) async fn kinesis_config(&self) -> SdkConfig {
-        self.config_at(self.kinesis_endpoint.as_deref()).await
+        self.kinesis(&self.shared_config().await)
     }
+}
 
-    pub(crate) async fn dynamodb_config(&self) -> SdkConfig {
-        self.config_at(self.dynamodb_endpoint.as_deref()).await
-    }
-
-    pub(crate) async fn sts_config(&self) -> SdkConfig {
-        self.config_at(self.sts_endpoint.as_deref()).await
-    }
-
-    async fn config_at(&self, endpoint: Option<&str>) -> SdkConfig {
-        let mut loader = self.base().await;
-        if let Some(endpoint) = endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        loader.load().await
+fn at(shared: &SdkConfig, endpoint: Option<&str>) -> SdkConfig {
+    match endpoint {
+        Some(endpoint) => shared.to_builder().endpoint_url(endpoint).build(),
+        None => shared.clone(),
     }
 }
 

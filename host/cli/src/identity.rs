@@ -50,9 +50,12 @@ pub(crate) struct Identities {
 impl Identities {
     /// The host's identity as `aws` and the environment describe it.
     pub(crate) async fn new(aws: &AwsArgs) -> Self {
-        let kinesis = aws.kinesis_config().await;
-        let dynamo = aws.dynamodb_config().await;
-        let sts = aws.sts_config().await;
+        let shared = aws.shared_config().await;
+        let (kinesis, dynamo, sts) = (
+            aws.kinesis(&shared),
+            aws.dynamodb(&shared),
+            aws.sts(&shared),
+        );
         let base = Clients {
             kinesis: aws_sdk_kinesis::Client::new(&kinesis),
             dynamo: aws_sdk_dynamodb::Client::new(&dynamo),
