@@ -5,7 +5,7 @@
 //! The checkpoint is the sequence number of the last record of the contiguous handled prefix:
 //! it never passes a record that is not handled.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::sequence::SequenceNumber;
 
@@ -19,9 +19,13 @@ pub(crate) struct Ticket {
 
 /// The handled-prefix tracker of one shard.
 ///
-/// Only records not yet handled are kept (with, for the one whose turn comes next, the sequence
-/// number of the record just before it): memory follows what is outstanding, not what was
-/// read. A record held for good in front of a million handled ones costs one entry.
+/// Only records not yet handled are kept (with, for one whose predecessor is handled, that
+/// predecessor's sequence number): memory follows what is outstanding, not what was read. A
+/// record held for good in front of a million handled ones costs one entry.
+///
+/// Records handled in arrival order, the common case, take one entry in and out of `pending`
+/// and one move of the sequence number to the checkpoint; `before` is used only when records
+/// are handled out of order.
 #[derive(Debug, Default)]
 pub(crate) struct Watermark {
     generation: u64,
@@ -29,6 +33,10 @@ pub(crate) struct Watermark {
     next: u64,
     /// Unhandled deliveries, by arrival index (increasing).
     pending: VecDeque<Pending>,
+    /// For a pending delivery that is not the first and whose predecessor is handled, by the
+    /// pending one's index: the predecessor's sequence number, where the checkpoint moves when
+    /// the pending one becomes the first unhandled.
+    before: BTreeMap<u64, SequenceNumber>,
     /// Sequence number of the last tracked delivery once it is handled (while it is pending,
     /// `pending` holds it), until the checkpoint or the next delivery takes it.
     latest: Option<SequenceNumber>,
@@ -39,9 +47,6 @@ pub(crate) struct Watermark {
 struct Pending {
     index: u64,
     sequence_number: SequenceNumber,
-    /// The sequence number of the delivery just before this one, once that one is handled:
-    /// where the checkpoint moves when this one is the first still unhandled.
-    before: Option<SequenceNumber>,
 }
 
 impl Watermark {
@@ -58,18 +63,14 @@ impl Watermark {
     pub(crate) fn track(&mut self, sequence_number: &str) -> Ticket {
         let index = self.next;
         self.next += 1;
-        let sequence_number = SequenceNumber::new(sequence_number);
-        // When the delivery before this one is already handled, remember where it stood.
-        let previous_pending = self.pending.back().is_some_and(|p| p.index + 1 == index);
-        let before = if previous_pending {
-            None
-        } else {
-            self.latest.take()
-        };
+        // When the delivery before this one is handled and another is still pending in front,
+        // remember where it stood. (With nothing pending, the checkpoint took it already.)
+        if let Some(latest) = self.latest.take() {
+            self.before.insert(index, latest);
+        }
         self.pending.push_back(Pending {
             index,
-            sequence_number,
-            before,
+            sequence_number: SequenceNumber::new(sequence_number),
         });
         Ticket {
             generation: self.generation,
@@ -104,27 +105,36 @@ impl Watermark {
         let Some(handled) = removed else {
             return false;
         };
-        match self.pending.get_mut(position) {
-            Some(after) if after.index == handled.index + 1 => {
-                after.before = Some(handled.sequence_number);
-            }
-            _ if handled.index + 1 == self.next => self.latest = Some(handled.sequence_number),
-            // The delivery after it is handled already: its position is the one that counts.
-            _ => {}
+        if !self.before.is_empty() {
+            // Its own predecessor's position no longer counts: its own does.
+            self.before.remove(&handled.index);
         }
+        let successor = handled.index + 1;
+        let successor_pending = self
+            .pending
+            .get(position)
+            .is_some_and(|after| after.index == successor);
         if position != 0 {
+            if successor_pending {
+                self.before.insert(successor, handled.sequence_number);
+            } else if successor == self.next {
+                self.latest = Some(handled.sequence_number);
+            }
+            // Otherwise the delivery after it is handled already: its position is the one
+            // that counts.
             return false;
         }
-        // A pending delivery's `before` is read once, when it becomes the first.
-        let moved_to = match self.pending.front_mut() {
-            Some(first) => first.before.take(),
-            None => self.latest.take(),
+        // The first unhandled record was handled: the checkpoint moves to the end of the
+        // handled run behind it.
+        self.checkpoint = if successor_pending || successor == self.next {
+            Some(handled.sequence_number)
+        } else {
+            match self.pending.front() {
+                Some(first) => self.before.remove(&first.index),
+                None => self.latest.take(),
+            }
         };
-        let moved = moved_to.is_some();
-        if moved {
-            self.checkpoint = moved_to;
-        }
-        moved
+        true
     }
 
     /// The sequence number of the last record of the handled prefix, if any record is handled
@@ -148,6 +158,7 @@ impl Watermark {
     pub(crate) fn reset(&mut self, checkpoint: Option<String>) {
         self.generation += 1;
         self.pending.clear();
+        self.before.clear();
         self.latest = None;
         self.checkpoint = checkpoint.as_deref().map(SequenceNumber::new);
     }
