@@ -57,6 +57,11 @@ impl<'a> Batch<'a> {
         }
     }
 
+    /// How many records the batch has (a partial entry at the end is none).
+    pub(crate) fn len(&self) -> usize {
+        self.records.len() / RECORD_ENTRY
+    }
+
     /// The records in shard order. A span the host got wrong reads as empty rather than
     /// trapping the component; a partial entry at the end is no record, and the host counts
     /// it as a failed attempt when the call returns without its outcome.

@@ -8,8 +8,8 @@ use crate::app::RustStream;
 use crate::batch::{Batch, RecordView};
 use crate::bindings::exports::ruststream::handler::handler as wit;
 pub use crate::bindings::exports::ruststream::handler::handler::{App, BatchInfo, Guest};
-use crate::bindings::ruststream::handler::host;
 pub use crate::bindings::ruststream::handler::types::HandlerOutcome as WitOutcome;
+use crate::board;
 use crate::context::Context;
 use crate::log;
 use crate::stream::KinesisBroker;
@@ -57,9 +57,9 @@ pub fn describe(build: ServiceFn) -> wit::App {
     })
 }
 
-/// `handle-batch`: records in order, read from the batch's buffers, each outcome reported to
-/// the host as soon as it is decided (the host then gives the next record a fresh deadline,
-/// and never runs a reported record again should a later one trap).
+/// `handle-batch`: records in order, read from the batch's buffers, each outcome written on
+/// the call's board as soon as it is decided (the host then gives the next record a fresh
+/// deadline, and never runs a reported record again should a later one trap).
 pub fn handle_batch(
     build: ServiceFn,
     info: wit::BatchInfo,
@@ -69,7 +69,11 @@ pub fn handle_batch(
 ) {
     with_service(build, |service| {
         let batch = Batch::new(&arena, &records, &headers);
-        dispatch(service, &info, batch.records(), host::record_outcome);
+        board::with_board(batch.len(), |board| {
+            dispatch(service, &info, batch.records(), |index, outcome| {
+                board.write(index, outcome)
+            });
+        });
     })
 }
 

@@ -46,6 +46,7 @@
 
 mod app;
 mod batch;
+mod board;
 mod context;
 mod executor;
 mod handle;
@@ -60,7 +61,7 @@ pub mod __private {
 }
 mod export;
 
-/// Bindings generated from the RustStream WIT contract (`ruststream:handler@0.4.0`).
+/// Bindings generated from the RustStream WIT contract (`ruststream:handler@0.5.0`).
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({

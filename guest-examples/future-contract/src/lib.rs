@@ -1,9 +1,9 @@
 //! Malformed: a handler built against a newer contract: it exports
-//! `ruststream:handler/handler@0.5.0` instead of `@0.4.0` (its own copy of the WIT, package
+//! `ruststream:handler/handler@0.6.0` instead of `@0.5.0` (its own copy of the WIT, package
 //! version bumped, otherwise identical). Built with `wit-bindgen` directly, not the SDK.
 //!
 //! The host must refuse to load it, saying the component does not export the contract version
-//! it speaks (`ruststream:handler/handler@0.4.0`).
+//! it speaks (`ruststream:handler/handler@0.5.0`).
 //!
 //! `wit/ruststream.wit` is `../../wit/ruststream.wit` with only the package line changed; keep
 //! it in step when the contract changes.
@@ -11,7 +11,7 @@
 mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "ruststream:handler/subscriber-app@0.5.0",
+        world: "ruststream:handler/subscriber-app@0.6.0",
     });
 }
 

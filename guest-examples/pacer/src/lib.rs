@@ -4,8 +4,10 @@
 //!
 //! `pace` reads `paced` in the host's batches; `pace_singly` reads `singly` one record per call.
 //! `{"id": 7}` is acked; `"sleep_ms": 10` sleeps first (a WASI clock wait, outside the guest's
-//! own code); `"panic": true` panics; `"after_ms": 1500` asks for a copy after that delay on
-//! the first attempt and acks the copy.
+//! own code); `"burn": n` computes for n rounds first (the guest's own code, no host call);
+//! `"spin": true` never ends; `"panic": true` panics; `"after_ms": 1500` asks for a copy after
+//! that delay on the first attempt and acks the copy; `"quiet": true` logs nothing (each
+//! record logs `paced` otherwise).
 
 use std::time::Duration;
 
@@ -18,7 +20,13 @@ pub struct Step {
     #[serde(default)]
     pub sleep_ms: u64,
     #[serde(default)]
+    pub burn: u64,
+    #[serde(default)]
+    pub spin: bool,
+    #[serde(default)]
     pub panic: bool,
+    #[serde(default)]
+    pub quiet: bool,
     #[serde(default)]
     pub after_ms: Option<u64>,
 }
@@ -39,14 +47,31 @@ fn take_step(step: &Step, ctx: &mut Context<'_>) -> HandlerOutcome {
     if step.sleep_ms > 0 {
         std::thread::sleep(Duration::from_millis(step.sleep_ms));
     }
+    burn(step.burn);
+    if step.spin {
+        loop {
+            std::hint::spin_loop();
+        }
+    }
     if step.panic {
         panic!("step {} panics", step.id);
     }
-    tracing::info!(step.id, attempt = ctx.attempt(), "paced");
+    if !step.quiet {
+        tracing::info!(step.id, attempt = ctx.attempt(), "paced");
+    }
     match step.after_ms {
         Some(ms) if ctx.attempt() == 1 => HandlerOutcome::retry_after(Duration::from_millis(ms)),
         _ => HandlerOutcome::ack(),
     }
+}
+
+/// `rounds` of arithmetic the optimizer cannot remove.
+fn burn(rounds: u64) {
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    for round in 0..rounds {
+        x = std::hint::black_box(x.rotate_left(5) ^ round).wrapping_mul(31);
+    }
+    std::hint::black_box(x);
 }
 
 #[service]

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmtime::{Store, UpdateDeadline};
+use wasmtime::{AsContext as _, AsContextMut as _, CallHook, Store, UpdateDeadline};
 
 use super::LoadPhase;
 use super::Runtime;
@@ -11,7 +11,7 @@ use super::batch::BatchLayout;
 use super::bindings::exports::ruststream::handler::handler as wit;
 use super::bindings::{SubscriberApp, SubscriberAppPre};
 use super::progress::CallProgress;
-use super::state::{CallScope, HostState};
+use super::state::{CallScope, HostState, board_outcomes, sync_progress};
 use super::trap::{DeadlineExceeded, TrapKind, classify};
 use crate::env::Env;
 use crate::escape::one_line;
@@ -191,7 +191,8 @@ impl HandlerInstance {
             return (Err(failure), Vec::new());
         }
         let result = within_deadline(&progress, body(live)).await;
-        let reported = live.store.data_mut().end_call();
+        let from_board = board_outcomes(live.store.as_context());
+        let reported = live.store.data_mut().end_call(from_board);
         let result = settle_call(result, deadline);
         if result.is_err() {
             self.discard();
@@ -297,16 +298,27 @@ async fn instantiate(
     store.limiter(|state| &mut state.limiter);
     if runtime.config().deadlines {
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |ctx| match ctx.data().deadline() {
-            Some(at) if Instant::now() >= at => {
-                Err(wasmtime::Error::new(DeadlineExceeded(deadline)))
+        store.epoch_deadline_callback(move |mut ctx| {
+            sync_progress(ctx.as_context_mut());
+            match ctx.data().deadline() {
+                Some(at) if Instant::now() >= at => {
+                    Err(wasmtime::Error::new(DeadlineExceeded(deadline)))
+                }
+                _ => Ok(UpdateDeadline::Yield(1)),
             }
-            _ => Ok(UpdateDeadline::Yield(1)),
         });
     }
+    // A guest blocked in an import is timed from outside, which cannot read its board: what
+    // the board shows is read on the way in.
+    store.call_hook(|ctx, hook| {
+        if matches!(hook, CallHook::CallingHost) {
+            sync_progress(ctx);
+        }
+        Ok(())
+    });
     let progress = store.data_mut().begin_call(None, 1, deadline);
     let result = within_deadline(&progress, pre.instantiate_async(&mut store)).await;
-    store.data_mut().end_call();
+    store.data_mut().end_call(None);
     let bindings = settle_call(result, deadline)?;
     Ok(Live { store, bindings })
 }
@@ -331,7 +343,7 @@ pub(crate) async fn describe(
         .ruststream_handler_handler()
         .call_describe(&mut live.store);
     let result = within_deadline(&progress, describing).await;
-    live.store.data_mut().end_call();
+    live.store.data_mut().end_call(None);
     settle_call(result, deadline).map_err(|failure| (LoadPhase::Describe, failure))
 }
 

@@ -22,9 +22,9 @@ use crate::publish::{BoxFuture, PublishError, Publisher};
 use crate::record::{OutgoingRecord, Published};
 
 /// The WIT package this host implements.
-pub const CONTRACT: &str = "ruststream:handler@0.4.0";
-const CONTRACT_VERSION: &str = "0.4.0";
-const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.4.0";
+pub const CONTRACT: &str = "ruststream:handler@0.5.0";
+pub(crate) const CONTRACT_VERSION: &str = "0.5.0";
+const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.5.0";
 const CONTRACT_PREFIX: &str = "ruststream:handler/";
 
 /// Why a component was refused: whose component, in which phase of loading, and why.
@@ -350,6 +350,7 @@ fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal>
 /// environment, no arguments and no network. Sockets, HTTP and anything else are refused.
 const ALLOWED_IMPORTS: &[&str] = &[
     "ruststream:handler/host",
+    "ruststream:handler/progress",
     "ruststream:handler/types",
     "wasi:io/error",
     "wasi:io/poll",

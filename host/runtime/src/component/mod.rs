@@ -6,6 +6,7 @@
 
 mod batch;
 mod bindings;
+mod board;
 mod compile;
 mod declaration;
 mod instance;

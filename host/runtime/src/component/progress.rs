@@ -1,8 +1,9 @@
 //! How far a call has got, and the deadline of the record it is on.
 //!
-//! The guest reports each record's outcome as it goes (`record-outcome`), and each report
-//! gives the next record a fresh deadline. A report is on the hot path of every record, so it
-//! only bumps a counter; the deadline moves when a check sees the counter moved. Checks run at
+//! The guest reports each record's outcome as it goes (on its board, or by `record-outcome`),
+//! and each report gives the next record a fresh deadline. A report is on the hot path of
+//! every record, so it only bumps a counter (read from the board at each check); the deadline
+//! moves when a check sees the counter moved. Checks run at
 //! every epoch tick while the guest runs, and at least every eighth of the per-record
 //! deadline from the timer that bounds the call from outside (time blocked in host imports).
 //! A record therefore gets at least its deadline, and at most one check interval more.
@@ -44,9 +45,11 @@ impl CallProgress {
         }))
     }
 
-    /// Notes that `reported` records are done: cheap enough for every record.
+    /// Notes that `reported` records are done: cheap enough for every record. The count only
+    /// grows (a board the guest rewinds gains it no fresh deadline), and the caller caps it at
+    /// the call's records: a call gets at most one fresh deadline per record.
     pub(crate) fn reported(&self, reported: usize) {
-        self.0.reported.store(reported, Ordering::Relaxed);
+        self.0.reported.fetch_max(reported, Ordering::Relaxed);
     }
 
     /// When the record under way must be done: its deadline counted from the first check

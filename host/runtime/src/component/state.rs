@@ -1,13 +1,15 @@
-//! The per-instance host state and the host's imports: `log` and `publish`.
+//! The per-instance host state and the host's imports: `log`, `publish` and the outcome
+//! reports (`record-outcome`, or a board: `board.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{ResourceLimiter, StoreLimits};
+use wasmtime::{AsContext as _, ResourceLimiter, StoreContext, StoreContextMut, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::ruststream::handler::{host, types};
+use super::board::{self, Board};
 use super::output::{LogBudget, OutputCapture};
 use super::progress::CallProgress;
 use super::trap::{MemoryLimitExceeded, TableLimitExceeded};
@@ -50,8 +52,10 @@ pub(crate) struct HostState {
     call: Option<CallTags>,
     /// The call under way; its deadline is read by the epoch callback.
     progress: Option<CallProgress>,
-    /// The outcomes the guest reported during the call under way, in order.
+    /// The outcomes the guest reported during the call under way by `record-outcome`, in order.
     outcomes: Vec<Outcome>,
+    /// The board the guest shared for the call under way, if it reports there instead.
+    board: Option<Board>,
     /// Records in the call under way.
     expected: usize,
     pub(crate) limiter: InstanceLimiter,
@@ -96,6 +100,7 @@ impl HostState {
             call: None,
             progress: None,
             outcomes: Vec::new(),
+            board: None,
             expected: 0,
             limiter,
             budget: LogBudget::default(),
@@ -124,9 +129,18 @@ impl HostState {
         });
         let progress = CallProgress::new(per_record);
         self.progress = Some(progress.clone());
-        self.outcomes = Vec::with_capacity(records);
+        self.outcomes = Vec::new();
+        self.board = None;
         self.expected = records;
         progress
+    }
+
+    /// Takes `board` as the call's reports, unless there is no call under way, a board is
+    /// shared already or the guest has reported by `record-outcome`.
+    pub(crate) fn share_board(&mut self, board: Board) {
+        if self.progress.is_some() && self.board.is_none() && self.outcomes.is_empty() {
+            self.board = Some(board);
+        }
     }
 
     /// When the record under way must be done, during a call.
@@ -135,8 +149,9 @@ impl HostState {
     }
 
     /// Ends a call: what it wrote to stdout/stderr becomes log lines (within the budget), and
-    /// one warning reports what the caps dropped. Returns the outcomes the guest reported.
-    pub(crate) fn end_call(&mut self) -> Vec<Outcome> {
+    /// one warning reports what the caps dropped. Returns the outcomes the guest reported:
+    /// `from_board` (what [`board_outcomes`] read) if it shared a board.
+    pub(crate) fn end_call(&mut self, from_board: Option<Vec<Outcome>>) -> Vec<Outcome> {
         self.flush_output("stdout", Level::Info);
         self.flush_output("stderr", Level::Warn);
         if self.budget.dropped_any() {
@@ -154,7 +169,9 @@ impl HostState {
         self.env.policy.host_lines().flush(&self.env.log);
         self.call = None;
         self.progress = None;
-        std::mem::take(&mut self.outcomes)
+        self.board = None;
+        let reported = std::mem::take(&mut self.outcomes);
+        from_board.unwrap_or(reported)
     }
 
     /// A line the host logs because of this tenant, within the tenant's host-line budget.
@@ -283,9 +300,30 @@ impl ResourceLimiter for InstanceLimiter {
     }
 }
 
+/// The outcomes on the call's board, if the guest shared one: read after the call returned or
+/// trapped, before [`HostState::end_call`].
+pub(crate) fn board_outcomes(store: StoreContext<'_, HostState>) -> Option<Vec<Outcome>> {
+    let state = store.data();
+    let board = state.board.as_ref()?;
+    Some(board.outcomes(store, state.expected))
+}
+
+/// Reads how far the call got from its board into its progress, which gives the next record
+/// a fresh deadline. Runs at each epoch deadline check and whenever the guest calls a host
+/// import (it may block there): the times the deadline is looked at.
+pub(crate) fn sync_progress(store: StoreContextMut<'_, HostState>) {
+    let state = store.data();
+    if let (Some(board), Some(progress)) = (&state.board, &state.progress) {
+        progress.reported(board.reported(store.as_context(), state.expected));
+    }
+}
+
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    super::bindings::SubscriberApp::add_to_linker::<_, HasSelf<_>>(linker, |state| state)
+    // Interface by interface: `progress` is defined by hand (`board.rs`).
+    types::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
+    host::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
+    board::add_to_linker(linker)
 }
 
 impl types::Host for HostState {}
@@ -296,9 +334,11 @@ impl host::Host for HostState {
         index: u32,
         outcome: types::HandlerOutcome,
     ) -> wasmtime::Result<()> {
-        // Out of order, already reported, past the batch, or outside a call: ignored.
+        // Out of order, already reported, past the batch, outside a call or with a board:
+        // ignored.
         let next = self.outcomes.len();
         if let Some(progress) = &self.progress
+            && self.board.is_none()
             && usize::try_from(index).ok() == Some(next)
             && next < self.expected
         {

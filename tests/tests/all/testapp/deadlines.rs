@@ -2,8 +2,9 @@
 //! the guest had already finished are never run again.
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
-use ruststream_runtime::{TestApp, TrapKind};
+use ruststream_runtime::{Limits, Outcome, Tenant, TestApp, TrapKind};
 use ruststream_tests::guests;
 use serde_json::json;
 
@@ -62,6 +63,83 @@ async fn a_trap_mid_batch_reruns_no_record_before_it() -> anyhow::Result<()> {
     assert_eq!(
         pace.held_at(),
         Some(pace.reports()[700].sequence_number.as_str())
+    );
+    Ok(())
+}
+
+/// A tenant whose records each have `deadline`.
+fn with_deadline(deadline: Duration) -> Tenant {
+    Tenant::trusted("pacer").limits(Limits {
+        call_deadline: deadline,
+        ..Limits::default()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_trap_mid_batch_reruns_no_record_before_it() -> anyhow::Result<()> {
+    // The outcomes of records 0..700 are on the guest's board when record 700 runs away; the
+    // host reads them after the trap.
+    let mut app = TestApp::builder(guests::PACER.path())
+        .tenant(with_deadline(Duration::from_millis(300)))
+        .start()
+        .await?;
+    let steps: Vec<_> = (0..1_000)
+        .map(|id| json!({"id": id, "spin": id == 700}))
+        .collect();
+    app.publish_batch("paced", &steps).await?;
+    let (distinct, calls) = handed(&app)?;
+    assert_eq!((distinct.len(), calls), (1_000, 1_000), "each record once");
+    assert_eq!(app.logs_containing("paced").len(), 999);
+    let pace = app.subscriber("pace")?;
+    let trapped: Vec<(usize, Option<TrapKind>)> = pace
+        .reports()
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.trap.is_some())
+        .map(|(i, r)| (i, r.trap))
+        .collect();
+    assert_eq!(trapped, [(700, Some(TrapKind::Deadline))]);
+    assert_eq!(pace.instance_replacements(), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_that_only_compute_get_fresh_deadlines() -> anyhow::Result<()> {
+    // Records that make no host call at all (no log, no clock): the host learns of each one
+    // done only from the board, at its epoch checks. Their batch runs for several deadlines.
+    const ROUNDS: u64 = 2_000_000;
+    let mut calibration = TestApp::start(guests::PACER.path()).await?;
+    let mut slowest = Duration::ZERO;
+    for id in 0..3 {
+        let started = Instant::now();
+        let step = json!({"id": id, "burn": ROUNDS, "quiet": true});
+        calibration.publish("singly", &step).await?;
+        slowest = slowest.max(started.elapsed());
+    }
+    // Each record well within its deadline, the batch four deadlines long.
+    let deadline = (slowest * 20).max(Duration::from_millis(100));
+    let records = (4 * deadline.as_nanos() / slowest.as_nanos().max(1)).clamp(10, 1_000) as u64;
+    let mut app = TestApp::builder(guests::PACER.path())
+        .tenant(with_deadline(deadline))
+        .start()
+        .await?;
+    let steps: Vec<_> = (0..records)
+        .map(|id| json!({"id": id, "burn": ROUNDS, "quiet": true}))
+        .collect();
+    let started = Instant::now();
+    app.publish_batch("paced", &steps).await?;
+    let took = started.elapsed();
+    assert!(
+        took > deadline,
+        "the batch ({records} records) took {took:?}, not more than one deadline ({deadline:?})"
+    );
+    let pace = app.subscriber("pace")?;
+    assert_eq!(pace.reports().len() as u64, records);
+    assert!(pace.reports().iter().all(|r| r.trap.is_none()), "no trap");
+    assert!(pace.outcomes().iter().all(|o| *o == Outcome::Ack));
+    assert_eq!(
+        (pace.calls(), pace.instance_replacements()),
+        (records as usize, 0)
     );
     Ok(())
 }

@@ -383,7 +383,7 @@ async fn malformed_components_are_refused_and_the_host_runs_on() -> anyhow::Resu
     let future = std::fs::read(guests::FUTURE_CONTRACT.path())?;
     match load("future_contract", future).await {
         Some((LoadPhase::Check, Refusal::ContractVersion { found })) => {
-            assert_eq!(found, "ruststream:handler/handler@0.5.0");
+            assert_eq!(found, "ruststream:handler/handler@0.6.0");
         }
         other => panic!("expected ContractVersion, got {other:?}"),
     }
@@ -415,7 +415,7 @@ async fn malformed_components_are_refused_and_the_host_runs_on() -> anyhow::Resu
     let refused = refusal("not_ruststream", command).await;
     assert!(
         refused.starts_with("tenant `evil`, component `not_ruststream`: checking refused: ")
-            && refused.contains("ruststream:handler/handler@0.4.0"),
+            && refused.contains("ruststream:handler/handler@0.5.0"),
         "{refused}"
     );
 

@@ -1,0 +1,98 @@
+//! The outcome board: where the guest reports each record's outcome without a host call.
+//!
+//! A host call costs ~550 instructions in wasmtime's component machinery, as much as the rest
+//! of the host's work per record; the board is a `list<u64>` in the guest's own memory that
+//! the guest lends the host once per call (`progress.share-outcomes`) and then writes with
+//! plain stores. The host reads it in place whenever it needs to know how far the call got:
+//! at each deadline check, on each host import the guest calls, when the call returns and
+//! after a trap. Layout: `wit/ruststream.wit`, interface `progress`.
+
+use std::time::Duration;
+
+use wasmtime::StoreContext;
+use wasmtime::component::{Linker, WasmList};
+
+use super::loader::CONTRACT_VERSION;
+use super::state::HostState;
+use crate::settlement::Outcome;
+
+/// A call's board, read where the guest keeps it.
+pub(crate) struct Board {
+    slots: WasmList<u64>,
+}
+
+impl Board {
+    /// How many records the board shows reported, at most `records`.
+    pub(crate) fn reported(&self, store: StoreContext<'_, HostState>, records: usize) -> usize {
+        Self::count(self.slots.as_le_slice(store), records)
+    }
+
+    fn count(slots: &[u64], records: usize) -> usize {
+        let Some((count, outcomes)) = slots.split_first() else {
+            return 0;
+        };
+        usize::try_from(u64::from_le(*count))
+            .unwrap_or(usize::MAX)
+            .min(records)
+            .min(outcomes.len())
+    }
+
+    /// The outcomes the board shows reported, in order, up to the first slot that is not an
+    /// outcome.
+    pub(crate) fn outcomes(
+        &self,
+        store: StoreContext<'_, HostState>,
+        records: usize,
+    ) -> Vec<Outcome> {
+        let slots = self.slots.as_le_slice(store);
+        slots
+            .iter()
+            .skip(1)
+            .take(Self::count(slots, records))
+            .map_while(|slot| decode(u64::from_le(*slot)))
+            .collect()
+    }
+}
+
+/// One slot: 1 `ack`, 2 `drop`, 3 `retry`, 4 + ms `retry-after(ms)`; anything else is no
+/// outcome.
+fn decode(slot: u64) -> Option<Outcome> {
+    match slot {
+        1 => Some(Outcome::Ack),
+        2 => Some(Outcome::Drop),
+        3 => Some(Outcome::Retry),
+        ms if ms >= 4 => Some(Outcome::RetryAfter(Duration::from_millis(ms - 4))),
+        _ => None,
+    }
+}
+
+/// Defines `progress.share-outcomes`: by hand, because the generated bindings would copy the
+/// list out of the guest, and the board is only useful where the guest keeps writing it.
+pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    let interface = format!("ruststream:handler/progress@{CONTRACT_VERSION}");
+    linker.instance(&interface)?.func_wrap(
+        "share-outcomes",
+        |mut store, (slots,): (WasmList<u64>,)| {
+            store.data_mut().share_board(Board { slots });
+            Ok(())
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_decode_to_outcomes() {
+        assert_eq!(decode(1), Some(Outcome::Ack));
+        assert_eq!(decode(2), Some(Outcome::Drop));
+        assert_eq!(decode(3), Some(Outcome::Retry));
+        assert_eq!(decode(4), Some(Outcome::RetryAfter(Duration::ZERO)));
+        assert_eq!(
+            decode(4 + 1_500),
+            Some(Outcome::RetryAfter(Duration::from_millis(1_500)))
+        );
+        assert_eq!(decode(0), None, "an unwritten slot is no outcome");
+    }
+}
