@@ -45,12 +45,16 @@ impl Board {
         records: usize,
     ) -> Vec<Outcome> {
         let slots = self.slots.as_le_slice(store);
-        slots
-            .iter()
-            .skip(1)
-            .take(Self::count(slots, records))
-            .map_while(|slot| decode(u64::from_le(*slot)))
-            .collect()
+        let reported = Self::count(slots, records);
+        let mut outcomes = Vec::with_capacity(reported);
+        outcomes.extend(
+            slots
+                .iter()
+                .skip(1)
+                .take(reported)
+                .map_while(|slot| decode(u64::from_le(*slot))),
+        );
+        outcomes
     }
 }
 
@@ -82,6 +86,14 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_count_is_capped_by_the_batch_and_the_board() {
+        assert_eq!(Board::count(&[], 10), 0, "an empty board reports nothing");
+        assert_eq!(Board::count(&[3, 1, 1, 1], 10), 3);
+        assert_eq!(Board::count(&[u64::MAX, 1, 1, 1], 2), 2, "no more than the batch");
+        assert_eq!(Board::count(&[9, 1], 10), 1, "no more than the board holds");
+    }
 
     #[test]
     fn slots_decode_to_outcomes() {
