@@ -91,7 +91,11 @@ mod tests {
     fn the_count_is_capped_by_the_batch_and_the_board() {
         assert_eq!(Board::count(&[], 10), 0, "an empty board reports nothing");
         assert_eq!(Board::count(&[3, 1, 1, 1], 10), 3);
-        assert_eq!(Board::count(&[u64::MAX, 1, 1, 1], 2), 2, "no more than the batch");
+        assert_eq!(
+            Board::count(&[u64::MAX, 1, 1, 1], 2),
+            2,
+            "no more than the batch"
+        );
         assert_eq!(Board::count(&[9, 1], 10), 1, "no more than the board holds");
     }
 

@@ -37,29 +37,36 @@ async fn a_slow_healthy_handler_never_traps() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_trap_mid_batch_reruns_no_record_before_it() -> anyhow::Result<()> {
-    let mut app = TestApp::start(guests::PACER.path()).await?;
+/// Publishes 1 000 records whose record 700 sets `culprit` (`panic` or `spin`) and checks
+/// that the call trapped on record 700 alone, as `kind`, and that the guest ran every other
+/// record exactly once: none before the culprit again after the trap.
+async fn trap_at_700(app: &mut TestApp, culprit: &str, kind: TrapKind) -> anyhow::Result<()> {
     let steps: Vec<_> = (0..1_000)
-        .map(|id| json!({"id": id, "panic": id == 700}))
+        .map(|id| json!({"id": id, culprit: id == 700}))
         .collect();
     app.publish_batch("paced", &steps).await?;
-    let (distinct, calls) = handed(&app)?;
+    let (distinct, calls) = handed(app)?;
     assert_eq!((distinct.len(), calls), (1_000, 1_000), "each record once");
-    // The guest ran each record before and after the culprit exactly once.
     assert_eq!(app.logs_containing("paced").len(), 999);
     let pace = app.subscriber("pace")?;
-    let trapped: Vec<usize> = pace
+    let trapped: Vec<(usize, Option<TrapKind>)> = pace
         .reports()
         .iter()
         .enumerate()
         .filter(|(_, r)| r.trap.is_some())
-        .map(|(i, _)| i)
+        .map(|(i, r)| (i, r.trap))
         .collect();
-    assert_eq!(trapped, [700]);
-    assert_eq!(pace.reports()[700].trap, Some(TrapKind::Panic));
+    assert_eq!(trapped, [(700, Some(kind))]);
     assert_eq!(pace.instance_replacements(), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_mid_batch_reruns_no_record_before_it() -> anyhow::Result<()> {
+    let mut app = TestApp::start(guests::PACER.path()).await?;
+    trap_at_700(&mut app, "panic", TrapKind::Panic).await?;
     // Held in front of the culprit (a trap is a `retry`); everything after it is handled.
+    let pace = app.subscriber("pace")?;
     assert_eq!(
         pace.held_at(),
         Some(pace.reports()[700].sequence_number.as_str())
@@ -83,24 +90,7 @@ async fn a_deadline_trap_mid_batch_reruns_no_record_before_it() -> anyhow::Resul
         .tenant(with_deadline(Duration::from_millis(300)))
         .start()
         .await?;
-    let steps: Vec<_> = (0..1_000)
-        .map(|id| json!({"id": id, "spin": id == 700}))
-        .collect();
-    app.publish_batch("paced", &steps).await?;
-    let (distinct, calls) = handed(&app)?;
-    assert_eq!((distinct.len(), calls), (1_000, 1_000), "each record once");
-    assert_eq!(app.logs_containing("paced").len(), 999);
-    let pace = app.subscriber("pace")?;
-    let trapped: Vec<(usize, Option<TrapKind>)> = pace
-        .reports()
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.trap.is_some())
-        .map(|(i, r)| (i, r.trap))
-        .collect();
-    assert_eq!(trapped, [(700, Some(TrapKind::Deadline))]);
-    assert_eq!(pace.instance_replacements(), 1);
-    Ok(())
+    trap_at_700(&mut app, "spin", TrapKind::Deadline).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
