@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 
 use crate::bindings::ruststream::handler::progress;
-use crate::export::WitOutcome;
+use crate::bindings::ruststream::handler::types::HandlerOutcome as WitOutcome;
 
 thread_local! {
     /// The board's memory, kept between calls: the host reads a call's board after the call

@@ -18,6 +18,9 @@ use std::time::Duration;
 
 use crate::settlement::Outcome;
 
+/// The version of the WIT package these bindings were generated from.
+pub(crate) const CONTRACT_VERSION: &str = "0.5.0";
+
 impl From<ruststream::handler::types::HandlerOutcome> for Outcome {
     fn from(outcome: ruststream::handler::types::HandlerOutcome) -> Self {
         use ruststream::handler::types::HandlerOutcome;

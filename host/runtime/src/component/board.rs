@@ -10,10 +10,9 @@
 use std::time::Duration;
 
 use wasmtime::StoreContext;
-use wasmtime::component::{Linker, WasmList};
+use wasmtime::component::WasmList;
 
-use super::loader::CONTRACT_VERSION;
-use super::state::HostState;
+use super::bindings::CONTRACT_VERSION;
 use crate::settlement::Outcome;
 
 /// A call's board, read where the guest keeps it.
@@ -21,9 +20,19 @@ pub(crate) struct Board {
     slots: WasmList<u64>,
 }
 
+/// The name of the interface whose `share-outcomes` lends the board.
+pub(crate) fn interface() -> String {
+    format!("ruststream:handler/progress@{CONTRACT_VERSION}")
+}
+
 impl Board {
+    /// The board the guest lent: `slots`, in its memory.
+    pub(crate) fn new(slots: WasmList<u64>) -> Self {
+        Self { slots }
+    }
+
     /// How many records the board shows reported, at most `records`.
-    pub(crate) fn reported(&self, store: StoreContext<'_, HostState>, records: usize) -> usize {
+    pub(crate) fn reported<T: 'static>(&self, store: StoreContext<'_, T>, records: usize) -> usize {
         Self::count(self.slots.as_le_slice(store), records)
     }
 
@@ -39,9 +48,9 @@ impl Board {
 
     /// The outcomes the board shows reported, in order, up to the first slot that is not an
     /// outcome.
-    pub(crate) fn outcomes(
+    pub(crate) fn outcomes<T: 'static>(
         &self,
-        store: StoreContext<'_, HostState>,
+        store: StoreContext<'_, T>,
         records: usize,
     ) -> Vec<Outcome> {
         let slots = self.slots.as_le_slice(store);
@@ -68,19 +77,6 @@ fn decode(slot: u64) -> Option<Outcome> {
         ms if ms >= 4 => Some(Outcome::RetryAfter(Duration::from_millis(ms - 4))),
         _ => None,
     }
-}
-
-/// Defines `progress.share-outcomes`: by hand, because the generated bindings would copy the
-/// list out of the guest, and the board is only useful where the guest keeps writing it.
-pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    let interface = format!("ruststream:handler/progress@{CONTRACT_VERSION}");
-    linker.instance(&interface)?.func_wrap(
-        "share-outcomes",
-        |mut store, (slots,): (WasmList<u64>,)| {
-            store.data_mut().share_board(Board { slots });
-            Ok(())
-        },
-    )
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wasmtime::component::Component;
 
 use super::Runtime;
-use super::bindings::SubscriberAppPre;
+use super::bindings::{CONTRACT_VERSION, SubscriberAppPre};
 use super::compile::{CompileError, LiveSlot};
 use super::declaration::app_spec;
 use super::instance::{CallFailure, HandlerInstance, describe};
@@ -23,7 +23,6 @@ use crate::record::{OutgoingRecord, Published};
 
 /// The WIT package this host implements.
 pub const CONTRACT: &str = "ruststream:handler@0.5.0";
-pub(crate) const CONTRACT_VERSION: &str = "0.5.0";
 const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.5.0";
 const CONTRACT_PREFIX: &str = "ruststream:handler/";
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::component::{HasSelf, Linker, ResourceTable, WasmList};
 use wasmtime::{AsContext as _, ResourceLimiter, StoreContext, StoreContextMut, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -320,10 +320,18 @@ pub(crate) fn sync_progress(store: StoreContextMut<'_, HostState>) {
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    // Interface by interface: `progress` is defined by hand (`board.rs`).
+    // Interface by interface: `progress.share-outcomes` is defined by hand, because the
+    // generated bindings would copy the list out of the guest, and the board is only useful
+    // where the guest keeps writing it.
     types::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
     host::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
-    board::add_to_linker(linker)
+    linker.instance(&board::interface())?.func_wrap(
+        "share-outcomes",
+        |mut store, (slots,): (WasmList<u64>,)| {
+            store.data_mut().share_board(Board::new(slots));
+            Ok(())
+        },
+    )
 }
 
 impl types::Host for HostState {}
