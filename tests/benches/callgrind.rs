@@ -27,7 +27,7 @@
 )]
 mod book;
 
-use std::alloc::{GlobalAlloc, Layout};
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::path::Path;
 use std::pin::{Pin, pin};
@@ -42,7 +42,7 @@ use ruststream_runtime::{
     CompileConfig, Delivery, InProcessStreams, LoadedComponent, LogSink, Outcome, Runtime,
     RuntimeConfig, SystemClock, Tenant,
 };
-use ruststream_tests::bench::{self, HostAllocator, block_on, target_dir};
+use ruststream_tests::bench::{self, block_on, target_dir};
 use ruststream_tests::guests;
 
 /// Messages of the smaller run; the larger one has twice as many.
@@ -52,13 +52,12 @@ const CHILD: &str = "--child";
 const VARIANTS: [&str; 5] = ["native", "instance", "no-deadline", "pipeline", "metrics"];
 
 /// Counts allocations made while [`COUNTING`] is set: the host's heap traffic per message.
-/// Memory comes from the binary's own allocator, whose frees are part of the per-message cost.
 struct CountingAlloc;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
-// SAFETY: every call is forwarded to the host allocator unchanged; counting has no effect
+// SAFETY: every call is forwarded to the system allocator unchanged; counting has no effect
 // on the memory returned.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -66,12 +65,12 @@ unsafe impl GlobalAlloc for CountingAlloc {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: the caller's contract for `alloc` is passed on as it is.
-        unsafe { HostAllocator.alloc(layout) }
+        unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `HostAllocator.alloc` with this layout, as the caller guarantees.
-        unsafe { HostAllocator.dealloc(ptr, layout) }
+        // SAFETY: `ptr` came from `System.alloc` with this layout, as the caller guarantees.
+        unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -79,7 +78,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: as for `alloc` and `dealloc`.
-        unsafe { HostAllocator.realloc(ptr, layout, new_size) }
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
 

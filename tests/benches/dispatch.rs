@@ -36,10 +36,6 @@ const RECORDS_PER_ROUND: usize = 20_000;
 const ROUNDS: usize = 25;
 const WARMUP_ROUNDS: usize = 2;
 
-/// The `ruststream` binary's allocator: what this measures is what the binary does.
-#[global_allocator]
-static ALLOCATOR: ruststream_tests::bench::HostAllocator = ruststream_tests::bench::HostAllocator;
-
 fn main() -> anyhow::Result<()> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -45,10 +45,6 @@ struct Run {
     wall: Duration,
 }
 
-/// The `ruststream` binary's allocator: what this measures is what the binary does.
-#[global_allocator]
-static ALLOCATOR: ruststream_tests::bench::HostAllocator = ruststream_tests::bench::HostAllocator;
-
 fn main() -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

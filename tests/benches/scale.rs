@@ -35,10 +35,6 @@ const DISTINCT_COMPONENTS: usize = 1_000;
 const ACTIVE_SHARDS: usize = 100;
 const LOADS: usize = 20;
 
-/// The `ruststream` binary's allocator: what this measures is what the binary does.
-#[global_allocator]
-static ALLOCATOR: ruststream_tests::bench::HostAllocator = ruststream_tests::bench::HostAllocator;
-
 fn main() -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

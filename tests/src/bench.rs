@@ -1,6 +1,6 @@
-//! What the benchmarks (`benches/`) and the process tests share: the host's allocator, where
-//! benchmarks keep their files, an executor for futures that never wait, an idle shard
-//! pipeline, and a process's memory as `/proc` reports it.
+//! What the benchmarks (`benches/`) and the process tests share: where benchmarks keep their
+//! files, an executor for futures that never wait, an idle shard pipeline, and a process's
+//! memory as `/proc` reports it.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -12,11 +12,6 @@ use anyhow::{Context, Result};
 use ruststream_runtime::{
     InProcessStreams, LoadedComponent, LogSink, PipelineEnv, ShardPipeline, SystemClock, Tenant,
 };
-
-/// The allocator the `ruststream` binary runs with (`host/cli/src/main.rs`): a benchmark that
-/// runs the host in its own process installs it too, so that what it measures is what the
-/// binary does (the host frees three SDK buffers per record read).
-pub use mimalloc::MiMalloc as HostAllocator;
 
 /// The cargo target directory the running benchmark was built in
 /// (`<target>/release/deps/<bench>-<hash>`).

@@ -55,12 +55,6 @@ use ruststream_runtime::{
 
 use args::{Cli, Command, LogFormat};
 
-/// The SDK's GetRecords parsing allocates each record's sequence number, key and data, and the
-/// host frees them once the record is settled: glibc's allocator spent ~520 instructions per
-/// record on those frees alone, mimalloc ~60 (`--bench callgrind`, docs/notes.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Logs to stdout in `format`, filtered by `RUST_LOG` or else `default_filter`.
 fn init_logging(format: LogFormat, default_filter: &str) {
     use tracing_subscriber::layer::SubscriberExt as _;

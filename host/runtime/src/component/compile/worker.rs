@@ -41,11 +41,6 @@ pub(crate) async fn compile(
     let mut child = tokio::process::Command::new(program)
         .arg(WORKER_COMMAND)
         .args(flags(config))
-        // The `ruststream` binary runs on mimalloc, which reserves 1 GiB of address space up
-        // front by default: in a worker capped at `memory_bytes` (1 GiB by default) that alone
-        // left nothing to compile with (the worker crashed). Memory is then taken as needed,
-        // and running out is an ordinary allocation failure. Other allocators ignore it.
-        .env("MIMALLOC_ARENA_RESERVE", "0")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
