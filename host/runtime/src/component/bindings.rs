@@ -18,8 +18,17 @@ use std::time::Duration;
 
 use crate::settlement::Outcome;
 
-/// The version of the WIT package these bindings were generated from.
-pub(crate) const CONTRACT_VERSION: &str = "0.5.0";
+/// The version of the WIT package these bindings were generated from: the one place the host
+/// names it (with `wit/ruststream.wit`'s package line).
+macro_rules! contract_version {
+    () => {
+        "0.5.0"
+    };
+}
+pub(crate) use contract_version;
+
+/// [`contract_version!`] as a constant.
+pub(crate) const CONTRACT_VERSION: &str = contract_version!();
 
 impl From<ruststream::handler::types::HandlerOutcome> for Outcome {
     fn from(outcome: ruststream::handler::types::HandlerOutcome) -> Self {

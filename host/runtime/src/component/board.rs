@@ -12,7 +12,7 @@ use std::time::Duration;
 use wasmtime::StoreContext;
 use wasmtime::component::WasmList;
 
-use super::bindings::CONTRACT_VERSION;
+use super::bindings::contract_version;
 use crate::settlement::Outcome;
 
 /// A call's board, read where the guest keeps it.
@@ -20,10 +20,8 @@ pub(crate) struct Board {
     slots: WasmList<u64>,
 }
 
-/// The name of the interface whose `share-outcomes` lends the board.
-pub(crate) fn interface() -> String {
-    format!("ruststream:handler/progress@{CONTRACT_VERSION}")
-}
+/// The interface whose `share-outcomes` lends the board.
+pub(crate) const INTERFACE: &str = concat!("ruststream:handler/progress@", contract_version!());
 
 impl Board {
     /// The board the guest lent: `slots`, in its memory.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wasmtime::component::Component;
 
 use super::Runtime;
-use super::bindings::{CONTRACT_VERSION, SubscriberAppPre};
+use super::bindings::{CONTRACT_VERSION, SubscriberAppPre, contract_version};
 use super::compile::{CompileError, LiveSlot};
 use super::declaration::app_spec;
 use super::instance::{CallFailure, HandlerInstance, describe};
@@ -22,8 +22,8 @@ use crate::publish::{BoxFuture, PublishError, Publisher};
 use crate::record::{OutgoingRecord, Published};
 
 /// The WIT package this host implements.
-pub const CONTRACT: &str = "ruststream:handler@0.5.0";
-const HANDLER_EXPORT: &str = "ruststream:handler/handler@0.5.0";
+pub const CONTRACT: &str = concat!("ruststream:handler@", contract_version!());
+const HANDLER_EXPORT: &str = concat!("ruststream:handler/handler@", contract_version!());
 const CONTRACT_PREFIX: &str = "ruststream:handler/";
 
 /// Why a component was refused: whose component, in which phase of loading, and why.

@@ -325,7 +325,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     // where the guest keeps writing it.
     types::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
     host::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
-    linker.instance(&board::interface())?.func_wrap(
+    linker.instance(board::INTERFACE)?.func_wrap(
         "share-outcomes",
         |mut store, (slots,): (WasmList<u64>,)| {
             store.data_mut().share_board(Board::new(slots));
