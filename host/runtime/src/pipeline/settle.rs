@@ -78,7 +78,14 @@ impl ShardPipeline {
         let mut settled = 0;
         // Outcomes first: `zip` would otherwise take one record past the last outcome.
         for (outcome, (ticket, delivery)) in outcomes.into_iter().zip(records.by_ref()) {
-            self.settle(*ticket, delivery, outcome, None).await;
+            // Handled and dropped records, nearly all of them, settle without building the
+            // future of the rarer dispositions (copies publish, holds log).
+            match self.judge(delivery, outcome, None) {
+                Disposition::Handled | Disposition::Dropped => self.mark(*ticket),
+                disposition => {
+                    self.carry_out(*ticket, delivery, disposition, None).await;
+                }
+            }
             settled += 1;
         }
         let Some(failure) = failure else {
@@ -143,8 +150,30 @@ impl ShardPipeline {
         outcome: Outcome,
         trap: Option<TrapKind>,
     ) {
+        let disposition = self.judge(delivery, outcome, trap);
+        self.carry_out(ticket, delivery, disposition, trap).await;
+    }
+
+    /// Reports `outcome` and decides what settles it.
+    fn judge(
+        &mut self,
+        delivery: &Delivery,
+        outcome: Outcome,
+        trap: Option<TrapKind>,
+    ) -> Disposition {
         self.report(delivery, outcome, trap);
-        match settlement::decide(outcome, delivery.retry_count, &self.subscription.retry) {
+        settlement::decide(outcome, delivery.retry_count, &self.subscription.retry)
+    }
+
+    /// Does what `disposition` says about the record of `ticket`.
+    async fn carry_out(
+        &mut self,
+        ticket: Ticket,
+        delivery: &Delivery,
+        disposition: Disposition,
+        trap: Option<TrapKind>,
+    ) {
+        match disposition {
             Disposition::Handled | Disposition::Dropped => self.mark(ticket),
             Disposition::Retired { attempts } => {
                 self.log.say(
