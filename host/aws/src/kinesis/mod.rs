@@ -5,11 +5,13 @@
 //! server errors themselves, with jittered exponential backoff, so the log says what happened
 //! and an expired iterator is reopened where the reader stood, never at the tip.
 
+mod answer;
 mod listings;
 mod pacing;
 mod publisher;
 mod reader;
 mod shards;
+mod tap;
 
 pub(crate) use listings::ShardListings;
 pub use pacing::{MIN_READ_INTERVAL, ReadPacing};

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::pacing::{MIN_READ_INTERVAL, ReadPacing};
+use super::tap::RecordsTap;
 use crate::Cause;
 use ruststream_runtime::internals::Backoff;
 use ruststream_runtime::{Clock, Delivery, SystemClock, one_line};
@@ -170,6 +171,8 @@ pub struct ShardReader {
 enum Fetched {
     Records {
         output: GetRecordsOutput,
+        /// The records as the tap read them; `None` when they are in `output`.
+        records: Option<Vec<Delivery>>,
         started: Instant,
     },
     /// Worth trying again with the same iterator, after a pause.
@@ -274,8 +277,12 @@ impl ShardReader {
             // From here to the next fetch nothing awaits: dropping this call cannot lose it.
             self.in_flight = None;
             match fetched {
-                Fetched::Records { output, started } => {
-                    if let Some(batch) = self.received(output, started) {
+                Fetched::Records {
+                    output,
+                    records,
+                    started,
+                } => {
+                    if let Some(batch) = self.received(output, records, started) {
                         return Ok(batch);
                     }
                 }
@@ -291,13 +298,20 @@ impl ShardReader {
     }
 
     /// Takes a GetRecords answer; returns a batch unless it was empty and the shard goes on.
-    fn received(&mut self, mut output: GetRecordsOutput, started: Instant) -> Option<Batch> {
+    fn received(
+        &mut self,
+        mut output: GetRecordsOutput,
+        tapped: Option<Vec<Delivery>>,
+        started: Instant,
+    ) -> Option<Batch> {
         self.backoff.reset();
         self.millis_behind_latest = output.millis_behind_latest;
-        let records: Vec<Delivery> = std::mem::take(&mut output.records)
-            .into_iter()
-            .map(delivery)
-            .collect();
+        let records = tapped.unwrap_or_else(|| {
+            std::mem::take(&mut output.records)
+                .into_iter()
+                .map(delivery)
+                .collect()
+        });
         if let Some(last) = records.last() {
             self.resume = StartAt::AfterSequence(last.sequence_number.clone());
         }
@@ -387,12 +401,14 @@ impl ShardRef {
     ) -> Fetched {
         loop {
             let started = Instant::now();
+            let tap = RecordsTap::default();
             let result = self
                 .client
                 .get_records()
                 .shard_iterator(&iterator)
                 .limit(limit)
                 .customize()
+                .interceptor(tap.clone())
                 // This reader does its own backoff, so it can log and pace it.
                 .config_override(
                     aws_sdk_kinesis::Config::builder().retry_config(RetryConfig::disabled()),
@@ -400,7 +416,13 @@ impl ShardRef {
                 .send()
                 .await;
             let error = match result {
-                Ok(output) => return Fetched::Records { output, started },
+                Ok(output) => {
+                    return Fetched::Records {
+                        output,
+                        records: tap.take(),
+                        started,
+                    };
+                }
                 Err(error) => error,
             };
             let service = error.as_service_error();
@@ -521,7 +543,7 @@ impl Drop for ShardReader {
 }
 
 /// The record as delivered, its strings and data moved out of the SDK's answer, not copied.
-fn delivery(record: aws_sdk_kinesis::types::Record) -> Delivery {
+pub(super) fn delivery(record: aws_sdk_kinesis::types::Record) -> Delivery {
     let arrival_ms = record
         .approximate_arrival_timestamp()
         .and_then(|t| t.to_millis().ok())
