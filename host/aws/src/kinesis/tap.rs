@@ -110,7 +110,8 @@ impl Body for TapBody {
 mod tests {
     use aws_sdk_kinesis::Client;
     use aws_sdk_kinesis::config::{BehaviorVersion, Credentials, Region};
-    use aws_sdk_kinesis::operation::get_records::GetRecordsOutput;
+    use aws_sdk_kinesis::error::SdkError;
+    use aws_sdk_kinesis::operation::get_records::{GetRecordsError, GetRecordsOutput};
     use aws_smithy_runtime_api::client::http::{
         HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
         SharedHttpConnector,
@@ -162,6 +163,24 @@ mod tests {
         Client::from_conf(config)
     }
 
+    /// One GetRecords through a fresh tap: the SDK's result, and the tap.
+    async fn through_tap(
+        client: &Client,
+    ) -> (
+        Result<GetRecordsOutput, SdkError<GetRecordsError, HttpResponse>>,
+        RecordsTap,
+    ) {
+        let tap = RecordsTap::default();
+        let result = client
+            .get_records()
+            .shard_iterator("it")
+            .customize()
+            .interceptor(tap.clone())
+            .send()
+            .await;
+        (result, tap)
+    }
+
     /// The answer read by the SDK alone, then through a tap: the output and the tap's records.
     async fn both(
         status: u16,
@@ -169,14 +188,7 @@ mod tests {
     ) -> (GetRecordsOutput, GetRecordsOutput, RecordsTap) {
         let client = client(status, body);
         let plain = client.get_records().shard_iterator("it").send().await;
-        let tap = RecordsTap::default();
-        let tapped = client
-            .get_records()
-            .shard_iterator("it")
-            .customize()
-            .interceptor(tap.clone())
-            .send()
-            .await;
+        let (tapped, tap) = through_tap(&client).await;
         (
             plain.expect("the SDK reads it"),
             tapped.expect("read through the tap"),
@@ -224,15 +236,8 @@ mod tests {
             400,
             r#"{"__type":"ExpiredIteratorException","message":"old"}"#,
         );
-        let tap = RecordsTap::default();
-        let error = client
-            .get_records()
-            .shard_iterator("it")
-            .customize()
-            .interceptor(tap.clone())
-            .send()
-            .await
-            .expect_err("an error answer");
+        let (result, tap) = through_tap(&client).await;
+        let error = result.expect_err("an error answer");
         assert!(
             error
                 .as_service_error()
