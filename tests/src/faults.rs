@@ -27,9 +27,11 @@ use aws_smithy_runtime_api::client::http::{
     SharedHttpConnector,
 };
 use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::byte_stream::ByteStream;
 use ruststream_runtime::internals::lock;
 
 /// What an injected operation gets instead of a plain pass to the server.
@@ -110,6 +112,8 @@ pub struct Faults {
 #[derive(Default)]
 struct State {
     rules: Vec<Rule>,
+    /// GetRecords answers with records still to be cut short.
+    cuts: u32,
     /// Per operation: requests seen, and of those, how many got a fault.
     counts: HashMap<String, (u64, u64)>,
 }
@@ -144,6 +148,14 @@ impl Faults {
         });
     }
 
+    /// Cuts the next `times` GetRecords answers that carry records to the first half of
+    /// their body, as a connection lost mid-answer leaves them (status and headers as the
+    /// server sent them). Answers without records pass untouched and count for nothing; each
+    /// cut counts as an injected fault of `GetRecords`.
+    pub fn cut_answers_with_records(&self, times: u32) {
+        self.lock().cuts += times;
+    }
+
     /// Faults programmed and not yet given.
     pub fn pending_faults(&self) -> u32 {
         self.lock().rules.iter().map(|r| r.remaining).sum()
@@ -151,7 +163,9 @@ impl Faults {
 
     /// Drops every programmed fault.
     pub fn clear_faults(&self) {
-        self.lock().rules.clear();
+        let mut state = self.lock();
+        state.rules.clear();
+        state.cuts = 0;
     }
 
     /// Requests of `operation` seen so far, faulted or not.
@@ -208,9 +222,47 @@ impl Faults {
         fault
     }
 
+    /// Takes one cut if any is left and `body` carries records; counts it.
+    fn take_cut(&self, body: &[u8]) -> bool {
+        let mut state = self.lock();
+        let carries_records = body.windows(16).any(|w| w == b"\"SequenceNumber\"");
+        if state.cuts == 0 || !carries_records {
+            return false;
+        }
+        state.cuts -= 1;
+        state.counts.entry("GetRecords".to_owned()).or_default().1 += 1;
+        true
+    }
+
+    fn wants_cut(&self) -> bool {
+        self.lock().cuts > 0
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
+}
+
+/// The server's answer to `request`, its body cut to half when `faults` has a cut left for an
+/// answer with records.
+async fn cut_short(
+    inner: SharedHttpConnector,
+    faults: Faults,
+    request: HttpRequest,
+) -> Result<HttpResponse, ConnectorError> {
+    let mut response = inner.call(request).await?;
+    let body = ByteStream::new(response.take_body())
+        .collect()
+        .await
+        .map_err(|error| ConnectorError::io(error.into()))?
+        .into_bytes();
+    let kept = if faults.take_cut(&body) {
+        body.slice(..body.len() / 2)
+    } else {
+        body
+    };
+    *response.body_mut() = SdkBody::from(kept);
+    Ok(response)
 }
 
 #[derive(Debug)]
@@ -247,6 +299,13 @@ impl HttpConnector for FaultConnector {
             .unwrap_or("")
             .to_owned();
         match self.faults.take(&operation) {
+            None if operation == "GetRecords" && self.faults.wants_cut() => {
+                HttpConnectorFuture::new(cut_short(
+                    self.inner.clone(),
+                    self.faults.clone(),
+                    request,
+                ))
+            }
             None => self.inner.call(request),
             Some(Fault::Error {
                 status,
