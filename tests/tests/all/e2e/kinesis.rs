@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_host::{
-    Deployment, LeaseKey, LeaseStore, MemoryLeaseStore, OperatorSettings, ShardState,
+    Deployment, LeaseKey, LeaseStore, MemoryLeaseStore, OperatorSettings, RunningApp, ShardState,
 };
 use ruststream_runtime::{Outcome, StartPosition};
 use ruststream_tests::e2e::{
@@ -25,6 +25,50 @@ const SHARD_1_KEY: &str = "300000000000000000000000000000000000000";
 
 fn entry(id: u64, amount: i64) -> serde_json::Value {
     json!({ "id": id, "amount": amount })
+}
+
+/// A host running `settlement` on a one-shard `ledger` stream, its Kinesis client through
+/// `faults`.
+struct FaultyLedger {
+    _kinesis: LocalKinesis,
+    faults: Faults,
+    /// A client that bypasses the faults, for the test's own puts.
+    client: aws_sdk_kinesis::Client,
+    host: TestHost,
+    app: RunningApp,
+}
+
+impl FaultyLedger {
+    async fn start() -> anyhow::Result<Self> {
+        let kinesis = LocalKinesis::start().await?;
+        kinesis.create_stream("ledger", 1).await?;
+        let faults = Faults::new();
+        let client = kinesis.client().await;
+        let host = TestHost::new(faults.kinesis_client(&kinesis.endpoint()).await, "host-a")?;
+        let app = host.run_in_memory(guests::SETTLEMENT, 1).await?;
+        Ok(Self {
+            _kinesis: kinesis,
+            faults,
+            client,
+            host,
+            app,
+        })
+    }
+
+    async fn put_entries(&self, ids: std::ops::RangeInclusive<u64>) -> anyhow::Result<()> {
+        for id in ids {
+            put_json(&self.client, "ledger", &entry(id, id as i64), None).await?;
+        }
+        Ok(())
+    }
+
+    /// Every record delivered exactly once: `count` deliveries of `count` sequence numbers.
+    fn assert_each_once(&self, count: usize) {
+        let all = self.host.deliveries.all();
+        let sequences: BTreeSet<_> = all.iter().map(|r| r.sequence_number.clone()).collect();
+        assert_eq!(sequences.len(), count, "every record, none lost: {all:#?}");
+        assert_eq!(all.len(), count, "none twice: {all:#?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,102 +275,61 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let faults = Faults::new();
-    let client = kinesis.client().await;
-
-    let host = TestHost::new(faults.kinesis_client(&kinesis.endpoint()).await, "host-a")?;
-    let app = host.run_in_memory(guests::SETTLEMENT, 1).await?;
-    put_json(&client, "ledger", &entry(1, 1), None).await?;
-    host.deliveries.wait_for(1, WAIT).await?;
-    let iterators_before = faults.requests("GetShardIterator");
-    faults.inject(&["GetRecords"], 1, Fault::expired_iterator());
-    for id in 2..=4 {
-        put_json(&client, "ledger", &entry(id, id as i64), None).await?;
-    }
-    let reports = host.deliveries.wait_for(4, WAIT).await?;
+    let ledger = FaultyLedger::start().await?;
+    ledger.put_entries(1..=1).await?;
+    ledger.host.deliveries.wait_for(1, WAIT).await?;
+    let iterators_before = ledger.faults.requests("GetShardIterator");
+    ledger
+        .faults
+        .inject(&["GetRecords"], 1, Fault::expired_iterator());
+    ledger.put_entries(2..=4).await?;
+    ledger.host.deliveries.wait_for(4, WAIT).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    app.shutdown().await;
+    ledger.app.shutdown().await;
 
-    assert_eq!(faults.injected("GetRecords"), 1);
+    assert_eq!(ledger.faults.injected("GetRecords"), 1);
     assert_eq!(
-        faults.requests("GetShardIterator"),
+        ledger.faults.requests("GetShardIterator"),
         iterators_before + 1,
         "reopened once"
     );
-    let sequences: BTreeSet<_> = host
-        .deliveries
-        .all()
-        .into_iter()
-        .map(|r| r.sequence_number)
-        .collect();
-    assert_eq!(
-        sequences.len(),
-        4,
-        "every record once, none lost: {reports:#?}"
-    );
-    assert_eq!(host.deliveries.len(), 4);
+    ledger.assert_each_once(4);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_read_backs_off_and_loses_nothing() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let faults = Faults::new();
-    let client = kinesis.client().await;
+    let ledger = FaultyLedger::start().await?;
+    ledger
+        .faults
+        .inject(&["GetRecords"], 3, Fault::throughput_exceeded());
+    ledger.put_entries(1..=5).await?;
+    ledger.host.deliveries.wait_for(5, WAIT).await?;
+    ledger.app.shutdown().await;
 
-    let host = TestHost::new(faults.kinesis_client(&kinesis.endpoint()).await, "host-a")?;
-    let app = host.run_in_memory(guests::SETTLEMENT, 1).await?;
-    faults.inject(&["GetRecords"], 3, Fault::throughput_exceeded());
-    for id in 1..=5 {
-        put_json(&client, "ledger", &entry(id, id as i64), None).await?;
-    }
-    host.deliveries.wait_for(5, WAIT).await?;
-    app.shutdown().await;
-
-    assert_eq!(faults.injected("GetRecords"), 3);
-    let sequences: BTreeSet<_> = host
-        .deliveries
-        .all()
-        .into_iter()
-        .map(|r| r.sequence_number)
-        .collect();
-    assert_eq!(sequences.len(), 5);
-    assert_eq!(host.deliveries.len(), 5);
+    assert_eq!(ledger.faults.injected("GetRecords"), 3);
+    ledger.assert_each_once(5);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_answer_cut_short_is_read_again_and_loses_nothing() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let faults = Faults::new();
-    let client = kinesis.client().await;
-
-    let host = TestHost::new(faults.kinesis_client(&kinesis.endpoint()).await, "host-a")?;
-    let app = host.run_in_memory(guests::SETTLEMENT, 1).await?;
+    let ledger = FaultyLedger::start().await?;
     // Two answers that carry records arrive as half a body: neither the host's reading of
     // the answer nor the SDK's can take it, and the read is made again with the same
     // iterator.
-    faults.cut_answers_with_records(2);
-    for id in 1..=5 {
-        put_json(&client, "ledger", &entry(id, id as i64), None).await?;
-    }
-    host.deliveries.wait_for(5, WAIT).await?;
+    ledger.faults.cut_answers_with_records(2);
+    ledger.put_entries(1..=5).await?;
+    ledger.host.deliveries.wait_for(5, WAIT).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    app.shutdown().await;
+    ledger.app.shutdown().await;
 
-    assert_eq!(faults.injected("GetRecords"), 2, "two answers were cut");
-    let sequences: BTreeSet<_> = host
-        .deliveries
-        .all()
-        .into_iter()
-        .map(|r| r.sequence_number)
-        .collect();
-    assert_eq!(sequences.len(), 5, "every record, none lost");
-    assert_eq!(host.deliveries.len(), 5, "none twice");
+    assert_eq!(
+        ledger.faults.injected("GetRecords"),
+        2,
+        "two answers were cut"
+    );
+    ledger.assert_each_once(5);
     Ok(())
 }
 
