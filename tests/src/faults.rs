@@ -156,9 +156,10 @@ impl Faults {
         self.lock().cuts += times;
     }
 
-    /// Faults programmed and not yet given.
+    /// Faults programmed and not yet given, cuts included.
     pub fn pending_faults(&self) -> u32 {
-        self.lock().rules.iter().map(|r| r.remaining).sum()
+        let state = self.lock();
+        state.rules.iter().map(|r| r.remaining).sum::<u32>() + state.cuts
     }
 
     /// Drops every programmed fault.

@@ -139,18 +139,8 @@ impl ShardPipeline {
         line.fields
             .push(("settled_as".into(), stand_in.to_string()));
         self.log.emit("trap", line);
-        self.settle(ticket, delivery, stand_in, Some(failure.kind))
-            .await;
-    }
-
-    async fn settle(
-        &mut self,
-        ticket: Ticket,
-        delivery: &Delivery,
-        outcome: Outcome,
-        trap: Option<TrapKind>,
-    ) {
-        let disposition = self.judge(delivery, outcome, trap);
+        let trap = Some(failure.kind);
+        let disposition = self.judge(delivery, stand_in, trap);
         self.carry_out(ticket, delivery, disposition, trap).await;
     }
 
