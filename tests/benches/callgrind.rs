@@ -29,6 +29,7 @@ mod book;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
+use std::ops::Range;
 use std::path::Path;
 use std::pin::{Pin, pin};
 use std::process::Command;
@@ -39,8 +40,8 @@ use std::task::{Context, Poll};
 use anyhow::{Context as _, bail, ensure};
 use ruststream_runtime::internals::{BatchCall, Deliveries, HandlerInstance};
 use ruststream_runtime::{
-    CompileConfig, Delivery, InProcessStreams, LoadedComponent, LogSink, Outcome, Runtime,
-    RuntimeConfig, SystemClock, Tenant,
+    Bytes, CompileConfig, Delivery, InProcessStreams, LoadedComponent, LogSink, Outcome, Runtime,
+    RuntimeConfig, SystemClock, Tenant, Text,
 };
 use ruststream_tests::bench::{self, block_on, target_dir};
 use ruststream_tests::guests;
@@ -293,10 +294,10 @@ async fn instance_run(component: &LoadedComponent, messages: usize) -> anyhow::R
     let shard: Arc<str> = "shardId-000000000000".into();
     let mut acked = 0;
     // A first call outside the count: the instance is created lazily.
-    let warm = Arc::new((0..1).map(delivery).collect::<Vec<_>>());
+    let warm = Arc::new(batch(0..1));
     call(&mut instance, &stream, &shard, &warm).await?;
     for start in (0..messages).step_by(BATCH) {
-        let batch = Arc::new((start..start + BATCH).map(delivery).collect::<Vec<_>>());
+        let batch = Arc::new(batch(start..start + BATCH));
         acked += measured(call(&mut instance, &stream, &shard, &batch)).await?;
     }
     Ok(acked)
@@ -325,9 +326,7 @@ async fn pipeline_run(component: &LoadedComponent, messages: usize) -> anyhow::R
     for first in [true, false] {
         let count = if first { 1 } else { messages };
         for start in (next..next + count).step_by(BATCH) {
-            let batch: Vec<Delivery> = (start..(start + BATCH).min(next + count))
-                .map(delivery)
-                .collect();
+            let batch = batch(start..(start + BATCH).min(next + count));
             if first {
                 pipeline.deliver(batch).await;
             } else {
@@ -337,7 +336,7 @@ async fn pipeline_run(component: &LoadedComponent, messages: usize) -> anyhow::R
         next += count;
     }
     ensure!(pipeline.is_settled(), "records left unhandled");
-    let last = delivery(next - 1).sequence_number;
+    let last = sequence_number(next - 1);
     ensure!(
         pipeline.checkpoint() == Some(last.as_str()),
         "the checkpoint is not at the last record"
@@ -350,14 +349,36 @@ fn payload(i: usize) -> Vec<u8> {
     format!(r#"{{"id":{},"amount":37}}"#, 1_000_000 + i).into_bytes()
 }
 
-fn delivery(i: usize) -> Delivery {
-    Delivery {
-        sequence_number: format!("4960{:052}", i + 1),
-        partition_key: format!("key-{}", i % 64),
-        arrival_ms: 1_767_225_600_000 + i as u64,
-        payload: payload(i),
-        headers: Vec::new(),
-        retry_count: 0,
-        due_at_ms: None,
+fn sequence_number(i: usize) -> String {
+    format!("4960{:052}", i + 1)
+}
+
+/// The records `range` as the Kinesis reader hands them over: their sequence numbers and keys
+/// slices of one text (the answer's body), their payloads slices of one buffer.
+fn batch(range: Range<usize>) -> Vec<Delivery> {
+    let mut strings = String::new();
+    let mut payloads = Vec::new();
+    let mut spans = Vec::with_capacity(range.len());
+    for i in range.clone() {
+        let seq = strings.len()..strings.len() + sequence_number(i).len();
+        strings.push_str(&sequence_number(i));
+        let key_start = strings.len();
+        strings.push_str(&format!("key-{}", i % 64));
+        let data = payloads.len()..payloads.len() + payload(i).len();
+        payloads.extend_from_slice(&payload(i));
+        spans.push((seq, key_start..strings.len(), data));
     }
+    let (strings, payloads) = (Text::from(strings), Bytes::from(payloads));
+    range
+        .zip(spans)
+        .map(|(i, (seq, key, data))| Delivery {
+            sequence_number: strings.slice(seq),
+            partition_key: strings.slice(key),
+            arrival_ms: 1_767_225_600_000 + i as u64,
+            payload: payloads.slice(data),
+            headers: Vec::new(),
+            retry_count: 0,
+            due_at_ms: None,
+        })
+        .collect()
 }

@@ -213,10 +213,10 @@ fn payloads(n: usize) -> Vec<Vec<u8>> {
 
 fn delivery((i, payload): (usize, &Vec<u8>)) -> Delivery {
     Delivery {
-        sequence_number: format!("4960{:052}", i + 1),
-        partition_key: format!("account-{}", i % 64),
+        sequence_number: format!("4960{:052}", i + 1).into(),
+        partition_key: format!("account-{}", i % 64).into(),
         arrival_ms: 1_767_225_600_000 + i as u64,
-        payload: payload.clone(),
+        payload: payload.clone().into(),
         headers: Vec::new(),
         retry_count: 0,
         due_at_ms: None,

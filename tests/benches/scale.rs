@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use ruststream_runtime::{
-    CompileConfig, Delivery, LoadedComponent, LogSink, Runtime, RuntimeConfig, ShardPipeline,
-    Tenant,
+    Bytes, CompileConfig, Delivery, LoadedComponent, LogSink, Runtime, RuntimeConfig,
+    ShardPipeline, Tenant,
 };
 use ruststream_tests::bench::{pipeline, status_kib, target_dir};
 use ruststream_tests::guests;
@@ -188,10 +188,10 @@ fn distinct_copies(component: &Path, dir: &Path, count: usize) -> anyhow::Result
 
 fn delivery(index: usize) -> Delivery {
     Delivery {
-        sequence_number: format!("4960{:052}", index + 1),
+        sequence_number: format!("4960{:052}", index + 1).into(),
         partition_key: "key".into(),
         arrival_ms: 1_767_225_600_000,
-        payload: br#"{"id":1000000,"amount":37}"#.to_vec(),
+        payload: Bytes::from_static(br#"{"id":1000000,"amount":37}"#),
         headers: Vec::new(),
         retry_count: 0,
         due_at_ms: None,

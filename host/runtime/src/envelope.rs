@@ -15,7 +15,10 @@
 //! Header names starting with [`RESERVED_PREFIX`] belong to the host; a guest cannot publish
 //! them.
 
+use bytes::Bytes;
+
 use crate::record::{Delivery, Header, OutgoingRecord};
+use crate::text::Text;
 
 const MAGIC: &[u8; 4] = b"RSK2";
 
@@ -34,7 +37,7 @@ pub const DUE_AT_HEADER: &str = "x-ruststream-due-ms";
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Unwrapped {
     /// The payload the handler decodes.
-    pub payload: Vec<u8>,
+    pub payload: Bytes,
     /// User headers, without the host's own `x-ruststream-*` control headers.
     pub headers: Vec<Header>,
     /// Value of [`RETRY_COUNT_HEADER`], 0 when absent or unreadable.
@@ -45,13 +48,14 @@ pub struct Unwrapped {
 
 impl Delivery {
     /// Builds a delivery from the raw bytes of a stream record, unwrapping an `RSK2` envelope.
+    /// The payload is a slice of `data`: nothing is copied.
     pub fn from_stream(
-        sequence_number: String,
-        partition_key: String,
+        sequence_number: Text,
+        partition_key: Text,
         arrival_ms: u64,
-        data: Vec<u8>,
+        data: Bytes,
     ) -> Self {
-        let unwrapped = unwrap_owned(data);
+        let unwrapped = unwrap_shared(data);
         Self {
             sequence_number,
             partition_key,
@@ -85,8 +89,8 @@ impl OutgoingRecord {
             headers.push(Header::new(DUE_AT_HEADER, due.to_string()));
         }
         Self {
-            partition_key: original.partition_key.clone(),
-            payload: original.payload.clone(),
+            partition_key: original.partition_key.to_string(),
+            payload: original.payload.to_vec(),
             headers,
         }
     }
@@ -153,20 +157,13 @@ fn be32(len: usize) -> [u8; 4] {
 /// Splits a record's bytes into headers and payload. Never fails: a malformed envelope is a
 /// plain payload.
 pub fn unwrap(data: &[u8]) -> Unwrapped {
-    match parse(data) {
-        Some((headers, payload)) => split_control(headers, payload),
-        None => Unwrapped {
-            payload: data.to_vec(),
-            ..Unwrapped::default()
-        },
-    }
+    unwrap_shared(Bytes::copy_from_slice(data))
 }
 
-/// [`unwrap`], keeping `data` itself as the payload when it carries no envelope: a record
-/// read from a stream is not copied.
-fn unwrap_owned(data: Vec<u8>) -> Unwrapped {
+/// [`unwrap`], the payload a slice of `data`: a record read from a stream is not copied.
+fn unwrap_shared(data: Bytes) -> Unwrapped {
     match parse(&data) {
-        Some((headers, payload)) => split_control(headers, payload),
+        Some((headers, payload)) => split_control(headers, data.slice_ref(payload)),
         None => Unwrapped {
             payload: data,
             ..Unwrapped::default()
@@ -204,9 +201,9 @@ fn take_field(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
     (rest.len() >= len).then(|| rest.split_at(len))
 }
 
-fn split_control(all: Vec<Header>, payload: &[u8]) -> Unwrapped {
+fn split_control(all: Vec<Header>, payload: Bytes) -> Unwrapped {
     let mut out = Unwrapped {
-        payload: payload.to_vec(),
+        payload,
         ..Unwrapped::default()
     };
     for header in all {
@@ -238,7 +235,7 @@ mod tests {
     fn no_headers_is_the_bare_payload() {
         assert_eq!(wrap(&[], b"{\"a\":1}"), b"{\"a\":1}");
         let plain = unwrap(b"{\"a\":1}");
-        assert_eq!(plain.payload, b"{\"a\":1}");
+        assert_eq!(&plain.payload[..], b"{\"a\":1}");
         assert!(plain.headers.is_empty());
         assert_eq!(plain.retry_count, 0);
     }
@@ -252,7 +249,7 @@ mod tests {
         ];
         let bytes = wrap(&headers, b"payload");
         let parsed = unwrap(&bytes);
-        assert_eq!(parsed.payload, b"payload");
+        assert_eq!(&parsed.payload[..], b"payload");
         assert_eq!(parsed.headers, vec![header("trace-id", "abc")]);
         assert_eq!(parsed.retry_count, 2);
         assert_eq!(parsed.due_at_ms, Some(1_700_000_000_123));
@@ -313,7 +310,7 @@ mod tests {
             sequence_number: "1".into(),
             partition_key: "pk".into(),
             arrival_ms: 5,
-            payload: b"{}".to_vec(),
+            payload: Bytes::from_static(b"{}"),
             headers: vec![Header::new("trace", "t1")],
             retry_count: 1,
             due_at_ms: None,
@@ -321,8 +318,8 @@ mod tests {
         let copy = OutgoingRecord::counted_copy(&original, 2, Some(99));
         let bytes = copy.to_stream_bytes();
         assert_eq!(copy.stream_size(), (bytes.len() + 2) as u64);
-        let read = Delivery::from_stream("2".into(), "pk".into(), 6, bytes.clone());
-        assert_eq!(read.payload, b"{}");
+        let read = Delivery::from_stream("2".into(), "pk".into(), 6, bytes.clone().into());
+        assert_eq!(&read.payload[..], b"{}");
         assert_eq!(read.headers, original.headers);
         assert_eq!(read.attempt(), 3);
         assert_eq!(read.due_at_ms, Some(99));

@@ -48,11 +48,14 @@ mod sync;
 mod tenant;
 #[cfg(feature = "testing")]
 mod testapp;
+mod text;
 
 pub use app::{
     AppSpec, DeclarationBounds, MAX_BATCH_LIMIT, MaxRecordAge, SpecError, StartPosition,
     SubscriptionSpec, valid_name,
 };
+/// The shared byte buffer a [`Delivery`]'s payload is a slice of.
+pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use component::{
     CONTRACT, CallFailure, CompileError, LoadError, LoadPhase, LoadedComponent, Refusal, Runtime,
@@ -81,6 +84,7 @@ pub use tenant::{Tenant, TenantError};
 pub use testapp::{
     InProcessStreams, SHARD_ID, StoredRecord, SubscriberView, TestApp, TestAppBuilder, TestAppError,
 };
+pub use text::Text;
 
 /// Internals that transports, benchmarks and the end-to-end tests of this workspace use. Not
 /// part of the API: they change without notice.

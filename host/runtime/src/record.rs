@@ -6,6 +6,10 @@
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
+use crate::text::Text;
+
 /// How a record aggregated by the Kinesis Producer Library begins.
 pub const KPL_MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];
 
@@ -32,13 +36,15 @@ impl Header {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// The shard's sequence number: a decimal string up to 56 digits (or more). Never parsed.
-    pub sequence_number: String,
+    /// Read from a stream, a slice of the answer it came in.
+    pub sequence_number: Text,
     /// The key the producer gave it, which chose its shard.
-    pub partition_key: String,
+    pub partition_key: Text,
     /// Approximate arrival time at the stream, milliseconds since the epoch.
     pub arrival_ms: u64,
-    /// The payload the handler decodes (the envelope removed).
-    pub payload: Vec<u8>,
+    /// The payload the handler decodes (the envelope removed). Read from a stream, a slice
+    /// of one buffer that holds the whole answer's payloads.
+    pub payload: Bytes,
     /// User headers (the host's control headers removed).
     pub headers: Vec<Header>,
     /// How many deliveries this record's content already had; 0 for an original.
@@ -59,6 +65,19 @@ impl Delivery {
     pub fn due(&self, max_delay_ms: u64) -> Option<u64> {
         self.due_at_ms
             .map(|due| due.min(self.arrival_ms.saturating_add(max_delay_ms)))
+    }
+
+    /// The same record in buffers of its own. A record read from a stream shares its answer's
+    /// buffers with the answer's other records; one kept long after the rest are settled (a
+    /// copy waiting for its due time, a held record waiting for its maximum age) would keep
+    /// the whole answer in memory.
+    pub fn detached(self) -> Self {
+        Self {
+            sequence_number: Text::from(self.sequence_number.as_str()),
+            partition_key: Text::from(self.partition_key.as_str()),
+            payload: Bytes::copy_from_slice(&self.payload),
+            ..self
+        }
     }
 
     /// The attempt number the handler sees: 1 on first delivery.
@@ -131,7 +150,7 @@ mod tests {
             sequence_number: sequence_number.into(),
             partition_key: "k".into(),
             arrival_ms: 0,
-            payload: Vec::new(),
+            payload: Bytes::new(),
             headers: Vec::new(),
             retry_count: 0,
             due_at_ms: None,

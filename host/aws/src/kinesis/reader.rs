@@ -313,7 +313,7 @@ impl ShardReader {
                 .collect()
         });
         if let Some(last) = records.last() {
-            self.resume = StartAt::AfterSequence(last.sequence_number.clone());
+            self.resume = StartAt::AfterSequence(last.sequence_number.to_string());
         }
         let children: Vec<String> = output
             .child_shards()
@@ -549,9 +549,9 @@ pub(super) fn delivery(record: aws_sdk_kinesis::types::Record) -> Delivery {
         .and_then(|t| t.to_millis().ok())
         .map_or(0, |ms| ms.max(0) as u64);
     Delivery::from_stream(
-        record.sequence_number,
-        record.partition_key.unwrap_or_default(),
+        record.sequence_number.into(),
+        record.partition_key.unwrap_or_default().into(),
         arrival_ms,
-        record.data.into_inner(),
+        record.data.into_inner().into(),
     )
 }

@@ -91,18 +91,18 @@ impl Body for TapBody {
             }
         }
         self.done = true;
-        let read = std::mem::take(&mut self.read);
+        let read = Bytes::from(std::mem::take(&mut self.read));
         let body = match answer::read(&read) {
             Ok(answer) => {
                 *lock(&self.taken) = Some(answer.deliveries);
-                answer.rest
+                Bytes::from(answer.rest)
             }
             Err(error) => {
                 tracing::debug!(%error, "GetRecords answer left to the SDK");
                 read
             }
         };
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from(body)))))
+        Poll::Ready(Some(Ok(Frame::data(body))))
     }
 }
 

@@ -90,6 +90,8 @@ fn span(offset: usize, len: usize) -> [u8; 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+
     use crate::record::Header;
 
     fn u32_at(bytes: &[u8], at: usize) -> u32 {
@@ -101,7 +103,7 @@ mod tests {
             sequence_number: sequence_number.into(),
             partition_key: "key".into(),
             arrival_ms: 1_700_000_000_123,
-            payload: payload.to_vec(),
+            payload: Bytes::copy_from_slice(payload),
             headers,
             retry_count: 2,
             due_at_ms: None,

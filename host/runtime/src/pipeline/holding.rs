@@ -55,22 +55,26 @@ pub(super) struct Holding {
 }
 
 impl Holding {
-    /// Keeps `delivery` until `due_at_ms`.
+    /// Keeps `delivery` until `due_at_ms`, in buffers of its own (it may wait long after the
+    /// rest of its answer is settled).
     pub(super) fn wait(&mut self, ticket: Ticket, delivery: Delivery, due_at_ms: u64, now_ms: u64) {
         self.waiting.push(Waiting {
             ticket,
             due_at_ms,
-            delivery,
+            delivery: delivery.detached(),
             since_ms: now_ms,
         });
     }
 
-    /// Keeps a held record until `expires_at_ms`, when it is given up on.
+    /// Keeps a held record until `expires_at_ms`, when it is given up on; in buffers of its
+    /// own, as [`wait`](Self::wait).
     pub(super) fn hold_until(&mut self, ticket: Ticket, delivery: Delivery, expires_at_ms: u64) {
-        self.expiring.push((ticket, delivery, expires_at_ms));
+        self.expiring
+            .push((ticket, delivery.detached(), expires_at_ms));
     }
 
-    /// Keeps `records` until the tenant's quarantine is lifted.
+    /// Keeps `records` until the tenant's quarantine is lifted. They stay in their answer's
+    /// buffers: a quarantine parks whole reads, not a record here and there.
     pub(super) fn park(&mut self, records: impl IntoIterator<Item = (Ticket, Delivery)>) {
         self.parked.extend(records);
     }
@@ -138,6 +142,8 @@ impl Holding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+
     use crate::checkpoint::Watermark;
 
     fn delivery(sequence: &str) -> Delivery {
@@ -145,7 +151,7 @@ mod tests {
             sequence_number: sequence.into(),
             partition_key: "k".into(),
             arrival_ms: 0,
-            payload: Vec::new(),
+            payload: Bytes::new(),
             headers: Vec::new(),
             retry_count: 1,
             due_at_ms: None,
@@ -167,6 +173,28 @@ mod tests {
         assert!(second.due.is_empty());
         assert_eq!(second.carry.len(), 1, "held for max_hold: carried forward");
         assert_eq!(holding.next_release_ms(1_100, 1_000, false), None);
+    }
+
+    #[test]
+    fn records_kept_for_long_no_longer_share_their_answer() {
+        let answer = Bytes::from_static(b"payload-1payload-2");
+        let read = |at: usize| Delivery {
+            payload: answer.slice(at..at + 9),
+            ..delivery("1")
+        };
+        let inside = |d: &Delivery| answer.as_ptr_range().contains(&d.payload.as_ptr());
+        assert!(inside(&read(0)));
+        let mut watermark = Watermark::new(None);
+        let mut holding = Holding::default();
+        holding.wait(watermark.track("1"), read(0), 500, 100);
+        holding.hold_until(watermark.track("2"), read(9), 700);
+        let released = holding.release(700, 1_000, false);
+        let (waited, held) = (&released.due[0].1, &released.expired[0].1);
+        assert_eq!(
+            (&waited.payload[..], &held.payload[..]),
+            (&b"payload-1"[..], &b"payload-2"[..])
+        );
+        assert!(!inside(waited) && !inside(held), "copied out of the answer");
     }
 
     #[test]

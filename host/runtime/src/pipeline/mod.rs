@@ -442,7 +442,7 @@ impl ShardPipeline {
             OutgoingRecord::counted_copy(delivery, delivery.retry_count, Some(waiting.due_at_ms));
         UnsentCopy::new(
             waiting.ticket,
-            delivery.sequence_number.clone(),
+            delivery.sequence_number.to_string(),
             self.stream.to_string(),
             record,
         )

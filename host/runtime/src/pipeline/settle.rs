@@ -228,7 +228,7 @@ impl ShardPipeline {
             }
             None => self.stream.to_string(),
         };
-        let copy = UnsentCopy::new(ticket, delivery.sequence_number.clone(), target, record);
+        let copy = UnsentCopy::new(ticket, delivery.sequence_number.to_string(), target, record);
         self.send_copy(copy).await;
     }
 
@@ -238,7 +238,7 @@ impl ShardPipeline {
         let origin = DeadLetterOrigin {
             stream: self.stream.to_string(),
             shard_id: self.shard_id.to_string(),
-            sequence_number: delivery.sequence_number.clone(),
+            sequence_number: delivery.sequence_number.to_string(),
             subscriber: self.subscription.name.clone(),
             tenant: self.env.tenant.name().to_owned(),
             attempts: delivery.attempt(),
@@ -291,7 +291,7 @@ impl ShardPipeline {
         self.report(delivery, Outcome::Drop, None);
         let copy = UnsentCopy::new(
             ticket,
-            delivery.sequence_number.clone(),
+            delivery.sequence_number.to_string(),
             dead_letter,
             record,
         );
@@ -336,7 +336,7 @@ impl ShardPipeline {
                 subscriber: self.subscription.name.clone(),
                 stream: self.stream.to_string(),
                 shard_id: self.shard_id.to_string(),
-                sequence_number: delivery.sequence_number.clone(),
+                sequence_number: delivery.sequence_number.to_string(),
                 attempt: delivery.attempt(),
                 outcome,
                 trap,

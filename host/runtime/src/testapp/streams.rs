@@ -29,7 +29,7 @@ pub struct StoredRecord {
 impl StoredRecord {
     /// The payload without its envelope.
     pub fn payload(&self) -> Vec<u8> {
-        envelope::unwrap(&self.data).payload
+        envelope::unwrap(&self.data).payload.to_vec()
     }
 
     /// Every header of the envelope, the host's control headers included.
@@ -66,10 +66,10 @@ impl StoredRecord {
 
     pub(crate) fn to_delivery(&self) -> Delivery {
         Delivery::from_stream(
-            self.sequence_number.clone(),
-            self.partition_key.clone(),
+            self.sequence_number.as_str().into(),
+            self.partition_key.as_str().into(),
             self.arrival_ms,
-            self.data.clone(),
+            self.data.clone().into(),
         )
     }
 }
