@@ -88,7 +88,7 @@ impl std::ops::Deref for Raw {
 type Decoder<In> = fn(&[u8]) -> Result<In, String>;
 
 fn decode_json<In: DeserializeOwned>(bytes: &[u8]) -> Result<In, String> {
-    serde_json::from_slice(bytes).map_err(|error| error.to_string())
+    crate::json::from_slice(bytes).map_err(|error| error.to_string())
 }
 
 fn default_name<H>() -> String {

@@ -38,7 +38,8 @@
 //! `ruststream new NAME` writes such a crate, with a `TestApp` test.
 //!
 //! Records are decoded from JSON into the handler's input type (`&Raw` takes the payload as it
-//! is); a record that does not decode is logged (naming the subscriber and sequence number) and
+//! is), to the value and the error `serde_json::from_slice` gives (a reader built for wasm reads
+//! the common shapes first, serde_json everything it refuses); a record that does not decode is logged (naming the subscriber and sequence number) and
 //! settled by the registration's decode policy (default: dropped). Handlers publish with
 //! [`publish`], which answers where the record landed or a typed [`PublishError`]. `tracing`
 //! events inside a handler reach the host's log, tagged with the component, stream, shard and
@@ -50,6 +51,7 @@ mod board;
 mod context;
 mod executor;
 mod handle;
+mod json;
 mod log;
 mod outcome;
 mod publish;
