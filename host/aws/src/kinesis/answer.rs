@@ -265,7 +265,9 @@ mod tests {
                 .windows(2)
                 .all(|pair| pair[0].as_ptr_range().end == pair[1].as_ptr())
         };
-        assert!(end_to_end(strings.iter().map(|s| &s.as_bytes()[..]).collect()));
+        assert!(end_to_end(
+            strings.iter().map(|s| &s.as_bytes()[..]).collect()
+        ));
         assert!(end_to_end(payloads.iter().map(|p| &p[..]).collect()));
         let body_range = body.as_bytes().as_ptr_range();
         assert!(
