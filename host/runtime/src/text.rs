@@ -59,12 +59,6 @@ impl Deref for Text {
     }
 }
 
-impl AsRef<str> for Text {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
 impl Borrow<str> for Text {
     fn borrow(&self) -> &str {
         self.as_str()
@@ -82,12 +76,6 @@ impl From<&str> for Text {
     /// Copies the text into a buffer of its own.
     fn from(text: &str) -> Self {
         Self(Bytes::copy_from_slice(text.as_bytes()))
-    }
-}
-
-impl From<Text> for String {
-    fn from(text: Text) -> Self {
-        text.as_str().to_owned()
     }
 }
 
