@@ -154,8 +154,19 @@ impl Arena {
     /// DynamoDB, reaches the last of them.
     async fn assert_settlement_flows(&self) -> anyhow::Result<()> {
         self.put_ledger(3).await?;
-        let booked = ruststream_tests::wait::eventually(WAIT, || self.all_booked()).await;
-        anyhow::ensure!(booked, "settlement booked only {:?}", self.booked());
+        // A record is booked (logged) during the call, and reported once the call returned
+        // and it settled: wait for both, or the last report may not be there yet.
+        let booked = ruststream_tests::wait::eventually(WAIT, || {
+            self.all_booked() && self.ledger_reports() >= self.ledger_ids.load(Ordering::Relaxed)
+        })
+        .await;
+        anyhow::ensure!(
+            booked,
+            "settlement booked {:?}, reported {} of {}",
+            self.booked(),
+            self.ledger_reports(),
+            self.ledger_ids.load(Ordering::Relaxed)
+        );
         let last = self
             .host
             .deliveries
@@ -190,6 +201,12 @@ impl Arena {
             .filter(|l| l.message == "booked")
             .filter_map(|l| l.field("entry.id")?.parse().ok())
             .collect()
+    }
+
+    /// How many ledger records have settled, as the delivery reports tell.
+    fn ledger_reports(&self) -> u64 {
+        let reports = self.host.deliveries.all();
+        reports.iter().filter(|r| r.stream == "ledger").count() as u64
     }
 
     /// Whether every ledger entry put so far is booked.
