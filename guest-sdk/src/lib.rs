@@ -38,9 +38,10 @@
 //! `ruststream new NAME` writes such a crate, with a `TestApp` test.
 //!
 //! Records are decoded from JSON into the handler's input type (`&Raw` takes the payload as it
-//! is), to the value and the error `serde_json::from_slice` gives (a reader built for wasm reads
-//! the common shapes first, serde_json everything it refuses); a record that does not decode is logged (naming the subscriber and sequence number) and
-//! settled by the registration's decode policy (default: dropped). Handlers publish with
+//! is), to the value and the error `serde_json::from_slice` gives (a reader built for wasm
+//! reads the common shapes first, serde_json everything it refuses); a record that does not
+//! decode is logged (naming the subscriber and sequence number) and settled by the
+//! registration's decode policy (default: dropped). Handlers publish with
 //! [`publish`], which answers where the record landed or a typed [`PublishError`]. `tracing`
 //! events inside a handler reach the host's log, tagged with the component, stream, shard and
 //! sequence number.

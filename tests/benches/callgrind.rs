@@ -359,14 +359,15 @@ fn batch(range: Range<usize>) -> Vec<Delivery> {
     let mut strings = String::new();
     let mut payloads = Vec::new();
     let mut spans = Vec::with_capacity(range.len());
+    let mut push = |text: &str| {
+        strings.push_str(text);
+        strings.len() - text.len()..strings.len()
+    };
     for i in range.clone() {
-        let seq = strings.len()..strings.len() + sequence_number(i).len();
-        strings.push_str(&sequence_number(i));
-        let key_start = strings.len();
-        strings.push_str(&format!("key-{}", i % 64));
-        let data = payloads.len()..payloads.len() + payload(i).len();
+        let (seq, key) = (push(&sequence_number(i)), push(&format!("key-{}", i % 64)));
+        let data = payloads.len();
         payloads.extend_from_slice(&payload(i));
-        spans.push((seq, key_start..strings.len(), data));
+        spans.push((seq, key, data..payloads.len()));
     }
     let (strings, payloads) = (Text::from(strings), Bytes::from(payloads));
     range

@@ -4,9 +4,10 @@
 //! timestamps each decoded through the SDK's JSON tokenizer) that the reader then takes apart
 //! again. Reading the JSON here into two buffers per answer (the strings, the decoded data)
 //! that the deliveries are slices of, the host spends about a quarter less CPU per record read
-//! (`kinesis_cpu`, see `docs/notes.md`) and allocates nothing per record. What the reader needs besides the records (the next iterator, the
-//! lag, the child shards of a closed shard) is handed back to the SDK as a body of its own,
-//! so the SDK's output keeps every field it had.
+//! (`kinesis_cpu`, see `docs/notes.md`) and allocates nothing per record. What the reader
+//! needs besides the records (the next iterator, the lag, the child shards of a closed shard)
+//! is handed back to the SDK as a body of its own, so the SDK's output keeps every field it
+//! had.
 
 use std::borrow::Cow;
 use std::fmt;
