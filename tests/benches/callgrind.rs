@@ -314,6 +314,7 @@ async fn call(
         stream,
         shard_id: shard,
         deliveries: Deliveries::whole(deliveries.clone()),
+        stop: None,
     };
     let outcomes = instance.handle_batch(&call).await?;
     Ok(outcomes.iter().filter(|o| **o == Outcome::Ack).count())
@@ -380,6 +381,7 @@ fn batch(range: Range<usize>) -> Vec<Delivery> {
             headers: Vec::new(),
             retry_count: 0,
             due_at_ms: None,
+            copy: None,
         })
         .collect()
 }

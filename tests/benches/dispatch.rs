@@ -176,6 +176,7 @@ async fn dispatch(
             stream: &stream,
             shard_id: &shard,
             deliveries: Deliveries::whole(deliveries.clone()),
+            stop: None,
         };
         let outcomes = instance.handle_batch(&call).await?;
         acked += outcomes.iter().filter(|o| **o == Outcome::Ack).count();
@@ -220,6 +221,7 @@ fn delivery((i, payload): (usize, &Vec<u8>)) -> Delivery {
         headers: Vec::new(),
         retry_count: 0,
         due_at_ms: None,
+        copy: None,
     }
 }
 

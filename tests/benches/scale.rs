@@ -195,6 +195,7 @@ fn delivery(index: usize) -> Delivery {
         headers: Vec::new(),
         retry_count: 0,
         due_at_ms: None,
+        copy: None,
     }
 }
 

@@ -155,10 +155,14 @@ fn shard_line(shard: &ShardStatus, now_ms: u64) -> String {
 }
 
 fn outcomes(counts: &OutcomeCounts) -> String {
-    format!(
+    let mut line = format!(
         "ack {}, drop {}, retry {}, retry_after {}, trapped {}",
         counts.ack, counts.drop, counts.retry, counts.retry_after, counts.trapped
-    )
+    );
+    if counts.foreign_copies > 0 {
+        line.push_str(&format!(", others' copies {}", counts.foreign_copies));
+    }
+    line
 }
 
 /// `deploy`, `rollback` and each line of `reload`: what now runs, and whether it replaced a

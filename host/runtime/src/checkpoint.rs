@@ -153,6 +153,20 @@ impl Watermark {
         self.pending.front().map(|p| p.sequence_number.as_str())
     }
 
+    /// Whether a record tracked after `ticket` is handled already: only then does handling
+    /// `ticket` move the checkpoint further than to `ticket` itself. False for a stale ticket.
+    pub(crate) fn handled_after(&self, ticket: Ticket) -> bool {
+        if ticket.generation != self.generation || ticket.index >= self.next {
+            return false;
+        }
+        let pending_after = self.pending.len()
+            - self
+                .pending
+                .partition_point(|pending| pending.index <= ticket.index);
+        let tracked_after = self.next - ticket.index - 1;
+        tracked_after > pending_after as u64
+    }
+
     /// Starts the bookkeeping afresh (a seek): every earlier ticket becomes stale, and the
     /// checkpoint becomes `checkpoint`.
     pub(crate) fn reset(&mut self, checkpoint: Option<String>) {
@@ -251,6 +265,20 @@ mod tests {
         assert_eq!(mark(&mut w, t[4]).as_deref(), Some("5"));
         assert_eq!(mark(&mut w, later).as_deref(), Some("6"));
         assert_eq!(w.in_flight(), 0);
+    }
+
+    #[test]
+    fn knows_whether_anything_after_a_record_is_handled() {
+        let mut w = Watermark::new(None);
+        let a = w.track("1");
+        let b = w.track("2");
+        assert!(!w.handled_after(a), "the record after it is pending");
+        let c = w.track("3");
+        mark(&mut w, c);
+        assert!(w.handled_after(a) && w.handled_after(b));
+        assert!(!w.handled_after(c), "nothing tracked after the last");
+        w.reset(None);
+        assert!(!w.handled_after(a), "stale");
     }
 
     #[test]

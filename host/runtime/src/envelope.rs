@@ -6,6 +6,9 @@
 //! "RSK2" | u32 BE length of the header block | repeated (u32 BE name len, name, u32 BE value len, value) | payload
 //! ```
 //!
+//! Records in the text envelope of native RustStream 0.6 (`"RSK1" | u32 BE length | lines of
+//! "name: value\n" | payload`) are read too, never written.
+//!
 //! A record carries an envelope only when it has headers, or when its payload itself starts
 //! with the magic: then an envelope with no headers keeps those bytes from being read as an
 //! envelope, so nobody can forge the host's control headers through a raw payload. Anything
@@ -15,12 +18,16 @@
 //! Header names starting with [`RESERVED_PREFIX`] belong to the host; a guest cannot publish
 //! them.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
-use crate::record::{Delivery, Header, OutgoingRecord};
+use crate::record::{CopyOrigin, CopyOwner, Delivery, Header, OutgoingRecord};
 use crate::text::Text;
 
 const MAGIC: &[u8; 4] = b"RSK2";
+/// The text envelope native RustStream 0.6 wrote: read, never written.
+const TEXT_MAGIC: &[u8; 4] = b"RSK1";
 
 /// The header names the host keeps for itself: `x-ruststream-*`.
 pub const RESERVED_PREFIX: &str = "x-ruststream-";
@@ -33,6 +40,16 @@ pub const RETRY_COUNT_HEADER: &str = "x-ruststream-retry-count";
 /// `retry_after` copy may be delivered. It travels with the copy so the delay survives a crash.
 pub const DUE_AT_HEADER: &str = "x-ruststream-due-ms";
 
+/// Header naming the subscription a counted copy is for, as `tenant/app/subscriber`: every
+/// other reader of the stream moves past the copy without handling it.
+pub const COPY_FOR_HEADER: &str = "x-ruststream-copy-for";
+
+/// Header naming the record a chain of copies started from, as `shard/sequence`.
+pub const COPY_OF_HEADER: &str = "x-ruststream-copy-of";
+
+/// Header holding when the chain's first record arrived (ms since the epoch).
+pub const FIRST_ARRIVAL_HEADER: &str = "x-ruststream-first-arrival-ms";
+
 /// A record's payload split from its envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Unwrapped {
@@ -44,6 +61,10 @@ pub struct Unwrapped {
     pub retry_count: u32,
     /// Value of [`DUE_AT_HEADER`], when present and readable.
     pub due_at_ms: Option<u64>,
+    /// What a copy made by a RustStream host says about itself, when all three of
+    /// [`COPY_FOR_HEADER`], [`COPY_OF_HEADER`] and [`FIRST_ARRIVAL_HEADER`] are there and
+    /// readable.
+    pub copy: Option<Arc<CopyOrigin>>,
 }
 
 impl Delivery {
@@ -64,6 +85,7 @@ impl Delivery {
             headers: unwrapped.headers,
             retry_count: unwrapped.retry_count,
             due_at_ms: unwrapped.due_at_ms,
+            copy: unwrapped.copy,
         }
     }
 }
@@ -81,12 +103,22 @@ impl OutgoingRecord {
     }
 
     /// A counted copy of `original`: same payload, key and user headers, the retry count set
-    /// to `retry_count`, and the due time when the copy is delayed.
-    pub fn counted_copy(original: &Delivery, retry_count: u32, due_at_ms: Option<u64>) -> Self {
+    /// to `retry_count`, the due time when the copy is delayed, and `origin` when the copy
+    /// goes back to its own stream for one subscription (a dead letter has none: whoever reads
+    /// the dead-letter stream may handle it).
+    pub fn counted_copy(
+        original: &Delivery,
+        retry_count: u32,
+        due_at_ms: Option<u64>,
+        origin: Option<&CopyOrigin>,
+    ) -> Self {
         let mut headers = original.headers.clone();
         headers.push(Header::new(RETRY_COUNT_HEADER, retry_count.to_string()));
         if let Some(due) = due_at_ms {
             headers.push(Header::new(DUE_AT_HEADER, due.to_string()));
+        }
+        if let Some(origin) = origin {
+            headers.extend(origin_headers(origin));
         }
         Self {
             partition_key: original.partition_key.to_string(),
@@ -138,7 +170,7 @@ pub(crate) fn wrapped_len(headers: &[Header], payload: &[u8]) -> usize {
 }
 
 fn needs_envelope(headers: &[Header], payload: &[u8]) -> bool {
-    !headers.is_empty() || payload.starts_with(MAGIC)
+    !headers.is_empty() || payload.starts_with(MAGIC) || payload.starts_with(TEXT_MAGIC)
 }
 
 fn block_len(headers: &[Header]) -> usize {
@@ -172,10 +204,12 @@ fn unwrap_shared(data: Bytes) -> Unwrapped {
 }
 
 fn parse(data: &[u8]) -> Option<(Vec<Header>, &[u8])> {
+    if let Some(rest) = data.strip_prefix(TEXT_MAGIC) {
+        let (block, payload) = take_field(rest)?;
+        return Some((parse_text_block(block), payload));
+    }
     let rest = data.strip_prefix(MAGIC)?;
-    let (block_len, rest) = take_u32(rest)?;
-    let block = rest.get(..block_len)?;
-    let payload = &rest[block_len..];
+    let (block, payload) = take_field(rest)?;
     let mut headers = Vec::new();
     let mut cursor = block;
     while !cursor.is_empty() {
@@ -189,6 +223,16 @@ fn parse(data: &[u8]) -> Option<(Vec<Header>, &[u8])> {
         cursor = after_value;
     }
     Some((headers, payload))
+}
+
+/// The header block of an `RSK1` envelope: one `name: value` per line, both trimmed, as native
+/// RustStream 0.6 wrote and read it (a line without a colon is skipped).
+fn parse_text_block(block: &[u8]) -> Vec<Header> {
+    String::from_utf8_lossy(block)
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| Header::new(name.trim(), value.trim()))
+        .collect()
 }
 
 fn take_u32(bytes: &[u8]) -> Option<(usize, &[u8])> {
@@ -206,14 +250,69 @@ fn split_control(all: Vec<Header>, payload: Bytes) -> Unwrapped {
         payload,
         ..Unwrapped::default()
     };
+    let mut copy = CopyHeaders::default();
     for header in all {
         match header.name.as_str() {
             RETRY_COUNT_HEADER => out.retry_count = parse_number(&header.value).unwrap_or(0),
             DUE_AT_HEADER => out.due_at_ms = parse_number(&header.value),
+            COPY_FOR_HEADER => copy.owner = parse_owner(&header.value),
+            COPY_OF_HEADER => copy.chain = String::from_utf8(header.value).ok(),
+            FIRST_ARRIVAL_HEADER => copy.first_arrival_ms = parse_number(&header.value),
             _ => out.headers.push(header),
         }
     }
+    out.copy = copy.origin().map(Arc::new);
     out
+}
+
+/// The copy headers of one record, as read.
+#[derive(Default)]
+struct CopyHeaders {
+    owner: Option<CopyOwner>,
+    chain: Option<String>,
+    first_arrival_ms: Option<u64>,
+}
+
+impl CopyHeaders {
+    /// The origin, when every part of it was there and readable.
+    fn origin(self) -> Option<CopyOrigin> {
+        Some(CopyOrigin {
+            owner: self.owner?,
+            chain: self.chain.filter(|chain| !chain.is_empty())?,
+            first_arrival_ms: self.first_arrival_ms?,
+        })
+    }
+}
+
+/// The headers that carry `origin`.
+pub(crate) fn origin_headers(origin: &CopyOrigin) -> [Header; 3] {
+    let owner = &origin.owner;
+    [
+        Header::new(
+            COPY_FOR_HEADER,
+            format!("{}/{}/{}", owner.tenant, owner.app, owner.subscriber),
+        ),
+        Header::new(COPY_OF_HEADER, origin.chain.clone()),
+        Header::new(FIRST_ARRIVAL_HEADER, origin.first_arrival_ms.to_string()),
+    ]
+}
+
+/// `tenant/app/subscriber`. App and subscriber names never hold a `/` (they are
+/// `[A-Za-z0-9_.-]`), so the last two separators are theirs whatever the tenant is called.
+fn parse_owner(value: &[u8]) -> Option<CopyOwner> {
+    let value = std::str::from_utf8(value).ok()?;
+    let mut parts = value.rsplitn(3, '/');
+    let subscriber = parts.next()?;
+    let app = parts.next()?;
+    let tenant = parts.next()?;
+    [tenant, app, subscriber]
+        .iter()
+        .all(|part| !part.is_empty())
+        .then(|| CopyOwner {
+            tenant: tenant.to_owned(),
+            app: app.to_owned(),
+            subscriber: subscriber.to_owned(),
+        })
 }
 
 fn parse_number<T: std::str::FromStr>(value: &[u8]) -> Option<T> {
@@ -314,8 +413,9 @@ mod tests {
             headers: vec![Header::new("trace", "t1")],
             retry_count: 1,
             due_at_ms: None,
+            copy: None,
         };
-        let copy = OutgoingRecord::counted_copy(&original, 2, Some(99));
+        let copy = OutgoingRecord::counted_copy(&original, 2, Some(99), None);
         let bytes = copy.to_stream_bytes();
         assert_eq!(copy.stream_size(), (bytes.len() + 2) as u64);
         let read = Delivery::from_stream("2".into(), "pk".into(), 6, bytes.clone().into());
@@ -323,5 +423,93 @@ mod tests {
         assert_eq!(read.headers, original.headers);
         assert_eq!(read.attempt(), 3);
         assert_eq!(read.due_at_ms, Some(99));
+        assert_eq!(read.copy, None, "a dead letter's kind of copy is nobody's");
+    }
+
+    fn owner(tenant: &str) -> CopyOwner {
+        CopyOwner {
+            tenant: tenant.into(),
+            app: "ledger".into(),
+            subscriber: "book".into(),
+        }
+    }
+
+    #[test]
+    fn a_copy_names_its_owner_chain_and_first_arrival() {
+        let original = Delivery::from_stream("41".into(), "pk".into(), 1_000, Bytes::from("{}"));
+        let first = CopyOrigin::of(&original, "shard-0", &owner("acme/eu"));
+        let bytes =
+            OutgoingRecord::counted_copy(&original, 1, None, Some(&first)).to_stream_bytes();
+        let copy = Delivery::from_stream("42".into(), "pk".into(), 5_000, bytes.into());
+        let read = copy.copy.as_deref().expect("the copy says whose it is");
+        assert_eq!(
+            read.owner,
+            owner("acme/eu"),
+            "a tenant with a `/` reads back whole"
+        );
+        assert_eq!(read.chain, "shard-0/41");
+        assert_eq!(copy.first_arrival_ms(), 1_000);
+        assert!(
+            copy.headers.is_empty(),
+            "control headers are not user headers"
+        );
+        // A copy of the copy continues the chain.
+        let next = CopyOrigin::of(&copy, "shard-7", &owner("acme/eu"));
+        assert_eq!(
+            (next.chain.as_str(), next.first_arrival_ms),
+            ("shard-0/41", 1_000)
+        );
+    }
+
+    #[test]
+    fn a_partial_or_unreadable_copy_origin_is_no_origin() {
+        for headers in [
+            vec![
+                header(COPY_FOR_HEADER, "t/a/s"),
+                header(COPY_OF_HEADER, "s/1"),
+            ],
+            vec![
+                header(COPY_FOR_HEADER, "a/s"),
+                header(COPY_OF_HEADER, "s/1"),
+                header(FIRST_ARRIVAL_HEADER, "5"),
+            ],
+            vec![
+                header(COPY_FOR_HEADER, "t/a/s"),
+                header(COPY_OF_HEADER, "s/1"),
+                header(FIRST_ARRIVAL_HEADER, "soon"),
+            ],
+        ] {
+            let read = unwrap(&wrap(&headers, b"x"));
+            assert_eq!(read.copy, None, "{headers:?}");
+            assert!(read.headers.is_empty());
+        }
+    }
+
+    #[test]
+    fn reads_the_text_envelope_of_native_0_6() {
+        let mut data = b"RSK1".to_vec();
+        let block = b"trace-id: abc\nx-ruststream-retry-count: 2\nno colon here\n";
+        data.extend_from_slice(&(block.len() as u32).to_be_bytes());
+        data.extend_from_slice(block);
+        data.extend_from_slice(b"{\"id\":1}");
+        let read = unwrap(&data);
+        assert_eq!(&read.payload[..], b"{\"id\":1}");
+        assert_eq!(read.headers, vec![header("trace-id", "abc")]);
+        assert_eq!(read.retry_count, 2);
+        let cut = &data[..10];
+        assert_eq!(
+            unwrap(cut).payload,
+            cut,
+            "a cut text envelope is a plain payload"
+        );
+    }
+
+    #[test]
+    fn a_raw_payload_that_looks_like_a_text_envelope_is_carried_as_data() {
+        let mut raw = b"RSK1".to_vec();
+        raw.extend_from_slice(&[0, 0, 0, 0]);
+        raw.extend_from_slice(b"data");
+        let read = unwrap(&wrap(&[], &raw));
+        assert_eq!(read.payload, raw);
     }
 }

@@ -44,6 +44,7 @@ mod record;
 mod rollout;
 mod sequence;
 mod settlement;
+mod stop;
 mod sync;
 mod tenant;
 #[cfg(feature = "testing")]
@@ -74,7 +75,7 @@ pub use pipeline::{
 };
 pub use policy::{SandboxPolicy, StreamGrant};
 pub use publish::{BoxFuture, MAX_RECORD_BYTES, PublishError, Publisher, check_size};
-pub use record::{Delivery, Header, KPL_MAGIC, OutgoingRecord, Published};
+pub use record::{CopyOrigin, CopyOwner, Delivery, Header, KPL_MAGIC, OutgoingRecord, Published};
 pub use rollout::{
     CallStats, DEFAULT_ROLLOUT_CALLS, DEFAULT_ROLLOUT_MARGIN, RolloutPolicy, Verdict,
 };
@@ -98,8 +99,8 @@ pub mod internals {
     /// The `RSK2` record envelope, as written to and read from streams.
     pub mod envelope {
         pub use crate::envelope::{
-            DUE_AT_HEADER, RESERVED_PREFIX, RETRY_COUNT_HEADER, Unwrapped, is_reserved, unwrap,
-            wrap,
+            COPY_FOR_HEADER, COPY_OF_HEADER, DUE_AT_HEADER, FIRST_ARRIVAL_HEADER, RESERVED_PREFIX,
+            RETRY_COUNT_HEADER, Unwrapped, is_reserved, unwrap, wrap,
         };
     }
 }

@@ -16,6 +16,8 @@ pub const CALL_DURATION: &str = "ruststream_call_duration_seconds";
 pub const COPIES_PUBLISHED: &str = "ruststream_copies_published_total";
 /// Dead letters the dead-letter stream has acknowledged.
 pub const DEAD_LETTERS: &str = "ruststream_dead_letters_total";
+/// Counted copies another subscription made, moved past without a call: the reader's labels.
+pub const FOREIGN_COPIES: &str = "ruststream_foreign_copies_skipped_total";
 /// Copies and guest publishes that had to wait for the tenant's write quota.
 pub const PUBLISH_THROTTLES: &str = "ruststream_publish_throttles_total";
 /// Components compiled (not read from the artifact cache), by `result` (`ok`, `refused`).
@@ -73,6 +75,10 @@ pub fn describe() {
     metrics::describe_counter!(
         DEAD_LETTERS,
         "Dead letters written to a dead-letter stream."
+    );
+    metrics::describe_counter!(
+        FOREIGN_COPIES,
+        "Counted copies made by another subscription of the stream, moved past unhandled."
     );
     metrics::describe_counter!(
         PUBLISH_THROTTLES,

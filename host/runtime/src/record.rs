@@ -51,6 +51,52 @@ pub struct Delivery {
     pub retry_count: u32,
     /// A `retry_after` copy is not delivered before this time (milliseconds since the epoch).
     pub due_at_ms: Option<u64>,
+    /// Set on a counted copy a RustStream host made: whose it is and which record it
+    /// continues. `None` for records of outside producers (native services' copies included).
+    pub copy: Option<Arc<CopyOrigin>>,
+}
+
+/// The subscription a counted copy is for: only it handles the copy, every other reader of the
+/// stream moves past it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CopyOwner {
+    /// The tenant running the subscription.
+    pub tenant: String,
+    /// The app (as its component declares it).
+    pub app: String,
+    /// The subscription.
+    pub subscriber: String,
+}
+
+/// What a counted copy carries about itself, beyond its retry count and due time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyOrigin {
+    /// The subscription that made it.
+    pub owner: CopyOwner,
+    /// The record the chain of copies started from: its shard and sequence number. Every copy
+    /// of one record, carried or counted, names the same one.
+    pub chain: String,
+    /// When that first record arrived at its stream (ms since the epoch): a chain's age, which
+    /// `maximum_record_age` measures, runs from there.
+    pub first_arrival_ms: u64,
+}
+
+impl CopyOrigin {
+    /// The origin of a copy of `delivery`, read from `shard_id`, made by `owner`: a copy of a
+    /// copy continues its chain; a copy of any other record starts one.
+    pub fn of(delivery: &Delivery, shard_id: &str, owner: &CopyOwner) -> Self {
+        match &delivery.copy {
+            Some(origin) => Self {
+                owner: owner.clone(),
+                ..CopyOrigin::clone(origin)
+            },
+            None => Self {
+                owner: owner.clone(),
+                chain: format!("{shard_id}/{}", delivery.sequence_number),
+                first_arrival_ms: delivery.arrival_ms,
+            },
+        }
+    }
 }
 
 impl Delivery {
@@ -83,6 +129,19 @@ impl Delivery {
     /// The attempt number the handler sees: 1 on first delivery.
     pub fn attempt(&self) -> u32 {
         self.retry_count.saturating_add(1)
+    }
+
+    /// When the record this one continues first arrived: the chain's first record for a
+    /// counted copy, its own arrival otherwise.
+    pub fn first_arrival_ms(&self) -> u64 {
+        self.copy
+            .as_ref()
+            .map_or(self.arrival_ms, |origin| origin.first_arrival_ms)
+    }
+
+    /// The chain of copies it belongs to, when it is a counted copy.
+    pub(crate) fn chain(&self) -> Option<&str> {
+        self.copy.as_ref().map(|origin| origin.chain.as_str())
     }
 }
 
@@ -154,6 +213,7 @@ mod tests {
             headers: Vec::new(),
             retry_count: 0,
             due_at_ms: None,
+            copy: None,
         }
     }
 

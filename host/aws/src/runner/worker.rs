@@ -379,6 +379,9 @@ async fn read(
             _ = version.release.changed() => {}
             batch = reader.next(), if !reader.is_finished() && !paused => match batch {
                 Ok(batch) => {
+                    if batch.shard_end {
+                        pipeline.reached_shard_end();
+                    }
                     let count = batch.records.len() as u64;
                     let last_arrival = batch.records.last().map(|r| r.arrival_ms);
                     let age = last_arrival.map(|at| ctx.clock.now_ms().saturating_sub(at));

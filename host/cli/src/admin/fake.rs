@@ -176,6 +176,7 @@ pub(crate) fn sample_status() -> HostStatus {
             retry: 17,
             retry_after: 0,
             trapped: 1,
+            foreign_copies: 0,
         },
         millis_behind_latest: Some(250),
         paused: false,

@@ -141,6 +141,9 @@ pub(crate) struct OutcomeCounts {
     pub retry_after: u64,
     /// Failed by a trap.
     pub trapped: u64,
+    /// Counted copies of other subscriptions, moved past without a call.
+    #[serde(default)]
+    pub foreign_copies: u64,
 }
 
 /// A component version the host loaded (`PUT .../components/{name}`, reload, rollback).

@@ -212,6 +212,7 @@ fn shard_status(shard_id: String, shard: ShardStatus, paused: bool) -> model::Sh
             retry: outcomes.retry,
             retry_after: outcomes.retry_after,
             trapped: outcomes.trapped,
+            foreign_copies: outcomes.foreign_copies,
         },
         millis_behind_latest: shard.millis_behind_latest,
         paused: paused || shard.quarantined,

@@ -107,6 +107,7 @@ mod tests {
             headers,
             retry_count: 2,
             due_at_ms: None,
+            copy: None,
         }
     }
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::watch;
 use wasmtime::{AsContext as _, AsContextMut as _, CallHook, Store, UpdateDeadline};
 
 use super::LoadPhase;
@@ -12,11 +13,12 @@ use super::bindings::exports::ruststream::handler::handler as wit;
 use super::bindings::{SubscriberApp, SubscriberAppPre};
 use super::progress::CallProgress;
 use super::state::{CallScope, HostState, board_outcomes, sync_progress};
-use super::trap::{DeadlineExceeded, TrapKind, classify};
+use super::trap::{DeadlineExceeded, LeaseLost, TrapKind, classify};
 use crate::env::Env;
 use crate::escape::one_line;
 use crate::record::Deliveries;
 use crate::settlement::Outcome;
+use crate::stop::{Stop, is_lost};
 
 /// One batch of one shard, as handed to a component.
 pub struct BatchCall<'a> {
@@ -28,6 +30,9 @@ pub struct BatchCall<'a> {
     pub shard_id: &'a Arc<str>,
     /// The records, in shard order.
     pub deliveries: Deliveries,
+    /// The lease keeper's signal: once it says the lease is lost, the call stops at its next
+    /// deadline check or host call, and publishes nothing more.
+    pub stop: Option<&'a watch::Receiver<Option<Stop>>>,
 }
 
 /// A batch call that did not finish: the outcomes the guest reported before it failed (they
@@ -180,17 +185,18 @@ impl HandlerInstance {
             shard_id: call.shard_id.clone(),
             deliveries: call.deliveries.clone(),
         };
-        let progress = live
-            .store
-            .data_mut()
-            .begin_call(Some(scope), records, deadline);
+        let stop = call.stop.cloned();
+        let progress =
+            live.store
+                .data_mut()
+                .begin_call(Some(scope), records, deadline, stop.clone());
         if let Some(fuel) = fuel
             && let Err(error) = live.store.set_fuel(fuel)
         {
             let failure = self.fail(TrapKind::Other, format!("cannot set fuel: {error}"));
             return (Err(failure), Vec::new());
         }
-        let result = within_deadline(&progress, body(live)).await;
+        let result = within_deadline(&progress, stop, body(live)).await;
         let from_board = board_outcomes(live.store.as_context());
         let reported = live.store.data_mut().end_call(from_board);
         let result = settle_call(result, deadline);
@@ -227,24 +233,40 @@ impl HandlerInstance {
     }
 }
 
-/// Runs `call` until it ends or its deadline passes. The epoch callback ends a spinning guest at
-/// the deadline; this timer also covers time spent blocked in host imports (a publish, a WASI
-/// sleep), where no epoch check runs. It wakes at least every check interval to see records
-/// reported meanwhile. The slack lets the epoch's trap, which carries a wasm backtrace, win
-/// for a spinning guest.
+/// Runs `call` until it ends, its deadline passes or `stop` says the lease is lost. The epoch
+/// callback ends a spinning guest at the deadline (or the loss); this timer also covers time
+/// spent blocked in host imports (a publish, a WASI sleep), where no epoch check runs. It wakes
+/// at least every check interval to see records reported meanwhile, and at once when the lease
+/// is lost. The slack lets the epoch's trap, which carries a wasm backtrace, win for a
+/// spinning guest.
 async fn within_deadline<R>(
     progress: &CallProgress,
+    mut stop: Option<watch::Receiver<Option<Stop>>>,
     call: impl Future<Output = wasmtime::Result<R>>,
-) -> Result<wasmtime::Result<R>, Elapsed> {
+) -> Result<wasmtime::Result<R>, Cut> {
     let mut call = std::pin::pin!(call);
     loop {
+        if is_lost(stop.as_ref()) {
+            return Err(Cut::LeaseLost);
+        }
         let deadline = progress.deadline() + IMPORT_SLACK;
         let wake = deadline.min(Instant::now() + progress.check_interval());
+        let stopped = async {
+            match stop.as_mut() {
+                Some(stop) => {
+                    if stop.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             result = &mut call => return Ok(result),
+            () = stopped => {}
             () = tokio::time::sleep_until(wake.into()) => {
                 if Instant::now() >= progress.deadline() + IMPORT_SLACK {
-                    return Err(Elapsed);
+                    return Err(Cut::Elapsed);
                 }
             }
         }
@@ -253,12 +275,17 @@ async fn within_deadline<R>(
 
 const IMPORT_SLACK: Duration = Duration::from_millis(100);
 
-/// A call ran past its deadline while blocked outside the guest.
-struct Elapsed;
+/// Why a call was cut short outside the guest.
+enum Cut {
+    /// It ran past its deadline while blocked outside the guest.
+    Elapsed,
+    /// The shard's lease was lost.
+    LeaseLost,
+}
 
 /// A call's result, or the failure it came to.
 fn settle_call<R>(
-    result: Result<wasmtime::Result<R>, Elapsed>,
+    result: Result<wasmtime::Result<R>, Cut>,
     deadline: Duration,
 ) -> Result<R, CallFailure> {
     match result {
@@ -267,9 +294,13 @@ fn settle_call<R>(
             kind: classify(&error),
             message: one_line(&*error),
         }),
-        Err(_elapsed) => Err(CallFailure {
+        Err(Cut::Elapsed) => Err(CallFailure {
             kind: TrapKind::Deadline,
             message: DeadlineExceeded(deadline).to_string(),
+        }),
+        Err(Cut::LeaseLost) => Err(CallFailure {
+            kind: TrapKind::LeaseLost,
+            message: LeaseLost.to_string(),
         }),
     }
 }
@@ -300,6 +331,9 @@ async fn instantiate(
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             sync_progress(ctx.as_context_mut());
+            if ctx.data().lease_lost() {
+                return Err(wasmtime::Error::new(LeaseLost));
+            }
             match ctx.data().deadline() {
                 Some(at) if Instant::now() >= at => {
                     Err(wasmtime::Error::new(DeadlineExceeded(deadline)))
@@ -316,8 +350,8 @@ async fn instantiate(
         }
         Ok(())
     });
-    let progress = store.data_mut().begin_call(None, 1, deadline);
-    let result = within_deadline(&progress, pre.instantiate_async(&mut store)).await;
+    let progress = store.data_mut().begin_call(None, 1, deadline, None);
+    let result = within_deadline(&progress, None, pre.instantiate_async(&mut store)).await;
     store.data_mut().end_call(None);
     let bindings = settle_call(result, deadline)?;
     Ok(Live { store, bindings })
@@ -337,12 +371,12 @@ pub(crate) async fn describe(
     let mut live = instantiate(runtime.clone(), pre.clone(), env)
         .await
         .map_err(|failure| (LoadPhase::Instantiate, failure))?;
-    let progress = live.store.data_mut().begin_call(None, 1, deadline);
+    let progress = live.store.data_mut().begin_call(None, 1, deadline, None);
     let describing = live
         .bindings
         .ruststream_handler_handler()
         .call_describe(&mut live.store);
-    let result = within_deadline(&progress, describing).await;
+    let result = within_deadline(&progress, None, describing).await;
     live.store.data_mut().end_call(None);
     settle_call(result, deadline).map_err(|failure| (LoadPhase::Describe, failure))
 }

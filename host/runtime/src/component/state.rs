@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::watch;
+
 use wasmtime::component::{HasSelf, Linker, ResourceTable, WasmList};
 use wasmtime::{AsContext as _, ResourceLimiter, StoreContext, StoreContextMut, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -21,6 +23,7 @@ use crate::log::{Level, LogLine, LogTags, Origin};
 use crate::publish::{PublishError, check_size, derived_partition_key};
 use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
 use crate::settlement::Outcome;
+use crate::stop::{Stop, is_lost};
 
 /// What a call is about, so the host can tag what the guest logs.
 pub(crate) struct CallScope {
@@ -52,6 +55,9 @@ pub(crate) struct HostState {
     call: Option<CallTags>,
     /// The call under way; its deadline is read by the epoch callback.
     progress: Option<CallProgress>,
+    /// The lease keeper's signal for the call under way: once the lease is lost the call
+    /// stops at its next check and publishes nothing more.
+    stop: Option<watch::Receiver<Option<Stop>>>,
     /// The outcomes the guest reported during the call under way by `record-outcome`, in order.
     outcomes: Vec<Outcome>,
     /// The board the guest shared for the call under way, if it reports there instead.
@@ -99,6 +105,7 @@ impl HostState {
             env,
             call: None,
             progress: None,
+            stop: None,
             outcomes: Vec::new(),
             board: None,
             expected: 0,
@@ -110,14 +117,17 @@ impl HostState {
     }
 
     /// Prepares a call of `records` records (tagged with `tags`; none while instantiating or
-    /// describing), each with `per_record` to finish, and its log budget. Returns its progress,
-    /// for the timer that bounds the call from outside.
+    /// describing), each with `per_record` to finish, and its log budget; `stop` ends it early
+    /// once it says the lease is lost. Returns its progress, for the timer that bounds the
+    /// call from outside.
     pub(crate) fn begin_call(
         &mut self,
         scope: Option<CallScope>,
         records: usize,
         per_record: Duration,
+        stop: Option<watch::Receiver<Option<Stop>>>,
     ) -> CallProgress {
+        self.stop = stop;
         let limits = &self.env.policy.limits().log;
         self.budget = LogBudget::for_call(limits, records);
         let cap = limits.call_bytes(records);
@@ -148,6 +158,11 @@ impl HostState {
         self.progress.as_ref().map(CallProgress::deadline)
     }
 
+    /// Whether the call under way must stop: the shard's lease was lost.
+    pub(crate) fn lease_lost(&self) -> bool {
+        is_lost(self.stop.as_ref())
+    }
+
     /// Ends a call: what it wrote to stdout/stderr becomes log lines (within the budget), and
     /// one warning reports what the caps dropped. Returns the outcomes the guest reported:
     /// `from_board` (what [`board_outcomes`] read) if it shared a board.
@@ -169,6 +184,7 @@ impl HostState {
         self.env.policy.host_lines().flush(&self.env.log);
         self.call = None;
         self.progress = None;
+        self.stop = None;
         self.board = None;
         let reported = std::mem::take(&mut self.outcomes);
         from_board.unwrap_or(reported)
@@ -391,6 +407,13 @@ impl host::Host for HostState {
                 .map(|h| Header::new(h.name.to_ascii_lowercase(), h.value))
                 .collect(),
         };
+        // The lease's next holder handles this record again: a publish from here would be a
+        // second. The call itself stops at its next check.
+        if self.lease_lost() {
+            return Err(host::PublishError::Unavailable(
+                "the shard's lease was lost: this call publishes nothing more".to_owned(),
+            ));
+        }
         let result = match self.admit_publish(&stream, &record) {
             Ok(()) => self.env.publisher.publish(&stream, record).await,
             Err(error) => Err(error),

@@ -23,10 +23,13 @@ pub enum TrapKind {
     ResourceLimit,
     /// Any other trap: out-of-bounds access, bad cast, integer fault, a host error.
     Other,
+    /// Not the guest's doing: the host stopped the call because the shard's lease was lost.
+    /// The record under way is left for the lease's next holder; never counted as a failure.
+    LeaseLost,
 }
 
 impl TrapKind {
-    /// Every kind.
+    /// Every kind a guest's call fails by (not [`LeaseLost`](Self::LeaseLost), the host's).
     pub const ALL: [Self; 7] = [
         Self::Deadline,
         Self::MemoryLimit,
@@ -47,6 +50,7 @@ impl TrapKind {
             Self::OutOfFuel => "out_of_fuel",
             Self::ResourceLimit => "resource_limit",
             Self::Other => "other",
+            Self::LeaseLost => "lease_lost",
         }
     }
 }
@@ -61,9 +65,15 @@ impl fmt::Display for TrapKind {
             Self::OutOfFuel => "out of fuel",
             Self::ResourceLimit => "resource limit exceeded",
             Self::Other => "trap",
+            Self::LeaseLost => "stopped: the shard's lease was lost",
         })
     }
 }
+
+/// The error the epoch callback raises when the shard's lease is lost during a call.
+#[derive(Debug, thiserror::Error)]
+#[error("the call was stopped: the shard's lease was lost")]
+pub(crate) struct LeaseLost;
 
 /// The error the epoch callback raises when a call outlives its deadline.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +106,9 @@ const COUNT_LIMIT_PREFIX: &str = "resource limit exceeded";
 
 /// Classifies the error of a failed call.
 pub(crate) fn classify(error: &wasmtime::Error) -> TrapKind {
+    if error.downcast_ref::<LeaseLost>().is_some() {
+        return TrapKind::LeaseLost;
+    }
     if error.downcast_ref::<DeadlineExceeded>().is_some() {
         return TrapKind::Deadline;
     }

@@ -16,8 +16,12 @@ pub(super) struct Waiting {
 }
 
 impl Waiting {
-    /// When it must leave: due, or held as long as it may be.
-    fn leaves_at(&self, max_hold_ms: u64) -> u64 {
+    /// When it must leave: due, or, when it holds the checkpoint back (see
+    /// [`Holding::release`]), held as long as it may be.
+    fn leaves_at(&self, max_hold_ms: u64, holds_back: bool) -> u64 {
+        if !holds_back {
+            return self.due_at_ms;
+        }
         self.due_at_ms
             .min(self.since_ms.saturating_add(max_hold_ms))
     }
@@ -56,14 +60,30 @@ pub(super) struct Holding {
 
 impl Holding {
     /// Keeps `delivery` until `due_at_ms`, in buffers of its own (it may wait long after the
-    /// rest of its answer is settled).
-    pub(super) fn wait(&mut self, ticket: Ticket, delivery: Delivery, due_at_ms: u64, now_ms: u64) {
+    /// rest of its answer is settled). Returns the ticket of a copy of the same chain that was
+    /// waiting already: this later one supersedes it (a copy carried forward whose original
+    /// was read again after a restart), so one copy of a record waits, never two.
+    pub(super) fn wait(
+        &mut self,
+        ticket: Ticket,
+        delivery: Delivery,
+        due_at_ms: u64,
+        now_ms: u64,
+    ) -> Option<Ticket> {
+        let superseded = delivery.chain().and_then(|chain| {
+            let same = self
+                .waiting
+                .iter()
+                .position(|w| w.delivery.chain() == Some(chain))?;
+            Some(self.waiting.remove(same).ticket)
+        });
         self.waiting.push(Waiting {
             ticket,
             due_at_ms,
             delivery: delivery.detached(),
             since_ms: now_ms,
         });
+        superseded
     }
 
     /// Keeps a held record until `expires_at_ms`, when it is given up on; in buffers of its
@@ -80,8 +100,16 @@ impl Holding {
     }
 
     /// Lets go of what may go at `now_ms`: parked records unless `quarantined`, due copies,
-    /// and copies held for `max_hold_ms`.
-    pub(super) fn release(&mut self, now_ms: u64, max_hold_ms: u64, quarantined: bool) -> Released {
+    /// and copies held for `max_hold_ms` that hold the checkpoint back (`holds_back`: records
+    /// after them are handled, or the shard ended). Carrying forward a copy that holds nothing
+    /// back would move no checkpoint and only add a record to the stream.
+    pub(super) fn release(
+        &mut self,
+        now_ms: u64,
+        max_hold_ms: u64,
+        quarantined: bool,
+        holds_back: impl Fn(Ticket) -> bool,
+    ) -> Released {
         let unparked = if quarantined {
             Vec::new()
         } else {
@@ -92,7 +120,7 @@ impl Holding {
             .partition(|w| w.due_at_ms <= now_ms);
         let (carry, waiting): (Vec<_>, Vec<_>) = waiting
             .into_iter()
-            .partition(|w| w.leaves_at(max_hold_ms) <= now_ms);
+            .partition(|w| w.leaves_at(max_hold_ms, holds_back(w.ticket)) <= now_ms);
         self.waiting = waiting;
         let (expired, expiring): (Vec<_>, Vec<_>) = std::mem::take(&mut self.expiring)
             .into_iter()
@@ -113,8 +141,12 @@ impl Holding {
         now_ms: u64,
         max_hold_ms: u64,
         quarantined: bool,
+        holds_back: impl Fn(Ticket) -> bool,
     ) -> Option<u64> {
-        let waiting = self.waiting.iter().map(|w| w.leaves_at(max_hold_ms));
+        let waiting = self
+            .waiting
+            .iter()
+            .map(|w| w.leaves_at(max_hold_ms, holds_back(w.ticket)));
         let parked = (!self.parked.is_empty() && !quarantined).then_some(now_ms);
         let expiring = self.expiring.iter().map(|(_, _, at)| *at);
         waiting.chain(parked).chain(expiring).min()
@@ -155,6 +187,7 @@ mod tests {
             headers: Vec::new(),
             retry_count: 1,
             due_at_ms: None,
+            copy: None,
         }
     }
 
@@ -164,15 +197,80 @@ mod tests {
         let mut holding = Holding::default();
         holding.wait(watermark.track("1"), delivery("1"), 500, 100);
         holding.wait(watermark.track("2"), delivery("2"), 10_000, 100);
-        assert_eq!(holding.next_release_ms(100, 1_000, false), Some(500));
-        let first = holding.release(500, 1_000, false);
+        let held_back = |_| true;
+        assert_eq!(
+            holding.next_release_ms(100, 1_000, false, held_back),
+            Some(500)
+        );
+        let first = holding.release(500, 1_000, false, held_back);
         assert_eq!(first.due.len(), 1);
         assert!(first.carry.is_empty());
-        assert_eq!(holding.next_release_ms(500, 1_000, false), Some(1_100));
-        let second = holding.release(1_100, 1_000, false);
+        assert_eq!(
+            holding.next_release_ms(500, 1_000, false, held_back),
+            Some(1_100)
+        );
+        let second = holding.release(1_100, 1_000, false, held_back);
         assert!(second.due.is_empty());
         assert_eq!(second.carry.len(), 1, "held for max_hold: carried forward");
-        assert_eq!(holding.next_release_ms(1_100, 1_000, false), None);
+        assert_eq!(
+            holding.next_release_ms(1_100, 1_000, false, held_back),
+            None
+        );
+    }
+
+    #[test]
+    fn a_copy_that_holds_nothing_back_waits_for_its_due_time() {
+        let mut watermark = Watermark::new(None);
+        let mut holding = Holding::default();
+        holding.wait(watermark.track("1"), delivery("1"), 10_000, 100);
+        let nothing_after = |_| false;
+        assert_eq!(
+            holding.next_release_ms(100, 1_000, false, nothing_after),
+            Some(10_000)
+        );
+        assert!(
+            holding
+                .release(5_000, 1_000, false, nothing_after)
+                .is_empty()
+        );
+        assert_eq!(
+            holding
+                .release(10_000, 1_000, false, nothing_after)
+                .due
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_later_copy_of_the_same_chain_supersedes_the_waiting_one() {
+        let mut watermark = Watermark::new(None);
+        let mut holding = Holding::default();
+        let of = |sequence: &str, chain: &str| Delivery {
+            copy: Some(std::sync::Arc::new(crate::record::CopyOrigin {
+                owner: crate::record::CopyOwner {
+                    tenant: "t".into(),
+                    app: "a".into(),
+                    subscriber: "s".into(),
+                },
+                chain: chain.into(),
+                first_arrival_ms: 0,
+            })),
+            ..delivery(sequence)
+        };
+        let first = watermark.track("1");
+        assert_eq!(holding.wait(first, of("1", "shard/9"), 5_000, 100), None);
+        assert_eq!(
+            holding.wait(watermark.track("2"), of("2", "shard/8"), 5_000, 100),
+            None
+        );
+        let again = holding.wait(watermark.track("3"), of("3", "shard/9"), 5_000, 200);
+        assert_eq!(
+            again,
+            Some(first),
+            "the earlier copy of the chain steps aside"
+        );
+        assert_eq!(holding.waiting(), 2);
     }
 
     #[test]
@@ -188,7 +286,7 @@ mod tests {
         let mut holding = Holding::default();
         holding.wait(watermark.track("1"), read(0), 500, 100);
         holding.hold_until(watermark.track("2"), read(9), 700);
-        let released = holding.release(700, 1_000, false);
+        let released = holding.release(700, 1_000, false, |_| true);
         let (waited, held) = (&released.due[0].1, &released.expired[0].1);
         assert_eq!(
             (&waited.payload[..], &held.payload[..]),
@@ -202,10 +300,10 @@ mod tests {
         let mut watermark = Watermark::new(None);
         let mut holding = Holding::default();
         holding.park([(watermark.track("1"), delivery("1"))]);
-        assert_eq!(holding.next_release_ms(7, 1_000, true), None);
-        assert!(holding.release(7, 1_000, true).is_empty());
-        assert_eq!(holding.next_release_ms(7, 1_000, false), Some(7));
-        assert_eq!(holding.release(7, 1_000, false).unparked.len(), 1);
+        assert_eq!(holding.next_release_ms(7, 1_000, true, |_| true), None);
+        assert!(holding.release(7, 1_000, true, |_| true).is_empty());
+        assert_eq!(holding.next_release_ms(7, 1_000, false, |_| true), Some(7));
+        assert_eq!(holding.release(7, 1_000, false, |_| true).unparked.len(), 1);
         assert!(!holding.has_parked());
     }
 }

@@ -6,7 +6,9 @@ use std::time::Duration;
 use metrics::{Counter, Histogram, Label};
 
 use crate::component::TrapKind;
-use crate::metrics::{CALL_DURATION, COPIES_PUBLISHED, DEAD_LETTERS, RECORDS, TRAPS, owner_labels};
+use crate::metrics::{
+    CALL_DURATION, COPIES_PUBLISHED, DEAD_LETTERS, FOREIGN_COPIES, RECORDS, TRAPS, owner_labels,
+};
 use crate::settlement::Outcome;
 
 /// The handles of one subscription (shared by its shards: the recorder hands out the same
@@ -19,6 +21,7 @@ pub(super) struct SubscriptionMetrics {
     call_duration: Histogram,
     copies_published: Counter,
     dead_letters: Counter,
+    foreign_copies: Counter,
 }
 
 impl SubscriptionMetrics {
@@ -36,6 +39,7 @@ impl SubscriptionMetrics {
             call_duration: metrics::histogram!(CALL_DURATION, labels()),
             copies_published: metrics::counter!(COPIES_PUBLISHED, labels()),
             dead_letters: metrics::counter!(DEAD_LETTERS, labels()),
+            foreign_copies: metrics::counter!(FOREIGN_COPIES, labels()),
         }
     }
 
@@ -65,5 +69,9 @@ impl SubscriptionMetrics {
         } else {
             self.copies_published.increment(1);
         }
+    }
+
+    pub(super) fn foreign_copy(&self) {
+        self.foreign_copies.increment(1);
     }
 }

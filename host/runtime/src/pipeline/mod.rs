@@ -16,8 +16,15 @@
 //! A `retry_after` copy carries its due time in its envelope; when it is read before it is due
 //! the pipeline keeps it waiting (holding the checkpoint, not the records after it), so the
 //! delay survives a crash and is honoured again when the copy is re-read. It holds the
-//! checkpoint for at most the tenant's `max_hold`, then it is carried forward: published again
-//! at the tip with the same due time.
+//! checkpoint in front of handled records for at most the tenant's `max_hold`, then it is
+//! carried forward: published again at the tip with the same due time. A later copy of the
+//! same record supersedes a waiting one, so one copy of a record waits, never two.
+//!
+//! A copy belongs to the subscription that made it (its envelope names tenant, app and
+//! subscriber): every other reader of the stream moves past it as handled, without calling
+//! its component, holding, carrying or dead-lettering it. Repeated copies of one record back
+//! off (the minimum delay doubling per copy, up to the maximum delay), and the chain's age runs
+//! from its first record's arrival, so a chain of copies always ends.
 //!
 //! The tenant's limits bound all of it: a delay is clamped to its maximum (and a due time read
 //! from the stream to the record's arrival plus that maximum, whoever wrote it), copies of a
@@ -44,7 +51,7 @@ use crate::clock::millis;
 use crate::component::{HandlerInstance, LoadedComponent, TrapKind};
 use crate::env::Env;
 use crate::limits::Limits;
-use crate::record::{Delivery, OutgoingRecord};
+use crate::record::{CopyOrigin, CopyOwner, Delivery, OutgoingRecord};
 use crate::rollout::CallStats;
 use crate::settlement::Outcome;
 use crate::tenant::Tenant;
@@ -56,14 +63,7 @@ use outbox::{Outbox, UnsentCopy};
 /// Records handed to one call when the subscription does not set `batch`.
 pub const DEFAULT_BATCH_LIMIT: usize = 1000;
 
-/// Why a shard must stop being delivered on this host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
-    /// The lease is lost: stop at once, write nothing more.
-    Lost,
-    /// Another host asked for the lease: stop at the next call boundary and hand it over.
-    HandOff(String),
-}
+pub use crate::stop::Stop;
 
 /// What one delivery came to, for observers (tests, metrics, quarantine).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +108,9 @@ pub struct OutcomeCounts {
     /// Calls that trapped on the record (settled as the registration's `on_trap`, also
     /// counted above).
     pub trapped: u64,
+    /// Counted copies another subscription made, moved past without a call (not counted
+    /// above).
+    pub foreign_copies: u64,
 }
 
 impl OutcomeCounts {
@@ -159,6 +162,10 @@ pub struct ShardPipeline {
     log: RuntimeLog,
     /// The app the component declares, for reports.
     app: Arc<str>,
+    /// Whose copies this pipeline makes and handles: the others' it moves past.
+    owner: CopyOwner,
+    /// The shard was read to its end: a waiting copy holds its children back.
+    shard_ended: bool,
     metrics: SubscriptionMetrics,
     /// How long the call under settlement took, for reports.
     call_duration: Duration,
@@ -184,7 +191,10 @@ impl ShardPipeline {
         );
         let app: Arc<str> = component.app().name.as_str().into();
         let metrics = SubscriptionMetrics::new(env.tenant.name(), &app, &subscription.name);
+        let owner = copy_owner(&env, &app, &subscription);
         Self {
+            owner,
+            shard_ended: false,
             instance: component.instance(env.env.clone()),
             stream,
             shard_id,
@@ -235,6 +245,7 @@ impl ShardPipeline {
             tickets.push(self.watermark.track(delivery.sequence_number.as_str()));
             all_ready &= delivery.due(max_delay).is_none_or(|due| due <= now)
                 && !delivery.is_aggregated()
+                && !self.is_foreign(delivery)
                 && !self.too_old(delivery, now);
         }
         // Almost always every record goes straight to the component, without being moved
@@ -252,8 +263,9 @@ impl ShardPipeline {
         self.moved_checkpoint()
     }
 
-    /// Refuses aggregated records and keeps copies not yet due waiting; returns the rest, and
-    /// apart the records past the subscription's maximum age, to give up on.
+    /// Moves past other subscriptions' copies, refuses aggregated records and keeps copies not
+    /// yet due waiting; returns the rest, and apart the records past the subscription's
+    /// maximum age, to give up on.
     #[allow(clippy::type_complexity)]
     fn set_aside(
         &mut self,
@@ -265,6 +277,12 @@ impl ShardPipeline {
         let mut ready = (Vec::new(), Vec::new());
         let mut expired = Vec::new();
         for (ticket, delivery) in tickets.into_iter().zip(records) {
+            if self.is_foreign(&delivery) {
+                self.outcomes.foreign_copies += 1;
+                self.metrics.foreign_copy();
+                self.mark(ticket);
+                continue;
+            }
             if delivery.is_aggregated() {
                 self.refuse_aggregated(ticket, &delivery);
                 continue;
@@ -275,7 +293,9 @@ impl ShardPipeline {
             }
             match delivery.due(max_delay) {
                 Some(due_at_ms) if due_at_ms > now => {
-                    self.holding.wait(ticket, delivery, due_at_ms, now);
+                    if let Some(superseded) = self.holding.wait(ticket, delivery, due_at_ms, now) {
+                        self.mark(superseded);
+                    }
                 }
                 _ => {
                     ready.0.push(ticket);
@@ -292,9 +312,11 @@ impl ShardPipeline {
     pub async fn poll_due(&mut self) -> Option<String> {
         let now = self.env.env.clock.now_ms();
         let max_hold = millis(self.limits().copies.max_hold);
-        let released = self
-            .holding
-            .release(now, max_hold, self.env.tenant.is_quarantined());
+        let quarantined = self.env.tenant.is_quarantined();
+        let (watermark, ended) = (&self.watermark, self.shard_ended);
+        let released = self.holding.release(now, max_hold, quarantined, |ticket| {
+            ended || watermark.handled_after(ticket)
+        });
         // A copy waiting longer than `max_hold` is published again at the tip with the same
         // due time; once that one is in the stream this one is handled and the checkpoint
         // moves on. The wait survives restarts and retention, and holds nothing for long.
@@ -306,7 +328,15 @@ impl ShardPipeline {
             self.expire(ticket, &delivery).await;
         }
         self.run_records(released.unparked).await;
-        self.run_records(released.due).await;
+        // A chain's age runs from its first record: a copy may reach it while it waits.
+        let (aged, due): (Vec<_>, Vec<_>) = released
+            .due
+            .into_iter()
+            .partition(|(_, delivery)| self.too_old(delivery, now));
+        for (ticket, delivery) in aged {
+            self.expire(ticket, &delivery).await;
+        }
+        self.run_records(due).await;
         for copy in self.outbox.take_due(now) {
             self.send_copy(copy).await;
         }
@@ -317,9 +347,12 @@ impl ShardPipeline {
     pub fn next_due_ms(&self) -> Option<u64> {
         let now = self.env.env.clock.now_ms();
         let max_hold = millis(self.limits().copies.max_hold);
+        let quarantined = self.env.tenant.is_quarantined();
         let held = self
             .holding
-            .next_release_ms(now, max_hold, self.env.tenant.is_quarantined());
+            .next_release_ms(now, max_hold, quarantined, |ticket| {
+                self.shard_ended || self.watermark.handled_after(ticket)
+            });
         held.into_iter().chain(self.outbox.next_try_ms()).min()
     }
 
@@ -337,8 +370,19 @@ impl ShardPipeline {
         }
     }
 
-    /// Where the checkpoint stands: the last record of the handled prefix.
+    /// Tells the pipeline its shard was read to its end: a waiting copy then holds the shard's
+    /// children back, and is carried forward after `max_hold` even with nothing after it.
+    pub fn reached_shard_end(&mut self) {
+        self.shard_ended = true;
+    }
+
+    /// The checkpoint that may be stored: the last record of the handled prefix. `None` while
+    /// a copy owed from before a seek is not in its stream yet: until then only the checkpoint
+    /// stored before the seek keeps that copy's original.
     pub fn checkpoint(&self) -> Option<&str> {
+        if self.outbox.is_pinned() {
+            return None;
+        }
         self.watermark.checkpoint()
     }
 
@@ -372,12 +416,14 @@ impl ShardPipeline {
     /// longer move the checkpoint. Copies read and waiting for their due time are carried
     /// forward (published again at the tip with the same due time), and copies still being
     /// published go on being retried: every pending copy comes back at its due time, wherever
-    /// the seek moved the reader.
+    /// the seek moved the reader. Until they are, no checkpoint is stored (see
+    /// [`checkpoint`](Self::checkpoint)): their originals' places no longer count here.
     pub fn reset(&mut self, checkpoint: Option<String>) {
         self.watermark.reset(checkpoint);
         self.checkpoint_moved = false;
+        self.outbox.pin_all();
         for waiting in self.holding.clear() {
-            let carried = self.carry(waiting);
+            let carried = self.carry(waiting).pinned();
             self.outbox.push(carried);
         }
     }
@@ -405,6 +451,7 @@ impl ShardPipeline {
         // The app name cannot change in a swap; the tenant's labels are rebuilt all the same,
         // so counts follow the subscription as the new version declares it.
         self.metrics = SubscriptionMetrics::new(env.tenant.name(), &self.app, &subscription.name);
+        self.owner = copy_owner(&env, &self.app, &subscription);
         self.subscription = subscription;
         self.env = env;
     }
@@ -429,17 +476,37 @@ impl ShardPipeline {
     }
 
     fn moved_checkpoint(&mut self) -> Option<String> {
-        if !std::mem::take(&mut self.checkpoint_moved) {
+        // While pinned the move is kept, to be reported once the pin is gone.
+        if !self.checkpoint_moved || self.outbox.is_pinned() {
             return None;
         }
+        self.checkpoint_moved = false;
         self.watermark.checkpoint().map(str::to_owned)
+    }
+
+    /// Whether `delivery` is a counted copy another subscription made.
+    fn is_foreign(&self, delivery: &Delivery) -> bool {
+        delivery
+            .copy
+            .as_ref()
+            .is_some_and(|origin| origin.owner != self.owner)
+    }
+
+    /// What a copy of `delivery` back to this shard's stream says about itself.
+    fn copy_origin(&self, delivery: &Delivery) -> CopyOrigin {
+        CopyOrigin::of(delivery, &self.shard_id, &self.owner)
     }
 
     /// A waiting copy, to be published again as it is (same retry count, same due time).
     fn carry(&self, waiting: Waiting) -> UnsentCopy {
         let delivery = &waiting.delivery;
-        let record =
-            OutgoingRecord::counted_copy(delivery, delivery.retry_count, Some(waiting.due_at_ms));
+        let origin = self.copy_origin(delivery);
+        let record = OutgoingRecord::counted_copy(
+            delivery,
+            delivery.retry_count,
+            Some(waiting.due_at_ms),
+            Some(&origin),
+        );
         UnsentCopy::new(
             waiting.ticket,
             delivery.sequence_number.to_string(),
@@ -459,5 +526,14 @@ impl ShardPipeline {
             self.metrics.copy_published(dead_letter);
             self.mark(ticket);
         }
+    }
+}
+
+/// The owner of the copies a pipeline of `subscription` makes.
+fn copy_owner(env: &PipelineEnv, app: &str, subscription: &SubscriptionSpec) -> CopyOwner {
+    CopyOwner {
+        tenant: env.tenant.name().to_owned(),
+        app: app.to_owned(),
+        subscriber: subscription.name.clone(),
     }
 }

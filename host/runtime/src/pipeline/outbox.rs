@@ -25,6 +25,9 @@ pub(super) struct UnsentCopy {
     record: OutgoingRecord,
     backoff: Backoff,
     next_try_ms: u64,
+    /// Its original's ticket went stale in a seek: until the copy is in the stream, nothing
+    /// after the seek may be stored as the checkpoint (a crash would skip the original).
+    pinned: bool,
 }
 
 impl UnsentCopy {
@@ -42,7 +45,15 @@ impl UnsentCopy {
             record,
             backoff: Backoff::new(RETRY_FIRST, RETRY_MAX),
             next_try_ms: 0,
+            pinned: false,
         }
+    }
+
+    /// The same copy, pinning the checkpoint until it is in the stream (see
+    /// [`Outbox::pin_all`]).
+    pub(super) fn pinned(mut self) -> Self {
+        self.pinned = true;
+        self
     }
 
     /// The stream it goes to.
@@ -55,9 +66,27 @@ impl UnsentCopy {
 #[derive(Default)]
 pub(super) struct Outbox {
     unsent: Vec<UnsentCopy>,
+    /// Pinned copies given up for good: the checkpoint stays pinned until the lease is next
+    /// taken, when the originals are read again.
+    stuck_pins: usize,
 }
 
 impl Outbox {
+    /// Pins every copy still owed: their originals' tickets are going stale (a seek), so
+    /// nothing marks those originals handled any more; only the stored checkpoint from before
+    /// the seek still keeps them. See [`is_pinned`](Self::is_pinned).
+    pub(super) fn pin_all(&mut self) {
+        for copy in &mut self.unsent {
+            copy.pinned = true;
+        }
+    }
+
+    /// Whether a checkpoint must not be stored now: a copy whose original went stale in a
+    /// seek is not in its stream yet.
+    pub(super) fn is_pinned(&self) -> bool {
+        self.stuck_pins > 0 || self.unsent.iter().any(|copy| copy.pinned)
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.unsent.is_empty()
     }
@@ -119,6 +148,7 @@ impl Outbox {
         };
         let sequence = Some(copy.original_sequence.as_str());
         if !error.can_succeed_later() {
+            self.stuck_pins += usize::from(copy.pinned);
             let message = format!(
                 "the copy for `{}` can never be published ({error}); the original stays \
                  unhandled and holds the checkpoint until the shard's lease is next taken",

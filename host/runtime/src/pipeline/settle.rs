@@ -12,6 +12,7 @@ use crate::checkpoint::Ticket;
 use crate::clock::millis;
 use crate::component::{BatchCall, BatchFailure, CallFailure, TrapKind};
 use crate::dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
+use crate::limits::CopyLimits;
 use crate::log::Level;
 use crate::record::{Deliveries, Delivery, OutgoingRecord};
 use crate::settlement::{self, CopyPlan, Disposition, Outcome};
@@ -63,13 +64,18 @@ impl ShardPipeline {
             stream: &self.stream,
             shard_id: &self.shard_id,
             deliveries: deliveries.clone(),
+            stop: self.stop.as_ref(),
         };
         let started = std::time::Instant::now();
         let span = tracing::info_span!("call", records = call.deliveries.len());
         let result = self.instance.handle_batch(&call).instrument(span).await;
         self.call_duration = started.elapsed();
         self.metrics.called(self.call_duration);
-        self.count_call(result.as_ref().err().map(|f| &f.failure));
+        let failure = result.as_ref().err().map(|f| &f.failure);
+        // A call stopped because the lease was lost failed nobody: no quarantine, no rollout.
+        if failure.is_none_or(|f| f.kind != TrapKind::LeaseLost) {
+            self.count_call(failure);
+        }
         let (outcomes, failure) = match result {
             Ok(outcomes) => (outcomes, None),
             Err(BatchFailure { settled, failure }) => (settled, Some(failure)),
@@ -91,12 +97,31 @@ impl ShardPipeline {
         let Some(failure) = failure else {
             return settled;
         };
+        if failure.kind == TrapKind::LeaseLost {
+            self.stopped_by_lost_lease(settled, deliveries.len());
+            return settled;
+        }
         // The record the guest was on when the call failed (none if it failed after the last).
         if let Some((ticket, delivery)) = records.next() {
             self.trapped(*ticket, delivery, failure).await;
             settled += 1;
         }
         settled
+    }
+
+    /// The lease was lost during the call: the records reported before settled (with nothing
+    /// stored: the keeper writes nothing once the lease is lost, and no copy goes out); the
+    /// rest are left to the lease's next holder, which reads them again.
+    fn stopped_by_lost_lease(&self, settled: usize, records: usize) {
+        self.log.say(
+            "lease-lost",
+            Level::Warn,
+            None,
+            format!(
+                "the shard's lease was lost during a call: it was stopped after {settled} of its \
+                 {records} records; the rest are left to the lease's next holder"
+            ),
+        );
     }
 
     /// A KPL-aggregated record holds many user records in a format no handler expects; it is
@@ -188,7 +213,7 @@ impl ShardPipeline {
                 );
                 // With a maximum age, the hold ends when the record reaches it.
                 if let Some(max) = &self.subscription.max_record_age {
-                    let expires_at = delivery.arrival_ms.saturating_add(millis(max.age));
+                    let expires_at = delivery.first_arrival_ms().saturating_add(millis(max.age));
                     self.holding
                         .hold_until(ticket, delivery.clone(), expires_at);
                 }
@@ -209,7 +234,14 @@ impl ShardPipeline {
         let due_at_ms = self
             .copy_delay(delivery, &plan)
             .map(|delay| self.env.env.clock.now_ms().saturating_add(millis(delay)));
-        let mut record = OutgoingRecord::counted_copy(delivery, plan.retry_count, due_at_ms);
+        // A copy back to the stream is this subscription's alone; a dead letter is anyone's
+        // who reads the dead-letter stream.
+        let origin = plan
+            .dead_letter
+            .is_none()
+            .then(|| self.copy_origin(delivery));
+        let mut record =
+            OutgoingRecord::counted_copy(delivery, plan.retry_count, due_at_ms, origin.as_ref());
         let target = match plan.dead_letter {
             Some(dead_letter) => {
                 let reason = trap.map_or(ATTEMPTS_EXHAUSTED, TrapKind::label);
@@ -250,12 +282,16 @@ impl ShardPipeline {
         record.headers.extend(origin.headers());
     }
 
-    /// Whether `delivery` is older than the subscription's maximum record age at `now_ms`.
+    /// Whether `delivery` is older than the subscription's maximum record age at `now_ms`,
+    /// counted from the arrival of the record a chain of copies started from (as Lambda's
+    /// `MaximumRecordAgeInSeconds` counts from the original's).
     pub(super) fn too_old(&self, delivery: &Delivery, now_ms: u64) -> bool {
         self.subscription
             .max_record_age
             .as_ref()
-            .is_some_and(|max| delivery.arrival_ms.saturating_add(millis(max.age)) <= now_ms)
+            .is_some_and(|max| {
+                delivery.first_arrival_ms().saturating_add(millis(max.age)) <= now_ms
+            })
     }
 
     /// Gives up on a record past the subscription's maximum age, held or not yet delivered:
@@ -277,7 +313,7 @@ impl ShardPipeline {
             self.mark(ticket);
             return;
         };
-        let mut record = OutgoingRecord::counted_copy(delivery, delivery.retry_count, None);
+        let mut record = OutgoingRecord::counted_copy(delivery, delivery.retry_count, None, None);
         self.add_origin(&mut record, delivery, RECORD_AGE_EXCEEDED);
         self.log.say(
             "expired",
@@ -299,7 +335,9 @@ impl ShardPipeline {
     }
 
     /// The delay a copy waits: what the handler asked, clamped to the tenant's maximum (with a
-    /// warning), and at least the minimum between copies when the record is already a copy.
+    /// warning), and, when the record is already a copy, at least the minimum between copies
+    /// doubled once per earlier copy, up to the maximum: a chain of copies backs off, so a
+    /// handler that retries at once forever costs a few copies an hour, not one a second.
     /// Dead letters never wait.
     fn copy_delay(&self, delivery: &Delivery, plan: &CopyPlan) -> Option<Duration> {
         if plan.dead_letter.is_some() {
@@ -321,7 +359,8 @@ impl ShardPipeline {
             delay = Some(limits.max_delay);
         }
         if delivery.retry_count > 0 {
-            delay = Some(delay.unwrap_or_default().max(limits.min_copy_delay));
+            let spacing = copy_spacing(limits, delivery.retry_count);
+            delay = Some(delay.unwrap_or_default().max(spacing));
         }
         delay
     }
@@ -345,5 +384,35 @@ impl ShardPipeline {
                 call_duration: self.call_duration,
             });
         }
+    }
+}
+
+/// The least delay of the copy made from a record that already had `retry_count` copies:
+/// `min_copy_delay` doubled `retry_count - 1` times, never over `max_delay` (nor under
+/// `min_copy_delay`, should the two be set the wrong way round).
+fn copy_spacing(limits: &CopyLimits, retry_count: u32) -> Duration {
+    let doublings = retry_count.saturating_sub(1).min(32);
+    let spacing = limits
+        .min_copy_delay
+        .checked_mul(1 << doublings.min(31))
+        .unwrap_or(Duration::MAX);
+    spacing.min(limits.max_delay).max(limits.min_copy_delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_of_one_record_back_off_up_to_the_maximum_delay() {
+        let limits = CopyLimits::default();
+        let spacing: Vec<u64> = (1..=13)
+            .map(|count| copy_spacing(&limits, count).as_secs())
+            .collect();
+        assert_eq!(
+            spacing,
+            [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 900, 900, 900]
+        );
+        assert_eq!(copy_spacing(&limits, u32::MAX), limits.max_delay);
     }
 }

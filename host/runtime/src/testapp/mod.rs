@@ -25,13 +25,14 @@ mod streams;
 
 pub use streams::{InProcessStreams, SHARD_ID, StoredRecord};
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::app::{AppSpec, StartPosition, SubscriptionSpec};
+use crate::app::{AppSpec, MaxRecordAge, StartPosition, SubscriptionSpec};
 use crate::clock::{Clock, ManualClock};
 use crate::component::{LoadError, LoadedComponent, Runtime, RuntimeError};
 use crate::limits::RuntimeConfig;
@@ -100,6 +101,7 @@ pub struct TestAppBuilder {
     component: PathBuf,
     runtime: RuntimeConfig,
     tenant: Tenant,
+    max_record_ages: HashMap<String, MaxRecordAge>,
 }
 
 impl TestAppBuilder {
@@ -113,6 +115,14 @@ impl TestAppBuilder {
     /// granted every stream, with default limits).
     pub fn tenant(mut self, tenant: Tenant) -> Self {
         self.tenant = tenant;
+        self
+    }
+
+    /// Gives up on `subscriber`'s records once they are older than `max` (from the arrival of
+    /// the record a chain of copies started from), as an operator's `maximum_record_age` does
+    /// on a host.
+    pub fn max_record_age(mut self, subscriber: &str, max: MaxRecordAge) -> Self {
+        self.max_record_ages.insert(subscriber.to_owned(), max);
         self
     }
 
@@ -137,6 +147,7 @@ impl TestAppBuilder {
             log,
             reports: Arc::default(),
             readers: Vec::new(),
+            max_record_ages: self.max_record_ages,
         };
         let env = app.pipeline_env(&app.component);
         let readers = (app.component.app().subscriptions.iter())
@@ -176,6 +187,8 @@ pub struct TestApp {
     log: LogSink,
     reports: Arc<Mutex<Vec<DeliveryReport>>>,
     readers: Vec<Reader>,
+    /// The operator's maximum record ages, by subscriber.
+    max_record_ages: HashMap<String, MaxRecordAge>,
 }
 
 struct Reader {
@@ -198,6 +211,7 @@ impl TestApp {
             component: component.as_ref().to_owned(),
             runtime: RuntimeConfig::default(),
             tenant: Tenant::trusted("test"),
+            max_record_ages: HashMap::new(),
         }
     }
 
@@ -440,7 +454,7 @@ impl TestApp {
         };
         let mut reader = previous.swap_remove(index);
         self.create_streams(spec);
-        (reader.pipeline).swap(next, Arc::new(spec.clone()), env.clone());
+        (reader.pipeline).swap(next, self.operated(spec), env.clone());
         reader
     }
 
@@ -452,23 +466,31 @@ impl TestApp {
         env: &PipelineEnv,
     ) -> Reader {
         self.create_streams(spec);
-        let pipeline = ShardPipeline::new(
-            component,
-            Arc::new(spec.clone()),
-            SHARD_ID,
-            None,
-            env.clone(),
-        );
+        let pipeline =
+            ShardPipeline::new(component, self.operated(spec), SHARD_ID, None, env.clone());
         Reader {
             next: start_index(&self.streams, spec),
             pipeline,
         }
     }
 
+    /// `spec` under the operator's settings of this app.
+    fn operated(&self, spec: &SubscriptionSpec) -> Arc<SubscriptionSpec> {
+        let mut spec = spec.clone();
+        if let Some(max) = self.max_record_ages.get(&spec.name) {
+            spec.max_record_age = Some(max.clone());
+        }
+        Arc::new(spec)
+    }
+
     /// Creates the streams a subscription reads and dead-letters into.
     fn create_streams(&self, spec: &SubscriptionSpec) {
         self.streams.create(&spec.stream);
         if let Some(dead_letter) = &spec.retry.dead_letter {
+            self.streams.create(dead_letter);
+        }
+        let aged = self.max_record_ages.get(&spec.name);
+        if let Some(dead_letter) = aged.and_then(|max| max.dead_letter.as_ref()) {
             self.streams.create(dead_letter);
         }
     }
@@ -606,6 +628,16 @@ impl SubscriberView<'_> {
     /// How many times the component instance was replaced after a failed call.
     pub fn instance_replacements(&self) -> u64 {
         self.pipeline.instance_replacements()
+    }
+
+    /// How many counted copies of other subscriptions it moved past without a call.
+    pub fn foreign_copies(&self) -> u64 {
+        self.pipeline.outcomes().foreign_copies
+    }
+
+    /// How many copies it owes a stream: waiting for their due time or being published.
+    pub fn pending_copies(&self) -> usize {
+        self.pipeline.pending_copies()
     }
 }
 

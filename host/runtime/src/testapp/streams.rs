@@ -45,6 +45,9 @@ impl StoredRecord {
         if let Some(due) = unwrapped.due_at_ms {
             headers.push(Header::new(envelope::DUE_AT_HEADER, due.to_string()));
         }
+        if let Some(origin) = &unwrapped.copy {
+            headers.extend(envelope::origin_headers(origin));
+        }
         headers
     }
 
@@ -62,6 +65,17 @@ impl StoredRecord {
     /// When the payload is not JSON of type `T`.
     pub fn decode<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
         serde_json::from_slice(&self.payload())
+    }
+
+    /// The record as it would be written again, with the same key, payload and every header
+    /// (the host's control headers included): what a stream holds twice after a producer or a
+    /// host retried a write it thought had failed.
+    pub fn to_outgoing(&self) -> OutgoingRecord {
+        OutgoingRecord {
+            partition_key: self.partition_key.clone(),
+            payload: self.payload(),
+            headers: self.headers(),
+        }
     }
 
     pub(crate) fn to_delivery(&self) -> Delivery {

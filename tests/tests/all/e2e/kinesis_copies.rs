@@ -306,7 +306,8 @@ async fn a_handler_publishes_to_a_second_stream_with_its_key() -> anyhow::Result
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plain_enveloped_and_malformed_payloads_decode_correctly() -> anyhow::Result<()> {
+async fn plain_enveloped_text_enveloped_and_malformed_payloads_decode_correctly()
+-> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     streams(&kinesis, &RELAY_STREAMS).await?;
     let client = kinesis.client().await;
@@ -315,10 +316,16 @@ async fn plain_enveloped_and_malformed_payloads_decode_correctly() -> anyhow::Re
     let plain = br#"{"from":"another producer"}"#.to_vec();
     let wrapped = envelope::wrap(&[Header::new("trace", "t-1")], br#"{"from":"native"}"#);
     let malformed = b"RSK2\x00\x00\x00\xffnot really an envelope".to_vec();
-    for data in [plain.clone(), wrapped, malformed.clone()] {
+    // Native RustStream 0.6 wrote headers in a text envelope.
+    let block = b"trace: t-2\n";
+    let mut text = b"RSK1".to_vec();
+    text.extend_from_slice(&(block.len() as u32).to_be_bytes());
+    text.extend_from_slice(block);
+    text.extend_from_slice(br#"{"from":"native 0.6"}"#);
+    for data in [plain.clone(), wrapped, malformed.clone(), text] {
         put_raw(&client, "inbox", "pk", data).await?;
     }
-    host.deliveries.wait_for(3, WAIT).await?;
+    host.deliveries.wait_for(4, WAIT).await?;
     app.shutdown().await;
 
     let received: Vec<(String, String)> = host
@@ -340,6 +347,10 @@ async fn plain_enveloped_and_malformed_payloads_decode_correctly() -> anyhow::Re
             (
                 escape_controls(&String::from_utf8_lossy(&malformed)).into_owned(),
                 String::new()
+            ),
+            (
+                r#"{"from":"native 0.6"}"#.to_owned(),
+                "trace=t-2".to_owned()
             ),
         ]
     );

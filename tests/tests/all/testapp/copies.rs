@@ -114,10 +114,9 @@ async fn acks_of_records_delivered_before_a_seek_never_move_the_checkpoint() -> 
 
     app.seek("pay_out", StartPosition::Latest).await?;
     let c = app.publish("payouts", &entry(3, 5)).await?;
-    assert_eq!(
-        app.subscriber("pay_out")?.checkpoint(),
-        Some(c.sequence_number.as_str())
-    );
+    // C is handled, but B's copy is not out yet and B's place no longer counts here: storing
+    // C now, a crash would lose B. Nothing is stored until the copy is out.
+    assert_eq!(app.subscriber("pay_out")?.checkpoint(), None);
     app.advance(Duration::from_millis(100)).await?;
     app.fail_next_publishes("payouts", 1);
     let d = app.publish("payouts", &entry(4, -1)).await?;

@@ -20,25 +20,33 @@ async fn a_long_wait_is_carried_forward_and_holds_the_checkpoint_at_most_a_minut
     assert_eq!(pace.checkpoint(), Some(original.sequence_number.as_str()));
     assert_eq!(pace.held_at(), Some(first_copy.sequence_number.as_str()));
 
-    // After the hold limit the copy is published again, due when it was, and the checkpoint
-    // moves past the one that waited.
+    // With nothing handled behind it the wait holds nothing back: no carry.
+    app.advance(Duration::from_secs(61)).await?;
+    assert_eq!(app.stream("paced").len(), 2, "nothing to gain from a carry");
+    // A record handled behind it is held back: after the hold limit the copy is published
+    // again, due when it was, and the checkpoint moves past the one that waited.
+    let behind = app.publish("paced", &json!({"id": 2})).await?;
     app.advance(Duration::from_secs(61)).await?;
     let stream = app.stream("paced");
-    assert_eq!(stream.len(), 3, "carried forward once");
+    assert_eq!(stream.len(), 4, "carried forward once");
     assert_eq!(
-        stream[2].header(DUE_AT_HEADER).as_deref(),
+        stream[3].header(DUE_AT_HEADER).as_deref(),
         Some(due.as_str())
     );
-    assert_eq!(stream[2].payload(), first_copy.payload());
+    assert_eq!(stream[3].payload(), first_copy.payload());
     let pace = app.subscriber("pace")?;
-    assert_eq!(pace.checkpoint(), Some(first_copy.sequence_number.as_str()));
-    assert_eq!(pace.calls(), 1, "not delivered before it is due");
+    assert_eq!(pace.checkpoint(), Some(behind.sequence_number.as_str()));
+    assert_eq!(
+        pace.calls(),
+        2,
+        "the copy is not delivered before it is due"
+    );
 
     // Delivered once, at its due time, after being carried forward every minute.
     app.advance(Duration::from_secs(600)).await?;
     let pace = app.subscriber("pace")?;
-    assert_eq!(pace.attempts(), [1, 2]);
-    let delivered_at = pace.reports()[1].at_ms;
+    assert_eq!(pace.attempts(), [1, 1, 2]);
+    let delivered_at = pace.reports()[2].at_ms;
     assert!(
         delivered_at >= due.parse::<u64>()?,
         "{delivered_at} < {due}"

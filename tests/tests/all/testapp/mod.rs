@@ -2,6 +2,7 @@
 //! `ruststream dev`, the binary running them so for a tenant developer.
 
 mod board;
+mod chains;
 mod copies;
 mod deadlines;
 mod dev;

@@ -58,6 +58,67 @@ async fn a_host_stops_before_its_next_call_once_its_lease_is_lost() -> anyhow::R
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_flight_stops_at_its_next_record_once_the_lease_is_lost() -> anyhow::Result<()> {
+    let servers = pacer_servers(1, "ruststream-lost-call").await?;
+    let (client, store) = (&servers.client, &servers.store);
+    let host = TestHost::new(client.clone(), "host-a")?;
+    let app = host.run(guests::PACER, store.clone(), 2).await?;
+    // Thirty slow but healthy records in one call, 400 ms apiece: with per-record deadlines
+    // the call would go on for 12 s whatever happens to the lease.
+    let steps: Vec<_> = (1..=30)
+        .map(|id| json!({"id": id, "sleep_ms": 400}))
+        .collect();
+    put_json_batch(client, "paced", &steps).await?;
+    let paced = || {
+        host.log
+            .captured()
+            .iter()
+            .filter(|l| l.message == "paced")
+            .count()
+    };
+    assert!(eventually(WAIT, || paced() >= 2).await, "the call started");
+
+    let rows = store.list().await?;
+    let row = rows
+        .iter()
+        .find(|r| r.key.starts_with("paced:"))
+        .expect("the lease row");
+    let key = LeaseKey::new("paced", row.key.trim_start_matches("paced:"));
+    take_over(store.as_ref(), &key, "host-b", WAIT).await?;
+    let lost = app
+        .wait_for(WAIT, |s| s.iter().any(|s| s.count(&ShardState::Lost) == 1))
+        .await;
+    assert!(lost, "{:#?}", app.status());
+    let at_loss = paced();
+    let stopped = eventually(WAIT, || {
+        host.log
+            .captured()
+            .iter()
+            .any(|l| l.message.contains("lease was lost during a call"))
+    })
+    .await;
+    assert!(stopped, "the call was never stopped");
+    let after = paced() - at_loss;
+    assert!(
+        after <= 1,
+        "{after} records started after the loss was known"
+    );
+    let settled = host.deliveries.len();
+    assert!(
+        settled < 30,
+        "the call ran to its end: {settled} records settled"
+    );
+    let stored = store.read(&key).await?.and_then(|row| row.checkpoint);
+    assert_eq!(
+        stored.as_deref(),
+        row.checkpoint.as_deref(),
+        "nothing stored once the lease was lost"
+    );
+    app.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_store_that_stops_answering_costs_the_lease_within_its_duration()
 -> anyhow::Result<()> {
     let servers = Servers::start("ledger", 1, "ruststream-unused").await?;
