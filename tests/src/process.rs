@@ -96,10 +96,14 @@ pub fn metrics_addr(log: &str) -> Option<String> {
     listening(log, "metrics endpoint listening")
 }
 
+/// The `addr` of the first line saying `message`, in the text or the JSON log format.
 fn listening(log: &str, message: &str) -> Option<String> {
-    log.lines()
-        .find(|line| line.contains(message))?
-        .split_whitespace()
+    let line = log.lines().find(|line| line.contains(message))?;
+    if let Ok(json) = serde_json::from_str::<serde_json::Value>(line) {
+        let addr = json.get("addr").or_else(|| json.get("fields")?.get("addr"))?;
+        return addr.as_str().map(str::to_owned);
+    }
+    line.split_whitespace()
         .find_map(|token| token.strip_prefix("addr="))
         .map(str::to_owned)
 }

@@ -13,3 +13,4 @@ mod resilience;
 mod sandbox;
 mod servers;
 mod service_load;
+mod shared_stream;
