@@ -100,7 +100,9 @@ pub fn metrics_addr(log: &str) -> Option<String> {
 fn listening(log: &str, message: &str) -> Option<String> {
     let line = log.lines().find(|line| line.contains(message))?;
     if let Ok(json) = serde_json::from_str::<serde_json::Value>(line) {
-        let addr = json.get("addr").or_else(|| json.get("fields")?.get("addr"))?;
+        let addr = json
+            .get("addr")
+            .or_else(|| json.get("fields")?.get("addr"))?;
         return addr.as_str().map(str::to_owned);
     }
     line.split_whitespace()

@@ -7,7 +7,9 @@
 //! - no stored checkpoint ever past a record that was not handled by then;
 //! - a record handled twice only when the process that first handled it was killed;
 //! - per partition key, records first handled in the order they were written;
-//! - a killed process's shards read again within the lease duration and one shard sync.
+//! - a killed process's shards read again within the lease duration and one shard sync;
+//! - a second tenant (`recheck`) reading the same stream and making counted copies of its own:
+//!   no copy of its is ever handled by the first tenant, and it handles its own.
 //!
 //! `RUSTSTREAM_CHAOS_SCALE=N` makes it N times longer (records and kills);
 //! `RUSTSTREAM_CHAOS_SEED` replays a run. The figures are printed at the end.
@@ -53,8 +55,10 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
         &config,
         format!(
             "[host]\nlease_store = \"dynamodb\"\ncreate_lease_table = true\n\n\
-             [[tenants]]\nname = \"good\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n",
-            guests::SETTLEMENT.path().display()
+             [[tenants]]\nname = \"good\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n\n\
+             [[tenants]]\nname = \"other\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n",
+            guests::SETTLEMENT.path().display(),
+            guests::RECHECK.path().display(),
         ),
     )?;
     let mut fleet = Fleet {
@@ -69,15 +73,23 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
     }
     // The subscription starts at the tip: produce once every shard is open somewhere.
     let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-good-ledger");
+    let other = DynamoLeaseStore::new(dynamo.client().await, "ruststream-other-recheck");
     let open = ruststream_tests::wait::eventually_async(Duration::from_secs(60), async || {
-        let rows = store.list().await.unwrap_or_default();
-        rows.iter()
-            .filter(|r| r.owner.is_some() && r.checkpoint.is_some())
-            .count()
-            == 4
+        let mut open = 0;
+        for store in [&store, &other] {
+            let rows = store.list().await.unwrap_or_default();
+            open += rows
+                .iter()
+                .filter(|r| r.owner.is_some() && r.checkpoint.is_some())
+                .count();
+        }
+        open == 8
     })
     .await;
-    anyhow::ensure!(open, "the hosts never opened the four shards");
+    anyhow::ensure!(
+        open,
+        "the hosts never opened the four shards for both tenants"
+    );
 
     let produced: Arc<Mutex<Vec<Produced>>> = Arc::default();
     let producer = tokio::spawn(produce(client.clone(), records, produced.clone()));
@@ -114,6 +126,20 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
         produced.iter().all(|p| booked.contains(&p.id))
     })
     .await;
+    // The second tenant has looked twice at every entry it asked a second look at.
+    let rechecked = ruststream_tests::wait::eventually(Duration::from_secs(60), || {
+        let second: BTreeSet<u64> = fleet
+            .looks()
+            .iter()
+            .filter(|look| look.attempt > 1)
+            .map(|look| look.id)
+            .collect();
+        produced
+            .iter()
+            .filter(|p| p.id % 5 == 0 || p.id % 7 == 0)
+            .all(|p| second.contains(&p.id))
+    })
+    .await;
     fleet.stop_all()?;
     sampler.abort();
     let bookings = fleet.bookings();
@@ -122,6 +148,60 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
     report.print(seed);
     assert!(all_handled, "never handled: {:?}", report.missing);
     report.assert_holds();
+    let second: BTreeSet<u64> = fleet
+        .looks()
+        .iter()
+        .filter(|look| look.attempt > 1)
+        .map(|look| look.id)
+        .collect();
+    let missed: Vec<u64> = (produced.iter().map(|p| p.id))
+        .filter(|id| (id % 5 == 0 || id % 7 == 0) && !second.contains(id))
+        .collect();
+    assert!(
+        rechecked,
+        "the second tenant never got these copies back: {missed:?}"
+    );
+    assert_copies_stay_with_their_tenant(&client, &bookings, &fleet.looks()).await
+}
+
+/// No record that is a copy of the second tenant's was booked by the first, and every record
+/// the second looked at again was a copy of its own.
+async fn assert_copies_stay_with_their_tenant(
+    client: &aws_sdk_kinesis::Client,
+    bookings: &[Booking],
+    looks: &[Look],
+) -> anyhow::Result<()> {
+    let stream = ruststream_tests::e2e::read_all(client, "ledger").await?;
+    let copies: BTreeSet<&str> = stream
+        .iter()
+        .filter(|r| {
+            r.envelope()
+                .copy
+                .is_some_and(|copy| copy.owner.tenant == "other")
+        })
+        .map(|r| r.sequence_number.as_str())
+        .collect();
+    assert!(!copies.is_empty(), "the second tenant made no copies");
+    let foreign: Vec<&Booking> = bookings
+        .iter()
+        .filter(|b| copies.contains(b.sequence.as_str()))
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "the first tenant booked copies of the second's: {foreign:?}"
+    );
+    let strays: Vec<&Look> = looks
+        .iter()
+        .filter(|look| look.attempt > 1 && !copies.contains(look.sequence.as_str()))
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "second looks at records that are not its copies: {strays:?}"
+    );
+    println!(
+        "chaos: {} copies of the second tenant, none booked by the first",
+        copies.len()
+    );
     Ok(())
 }
 
@@ -139,8 +219,17 @@ struct Produced {
 struct Booking {
     id: u64,
     shard: String,
+    sequence: String,
     at_ms: u64,
     instance: usize,
+}
+
+/// A record the second tenant looked at, as its log says.
+#[derive(Debug, Clone)]
+struct Look {
+    id: u64,
+    attempt: u64,
+    sequence: String,
 }
 
 /// A checkpoint as read from the lease table.
@@ -256,6 +345,28 @@ impl Fleet {
         }
         all
     }
+
+    fn looks(&self) -> Vec<Look> {
+        self.instances
+            .iter()
+            .flat_map(|run| read_looks(&run.log))
+            .collect()
+    }
+}
+
+/// The second tenant's `looked` lines: `entry.id`, `attempt` and the record's sequence.
+fn read_looks(log: &Path) -> Vec<Look> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter(|line| line.contains(" looked "))
+        .filter_map(|line| {
+            Some(Look {
+                id: number_after(line, "entry.id=")?,
+                attempt: number_after(line, "attempt=")?,
+                sequence: between(line, "sequence=\"", "\"")?.to_owned(),
+            })
+        })
+        .collect()
 }
 
 /// The `booked` lines of a host's log: timestamp, shard and `entry.id`.
@@ -266,15 +377,24 @@ fn read_bookings(log: &Path, instance: usize) -> Vec<Booking> {
         .filter_map(|line| {
             let at_ms = parse_timestamp(line.split_whitespace().next()?)?;
             let shard = between(line, "shard=\"", "\"")?.to_owned();
+            let sequence = between(line, "sequence=\"", "\"")?.to_owned();
             let id = between(line, "entry.id=", " ")?.parse().ok()?;
             Some(Booking {
                 id,
                 shard,
+                sequence,
                 at_ms,
                 instance,
             })
         })
         .collect()
+}
+
+/// The decimal number right after the first `key` in `line`.
+fn number_after(line: &str, key: &str) -> Option<u64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[..digits].parse().ok()
 }
 
 fn between<'a>(line: &'a str, start: &str, end: &str) -> Option<&'a str> {

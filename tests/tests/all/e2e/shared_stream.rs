@@ -36,8 +36,18 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
     // Refunds among payments, written over a few seconds: the waiting copies of `defer` are
     // carried forward while payments are handled behind them.
     for id in 1..=PAYMENTS {
-        let amount = if id % (PAYMENTS / REFUNDS) == 0 { -5 } else { 10 };
-        put_json(&client, "ledger", &json!({ "id": id, "amount": amount }), None).await?;
+        let amount = if id % (PAYMENTS / REFUNDS) == 0 {
+            -5
+        } else {
+            10
+        };
+        put_json(
+            &client,
+            "ledger",
+            &json!({ "id": id, "amount": amount }),
+            None,
+        )
+        .await?;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let refunds: BTreeSet<u64> = (1..=PAYMENTS)
@@ -56,13 +66,24 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
     let seen = host.seen();
     let attempts = |subscriber: &str, id: u64| -> Vec<u64> {
         let all = seen.get(subscriber).cloned().unwrap_or_default();
-        all.into_iter().filter(|(i, _)| *i == id).map(|(_, a)| a).collect()
+        all.into_iter()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, a)| a)
+            .collect()
     };
     for id in 1..=PAYMENTS {
         assert_eq!(attempts("strict", id), [1], "globex's strict, entry {id}");
         assert_eq!(attempts("defer", id), [1], "acme's defer, entry {id}");
-        let expected: &[u64] = if refunds.contains(&id) { &[1, 2, 3] } else { &[1] };
-        assert_eq!(attempts("reconcile", id), expected, "acme's reconcile, entry {id}");
+        let expected: &[u64] = if refunds.contains(&id) {
+            &[1, 2, 3]
+        } else {
+            &[1]
+        };
+        assert_eq!(
+            attempts("reconcile", id),
+            expected,
+            "acme's reconcile, entry {id}"
+        );
     }
 
     // Each dead-letter stream holds its own subscription's records, with its own counts.
@@ -77,7 +98,11 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
             let origin = DeadLetterOrigin::from_headers(&letter.envelope().headers)
                 .ok_or_else(|| anyhow::anyhow!("a dead letter without its origin"))?;
             assert_eq!(
-                (origin.subscriber.as_str(), origin.tenant.as_str(), origin.attempts),
+                (
+                    origin.subscriber.as_str(),
+                    origin.tenant.as_str(),
+                    origin.attempts
+                ),
                 (subscriber, tenant, attempts)
             );
         }
@@ -94,7 +119,10 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
         defer_copies as u64 <= carries_at_most,
         "{defer_copies} copies of {REFUNDS} waiting refunds"
     );
-    assert_eq!(copies_for(&ledger, "acme/shared-ledger/reconcile") as u64, 2 * REFUNDS);
+    assert_eq!(
+        copies_for(&ledger, "acme/shared-ledger/reconcile") as u64,
+        2 * REFUNDS
+    );
     assert_eq!(
         ledger.len(),
         PAYMENTS as usize + 2 * REFUNDS as usize + defer_copies,
@@ -129,7 +157,10 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
         skipped("globex") >= (2 * REFUNDS as usize + defer_copies) as f64,
         "globex moved past acme's copies"
     );
-    assert!(skipped("acme") >= 2.0 * REFUNDS as f64, "acme's subscriptions past each other's");
+    assert!(
+        skipped("acme") >= 2.0 * REFUNDS as f64,
+        "acme's subscriptions past each other's"
+    );
     Ok(())
 }
 
@@ -138,8 +169,10 @@ fn copies_for(stream: &[ReadBack], owner: &str) -> usize {
         .iter()
         .filter(|r| {
             r.envelope().copy.is_some_and(|copy| {
-                format!("{}/{}/{}", copy.owner.tenant, copy.owner.app, copy.owner.subscriber)
-                    == owner
+                format!(
+                    "{}/{}/{}",
+                    copy.owner.tenant, copy.owner.app, copy.owner.subscriber
+                ) == owner
             })
         })
         .count()
@@ -201,8 +234,8 @@ impl Host {
             _running: run_host(&config, kinesis, &log, &args)?,
             log,
         };
-        let reading = eventually(WAIT, || host.output().matches("reading shard").count() >= 3)
-            .await;
+        let reading =
+            eventually(WAIT, || host.output().matches("reading shard").count() >= 3).await;
         anyhow::ensure!(reading, "shards never opened: {}", host.output());
         Ok(host)
     }
@@ -218,7 +251,9 @@ impl Host {
             let Ok(line) = serde_json::from_str::<Value>(line) else {
                 continue;
             };
-            let Some(subscriber) = line["message"].as_str().and_then(|m| m.strip_suffix(" saw"))
+            let Some(subscriber) = line["message"]
+                .as_str()
+                .and_then(|m| m.strip_suffix(" saw"))
             else {
                 continue;
             };
@@ -227,7 +262,9 @@ impl Host {
                 value.as_u64().or_else(|| value.as_str()?.parse().ok())
             };
             if let (Some(id), Some(attempt)) = (number("entry.id"), number("attempt")) {
-                seen.entry(subscriber.to_owned()).or_default().push((id, attempt));
+                seen.entry(subscriber.to_owned())
+                    .or_default()
+                    .push((id, attempt));
             }
         }
         seen
