@@ -71,7 +71,8 @@ pub use limits::{
 };
 pub use log::{Level, LogLine, LogSink, Origin, parse_field_list};
 pub use pipeline::{
-    DEFAULT_BATCH_LIMIT, DeliveryReport, Observer, OutcomeCounts, PipelineEnv, ShardPipeline, Stop,
+    DEFAULT_BATCH_LIMIT, DeliveryReport, MAX_UNSENT_BYTES, MAX_UNSENT_COPIES, Observer,
+    OutcomeCounts, PipelineEnv, ShardPipeline, Stop,
 };
 pub use policy::{SandboxPolicy, StreamGrant};
 pub use publish::{BoxFuture, MAX_RECORD_BYTES, PublishError, Publisher, check_size};

@@ -63,6 +63,13 @@ use outbox::{Outbox, UnsentCopy};
 /// Records handed to one call when the subscription does not set `batch`.
 pub const DEFAULT_BATCH_LIMIT: usize = 1000;
 
+/// Unsent copies of one shard past which it is [backlogged](ShardPipeline::is_backlogged).
+pub const MAX_UNSENT_COPIES: usize = 1000;
+
+/// Bytes of unsent copies of one shard past which it is backlogged: the copies keep their
+/// payloads until they are in their stream.
+pub const MAX_UNSENT_BYTES: u64 = 16 << 20;
+
 pub use crate::stop::Stop;
 
 /// What one delivery came to, for observers (tests, metrics, quarantine).
@@ -405,6 +412,14 @@ impl ShardPipeline {
     /// How many copies are owed to a stream: waiting for their due time or being published.
     pub fn pending_copies(&self) -> usize {
         self.outbox.len() + self.holding.waiting()
+    }
+
+    /// Whether so many copies are owed to streams (their publishes throttled by the write quota
+    /// or failing) that reading on would only pile more of them up in memory: at least
+    /// [`MAX_UNSENT_COPIES`] copies, or [`MAX_UNSENT_BYTES`] of them. A transport reads no more
+    /// of the shard until they drain.
+    pub fn is_backlogged(&self) -> bool {
+        self.outbox.len() >= MAX_UNSENT_COPIES || self.outbox.bytes() >= MAX_UNSENT_BYTES
     }
 
     /// Whether every delivered record is handled and no copy is pending.

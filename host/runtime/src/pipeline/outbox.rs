@@ -95,6 +95,14 @@ impl Outbox {
         self.unsent.len()
     }
 
+    /// What the unsent copies weigh, as their streams count it.
+    pub(super) fn bytes(&self) -> u64 {
+        self.unsent
+            .iter()
+            .map(|copy| copy.record.stream_size())
+            .sum()
+    }
+
     /// Adds `copy`, to be tried at once.
     pub(super) fn push(&mut self, copy: UnsentCopy) {
         self.unsent.push(copy);

@@ -4,10 +4,12 @@
 use std::time::Duration;
 
 use ruststream_host::{Deployment, SeekError};
+use ruststream_runtime::MAX_UNSENT_COPIES;
 use ruststream_runtime::internals::envelope;
 use ruststream_runtime::{Header, Outcome, StartPosition, escape_controls};
 use ruststream_tests::e2e::{
-    TestHost, dynamo_store, put_json, put_raw, read_all, stored_checkpoint,
+    TestHost, dynamo_store, put_json, put_json_batch, put_raw, quick_config, read_all,
+    stored_checkpoint,
 };
 use ruststream_tests::faults::{Fault, Faults};
 use ruststream_tests::guests;
@@ -132,6 +134,48 @@ async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result
         "delivered at {} before its due time {due}",
         report.at_ms
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_that_cannot_go_out_stop_the_reading_until_they_drain() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    streams(&kinesis, &RETRIES_STREAMS).await?;
+    let faults = Faults::new();
+    let client = kinesis.client().await;
+    let mut config = quick_config("host-a");
+    config.reader.batch_limit = 100;
+    let host = TestHost::with_config(faults.kinesis_client(&kinesis.endpoint()).await, config)?;
+    let app = host.run_in_memory(guests::SETTLEMENT_RETRIES, 3).await?;
+    // No copy goes out: every refund's copy waits in the pipeline, payload and all. (An error
+    // the SDK does not retry itself, so each try fails at once.)
+    let gone = Fault::error(400, "ResourceNotFoundException", "Stream refunds not found");
+    faults.inject(&["PutRecord"], u32::MAX, gone);
+    let refunds = MAX_UNSENT_COPIES + 200;
+    let entries: Vec<_> = (0..refunds as u64).map(|id| entry(id, -1)).collect();
+    put_json_batch(&client, "refunds", &entries).await?;
+    host.deliveries.wait_for(MAX_UNSENT_COPIES, WAIT).await?;
+    // Reading stops there. Were it not stopped, the next 200 would be read within a second
+    // (reads of 100 records every 200 ms): give it three.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let read = host.deliveries.len();
+    assert!(
+        read < MAX_UNSENT_COPIES + 100,
+        "{read} refunds read with {MAX_UNSENT_COPIES} copies owed"
+    );
+    // Once copies go out again, everything is read and runs its course.
+    faults.clear_faults();
+    let dead = poll_for(Duration::from_secs(180), async || {
+        let dead = read_all(&client, "refunds.dead").await.ok()?;
+        (dead.len() >= refunds).then_some(dead)
+    })
+    .await;
+    assert_eq!(
+        dead.map(|d| d.len()),
+        Some(refunds),
+        "every refund dead-lettered"
+    );
+    app.shutdown().await;
     Ok(())
 }
 
