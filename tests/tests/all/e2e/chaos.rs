@@ -128,16 +128,7 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
     .await;
     // The second tenant has looked twice at every entry it asked a second look at.
     let rechecked = ruststream_tests::wait::eventually(Duration::from_secs(60), || {
-        let second: BTreeSet<u64> = fleet
-            .looks()
-            .iter()
-            .filter(|look| look.attempt > 1)
-            .map(|look| look.id)
-            .collect();
-        produced
-            .iter()
-            .filter(|p| p.id % 5 == 0 || p.id % 7 == 0)
-            .all(|p| second.contains(&p.id))
+        not_looked_at_again(&produced, &fleet.looks()).is_empty()
     })
     .await;
     fleet.stop_all()?;
@@ -148,20 +139,25 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
     report.print(seed);
     assert!(all_handled, "never handled: {:?}", report.missing);
     report.assert_holds();
-    let second: BTreeSet<u64> = fleet
-        .looks()
-        .iter()
-        .filter(|look| look.attempt > 1)
-        .map(|look| look.id)
-        .collect();
-    let missed: Vec<u64> = (produced.iter().map(|p| p.id))
-        .filter(|id| (id % 5 == 0 || id % 7 == 0) && !second.contains(id))
-        .collect();
+    let missed = not_looked_at_again(&produced, &fleet.looks());
     assert!(
         rechecked,
         "the second tenant never got these copies back: {missed:?}"
     );
     assert_copies_stay_with_their_tenant(&client, &bookings, &fleet.looks()).await
+}
+
+/// The entries the second tenant asks to see again (every fifth and every seventh) that it has
+/// not seen a second time.
+fn not_looked_at_again(produced: &[Produced], looks: &[Look]) -> Vec<u64> {
+    let again: BTreeSet<u64> = looks
+        .iter()
+        .filter(|look| look.attempt > 1)
+        .map(|look| look.id)
+        .collect();
+    (produced.iter().map(|p| p.id))
+        .filter(|id| (id % 5 == 0 || id % 7 == 0) && !again.contains(id))
+        .collect()
 }
 
 /// No record that is a copy of the second tenant's was booked by the first, and every record
