@@ -456,6 +456,7 @@ fn start_at(stored: Option<&Checkpoint>, start: Option<&StartPosition>, shard_id
         Some(Checkpoint::Sequence(sequence)) => return StartAt::AfterSequence(sequence.clone()),
         Some(Checkpoint::TrimHorizon) => return StartAt::Horizon,
         Some(Checkpoint::AtTimestamp(ms)) => return StartAt::AtTimestamp(*ms),
+        Some(Checkpoint::AtSequence(sequence)) => return StartAt::AtSequence(sequence.clone()),
         Some(Checkpoint::ShardEnd) | None => {}
     }
     match start {
