@@ -4,8 +4,11 @@
 //! The crate's front page shows a deployment started and shut down.
 
 mod app;
+mod balance;
 mod coordinator;
+mod handoff;
 mod keeper;
+mod presence;
 mod release;
 mod seek;
 mod settings;
