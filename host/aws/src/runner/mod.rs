@@ -166,6 +166,15 @@ impl Host {
         self
     }
 
+    /// Reads the time from `clock` instead of the system's: due times, record ages, the
+    /// components' clock, the provisional pin of a shard opened at the tip (tests of a host
+    /// whose clock is off). Lease expiry never reads it (it is judged on the monotonic clock),
+    /// and a shard's first record is pinned by its sequence number.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Replaces the publisher of counted copies and guest publishes (fault injection in tests).
     pub fn with_publisher(mut self, publisher: Arc<dyn Publisher>) -> Self {
         self.publisher = publisher;
