@@ -22,8 +22,10 @@ pub mod http;
 pub mod imports;
 pub mod process;
 pub mod proxy;
+pub mod reads;
 pub mod scrape;
 pub mod servers;
+pub mod skew;
 pub mod wait;
 
 /// Directory holding the compiled guest components.

@@ -37,9 +37,10 @@ pub use kinesis::{
     ShardReader, StartAt, list_shards,
 };
 pub use lease::{
-    AT_TIMESTAMP_PREFIX, Checkpoint, Claim, DEFAULT_TABLE_TEMPLATE, DynamoLeaseStore,
-    DynamoStoreStats, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore, MemoryLeaseStore,
-    Renewal, SHARD_END, TRIM_HORIZON, TableTemplate, TemplateError,
+    AT_SEQUENCE_PREFIX, AT_TIMESTAMP_PREFIX, Checkpoint, Claim, DEFAULT_TABLE_TEMPLATE,
+    DynamoLeaseStore, DynamoStoreStats, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord,
+    LeaseStore, LeaseTable, MemoryLeaseStore, PRESENCE_PREFIX, PresenceKey, Renewal, SHARD_END,
+    TRIM_HORIZON, TableTemplate, TemplateError,
 };
 pub use runner::{
     AppVersions, Deployment, Host, HostConfig, OperatorSettings, RolloutStatus, RunningApp,

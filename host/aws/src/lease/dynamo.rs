@@ -7,6 +7,12 @@
 //! write) and `checkpoint` (S). One attribute of ours comes on top, `lease_wanted_by` (S): the
 //! host that asked for the lease to be handed over; native services ignore it. Every write is
 //! one conditional `UpdateItem`; the protocol needs no transactions or TTL.
+//!
+//! Presence rows (`#host/<scope>/<owner>`) hold `lease_owner`, `lease_expiry`, `lease_counter`
+//! and `host_scope` (S), never a checkpoint. Native services never see them: they read and
+//! write only the `stream:shard` keys they compute, and never scan. Rows keyed by a bare shard
+//! id (written by `ruststream-kinesis` 0.6) make a listing fail with
+//! [`LeaseError::LegacyRows`]; [`DynamoLeaseStore::adopt_legacy_rows`] migrates them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +25,10 @@ use aws_sdk_dynamodb::types::{
     ScalarAttributeType, TableStatus,
 };
 
-use super::{Claim, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore, Renewal, expiry_ms};
+use super::{
+    Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
+    PRESENCE_PREFIX, PresenceKey, Renewal, expiry_ms, is_legacy_key,
+};
 use crate::Cause;
 use ruststream_runtime::BoxFuture;
 
@@ -29,11 +38,13 @@ const EXPIRY: &str = "lease_expiry";
 const COUNTER: &str = "lease_counter";
 const CHECKPOINT: &str = "checkpoint";
 const WANTED_BY: &str = "lease_wanted_by";
+const SCOPE: &str = "host_scope";
 
 /// Counts of what the store sent, for tests and metrics.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct DynamoStoreStats {
-    /// Conditional writes sent (acquire, renew, checkpoint, release).
+    /// Writes sent: the conditional ones (acquire, renew, checkpoint, release, handoffs) and
+    /// presence rows' (announce, withdraw).
     pub writes: u64,
     /// Of those, checkpoint writes.
     pub checkpoint_writes: u64,
@@ -136,6 +147,87 @@ impl DynamoLeaseStore {
         }
     }
 
+    /// Every item of the table, read consistently.
+    async fn scan(&self) -> Result<Vec<HashMap<String, AttributeValue>>, LeaseError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| self.backend("Scan", "", e))?;
+            items.extend(page.items.unwrap_or_default());
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+
+    /// Migrates the rows `ruststream-kinesis` 0.6 keyed by a bare shard id, for a table that
+    /// served `stream` alone: each bare row's checkpoint is stored under `stream:<shard id>`
+    /// (unless that row has a checkpoint already, which is newer and stays), then the bare row
+    /// is deleted. Returns the bare keys migrated. Run it with the 0.6 services stopped; a
+    /// table that served several streams cannot be migrated this way (a bare row holds
+    /// whichever stream checkpointed last): delete its bare rows instead.
+    ///
+    /// # Errors
+    /// [`LeaseError::LegacyRowHeld`] when a bare row's lease has not expired (a 0.6 service
+    /// still runs; nothing more is migrated); the store failed.
+    pub async fn adopt_legacy_rows(&self, stream: &str) -> Result<Vec<String>, LeaseError> {
+        let mut adopted = Vec::new();
+        for item in self.scan().await? {
+            let Some(bare) = string(&item, KEY).filter(|key| is_legacy_key(key)) else {
+                continue;
+            };
+            let expiry = read_number(&bare, &item, EXPIRY)?;
+            if let (Some(owner), Some(expiry_ms)) = (string(&item, OWNER), expiry)
+                && expiry_ms > expiry_ms_now()
+            {
+                return Err(LeaseError::LegacyRowHeld {
+                    table: self.table.clone(),
+                    key: bare,
+                    owner,
+                    expiry_ms,
+                });
+            }
+            if let Some(checkpoint) = string(&item, CHECKPOINT) {
+                self.seed_checkpoint(&LeaseKey::new(stream, &bare), &checkpoint)
+                    .await?;
+            }
+            self.delete_legacy(&bare, read_number(&bare, &item, COUNTER)?)
+                .await?;
+            tracing::info!(table = %self.table, row = %bare, stream, "legacy lease row migrated");
+            adopted.push(bare);
+        }
+        Ok(adopted)
+    }
+
+    /// Deletes a bare row unless it was written since it was read (its counter moved).
+    async fn delete_legacy(&self, key: &str, counter: Option<u64>) -> Result<(), LeaseError> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let request = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key(KEY, AttributeValue::S(key.to_owned()));
+        let request = match counter {
+            Some(counter) => request
+                .condition_expression(format!("{COUNTER} = :c"))
+                .expression_attribute_values(":c", number(counter)),
+            None => request.condition_expression(format!("attribute_not_exists({COUNTER})")),
+        };
+        match request.send().await {
+            Ok(_) => Ok(()),
+            Err(error) => Err(self.backend("DeleteItem(legacy row)", key, error)),
+        }
+    }
+
     fn backend(&self, operation: &'static str, key: &str, error: impl Into<Cause>) -> LeaseError {
         LeaseError::Backend {
             store: self.describe(),
@@ -160,7 +252,8 @@ impl DynamoLeaseStore {
         Ok(row.is_some())
     }
 
-    /// One conditional `UpdateItem`. `Ok(None)` when the condition failed.
+    /// One conditional `UpdateItem` (unconditional with an empty `condition`). `Ok(None)` when
+    /// the condition failed.
     async fn update(
         &self,
         operation: &'static str,
@@ -176,8 +269,10 @@ impl DynamoLeaseStore {
             .table_name(&self.table)
             .key(KEY, AttributeValue::S(key.to_owned()))
             .update_expression(update)
-            .condition_expression(condition)
             .return_values(ReturnValue::AllNew);
+        if !condition.is_empty() {
+            request = request.condition_expression(condition);
+        }
         for (name, value) in values {
             request = request.expression_attribute_values(name, value);
         }
@@ -232,28 +327,31 @@ impl LeaseStore for DynamoLeaseStore {
         format!("dynamodb:{}", self.table)
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<LeaseRecord>, LeaseError>> {
+    fn list_all(&self) -> BoxFuture<'_, Result<LeaseTable, LeaseError>> {
         Box::pin(async move {
-            let mut rows = Vec::new();
-            let mut start = None;
-            loop {
-                let page = self
-                    .client
-                    .scan()
-                    .table_name(&self.table)
-                    .consistent_read(true)
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .map_err(|e| self.backend("Scan", "", e))?;
-                for item in page.items.unwrap_or_default() {
-                    rows.push(parse_record(&item)?);
-                }
-                start = page.last_evaluated_key;
-                if start.is_none() {
-                    return Ok(rows);
+            let mut table = LeaseTable::default();
+            let mut legacy = Vec::new();
+            for item in self.scan().await? {
+                let key = string(&item, KEY).ok_or_else(|| LeaseError::Malformed {
+                    key: "?".to_owned(),
+                    reason: format!("a row without a string `{KEY}`"),
+                })?;
+                if key.starts_with(PRESENCE_PREFIX) {
+                    table.hosts.push(parse_host(key, &item)?);
+                } else if is_legacy_key(&key) {
+                    legacy.push(key);
+                } else {
+                    table.leases.push(parse_record(&item)?);
                 }
             }
+            if !legacy.is_empty() {
+                legacy.sort();
+                return Err(LeaseError::LegacyRows {
+                    table: self.table.clone(),
+                    keys: legacy,
+                });
+            }
+            Ok(table)
         })
     }
 
@@ -375,7 +473,9 @@ impl LeaseStore for DynamoLeaseStore {
                 (":taker", AttributeValue::S(taker.to_owned())),
             ];
             let update = format!("SET {WANTED_BY} = :taker");
-            let condition = format!("{OWNER} = :holder");
+            let condition = format!(
+                "{OWNER} = :holder AND (attribute_not_exists({WANTED_BY}) OR {WANTED_BY} = :taker)"
+            );
             self.update_if(
                 "UpdateItem(request handoff)",
                 key,
@@ -399,6 +499,58 @@ impl LeaseStore for DynamoLeaseStore {
                 .held_write("UpdateItem(hand off)", &mut lease, &set, values)
                 .await?;
             Ok(row.is_some())
+        })
+    }
+
+    fn announce<'a>(
+        &'a self,
+        presence: &'a PresenceKey,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), LeaseError>> {
+        Box::pin(async move {
+            let values = vec![
+                (":me", AttributeValue::S(presence.owner().to_owned())),
+                (":scope", AttributeValue::S(presence.scope().to_owned())),
+                (":exp", number(expiry_ms(ttl))),
+                (":one", number(1)),
+            ];
+            let update =
+                format!("SET {OWNER} = :me, {SCOPE} = :scope, {EXPIRY} = :exp ADD {COUNTER} :one");
+            let key = presence.to_string();
+            self.update("UpdateItem(announce)", &key, &update, "", values)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        presence: &'a PresenceKey,
+        counter: Option<u64>,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            let key = presence.to_string();
+            self.writes.fetch_add(1, Ordering::Relaxed);
+            let mut request = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .key(KEY, AttributeValue::S(key.clone()))
+                .return_values(ReturnValue::AllOld);
+            if let Some(counter) = counter {
+                request = request
+                    .condition_expression(format!("{COUNTER} = :c"))
+                    .expression_attribute_values(":c", number(counter));
+            }
+            match request.send().await {
+                Ok(out) => Ok(out.attributes.is_some_and(|old| !old.is_empty())),
+                Err(SdkError::ServiceError(e))
+                    if e.err().is_conditional_check_failed_exception() =>
+                {
+                    Ok(false)
+                }
+                Err(error) => Err(self.backend("DeleteItem(withdraw)", &key, error)),
+            }
         })
     }
 
@@ -453,6 +605,28 @@ fn read_number(
 
 fn read_counter(key: &str, row: &HashMap<String, AttributeValue>) -> Result<u64, LeaseError> {
     Ok(read_number(key, row, COUNTER)?.unwrap_or(0))
+}
+
+/// Now, in ms since the epoch, as `lease_expiry` counts.
+fn expiry_ms_now() -> u64 {
+    expiry_ms(Duration::ZERO)
+}
+
+fn parse_host(
+    key: String,
+    row: &HashMap<String, AttributeValue>,
+) -> Result<HostRecord, LeaseError> {
+    let missing = |name: &str| LeaseError::Malformed {
+        key: key.clone(),
+        reason: format!("a presence row without a string `{name}`"),
+    };
+    Ok(HostRecord {
+        scope: string(row, SCOPE).ok_or_else(|| missing(SCOPE))?,
+        owner: string(row, OWNER).ok_or_else(|| missing(OWNER))?,
+        counter: read_counter(&key, row)?,
+        expiry_ms: read_number(&key, row, EXPIRY)?,
+        key,
+    })
 }
 
 fn parse_record(row: &HashMap<String, AttributeValue>) -> Result<LeaseRecord, LeaseError> {

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::{Claim, HeldLease, LeaseError, LeaseKey, LeaseRecord, LeaseStore, Renewal, expiry_ms};
+use super::{
+    Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
+    PresenceKey, Renewal, expiry_ms,
+};
 use ruststream_runtime::BoxFuture;
 use ruststream_runtime::internals::lock;
 
@@ -15,6 +18,7 @@ use ruststream_runtime::internals::lock;
 #[derive(Debug, Default)]
 pub struct MemoryLeaseStore {
     rows: Mutex<BTreeMap<String, LeaseRecord>>,
+    hosts: Mutex<BTreeMap<String, HostRecord>>,
 }
 
 impl MemoryLeaseStore {
@@ -25,6 +29,10 @@ impl MemoryLeaseStore {
 
     fn rows(&self) -> MutexGuard<'_, BTreeMap<String, LeaseRecord>> {
         lock(&self.rows)
+    }
+
+    fn hosts(&self) -> MutexGuard<'_, BTreeMap<String, HostRecord>> {
+        lock(&self.hosts)
     }
 
     fn acquire_now(
@@ -91,8 +99,13 @@ impl LeaseStore for MemoryLeaseStore {
         "memory".to_owned()
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<LeaseRecord>, LeaseError>> {
-        Box::pin(async move { Ok(self.rows().values().cloned().collect()) })
+    fn list_all(&self) -> BoxFuture<'_, Result<LeaseTable, LeaseError>> {
+        Box::pin(async move {
+            Ok(LeaseTable {
+                leases: self.rows().values().cloned().collect(),
+                hosts: self.hosts().values().cloned().collect(),
+            })
+        })
     }
 
     fn read<'a>(
@@ -160,9 +173,10 @@ impl LeaseStore for MemoryLeaseStore {
     ) -> BoxFuture<'a, Result<bool, LeaseError>> {
         Box::pin(async move {
             let mut rows = self.rows();
-            let row = rows
-                .get_mut(&key.to_string())
-                .filter(|row| row.owner.as_deref() == Some(holder));
+            let row = rows.get_mut(&key.to_string()).filter(|row| {
+                row.owner.as_deref() == Some(holder)
+                    && row.wanted_by.as_deref().is_none_or(|by| by == taker)
+            });
             Ok(row
                 .map(|row| row.wanted_by = Some(taker.to_owned()))
                 .is_some())
@@ -180,6 +194,42 @@ impl LeaseStore for MemoryLeaseStore {
                 row.wanted_by = None;
             });
             Ok(written.is_some())
+        })
+    }
+
+    fn announce<'a>(
+        &'a self,
+        presence: &'a PresenceKey,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), LeaseError>> {
+        Box::pin(async move {
+            let key = presence.to_string();
+            let mut hosts = self.hosts();
+            let row = hosts.entry(key.clone()).or_insert_with(|| HostRecord {
+                key,
+                scope: presence.scope().to_owned(),
+                owner: presence.owner().to_owned(),
+                counter: 0,
+                expiry_ms: None,
+            });
+            row.counter += 1;
+            row.expiry_ms = Some(expiry_ms(ttl));
+            Ok(())
+        })
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        presence: &'a PresenceKey,
+        counter: Option<u64>,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            let mut hosts = self.hosts();
+            let key = presence.to_string();
+            let matches = hosts
+                .get(&key)
+                .is_some_and(|row| counter.is_none_or(|c| c == row.counter));
+            Ok(matches && hosts.remove(&key).is_some())
         })
     }
 
@@ -272,6 +322,46 @@ mod tests {
         assert_eq!(b.checkpoint.as_deref(), Some("9"));
         let row = block(store.read(&key))?.expect("row");
         assert_eq!(row.wanted_by, None);
+        Ok(())
+    }
+
+    #[test]
+    fn a_second_taker_does_not_overwrite_a_standing_request() -> Result<(), LeaseError> {
+        let store = MemoryLeaseStore::new();
+        let key = LeaseKey::new("ledger", "shard-0");
+        let mut a = take(&store, &key, "a", Claim::Free).expect("a free lease");
+        assert!(block(store.request_handoff(&key, "a", "b"))?);
+        assert!(
+            !block(store.request_handoff(&key, "a", "c"))?,
+            "b asked first"
+        );
+        assert!(
+            block(store.request_handoff(&key, "a", "b"))?,
+            "asking again is harmless"
+        );
+        let renewal = block(store.renew(&mut a, TTL))?;
+        assert_eq!(renewal.wanted_by.as_deref(), Some("b"));
+        // Handed over, the request is gone: c may ask the new holder.
+        assert!(block(store.hand_off(a, "b"))?);
+        let _b = take(&store, &key, "b", Claim::Free).expect("handed over");
+        assert!(block(store.request_handoff(&key, "b", "c"))?);
+        Ok(())
+    }
+
+    #[test]
+    fn presence_rows_are_renewed_listed_apart_and_withdrawn() -> Result<(), LeaseError> {
+        let store = MemoryLeaseStore::new();
+        let a = PresenceKey::new("ledger", "a");
+        block(store.announce(&a, TTL))?;
+        block(store.announce(&a, TTL))?;
+        let table = block(store.list_all())?;
+        assert!(table.leases.is_empty());
+        assert_eq!(table.hosts.len(), 1);
+        assert_eq!(table.hosts[0].counter, 2);
+        assert_eq!(table.hosts[0].key, "#host/ledger/a");
+        assert!(!block(store.withdraw(&a, Some(1)))?, "its counter moved");
+        assert!(block(store.withdraw(&a, Some(2)))?);
+        assert!(!block(store.withdraw(&a, None))?, "gone already");
         Ok(())
     }
 

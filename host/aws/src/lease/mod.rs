@@ -12,7 +12,13 @@
 //!
 //! A store serves one namespace (a tenant's app), so two apps reading one stream keep separate
 //! checkpoints. Keys are `stream:shard`, the seed's layout, so a table written by native
-//! services is readable.
+//! services is readable. Rows keyed by a bare shard id (as `ruststream-kinesis` 0.6 wrote them)
+//! say no stream: a listing refuses them ([`LeaseError::LegacyRows`]) rather than ignore them.
+//!
+//! Next to the leases, each host reading a subscription keeps a **presence row** (key
+//! `#host/<scope>/<owner>`, see [`PresenceKey`]), renewed like a lease, so that every host knows
+//! every live host of the subscription, also those that hold no lease yet: a host's fair share
+//! counts them.
 
 mod dynamo;
 mod memory;
@@ -36,9 +42,14 @@ pub const SHARD_END: &str = "SHARD_END";
 /// namespace read to its end.
 pub const TRIM_HORIZON: &str = "TRIM_HORIZON";
 
-/// The checkpoint of a shard opened at a time (or at the tip, resolved to the time it was
-/// opened) that has no handled record yet: `AT_TIMESTAMP:<ms since the epoch>`.
+/// The checkpoint of a shard opened at a time an operator gave that has no handled record
+/// yet: `AT_TIMESTAMP:<ms since the epoch>`.
 pub const AT_TIMESTAMP_PREFIX: &str = "AT_TIMESTAMP:";
+
+/// The checkpoint of a shard opened at the tip whose first record was read but not handled
+/// yet: `AT_SEQUENCE:<that record's sequence number>`, stored before the record is delivered,
+/// so a restart reads from that record on. A position the stream gave, never a host's clock.
+pub const AT_SEQUENCE_PREFIX: &str = "AT_SEQUENCE:";
 
 /// What a stored checkpoint says: a sequence number, or one of the positions above.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +62,8 @@ pub enum Checkpoint {
     TrimHorizon,
     /// From the records that arrived at or after this time (ms since the epoch).
     AtTimestamp(u64),
+    /// From this record on, itself included.
+    AtSequence(String),
 }
 
 impl Checkpoint {
@@ -59,13 +72,21 @@ impl Checkpoint {
         match stored {
             SHARD_END => Self::ShardEnd,
             TRIM_HORIZON => Self::TrimHorizon,
-            other => match other
-                .strip_prefix(AT_TIMESTAMP_PREFIX)
-                .and_then(|ms| ms.parse().ok())
-            {
-                Some(ms) => Self::AtTimestamp(ms),
-                None => Self::Sequence(other.to_owned()),
-            },
+            other => {
+                if let Some(ms) = other
+                    .strip_prefix(AT_TIMESTAMP_PREFIX)
+                    .and_then(|ms| ms.parse().ok())
+                {
+                    Self::AtTimestamp(ms)
+                } else if let Some(sequence) = other
+                    .strip_prefix(AT_SEQUENCE_PREFIX)
+                    .filter(|s| !s.is_empty())
+                {
+                    Self::AtSequence(sequence.to_owned())
+                } else {
+                    Self::Sequence(other.to_owned())
+                }
+            }
         }
     }
 }
@@ -77,6 +98,7 @@ impl fmt::Display for Checkpoint {
             Self::ShardEnd => f.write_str(SHARD_END),
             Self::TrimHorizon => f.write_str(TRIM_HORIZON),
             Self::AtTimestamp(ms) => write!(f, "{AT_TIMESTAMP_PREFIX}{ms}"),
+            Self::AtSequence(sequence) => write!(f, "{AT_SEQUENCE_PREFIX}{sequence}"),
         }
     }
 }
@@ -118,6 +140,15 @@ impl LeaseKey {
     pub fn shard_id(&self) -> &str {
         &self.shard_id
     }
+
+    /// The subscription the key belongs to, as presence rows name it: `stream`, or
+    /// `stream@subscriber`.
+    pub fn scope(&self) -> String {
+        match &self.subscriber {
+            Some(subscriber) => format!("{}@{subscriber}", self.stream),
+            None => self.stream.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for LeaseKey {
@@ -128,6 +159,72 @@ impl fmt::Display for LeaseKey {
         }
         Ok(())
     }
+}
+
+/// The start of every presence row's key. No lease key begins with it: a stream name holds
+/// only `[A-Za-z0-9_.-]`, and a bare shard id (a legacy row) starts with `shardId-`.
+pub const PRESENCE_PREFIX: &str = "#host/";
+
+/// Names a host's presence among the readers of one subscription (its scope, see
+/// [`LeaseKey::scope`]): `#host/<scope>/<owner>`.
+///
+/// A presence row holds `lease_owner`, `lease_expiry` and a `lease_counter` that every renewal
+/// bumps, like a lease, and the scope; never a checkpoint. Hosts judge it live the way they
+/// judge leases: while its counter moves.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PresenceKey {
+    scope: Arc<str>,
+    owner: Arc<str>,
+}
+
+impl PresenceKey {
+    /// The presence of `owner` among the readers of `scope`.
+    pub fn new(scope: &str, owner: &str) -> Self {
+        Self {
+            scope: scope.into(),
+            owner: owner.into(),
+        }
+    }
+
+    /// The subscription: `stream` or `stream@subscriber`.
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// The host.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+}
+
+impl fmt::Display for PresenceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{PRESENCE_PREFIX}{}/{}", self.scope, self.owner)
+    }
+}
+
+/// A presence row as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRecord {
+    /// The row's key as stored (`#host/<scope>/<owner>`).
+    pub key: String,
+    /// The subscription the host reads.
+    pub scope: String,
+    /// The host.
+    pub owner: String,
+    /// Bumped by every renewal.
+    pub counter: u64,
+    /// Wall-clock expiry (epoch ms) written by the host; informational.
+    pub expiry_ms: Option<u64>,
+}
+
+/// Every row of a namespace, as one listing found them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseTable {
+    /// The lease rows.
+    pub leases: Vec<LeaseRecord>,
+    /// The presence rows, of every scope.
+    pub hosts: Vec<HostRecord>,
 }
 
 /// The wall-clock expiry written with a lease: now + `ttl`, in ms since the epoch. Only
@@ -226,6 +323,61 @@ pub enum LeaseError {
     /// The store did not answer in time; the call may or may not have taken effect.
     #[error("the lease store did not answer within {0:?}")]
     Timeout(Duration),
+    /// The table holds rows keyed by a bare shard id, as `ruststream-kinesis` 0.6 wrote them.
+    /// They do not say which stream they are for, so no lease of the table is taken until an
+    /// operator migrates or deletes them.
+    #[error(
+        "lease table `{table}` holds {} row(s) keyed by a bare shard id ({}), written by \
+         ruststream-kinesis 0.6 without their stream: no lease is taken until they are \
+         migrated. With the 0.6 services stopped, run \
+         `DynamoLeaseStore::adopt_legacy_rows(<stream>)` (a table of one stream), or rename each \
+         row to `<stream>:<shard id>`, or delete them",
+        keys.len(),
+        sample(keys)
+    )]
+    LegacyRows {
+        /// The table.
+        table: String,
+        /// The bare keys found.
+        keys: Vec<String>,
+    },
+    /// A legacy row is still held by a live owner (a 0.6 service still runs), so it cannot be
+    /// migrated yet.
+    #[error(
+        "lease table `{table}`: legacy row `{key}` is held by `{owner}` until {expiry_ms} (epoch \
+         ms); stop the 0.6 services before migrating their rows"
+    )]
+    LegacyRowHeld {
+        /// The table.
+        table: String,
+        /// The bare key.
+        key: String,
+        /// Its owner.
+        owner: String,
+        /// Its expiry as written.
+        expiry_ms: u64,
+    },
+}
+
+/// The first few of `keys`, for an error line.
+fn sample(keys: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut shown = keys
+        .iter()
+        .take(SHOWN)
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if keys.len() > SHOWN {
+        shown.push_str(&format!(" and {} more", keys.len() - SHOWN));
+    }
+    shown
+}
+
+/// Whether `key` is a lease row keyed by a bare shard id (`ruststream-kinesis` 0.6): neither a
+/// `stream:shard` key nor a presence row.
+pub(crate) fn is_legacy_key(key: &str) -> bool {
+    !key.contains(':') && !key.starts_with(PRESENCE_PREFIX)
 }
 
 /// Where leases and checkpoints live. One store serves one namespace (a tenant's app).
@@ -237,8 +389,18 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// A short description for logs (`memory`, `dynamodb:table`).
     fn describe(&self) -> String;
 
-    /// Every lease row of the namespace.
-    fn list(&self) -> BoxFuture<'_, Result<Vec<LeaseRecord>, LeaseError>>;
+    /// Every row of the namespace, leases and presence rows, in one listing.
+    ///
+    /// # Errors
+    /// [`LeaseError::LegacyRows`] when the table holds rows keyed by a bare shard id; a
+    /// malformed row; the store failed.
+    fn list_all(&self) -> BoxFuture<'_, Result<LeaseTable, LeaseError>>;
+
+    /// Every lease row of the namespace (no presence rows), with the errors of
+    /// [`list_all`](Self::list_all).
+    fn list(&self) -> BoxFuture<'_, Result<Vec<LeaseRecord>, LeaseError>> {
+        Box::pin(async move { Ok(self.list_all().await?.leases) })
+    }
 
     /// One lease row, if it exists.
     fn read<'a>(
@@ -275,8 +437,16 @@ pub trait LeaseStore: Send + Sync + 'static {
     fn release(&self, lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>>;
 
     /// Asks `holder` to hand the lease over to `taker` (balancing): marks the row, without
-    /// touching its counter, so the holder goes on until it hands over. `false`: `holder` no
-    /// longer holds it.
+    /// touching its counter, so the holder goes on until it hands over.
+    ///
+    /// The request is conditional: it is written only while `holder` holds the lease and no
+    /// other host's request stands. `true`: the row now holds `taker`'s request (also when it
+    /// already did: asking again is harmless). `false`: `holder` no longer holds the lease, or
+    /// another taker asked first; that request stands until the holder hands the lease over or
+    /// lets it go (release, loss or a new owner clear it), and a second taker does not
+    /// overwrite it. A taker that asked and then died is handed the lease all the same; the
+    /// lease then sits with a host that never renews it and expires for others to take, as the
+    /// lease of any host that dies does.
     fn request_handoff<'a>(
         &'a self,
         key: &'a LeaseKey,
@@ -290,6 +460,24 @@ pub trait LeaseStore: Send + Sync + 'static {
         &'a self,
         lease: HeldLease,
         to: &'a str,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+
+    /// Says that `presence`'s host reads its scope: creates the presence row or bumps its
+    /// counter, and sets its expiry to now + `ttl`. Only that host writes the row.
+    fn announce<'a>(
+        &'a self,
+        presence: &'a PresenceKey,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<(), LeaseError>>;
+
+    /// Deletes a presence row: with `None`, whatever it holds (a host's own row, at a graceful
+    /// stop); with `Some(counter)`, only while its counter is still `counter` (another host's
+    /// row, observed unchanged long enough to be dead). `false`: there was no such row, or its
+    /// counter moved.
+    fn withdraw<'a>(
+        &'a self,
+        presence: &'a PresenceKey,
+        counter: Option<u64>,
     ) -> BoxFuture<'a, Result<bool, LeaseError>>;
 
     /// Sets `checkpoint` on the row of `key` (creating it) unless it has one: where a shard

@@ -1,14 +1,18 @@
 //! The coordinator of one subscription: lists shards, takes leases toward a fair share, and
 //! runs one worker per leased shard.
 //!
-//! Expiry is observed, not read from wall clocks: a lease held elsewhere is expired when its
-//! fencing counter has not moved for the lease duration on this host's monotonic clock. Hosts
-//! converge to a fair share: a host below `ceil(shards / live hosts)` takes free or expired
-//! leases first, then one lease per round from the most loaded host.
+//! Expiry is observed, not read from wall clocks: a lease (or presence row) held elsewhere is
+//! expired when its fencing counter has not moved for the lease duration on this host's
+//! monotonic clock. The live hosts are this host, the owners of live leases, and the hosts
+//! whose presence rows are live (see [`presence`](super::presence)), so a host holding nothing
+//! counts too. Each round, a host takes the leases handed to it, then free or expired leases up
+//! to `ceil(shards / live hosts)`, then asks for one lease as [`balance`](super::balance)
+//! decides and watches for the handoff ([`handoff`](super::handoff)), taking the lease the
+//! moment it comes. A lease nobody takes for a whole lease duration is taken whatever the share,
+//! so a live host that takes nothing leaves no shard unread.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
-
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -18,48 +22,87 @@ use tracing::Instrument as _;
 
 use ruststream_runtime::{StartPosition, one_line};
 
+use super::balance::{self, Holding};
+use super::handoff::{self, Watched};
 use super::keeper::KeeperTiming;
+use super::presence::{self, Presence};
 use super::seek::{SeekError, SeekRequest, ShardSeek};
 use super::worker::{self, Assignment, WorkerContext, WorkerExit};
 use crate::kinesis::{ReadError, ShardInfo};
-use crate::lease::{Claim, LeaseError, LeaseKey, LeaseRecord, SHARD_END};
+use crate::lease::{
+    Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseTable, PresenceKey,
+    SHARD_END,
+};
 
-/// Runs a subscription until shutdown; then waits for its workers to flush and release.
+/// Runs a subscription until shutdown; then waits for its workers to flush and release, and
+/// withdraws this host's presence.
 pub(crate) async fn run(
     ctx: WorkerContext,
     shared_stream: bool,
     mut seeks: mpsc::Receiver<SeekRequest>,
 ) {
+    let owner = ctx.config.owner_id.clone();
+    let scope = lease_key(&ctx.stream, "", &ctx.subscriber, shared_stream).scope();
+    let timing = keeper_timing(&ctx);
+    let presence = Presence::spawn(ctx.store.clone(), PresenceKey::new(&scope, &owner), timing);
     let mut coordinator = Coordinator {
-        owner: ctx.config.owner_id.clone(),
+        owner,
+        scope,
         shared_stream,
         observed: HashMap::new(),
+        unheld_since: HashMap::new(),
         workers: JoinSet::new(),
         tasks: HashMap::new(),
         owned: BTreeMap::new(),
+        asking: HashMap::new(),
+        watchers: JoinSet::new(),
         shards: BTreeMap::new(),
+        refused: None,
         ctx,
     };
     let mut shutdown = coordinator.ctx.shutdown.clone();
+    let mut next_sync = Instant::now();
     loop {
         if *shutdown.borrow() {
             break;
         }
-        if let Err(gone) = coordinator.sync().await {
-            coordinator.ctx.status.set_error(one_line(&gone));
-            tracing::error!(stream = %coordinator.ctx.stream,
-                "subscription `{}` stops: {gone}", coordinator.ctx.subscriber);
-            break;
+        if Instant::now() >= next_sync {
+            if let Err(gone) = coordinator.sync().await {
+                coordinator.ctx.status.set_error(one_line(&gone));
+                tracing::error!(stream = %coordinator.ctx.stream,
+                    "subscription `{}` stops: {gone}", coordinator.ctx.subscriber);
+                break;
+            }
+            next_sync = Instant::now() + coordinator.ctx.config.shard_sync_interval;
         }
-        let next_sync = tokio::time::sleep(coordinator.ctx.config.shard_sync_interval);
         tokio::select! {
-            _ = next_sync => {}
+            () = tokio::time::sleep_until(next_sync) => {}
             _ = shutdown.changed() => {}
-            Some(joined) = coordinator.workers.join_next_with_id() => coordinator.worker_ended(joined),
+            Some(joined) = coordinator.workers.join_next_with_id() => {
+                coordinator.worker_ended(joined);
+                // Take another lease (a finished shard's children) at once.
+                next_sync = Instant::now();
+            }
             Some(request) = seeks.recv() => coordinator.seek(request).await,
+            Some(watched) = coordinator.watchers.join_next() => {
+                // Handed over: take it now, and go on balancing without waiting a round.
+                if coordinator.watched(watched).await {
+                    next_sync = Instant::now();
+                }
+            }
         }
     }
     coordinator.drain().await;
+    presence.withdraw().await;
+}
+
+fn keeper_timing(ctx: &WorkerContext) -> KeeperTiming {
+    let config = &ctx.config;
+    KeeperTiming::new(
+        config.lease_ttl,
+        config.renew_interval,
+        config.checkpoint_interval,
+    )
 }
 
 /// The lease key of a shard: `stream:shard`, with `@subscriber` when several subscriptions of
@@ -75,16 +118,28 @@ fn lease_key(stream: &str, shard_id: &str, subscriber: &str, shared_stream: bool
 struct Coordinator {
     ctx: WorkerContext,
     owner: String,
+    /// The subscription as presence rows name it.
+    scope: String,
     shared_stream: bool,
-    /// Per lease key: the counter last seen and since when it has not moved.
+    /// Per row key (leases and presence rows): the counter last seen and since when it has
+    /// not moved.
     observed: HashMap<String, (u64, Instant)>,
+    /// Eligible shards whose lease is free or expired, and since when (to take one nobody
+    /// takes).
+    unheld_since: HashMap<String, Instant>,
     workers: JoinSet<(String, WorkerExit)>,
     /// The shard each worker task reads, to know which one a panicked task held.
     tasks: HashMap<tokio::task::Id, String>,
     /// Shards this host holds, with the channel to their worker.
     owned: BTreeMap<String, mpsc::UnboundedSender<ShardSeek>>,
+    /// Shards this host asked for (balancing), with when, while it watches for the handoff.
+    asking: HashMap<String, Instant>,
+    /// The watches of those requests, each ending with its shard.
+    watchers: JoinSet<(String, Watched)>,
     /// The shards as last listed.
     shards: BTreeMap<String, ShardInfo>,
+    /// Why the lease table is refused (legacy rows), as last reported.
+    refused: Option<String>,
 }
 
 impl Coordinator {
@@ -108,43 +163,132 @@ impl Coordinator {
                 return Ok(());
             }
         };
-        let listed = timeout(self.call_timeout(), self.ctx.store.list()).await;
-        let rows = match listed.unwrap_or_else(|_| Err(LeaseError::Timeout(self.call_timeout()))) {
-            Ok(rows) => rows,
+        let listed = timeout(self.call_timeout(), self.ctx.store.list_all()).await;
+        let table = match listed.unwrap_or_else(|_| Err(LeaseError::Timeout(self.call_timeout()))) {
+            Ok(table) => {
+                self.accept_table();
+                table
+            }
+            Err(refused @ LeaseError::LegacyRows { .. }) => {
+                self.refuse_table(&refused);
+                return Ok(());
+            }
             Err(error) => {
                 tracing::warn!(store = %self.ctx.store.describe(), error = %one_line(&error), "listing leases failed; retrying next round");
                 return Ok(());
             }
         };
-        let rows: HashMap<String, LeaseRecord> =
-            rows.into_iter().map(|row| (row.key.clone(), row)).collect();
-        self.observe(&rows);
+        let LeaseTable { leases, hosts } = table;
+        let rows: HashMap<String, LeaseRecord> = leases
+            .into_iter()
+            .map(|row| (row.key.clone(), row))
+            .collect();
+        self.observe(&rows, &hosts);
         self.shards = shards
             .iter()
             .map(|shard| (shard.shard_id.clone(), shard.clone()))
             .collect();
         let eligible = self.eligible(&shards, &rows);
-        self.take_share(&eligible, &rows).await;
+        self.note_unheld(&eligible, &rows);
+        let present: Vec<&HostRecord> = hosts
+            .iter()
+            .filter(|host| host.scope == self.scope && !self.expired(&host.key, host.counter))
+            .collect();
+        self.take_share(&eligible, &rows, &present).await;
+        self.forget_dead_hosts(&hosts).await;
         Ok(())
     }
 
-    fn observe(&mut self, rows: &HashMap<String, LeaseRecord>) {
-        let now = Instant::now();
-        for (key, row) in rows {
-            let entry = self
-                .observed
-                .entry(key.clone())
-                .or_insert((row.counter, now));
-            if entry.0 != row.counter {
-                *entry = (row.counter, now);
-            }
+    /// The table holds legacy rows: nothing is taken until an operator migrates them. Said
+    /// once (and in the status) until it changes.
+    fn refuse_table(&mut self, refused: &LeaseError) {
+        let reason = one_line(refused);
+        if self.refused.as_ref() != Some(&reason) {
+            tracing::error!(stream = %self.ctx.stream, subscriber = %self.ctx.subscriber,
+                "no lease is taken: {reason}");
+            self.ctx.status.set_error(reason.clone());
+            self.refused = Some(reason);
         }
     }
 
-    fn expired(&self, row: &LeaseRecord) -> bool {
-        self.observed.get(&row.key).is_some_and(|(counter, since)| {
-            *counter == row.counter && since.elapsed() >= self.ctx.config.lease_ttl
-        })
+    fn accept_table(&mut self) {
+        if self.refused.take().is_some() {
+            tracing::info!(stream = %self.ctx.stream, subscriber = %self.ctx.subscriber,
+                "the lease table is readable again");
+            self.ctx.status.clear_error();
+        }
+    }
+
+    /// Notes every row's counter (leases and presence rows alike), and forgets rows gone.
+    fn observe(&mut self, rows: &HashMap<String, LeaseRecord>, hosts: &[HostRecord]) {
+        let now = Instant::now();
+        let counters = rows
+            .values()
+            .map(|row| (&row.key, row.counter))
+            .chain(hosts.iter().map(|host| (&host.key, host.counter)));
+        let mut seen = HashSet::new();
+        for (key, counter) in counters {
+            seen.insert(key.as_str());
+            let entry = self.observed.entry(key.clone()).or_insert((counter, now));
+            if entry.0 != counter {
+                *entry = (counter, now);
+            }
+        }
+        self.observed.retain(|key, _| seen.contains(key.as_str()));
+    }
+
+    /// Whether the row `key` was seen at `counter` without a change for a lease duration.
+    fn expired(&self, key: &str, counter: u64) -> bool {
+        self.unchanged_for(key, counter) >= self.ctx.config.lease_ttl
+    }
+
+    fn unchanged_for(&self, key: &str, counter: u64) -> Duration {
+        self.observed
+            .get(key)
+            .filter(|(seen, _)| *seen == counter)
+            .map_or(Duration::ZERO, |(_, since)| since.elapsed())
+    }
+
+    fn lease_expired(&self, row: &LeaseRecord) -> bool {
+        self.expired(&row.key, row.counter)
+    }
+
+    /// Notes since when each eligible shard's lease has been free or expired.
+    fn note_unheld(&mut self, eligible: &[String], rows: &HashMap<String, LeaseRecord>) {
+        let now = Instant::now();
+        let unheld: HashSet<&String> = eligible
+            .iter()
+            .filter(|shard_id| {
+                rows.get(&self.key(shard_id).to_string())
+                    .is_none_or(|row| row.owner.is_none() || self.lease_expired(row))
+            })
+            .collect();
+        self.unheld_since
+            .retain(|shard_id, _| unheld.contains(shard_id));
+        for shard_id in unheld {
+            self.unheld_since.entry(shard_id.clone()).or_insert(now);
+        }
+    }
+
+    /// Deletes presence rows (of any scope) that have not moved for a few lease durations:
+    /// their hosts died without withdrawing.
+    async fn forget_dead_hosts(&self, hosts: &[HostRecord]) {
+        let long_dead = self.ctx.config.lease_ttl * presence::FORGET_AFTER_TTLS;
+        for host in hosts {
+            if host.owner == self.owner || self.unchanged_for(&host.key, host.counter) < long_dead {
+                continue;
+            }
+            let key = PresenceKey::new(&host.scope, &host.owner);
+            let store = self.ctx.store.clone();
+            let forgotten = timeout(
+                self.call_timeout(),
+                store.withdraw(&key, Some(host.counter)),
+            )
+            .await;
+            if let Ok(Ok(true)) = forgotten {
+                tracing::info!(presence = %key, "forgot a host that stopped without saying so");
+            }
+        }
     }
 
     /// Shards that are not finished and whose parents are finished (or gone from the stream).
@@ -167,80 +311,114 @@ impl Coordinator {
             .collect()
     }
 
-    async fn take_share(&mut self, eligible: &[String], rows: &HashMap<String, LeaseRecord>) {
-        let holders = self.live_holders(eligible, rows);
-        let target = eligible.len().div_ceil(holders.len().max(1));
+    /// Leases this host holds or asked for.
+    fn holding(&self) -> usize {
+        self.owned.len() + self.asking.len()
+    }
+
+    /// One round's takes: leases naming this host, free and expired ones up to the share of
+    /// the live hosts, then one request to the host [`balance::victim`] names.
+    async fn take_share(
+        &mut self,
+        eligible: &[String],
+        rows: &HashMap<String, LeaseRecord>,
+        present: &[&HostRecord],
+    ) {
+        let leases: Vec<Holding<'_>> = eligible
+            .iter()
+            .filter_map(|shard_id| {
+                let row = rows.get(&self.key(shard_id).to_string())?;
+                Some(Holding {
+                    shard_id,
+                    owner: row.owner.as_deref()?,
+                    live: !self.lease_expired(row),
+                })
+            })
+            .collect();
+        let hosts = balance::live_hosts(
+            &self.owner,
+            present.iter().map(|host| host.owner.as_str()),
+            &leases,
+        );
+        let target = balance::target(eligible.len(), hosts.len());
+        self.take_named(eligible, rows).await;
+        self.take_unheld(eligible, rows, target).await;
+        // One request at a time, as KCL steals one lease at a time.
+        if self.asking.is_empty() && self.holding() < target {
+            self.ask_for_one(rows, &hosts, target).await;
+        }
+    }
+
+    /// Takes the leases naming this host (handed over, or held before a restart with the same
+    /// owner id), whatever the share: nobody else renews them.
+    async fn take_named(&mut self, eligible: &[String], rows: &HashMap<String, LeaseRecord>) {
         for shard_id in eligible {
-            if self.owned.len() >= target {
-                return;
+            let key = self.key(shard_id);
+            let ours = rows
+                .get(&key.to_string())
+                .is_some_and(|row| row.owner.as_deref() == Some(&self.owner));
+            if ours && !self.owned.contains_key(shard_id) {
+                self.acquire(key, Claim::Free).await;
             }
-            if self.owned.contains_key(shard_id) {
+        }
+    }
+
+    /// Takes free and expired leases up to `target`, and beyond it those nobody took for a
+    /// lease duration.
+    async fn take_unheld(
+        &mut self,
+        eligible: &[String],
+        rows: &HashMap<String, LeaseRecord>,
+        target: usize,
+    ) {
+        for shard_id in eligible {
+            let neglected = self
+                .unheld_since
+                .get(shard_id)
+                .is_some_and(|since| since.elapsed() >= self.ctx.config.lease_ttl);
+            if self.holding() >= target && !neglected {
+                continue;
+            }
+            if self.owned.contains_key(shard_id) || self.asking.contains_key(shard_id) {
                 continue;
             }
             let key = self.key(shard_id);
             let claim = match rows.get(&key.to_string()) {
                 None => Claim::Free,
-                Some(row) if row.owner.is_none() || row.owner.as_deref() == Some(&self.owner) => {
-                    Claim::Free
-                }
-                Some(row) if self.expired(row) => Claim::Observed(row.counter),
+                Some(row) if row.owner.is_none() => Claim::Free,
+                Some(row) if self.lease_expired(row) => Claim::Observed(row.counter),
                 Some(_) => continue,
             };
+            if neglected && self.holding() >= target {
+                tracing::info!(lease = %key, "taking a lease nobody took for a lease duration");
+            }
             self.acquire(key, claim).await;
         }
-        if self.owned.len() < target {
-            self.steal_one(rows, &holders, target).await;
-        }
     }
 
-    /// Live holders of eligible shards by owner, this host included.
-    fn live_holders(
-        &self,
-        eligible: &[String],
-        rows: &HashMap<String, LeaseRecord>,
-    ) -> BTreeMap<String, Vec<String>> {
-        let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        holders.entry(self.owner.clone()).or_default();
-        for shard_id in eligible {
-            let Some(row) = rows.get(&self.key(shard_id).to_string()) else {
-                continue;
-            };
-            if let Some(owner) = &row.owner
-                && !self.expired(row)
-            {
-                holders
-                    .entry(owner.clone())
-                    .or_default()
-                    .push(shard_id.clone());
-            }
-        }
-        holders
-    }
-
-    /// Takes one lease from the most loaded other host, if it holds more than its share.
-    async fn steal_one(
+    /// Asks the host [`balance::victim`] names for one of its leases, and watches for the
+    /// handoff.
+    async fn ask_for_one(
         &mut self,
         rows: &HashMap<String, LeaseRecord>,
-        holders: &BTreeMap<String, Vec<String>>,
+        hosts: &BTreeMap<String, Vec<String>>,
         target: usize,
     ) {
-        let victim = holders
+        let load: BTreeMap<String, usize> = hosts
             .iter()
-            .filter(|(owner, _)| **owner != self.owner)
-            .max_by_key(|(_, shards)| shards.len());
-        let Some((victim, shards)) = victim.filter(|(_, shards)| shards.len() > target) else {
+            .map(|(host, shards)| (host.clone(), shards.len()))
+            .collect();
+        let Some(victim) = balance::victim(&self.owner, &load, target, self.holding()) else {
             return;
         };
-        let Some(shard_id) = shards.last() else {
+        // A lease another host asked for already is left to it: requests do not overwrite.
+        let Some(shard_id) = hosts[victim].iter().rev().find(|shard_id| {
+            rows.get(&self.key(shard_id).to_string())
+                .is_some_and(|row| row.wanted_by.as_deref().is_none_or(|by| by == self.owner))
+        }) else {
             return;
         };
         let key = self.key(shard_id);
-        if rows
-            .get(&key.to_string())
-            .is_some_and(|row| row.wanted_by.as_deref() == Some(&self.owner))
-        {
-            return; // asked already; the holder hands it over at its next renewal
-        }
         // Balancing never takes a live lease: the holder is asked, stops at its next call
         // boundary, flushes its checkpoint and hands the lease over, so no record is handled
         // by both. Only an expired lease is taken without a handoff.
@@ -252,9 +430,23 @@ impl Coordinator {
         .await;
         match asked {
             Ok(Ok(true)) => {
-                tracing::info!(lease = %key, from = %victim, "asked for a lease to balance shards between hosts")
+                tracing::info!(lease = %key, from = %victim, target, "asked for a lease to balance shards between hosts");
+                self.asking.insert(shard_id.clone(), Instant::now());
+                let watch = handoff::watch(
+                    store,
+                    key,
+                    self.owner.clone(),
+                    handoff::WATCH_EVERY,
+                    self.ctx.config.lease_ttl,
+                    self.call_timeout(),
+                );
+                let shard_id = shard_id.clone();
+                self.watchers
+                    .spawn(async move { (shard_id, watch.await) }.in_current_span());
             }
-            Ok(Ok(false)) => tracing::debug!(lease = %key, "the lease changed hands meanwhile"),
+            Ok(Ok(false)) => {
+                tracing::debug!(lease = %key, "the lease changed hands or another host asked first")
+            }
             Ok(Err(error)) => {
                 tracing::warn!(lease = %key, error = %one_line(&error), "asking for a lease failed")
             }
@@ -262,14 +454,36 @@ impl Coordinator {
         }
     }
 
+    /// A watch ended: takes the lease if it was handed over. Returns whether it was.
+    async fn watched(&mut self, joined: Result<(String, Watched), tokio::task::JoinError>) -> bool {
+        let Ok((shard_id, watched)) = joined else {
+            self.asking.clear();
+            return false;
+        };
+        let asked_at = self.asking.remove(&shard_id);
+        let key = self.key(&shard_id);
+        match watched {
+            Watched::HandedOver => {
+                let waited = asked_at.map(|at| at.elapsed());
+                tracing::info!(lease = %key, ?waited, "lease handed over to this host");
+                if !self.owned.contains_key(&shard_id) {
+                    self.acquire(key, Claim::Free).await;
+                }
+                true
+            }
+            Watched::Withdrawn => {
+                tracing::debug!(lease = %key, "the lease asked for went elsewhere");
+                false
+            }
+            Watched::TimedOut => {
+                tracing::info!(lease = %key, "the lease asked for was not handed over within a lease duration; a later round takes it if it comes");
+                false
+            }
+        }
+    }
+
     fn call_timeout(&self) -> Duration {
-        let config = &self.ctx.config;
-        KeeperTiming::new(
-            config.lease_ttl,
-            config.renew_interval,
-            config.checkpoint_interval,
-        )
-        .call_timeout
+        keeper_timing(&self.ctx).call_timeout
     }
 
     async fn acquire(&mut self, key: LeaseKey, claim: Claim) {
@@ -297,6 +511,8 @@ impl Coordinator {
                     }),
                 };
                 let (seeks, seeks_rx) = mpsc::unbounded_channel();
+                // Taken (a round found it handed over first): no longer asked for.
+                self.asking.remove(key.shard_id());
                 self.owned.insert(key.shard_id().to_owned(), seeks);
                 let span = tracing::info_span!("shard", shard = %key.shard_id());
                 let task = self
@@ -392,6 +608,9 @@ impl Coordinator {
     /// Waits for every worker to flush and release (they watch the same shutdown signal),
     /// aborting those that outlast the grace period.
     async fn drain(&mut self) {
+        self.watchers.abort_all();
+        while self.watchers.join_next().await.is_some() {}
+        self.release_asked().await;
         let grace = self.ctx.config.shutdown_grace;
         let drained = tokio::time::timeout(grace, async {
             while let Some(joined) = self.workers.join_next().await {
@@ -405,6 +624,28 @@ impl Coordinator {
             tracing::warn!(stream = %self.ctx.stream, ?grace,
                 "shard workers outlasted the shutdown grace period; aborting them");
             self.workers.abort_all();
+        }
+    }
+
+    /// Releases the leases handed over to this host after it stopped watching (it is
+    /// stopping): nobody would renew them.
+    async fn release_asked(&mut self) {
+        for shard_id in std::mem::take(&mut self.asking).into_keys() {
+            let key = self.key(&shard_id);
+            let store = self.ctx.store.clone();
+            let Ok(Ok(Some(row))) = timeout(self.call_timeout(), store.read(&key)).await else {
+                continue;
+            };
+            if row.owner.as_deref() != Some(&self.owner) {
+                continue;
+            }
+            let lease = HeldLease {
+                key,
+                owner: self.owner.clone(),
+                counter: row.counter,
+                checkpoint: row.checkpoint,
+            };
+            let _ = timeout(self.call_timeout(), store.release(lease)).await;
         }
     }
 }

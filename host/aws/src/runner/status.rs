@@ -65,7 +65,8 @@ pub struct SubscriptionStatus {
     pub stream: String,
     /// Shards this host holds or held, by shard id.
     pub shards: BTreeMap<String, ShardStatus>,
-    /// Set when the subscription stopped as a whole (e.g. its stream was deleted).
+    /// Set when the subscription stopped as a whole (e.g. its stream was deleted), or takes
+    /// no lease until an operator acts (its lease table holds legacy rows).
     pub error: Option<String>,
 }
 
@@ -135,6 +136,10 @@ impl StatusBoard {
 
     pub(crate) fn set_error(&self, error: String) {
         self.lock().error = Some(error);
+    }
+
+    pub(crate) fn clear_error(&self) {
+        self.lock().error = None;
     }
 
     fn lock(&self) -> MutexGuard<'_, SubscriptionStatus> {

@@ -8,19 +8,19 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use ruststream_runtime::internals::sleep_until;
-use ruststream_runtime::{
-    Clock, ShardPipeline, StartPosition, Stop, SystemClock, Tenant, one_line,
-};
+use ruststream_runtime::{Clock, Delivery, ShardPipeline, StartPosition, Stop, Tenant, one_line};
 
 use super::HostConfig;
-use super::keeper::{Keeper, KeeperTiming};
+use super::keeper::{Keeper, KeeperTiming, WriteError};
 use super::release::SubscriptionRelease;
 use super::seek::ShardSeek;
 use super::status::{ShardState, StatusBoard};
 use crate::kinesis::{
     ReadError, ReadPacing, ShardInfo, ShardListings, ShardReader, StartAt, list_shards,
 };
-use crate::lease::{Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON};
+use crate::lease::{
+    AT_SEQUENCE_PREFIX, Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON,
+};
 use crate::metrics::LeaseMetrics;
 
 /// How long a worker handing its lease over keeps trying to publish the copies it owes.
@@ -127,9 +127,10 @@ async fn work(
     let first_start = ctx.seek_start.as_ref().or(current.start.as_ref());
     let start = start_at(stored.as_ref(), first_start, &shard.shard_id);
     // Opened at a time (or the tip) with nothing handled yet: pin where, so that a restart
-    // reads again from there, a held first record included.
+    // reads again from there. The tip's pin is provisional: the first record read replaces it
+    // before it is delivered (`pin_first_record`).
     if stored.is_none()
-        && let Some(pin) = pinned(&start)
+        && let Some(pin) = pinned(&start, ctx.clock.as_ref())
         && let Err(reason) = keeper.write_now(pin.to_string()).await
     {
         keeper.finish(grace).await;
@@ -153,6 +154,7 @@ async fn work(
         Ok(reader) => reader,
         Err(error) => return give_up(keeper, error, grace).await,
     };
+    let unpinned = stored.is_none() && start == StartAt::Latest;
     let sequence = match stored {
         Some(Checkpoint::Sequence(sequence)) => Some(sequence),
         _ => None,
@@ -170,6 +172,7 @@ async fn work(
         release,
         rewind: current.rewind,
         running: current.clone(),
+        unpinned,
         opened_at: start.clone(),
     };
     let exit = read(
@@ -278,6 +281,9 @@ struct Version {
     rewind: u64,
     /// Where the shard was opened, to read again from when nothing is checkpointed yet.
     opened_at: StartAt,
+    /// Opened at the tip with nothing stored: the first record read is pinned before it is
+    /// delivered.
+    unpinned: bool,
 }
 
 impl Version {
@@ -377,10 +383,14 @@ async fn read(
             _ = shutdown.changed() => {}
             _ = quarantine.changed() => {}
             _ = version.release.changed() => {}
-            batch = reader.next(), if !reader.is_finished() && !paused => match batch {
+            // Copies that cannot go out stop the reading: their originals wait in the stream.
+            batch = reader.next(), if !reader.is_finished() && !paused && !pipeline.is_backlogged() => match batch {
                 Ok(batch) => {
                     if batch.shard_end {
                         pipeline.reached_shard_end();
+                    }
+                    if let Err(exit) = pin_first_record(ctx, keeper, version, &batch.records).await {
+                        return exit;
                     }
                     let count = batch.records.len() as u64;
                     let last_arrival = batch.records.last().map(|r| r.arrival_ms);
@@ -403,6 +413,8 @@ async fn read(
                 persist(ctx, keeper, &shard_id, moved);
             }
             Some(seek) = seeks.recv() => {
+                // Nothing is written at seek time, a pin neither.
+                version.unpinned = false;
                 let moved = reposition(ctx, reader, pipeline, &seek.position).await;
                 let _ = seek.reply.send(moved);
             }
@@ -410,6 +422,49 @@ async fn read(
         ctx.status
             .set_holds(&shard_id, pipeline, ctx.clock.now_ms());
     }
+}
+
+/// Stores `AT_SEQUENCE:<first record>` before the first records of a shard opened at the tip
+/// are delivered, so a restart reads from that record on: a position the stream gave, where
+/// the provisional pin from this host's clock would skip the record when the clock runs ahead
+/// of Kinesis. A failed write is tried again (nothing is delivered meanwhile) until it is
+/// stored, the lease is lost or the host stops.
+///
+/// # Errors
+/// How the worker ends when the pin cannot be stored.
+async fn pin_first_record(
+    ctx: &WorkerContext,
+    keeper: &Keeper,
+    version: &mut Version,
+    records: &[Delivery],
+) -> Result<(), WorkerExit> {
+    let Some(first) = records.first().filter(|_| version.unpinned) else {
+        return Ok(());
+    };
+    let sequence = first.sequence_number.to_string();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match keeper
+            .write_now(format!("{AT_SEQUENCE_PREFIX}{sequence}"))
+            .await
+        {
+            Ok(()) => break,
+            Err(WriteError::Store(error)) => {
+                tracing::warn!(stream = %ctx.stream, error = %one_line(&error),
+                    "pinning the shard's first record failed; retrying before delivering it");
+            }
+            Err(WriteError::Lost | WriteError::KeeperStopped) => return Err(WorkerExit::Lost),
+        }
+        if *ctx.shutdown.borrow() {
+            return Err(WorkerExit::Stopped);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
+    version.unpinned = false;
+    // A rollback that reads held records again starts from the pinned record, not the tip.
+    version.opened_at = StartAt::AtSequence(sequence);
+    Ok(())
 }
 
 /// Hands a checkpoint the pipeline moved to the keeper, which writes it.
@@ -459,6 +514,7 @@ fn start_at(stored: Option<&Checkpoint>, start: Option<&StartPosition>, shard_id
         Some(Checkpoint::Sequence(sequence)) => return StartAt::AfterSequence(sequence.clone()),
         Some(Checkpoint::TrimHorizon) => return StartAt::Horizon,
         Some(Checkpoint::AtTimestamp(ms)) => return StartAt::AtTimestamp(*ms),
+        Some(Checkpoint::AtSequence(sequence)) => return StartAt::AtSequence(sequence.clone()),
         Some(Checkpoint::ShardEnd) | None => {}
     }
     match start {
@@ -472,14 +528,13 @@ fn start_at(stored: Option<&Checkpoint>, start: Option<&StartPosition>, shard_id
     }
 }
 
-/// The position to pin in the lease row of a shard opened at `start` with nothing handled:
-/// the tip resolved to a time a little before now (never after a record it may deliver), or
-/// the time asked for. The others do not move with time.
-fn pinned(start: &StartAt) -> Option<Checkpoint> {
+/// The position to pin in the lease row, before the first read, of a shard opened at `start`
+/// with nothing handled: the time asked for; for the tip, provisionally, the host's time a
+/// little before now, which covers a crash or handoff before any record is read (the first
+/// record read replaces it, [`pin_first_record`]). The others do not move with time.
+fn pinned(start: &StartAt, clock: &dyn Clock) -> Option<Checkpoint> {
     match start {
-        StartAt::Latest => Some(Checkpoint::AtTimestamp(
-            SystemClock.now_ms().saturating_sub(1000),
-        )),
+        StartAt::Latest => Some(Checkpoint::AtTimestamp(clock.now_ms().saturating_sub(1000))),
         StartAt::AtTimestamp(ms) => Some(Checkpoint::AtTimestamp(*ms)),
         _ => None,
     }
@@ -531,11 +586,22 @@ mod tests {
             ),
             StartAt::AtTimestamp(7)
         );
-        assert!(matches!(
-            pinned(&StartAt::Latest),
-            Some(Checkpoint::AtTimestamp(_))
-        ));
-        assert_eq!(pinned(&StartAt::Horizon), None);
+        assert_eq!(
+            start_at(Some(&Checkpoint::AtSequence("49".into())), None, "s-2"),
+            StartAt::AtSequence("49".into()),
+            "a pinned first record is read again"
+        );
+        let clock = ruststream_runtime::ManualClock::new(10_000);
+        assert_eq!(
+            pinned(&StartAt::Latest, &clock),
+            Some(Checkpoint::AtTimestamp(9_000)),
+            "provisional, until the first record is read"
+        );
+        assert_eq!(
+            pinned(&StartAt::AtTimestamp(5), &clock),
+            Some(Checkpoint::AtTimestamp(5))
+        );
+        assert_eq!(pinned(&StartAt::Horizon, &clock), None);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! docs/notes.md); slow handlers and long waits are in `testapp::deadlines` and
 //! `testapp::holds`.
 
+mod balancing;
 mod leases;
+mod positions;
 mod restarts;
 mod stalls;
