@@ -24,7 +24,8 @@ pub(crate) async fn check(components: &[PathBuf], compile: &CompileArgs) -> anyh
     let tenant = Arc::new(Tenant::trusted("check").limits(quiet_limits()));
     let mut failed = 0;
     for path in components {
-        failed += usize::from(!check_one(&runtime, &tenant, path, false).await);
+        let shown = escape_controls(&path.display().to_string()).into_owned();
+        failed += usize::from(!check_one(&runtime, &tenant, path, &shown, false).await);
     }
     anyhow::ensure!(
         failed == 0,
@@ -59,9 +60,10 @@ pub(crate) async fn check_config(path: &Path, compile: &CompileArgs) -> anyhow::
     let (mut failed, mut total) = (0, 0);
     for section in &config.tenants {
         let tenant = Arc::new(config.tenant(section));
-        for component in &section.components {
+        for (component, source) in section.components.iter().zip(&section.sources) {
             total += 1;
-            failed += usize::from(!check_one(&runtime, &tenant, component, true).await);
+            let shown = format!("tenant `{}`, {source}", section.name);
+            failed += usize::from(!check_one(&runtime, &tenant, component, &shown, true).await);
         }
     }
     anyhow::ensure!(failed == 0, "{failed} of {total} components refused");
@@ -73,15 +75,16 @@ pub(crate) async fn check_config(path: &Path, compile: &CompileArgs) -> anyhow::
     Ok(())
 }
 
-/// Loads `path` under `tenant`'s policy and prints what it declares or why it is refused;
-/// with `admit`, the tenant's grants must cover what it declares (and the line names the
-/// tenant). Returns whether it passed.
-async fn check_one(runtime: &Runtime, tenant: &Arc<Tenant>, path: &Path, admit: bool) -> bool {
-    let shown = path.display().to_string();
-    let shown = match admit {
-        true => format!("{}/{}", tenant.name(), escape_controls(&shown)),
-        false => escape_controls(&shown).into_owned(),
-    };
+/// Loads `path` under `tenant`'s policy and prints what it declares or why it is refused, on
+/// lines naming it `shown`; with `admit`, the tenant's grants must cover what it declares.
+/// Returns whether it passed.
+async fn check_one(
+    runtime: &Runtime,
+    tenant: &Arc<Tenant>,
+    path: &Path,
+    shown: &str,
+    admit: bool,
+) -> bool {
     // What the component says while it loads is counted, not shown: `check` reports.
     let log = LogSink::silent();
     let loaded = LoadedComponent::from_file(runtime, path, tenant.policy(), &log)

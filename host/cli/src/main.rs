@@ -50,7 +50,8 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use ruststream_runtime::{
-    CompileConfig, CompileLimits, Compiler, RuntimeConfig, WORKER_COMMAND, compile_worker, one_line,
+    CompileConfig, CompileLimits, Compiler, RuntimeConfig, WORKER_COMMAND, compile_worker,
+    one_line_within,
 };
 
 use args::{Cli, Command, LogFormat};
@@ -159,8 +160,12 @@ fn new(args: &args::NewArgs) -> anyhow::Result<()> {
 }
 
 /// Shows `error` as one line with its causes: never a backtrace, never a control character.
+/// How long the binary's last word may get: read once by a person, and a config error lists
+/// every key or value it accepts.
+const REPORT_CHARS: usize = 4_000;
+
 fn report(error: &anyhow::Error) -> ExitCode {
-    eprintln!("error: {}", one_line(&**error));
+    eprintln!("error: {}", one_line_within(&**error, REPORT_CHARS));
     ExitCode::FAILURE
 }
 

@@ -56,6 +56,95 @@ fn a_bad_config_file_says_what_is_wrong() {
     );
 }
 
+/// `ruststream check --config` of a tenants file holding `text`, in a folder of its own.
+fn check_config(name: &str, text: &str) -> (bool, String) {
+    let dir = std::env::temp_dir().join(format!("ruststream-cfg-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("tenants.toml");
+    std::fs::write(&path, text).expect("write");
+    ruststream(&["check", "--config", path.to_str().expect("utf-8 path")])
+}
+
+const TENANT: &str = "[[tenants]]\nname = \"acme\"\ncomponents = [\"a.wasm\"]\n";
+
+/// The one `error:` line the binary printed last.
+fn error_line(text: &str) -> &str {
+    let line = text.lines().rfind(|l| l.starts_with("error:"));
+    line.unwrap_or_else(|| panic!("no error line: {text}"))
+}
+
+#[test]
+fn each_config_mistake_prints_its_whole_reason_on_one_line() {
+    let cases = [
+        (
+            "unknown-key",
+            format!("{TENANT}subscibe = [\"ledger\"]\n"),
+            &[
+                "line 4, column 1, `tenants[0].subscibe`: unknown field `subscibe`",
+                "expected one of `name`, `components`, `subscribe`",
+                "`subscriptions`; did you mean `subscribe`?",
+            ][..],
+        ),
+        (
+            "wrong-type",
+            format!("{TENANT}subscribe = \"ledger\"\n"),
+            &[
+                "line 4, column 13, `tenants[0].subscribe`: invalid type: string \"ledger\", expected a sequence",
+            ][..],
+        ),
+        (
+            "bad-value",
+            format!("{TENANT}subscribe = [\"l\"]\nstarting_position = \"horizon\"\n"),
+            &[
+                "`tenants[0].starting_position`: unknown variant `horizon`",
+                "`trim_horizon`, `LATEST`, `latest`, `AT_TIMESTAMP`, `at_timestamp`",
+            ][..],
+        ),
+    ];
+    for (name, text, expected) in cases {
+        let (ok, printed) = check_config(name, &text);
+        assert!(!ok, "{name}: {printed}");
+        let line = error_line(&printed);
+        for part in expected {
+            assert!(line.contains(part), "{name}: `{part}` not in {line}");
+        }
+        assert!(
+            !line.contains("more lines") && !line.ends_with("..."),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn lambda_s_spelling_of_a_start_position_is_accepted() {
+    let text = format!("{TENANT}subscribe = [\"l\"]\nstarting_position = \"TRIM_HORIZON\"\n");
+    let (ok, printed) = check_config("lambda", &text);
+    // The file is accepted; only its (missing) component is refused.
+    assert!(!ok);
+    assert!(!printed.contains("starting_position"), "{printed}");
+    assert!(printed.contains("1 of 1 components refused"), "{printed}");
+}
+
+#[test]
+fn a_missing_component_is_named_as_the_tenants_file_writes_it() {
+    let text = "[[tenants]]\nname = \"acme\"\nsubscribe = [\"l\"]\ncomponents = [\"ok.wasm\", \"../gone/missing.wasm\"]\n";
+    let (ok, printed) = check_config("missing", text);
+    assert!(!ok);
+    let line = printed
+        .lines()
+        .find(|l| l.contains("missing.wasm"))
+        .unwrap_or_else(|| panic!("{printed}"));
+    assert!(
+        line.contains("tenant `acme`, config file ")
+            && line.contains(
+                "tenants.toml, line 4, `tenants[0].components[1]` = \"../gone/missing.wasm\":"
+            ),
+        "{line}"
+    );
+    assert!(line.contains("No such file"), "{line}");
+    assert!(!line.contains("acme/"), "{line}");
+}
+
 #[test]
 fn run_needs_components_or_a_config() {
     let (ok, text) = ruststream(&["run"]);

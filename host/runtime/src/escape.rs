@@ -60,27 +60,34 @@ pub fn quote(text: &str) -> String {
 /// always shown: it is the part that says what happened. Never a Rust backtrace: those come
 /// only from `{:?}`. Pass `&*error` for an `anyhow::Error` or a `wasmtime::Error`.
 pub fn one_line(error: &dyn std::error::Error) -> String {
-    let mut parts = vec![cause_line(&error.to_string())];
+    one_line_within(error, ERROR_CHARS)
+}
+
+/// [`one_line`] cut to about `chars` characters instead: for a message a person reads once
+/// (the binary's last word: a config error lists every key it accepts), where a log line
+/// repeated by the thousand keeps to the shorter bound.
+pub fn one_line_within(error: &dyn std::error::Error, chars: usize) -> String {
+    let mut parts = vec![cause_line(&error.to_string(), chars / 2)];
     let mut cause = error.source();
     while let Some(next) = cause {
-        parts.push(cause_line(&next.to_string()));
+        parts.push(cause_line(&next.to_string(), chars / 2));
         cause = next.source();
     }
     let mut line = parts.join(": ");
-    if line.chars().count() > ERROR_CHARS && parts.len() > 2 {
+    if line.chars().count() > chars && parts.len() > 2 {
         let last = parts.len() - 1;
         line = format!("{}: ...: {}", parts[..last - 1].join(": "), parts[last]);
-        if line.chars().count() > ERROR_CHARS {
+        if line.chars().count() > chars {
             line = format!("{}: ...: {}", parts[0], parts[last]);
         }
     }
-    cut(&escape_controls(&line), ERROR_CHARS)
+    cut(&escape_controls(&line), chars)
 }
 
 /// Lines of one cause kept in [`one_line`] (a wasm backtrace's first frames).
 const CAUSE_LINES: usize = 3;
 
-fn cause_line(text: &str) -> String {
+fn cause_line(text: &str, chars: usize) -> String {
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
@@ -90,7 +97,7 @@ fn cause_line(text: &str) -> String {
     if lines.len() > CAUSE_LINES {
         kept.push_str(&format!(" | ({} more lines)", lines.len() - CAUSE_LINES));
     }
-    cut(&kept, ERROR_CHARS / 2)
+    cut(&kept, chars)
 }
 
 fn cut(text: &str, chars: usize) -> String {

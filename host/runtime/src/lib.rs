@@ -64,7 +64,7 @@ pub use component::{
 };
 pub use dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
 pub use env::Env;
-pub use escape::{escape_controls, one_line, quote};
+pub use escape::{escape_controls, one_line, one_line_within, quote};
 pub use limits::{
     CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits, RuntimeConfig,
     WriteLimits,

@@ -27,7 +27,7 @@ use tokio::task::JoinSet;
 use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
 use crate::args::LeaseStoreKind;
-use crate::config::{Config, OperatorConfig};
+use crate::config::{ComponentSource, Config, OperatorConfig};
 use crate::identity::{Clients, Identities, Role};
 
 /// A component version that was refused, as status shows it.
@@ -62,6 +62,8 @@ struct WantedTenant {
     /// The role its AWS calls assume (part of `settings` too).
     role: Option<Role>,
     components: Vec<PathBuf>,
+    /// Where the tenants file names each of `components` (none without a file).
+    sources: Vec<ComponentSource>,
 }
 
 /// The tenants running on a host.
@@ -357,6 +359,7 @@ impl Fleet {
                     operator: OperatorConfig::default(),
                     role: None,
                     components: self.inner.cli_components.clone(),
+                    sources: Vec::new(),
                 }],
             });
         };
@@ -393,6 +396,7 @@ impl Fleet {
                     operator,
                     role,
                     components: section.components.clone(),
+                    sources: section.sources.clone(),
                 }
             })
             .collect();
@@ -467,9 +471,10 @@ impl Fleet {
             run.tenant.clone()
         };
         let mut deployed = Vec::new();
-        for path in &wanted.components {
+        for (slot, path) in wanted.components.iter().enumerate() {
             let name = stem(path);
-            let bytes = match self.read_if_changed(&tenant, &name, path).await {
+            let source = wanted.sources.get(slot);
+            let bytes = match self.read_if_changed(&tenant, &name, path, source).await {
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => continue,
                 Err(reason) => {
@@ -485,27 +490,29 @@ impl Fleet {
         deployed
     }
 
-    /// The file's bytes, unless they are what was last seen at this path.
+    /// The file's bytes, unless they are what was last seen at this path. Errors name the
+    /// file as the tenants file does (`source`), or by its path.
     async fn read_if_changed(
         &self,
         tenant: &Tenant,
         name: &str,
         path: &Path,
+        source: Option<&ComponentSource>,
     ) -> Result<Option<Vec<u8>>, String> {
+        let shown = source.map_or_else(|| path.display().to_string(), ToString::to_string);
         let max = self.inner.runtime.config().compile.limits.max_bytes;
         let size = tokio::fs::metadata(path)
             .await
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .map_err(|e| format!("cannot read {shown}: {e}"))?
             .len();
         if size > max as u64 {
             return Err(format!(
-                "{} is {size} bytes, more than the {max} a component may have",
-                path.display()
+                "{shown} is {size} bytes, more than the {max} a component may have"
             ));
         }
         let bytes = tokio::fs::read(path)
             .await
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            .map_err(|e| format!("cannot read {shown}: {e}"))?;
         let hash = content_hash(&bytes);
         let unchanged = self.with_tenants(|tenants| {
             tenants

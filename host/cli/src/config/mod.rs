@@ -31,9 +31,11 @@ use anyhow::Context as _;
 use ruststream_host::OperatorSettings;
 use ruststream_runtime::{
     CompileLimits, Limits, MAX_BATCH_LIMIT, StartPosition, StreamGrant, SubscriptionSpec, Tenant,
-    quote, valid_name,
+    escape_controls, quote, valid_name,
 };
 use serde::Deserialize;
+
+mod parse_error;
 
 use crate::args::LeaseStoreKind;
 use crate::identity::Role;
@@ -146,6 +148,10 @@ impl HostSection {
 pub(crate) struct TenantSection {
     pub name: String,
     pub components: Vec<PathBuf>,
+    /// Where each of `components` is named, and how it is written there (set by
+    /// [`Config::load`]; empty for a section not read from a file).
+    #[serde(skip)]
+    pub sources: Vec<ComponentSource>,
     #[serde(default)]
     pub subscribe: Vec<String>,
     #[serde(default)]
@@ -170,12 +176,15 @@ pub(crate) struct TenantSection {
     pub subscriptions: BTreeMap<String, MappingSettings>,
 }
 
-/// Lambda's `StartingPosition`.
+/// Lambda's `StartingPosition`, in our spelling or in Lambda's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum StartingPosition {
+    #[serde(alias = "TRIM_HORIZON")]
     TrimHorizon,
+    #[serde(alias = "LATEST")]
     Latest,
+    #[serde(alias = "AT_TIMESTAMP")]
     AtTimestamp,
 }
 
@@ -575,17 +584,33 @@ impl Mistake {
     /// The mistake as one line naming `file`, the line (when the key is found in `text`) and
     /// the key.
     fn in_file(&self, file: &Path, text: &str) -> String {
+        format!("{}: {}", self.place_in(file, text), self.message)
+    }
+
+    /// Where the mistake is: `file`, the line (when the key is found in `text`) and the key.
+    fn place_in(&self, file: &Path, text: &str) -> String {
         let file = file.display();
         match (self.key.0.is_empty(), self.key.line_in(text)) {
-            (true, _) => format!("config file {file}: {}", self.message),
-            (false, Some(line)) => {
-                format!(
-                    "config file {file}, line {line}, `{}`: {}",
-                    self.key, self.message
-                )
-            }
-            (false, None) => format!("config file {file}, `{}`: {}", self.key, self.message),
+            (true, _) => format!("config file {file}"),
+            (false, Some(line)) => format!("config file {file}, line {line}, `{}`", self.key),
+            (false, None) => format!("config file {file}, `{}`", self.key),
         }
+    }
+}
+
+/// Where a component file is named in the tenants file, and how it is written there: what a
+/// message about the file shows, rather than the path it resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ComponentSource {
+    /// The path as the tenants file writes it.
+    pub written: String,
+    /// The file, line and key: `config file F, line 3, `tenants[0].components[1]``.
+    pub place: String,
+}
+
+impl std::fmt::Display for ComponentSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} = \"{}\"", self.place, escape_controls(&self.written))
     }
 }
 
@@ -599,13 +624,21 @@ impl Config {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
         let mut config: Config = toml::from_str(&text)
-            .with_context(|| format!("config file {} is not valid", path.display()))?;
+            .map_err(|error| anyhow::anyhow!(parse_error::describe(path, &text, &error)))?;
         if let Err(mistake) = config.check() {
             anyhow::bail!(mistake.in_file(path, &text));
         }
         let base = path.parent().unwrap_or(Path::new("."));
-        for tenant in &mut config.tenants {
-            for component in &mut tenant.components {
+        for (index, tenant) in config.tenants.iter_mut().enumerate() {
+            let at = KeyPath::root()
+                .key("tenants")
+                .index(index)
+                .key("components");
+            for (slot, component) in tenant.components.iter_mut().enumerate() {
+                tenant.sources.push(ComponentSource {
+                    written: component.display().to_string(),
+                    place: Mistake::new(at.clone().index(slot), "").place_in(path, &text),
+                });
                 *component = base.join(&*component);
             }
         }
