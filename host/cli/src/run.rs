@@ -233,7 +233,7 @@ async fn stop(fleet: &Fleet, signals: &mut Signals) {
 fn resume(fleet: &Fleet) {
     fleet.with_tenants(|tenants| {
         for run in tenants.values().filter(|t| t.tenant.is_quarantined()) {
-            run.tenant.resume();
+            run.tenant.lift_quarantine();
         }
     });
 }

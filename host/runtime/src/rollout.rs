@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::sync::lock;
 
@@ -22,6 +22,8 @@ pub struct CallStats {
     failures: AtomicU64,
     window: usize,
     recent: Mutex<VecDeque<bool>>,
+    /// Another version replaced this one (a swap or a rollback).
+    retired: AtomicBool,
 }
 
 impl CallStats {
@@ -33,7 +35,25 @@ impl CallStats {
             failures: AtomicU64::new(0),
             window,
             recent: Mutex::new(VecDeque::with_capacity(window)),
+            retired: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the version replaced: its pipelines stop calling it at their next call boundary
+    /// (what they read waits for the version that replaced it), and its failures from then on
+    /// no longer count toward its tenant's quarantine.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+    }
+
+    /// Makes the version current again (a rollback returned to it).
+    pub fn reinstate(&self) {
+        self.retired.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether another version replaced this one.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
     }
 
     /// Counts one call; `failed` when it trapped.

@@ -3,9 +3,11 @@
 //! A tenant has a name, the streams it may subscribe to and publish to, the limits of its
 //! calls, and a quarantine gate. A component that subscribes to (or dead-letters into) a stream
 //! its tenant is not granted is refused before it runs. A tenant whose calls keep failing is
-//! paused after a configurable number of consecutive failures: its shards stop being delivered
-//! (nothing is lost: records wait unhandled behind the checkpoint) until the operator resumes
-//! it. Other tenants are not affected.
+//! quarantined after a configurable number of consecutive failures: its shards stop being
+//! delivered (nothing is lost: records wait unhandled behind the checkpoint) until the operator
+//! resumes it, or a rollback of the app whose failures caused it lifts it. An operator's pause
+//! stops them the same way but is a state of its own: lifting a quarantine never lifts a pause.
+//! Other tenants are not affected.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -157,59 +159,129 @@ impl Tenant {
         self.gate.failures.store(0, Ordering::Relaxed);
     }
 
-    /// Counts a failed call; returns true if this failure quarantined the tenant.
-    pub fn call_failed(&self, kind: TrapKind) -> bool {
+    /// Counts a failed call of `app`'s component; returns true if this failure quarantined the
+    /// tenant (then the quarantine is `app`'s: see [`lift_quarantine_of`](Self::lift_quarantine_of)).
+    pub fn call_failed(&self, app: &str, kind: TrapKind) -> bool {
         let failures = self.gate.failures.fetch_add(1, Ordering::Relaxed) + 1;
         if self.gate.threshold == 0 || failures < self.gate.threshold || self.is_quarantined() {
             return false;
         }
         let reason = format!("{failures} consecutive failed calls, the last one: {kind}");
-        tracing::error!(tenant = %self.name(), %reason, "tenant quarantined: its shards are paused until it is resumed");
-        *lock(&self.gate.reason) = Some(reason);
-        self.gate.paused.send_replace(true);
+        tracing::error!(tenant = %self.name(), app, %reason, "tenant quarantined: its shards are paused until it is resumed");
+        self.gate.update(|state| {
+            state.quarantine = Some(Quarantine {
+                reason,
+                app: app.to_owned(),
+            });
+        });
         true
     }
 
-    /// Whether its shards are paused.
+    /// Whether its shards are stopped: quarantined, or paused by an operator.
+    pub fn is_stopped(&self) -> bool {
+        *self.gate.stopped.borrow()
+    }
+
+    /// Whether its failures quarantined it (an operator's pause is not a quarantine).
     pub fn is_quarantined(&self) -> bool {
-        *self.gate.paused.borrow()
+        lock(&self.gate.state).quarantine.is_some()
+    }
+
+    /// Whether `app`'s failures quarantined it.
+    pub fn is_quarantined_by(&self, app: &str) -> bool {
+        let state = lock(&self.gate.state);
+        state.quarantine.as_ref().is_some_and(|q| q.app == app)
+    }
+
+    /// Whether an operator paused it.
+    pub fn is_paused(&self) -> bool {
+        lock(&self.gate.state).pause.is_some()
     }
 
     /// Why the tenant is quarantined, if it is.
     pub fn quarantine_reason(&self) -> Option<String> {
-        lock(&self.gate.reason).clone()
+        let state = lock(&self.gate.state);
+        state.quarantine.as_ref().map(|q| q.reason.clone())
     }
 
-    /// Pauses the tenant as a quarantine would, for `reason` (an operator's pause): its shards
-    /// stop being delivered at the next call boundary, what they read waits parked, and
-    /// [`resume`](Self::resume) lets them go on where they stopped.
+    /// Why an operator paused the tenant, if one did.
+    pub fn pause_reason(&self) -> Option<String> {
+        lock(&self.gate.state).pause.clone()
+    }
+
+    /// Pauses the tenant for `reason` (an operator's pause): its shards stop being delivered
+    /// at the next call boundary, what they read waits parked, and [`resume`](Self::resume)
+    /// lets them go on where they stopped. Separate from a quarantine: lifting one never lifts
+    /// the other.
     pub fn pause(&self, reason: impl Into<String>) {
         let reason = reason.into();
         tracing::warn!(tenant = %self.name(), %reason, "tenant paused: its shards are paused until it is resumed");
-        *lock(&self.gate.reason) = Some(reason);
-        self.gate.paused.send_replace(true);
+        self.gate.update(|state| state.pause = Some(reason));
     }
 
-    /// Lifts a quarantine: delivery resumes where it stopped.
+    /// The operator's resume: lifts a pause and a quarantine alike; delivery resumes where it
+    /// stopped.
     pub fn resume(&self) {
         self.gate.failures.store(0, Ordering::Relaxed);
-        *lock(&self.gate.reason) = None;
-        self.gate.paused.send_replace(false);
+        self.gate.update(|state| *state = GateState::default());
         tracing::info!(tenant = %self.name(), "tenant resumed");
     }
 
-    /// Changes when the tenant is quarantined or resumed.
-    pub fn watch_quarantine(&self) -> watch::Receiver<bool> {
-        self.gate.paused.subscribe()
+    /// Lifts a quarantine, whichever app's failures caused it, and leaves an operator's pause
+    /// in place. Returns whether there was one.
+    pub fn lift_quarantine(&self) -> bool {
+        self.lift_quarantine_if(|_| true)
     }
+
+    /// Lifts the quarantine `app`'s failures caused (a rollback of `app` took the failing
+    /// version away), and no other: another app's quarantine and an operator's pause stay.
+    /// Returns whether it lifted one.
+    pub fn lift_quarantine_of(&self, app: &str) -> bool {
+        self.lift_quarantine_if(|quarantine| quarantine.app == app)
+    }
+
+    fn lift_quarantine_if(&self, whose: impl Fn(&Quarantine) -> bool) -> bool {
+        let mut lifted = false;
+        self.gate.update(|state| {
+            if state.quarantine.as_ref().is_some_and(&whose) {
+                state.quarantine = None;
+                lifted = true;
+            }
+        });
+        if lifted {
+            self.gate.failures.store(0, Ordering::Relaxed);
+            tracing::info!(tenant = %self.name(), "tenant's quarantine lifted");
+        }
+        lifted
+    }
+
+    /// Changes when the tenant's shards are stopped or go on again.
+    pub fn watch_stopped(&self) -> watch::Receiver<bool> {
+        self.gate.stopped.subscribe()
+    }
+}
+
+/// A tenant's quarantine: why, and whose failures caused it.
+#[derive(Debug, Clone)]
+struct Quarantine {
+    reason: String,
+    app: String,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    quarantine: Option<Quarantine>,
+    /// An operator's pause, and why.
+    pause: Option<String>,
 }
 
 #[derive(Debug)]
 struct Gate {
     threshold: u32,
     failures: AtomicU32,
-    paused: watch::Sender<bool>,
-    reason: Mutex<Option<String>>,
+    /// Whether delivery is stopped: kept equal to "quarantined or paused", for watchers.
+    stopped: watch::Sender<bool>,
+    state: Mutex<GateState>,
 }
 
 impl Gate {
@@ -217,9 +289,18 @@ impl Gate {
         Self {
             threshold,
             failures: AtomicU32::new(0),
-            paused: watch::Sender::new(false),
-            reason: Mutex::new(None),
+            stopped: watch::Sender::new(false),
+            state: Mutex::new(GateState::default()),
         }
+    }
+
+    /// Changes the state and tells watchers whether delivery is now stopped.
+    fn update(&self, change: impl FnOnce(&mut GateState)) {
+        let mut state = lock(&self.state);
+        change(&mut state);
+        let stopped = state.quarantine.is_some() || state.pause.is_some();
+        self.stopped
+            .send_if_modified(|now| std::mem::replace(now, stopped) != stopped);
     }
 }
 
@@ -230,13 +311,13 @@ mod tests {
     #[test]
     fn consecutive_failures_quarantine_and_resume_lifts_it() {
         let tenant = Tenant::new("acme").quarantine_after(3);
-        assert!(!tenant.call_failed(TrapKind::Panic));
+        assert!(!tenant.call_failed("ledger", TrapKind::Panic));
         tenant.call_succeeded();
-        assert!(!tenant.call_failed(TrapKind::Panic));
-        assert!(!tenant.call_failed(TrapKind::Deadline));
+        assert!(!tenant.call_failed("ledger", TrapKind::Panic));
+        assert!(!tenant.call_failed("ledger", TrapKind::Deadline));
         assert!(!tenant.is_quarantined());
-        assert!(tenant.call_failed(TrapKind::Deadline));
-        assert!(tenant.is_quarantined());
+        assert!(tenant.call_failed("ledger", TrapKind::Deadline));
+        assert!(tenant.is_quarantined() && tenant.is_stopped());
         assert!(
             tenant
                 .quarantine_reason()
@@ -248,10 +329,30 @@ mod tests {
     }
 
     #[test]
+    fn a_pause_and_a_quarantine_are_lifted_each_by_its_own() {
+        let tenant = Tenant::new("acme").quarantine_after(1);
+        let stopped = tenant.watch_stopped();
+        tenant.pause("maintenance");
+        assert!(tenant.call_failed("ledger", TrapKind::Panic));
+        assert!(tenant.is_paused() && tenant.is_quarantined());
+        assert!(
+            !tenant.lift_quarantine_of("audit"),
+            "another app's rollback lifts nothing"
+        );
+        assert!(tenant.lift_quarantine_of("ledger"));
+        assert!(!tenant.is_quarantined());
+        assert!(tenant.is_stopped(), "the operator's pause stays");
+        assert_eq!(tenant.pause_reason().as_deref(), Some("maintenance"));
+        assert!(*stopped.borrow());
+        tenant.resume();
+        assert!(!tenant.is_stopped() && !*stopped.borrow());
+    }
+
+    #[test]
     fn zero_never_quarantines() {
         let tenant = Tenant::new("acme").quarantine_after(0);
         for _ in 0..100 {
-            assert!(!tenant.call_failed(TrapKind::Panic));
+            assert!(!tenant.call_failed("ledger", TrapKind::Panic));
         }
         assert!(!tenant.is_quarantined());
     }

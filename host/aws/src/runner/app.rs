@@ -93,6 +93,9 @@ pub struct RunningApp {
     core: Arc<Mutex<AppCore>>,
     /// Stops the app's own tasks (the dropped-line reporter, rollout judges).
     shutdown: watch::Sender<bool>,
+    /// Set once every task of the app ended after a shutdown: checkpoints flushed, leases
+    /// released.
+    stopped: watch::Sender<bool>,
 }
 
 /// A running subscription: how to reach its coordinator and workers.
@@ -103,6 +106,8 @@ struct Subscription {
     stop: watch::Sender<bool>,
     board: StatusBoard,
     seeks: mpsc::Sender<SeekRequest>,
+    /// Set once its coordinator ended: every worker flushed and let its lease go.
+    ended: watch::Receiver<bool>,
 }
 
 /// The mutable part of a running app, shared with its rollout judge.
@@ -120,6 +125,10 @@ struct AppCore {
     generation: u64,
     /// The app's span (tenant, app): parent of its subscriptions' spans.
     span: tracing::Span,
+    /// Subscriptions a swap stopped, until their workers are done: one started again by the
+    /// same name (a rollback re-adding it) waits for them, so a shard never has two workers
+    /// of one subscription.
+    draining: HashMap<String, watch::Receiver<bool>>,
 }
 
 impl RunningApp {
@@ -147,6 +156,7 @@ impl RunningApp {
             rollbacks: 0,
             generation: 0,
             span: tracing::info_span!(parent: None, "app", tenant = %deployment.tenant.name(), app = %name),
+            draining: HashMap::new(),
         };
         let specs = &current.component.app().subscriptions;
         for spec in specs.iter().filter(|s| current.enabled(&s.name)) {
@@ -162,6 +172,7 @@ impl RunningApp {
             tenant: deployment.tenant,
             core: Arc::new(Mutex::new(core)),
             shutdown,
+            stopped: watch::Sender::new(false),
         })
     }
 
@@ -307,17 +318,26 @@ impl RunningApp {
     }
 
     /// Graceful shutdown: stop fetching, let in-flight calls finish (bounded by the grace
-    /// period), flush checkpoints, release leases.
+    /// period), flush checkpoints, release leases; returns once all of it is done. The
+    /// stopping runs on a task of its own: a caller that stops waiting (a reload cancelled by
+    /// SIGTERM) cancels none of it, and every caller waits for the same end.
     pub async fn shutdown(&self) {
-        self.shutdown.send_replace(true);
-        let mut tasks = {
-            let mut core = self.lock();
-            for subscription in core.subscriptions.values() {
-                subscription.stop.send_replace(true);
-            }
-            std::mem::take(&mut core.tasks)
-        };
-        while tasks.join_next().await.is_some() {}
+        let first = !self.shutdown.send_replace(true);
+        if first {
+            let mut tasks = {
+                let mut core = self.lock();
+                for subscription in core.subscriptions.values() {
+                    subscription.stop.send_replace(true);
+                }
+                std::mem::take(&mut core.tasks)
+            };
+            let stopped = self.stopped.clone();
+            tokio::spawn(async move {
+                while tasks.join_next().await.is_some() {}
+                stopped.send_replace(true);
+            });
+        }
+        let _ = self.stopped.subscribe().wait_for(|stopped| *stopped).await;
     }
 
     /// Stops everything at once, as a crash would: no flush, no release. Leases expire for
@@ -364,8 +384,18 @@ impl AppCore {
         // Every line about the subscription (its shards, leases, calls and the component's own
         // lines) carries tenant, app, subscriber and stream through this span.
         let span = tracing::info_span!(parent: &self.span, "subscription", subscriber = %spec.name, stream = %spec.stream);
-        self.tasks
-            .spawn(coordinator::run(ctx, shared_stream, seek_rx).instrument(span));
+        let (ended_tx, ended) = watch::channel(false);
+        let before = self.draining.remove(&spec.name);
+        self.tasks.spawn(
+            async move {
+                if let Some(mut before) = before {
+                    let _ = before.wait_for(|ended| *ended).await;
+                }
+                coordinator::run(ctx, shared_stream, seek_rx).await;
+                ended_tx.send_replace(true);
+            }
+            .instrument(span),
+        );
         let subscription = Subscription {
             stream: spec.stream.clone(),
             shared_stream,
@@ -373,6 +403,7 @@ impl AppCore {
             stop,
             board,
             seeks,
+            ended,
         };
         self.subscriptions.insert(spec.name.clone(), subscription);
     }
@@ -403,6 +434,10 @@ impl AppCore {
         }
         self.generation += 1;
         let old = std::mem::replace(&mut self.current, release.clone());
+        // Its pipelines call it no more once their call in flight ends; its failures from
+        // then on quarantine nobody.
+        old.calls.retire();
+        release.calls.reinstate();
         self.previous = Some(old);
         let specs = &release.component.app().subscriptions;
         let mut swapped = Swapped {
@@ -430,6 +465,7 @@ impl AppCore {
                 None => {
                     if let Some(gone) = self.subscriptions.remove(&name) {
                         gone.stop.send_replace(true);
+                        self.draining.insert(name.clone(), gone.ended);
                     }
                     swapped.stopped.push(name);
                 }
@@ -495,7 +531,10 @@ async fn judge_rollout(
         let new = core.current.calls.clone();
         let policy = core.host.config.rollout;
         let mut verdict = policy.judge(&new, old.calls.recent_failure_rate());
-        let quarantined = core.tenant.is_quarantined();
+        let app = core.current.component.app().name.clone();
+        // Only a quarantine this app's failures caused judges it; another app's is not its
+        // doing, and an operator's pause is not a verdict at all.
+        let quarantined = core.tenant.is_quarantined_by(&app);
         if quarantined && new.failures() > 0 && verdict == Verdict::Pending {
             verdict = Verdict::RollBack(format!(
                 "its tenant was quarantined after {} failed calls",
@@ -515,12 +554,11 @@ async fn judge_rollout(
                 return;
             }
             Verdict::RollBack(reason) => {
-                let app = core.current.component.app().name.clone();
                 if core.roll_back(&app, &reason).is_ok() {
                     crate::metrics::rolled_back(core.tenant.name(), &app, true);
                 }
                 if quarantined {
-                    core.tenant.resume();
+                    core.tenant.lift_quarantine_of(&app);
                 }
                 return;
             }

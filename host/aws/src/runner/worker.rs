@@ -356,7 +356,7 @@ async fn read(
 ) -> WorkerExit {
     let mut stop = keeper.stop();
     let mut shutdown = ctx.shutdown.clone();
-    let mut quarantine = ctx.tenant.watch_quarantine();
+    let mut quarantine = ctx.tenant.watch_stopped();
     let shard_id = pipeline.shard_id().to_owned();
     loop {
         version.change_over(ctx, reader, pipeline).await;

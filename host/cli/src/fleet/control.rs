@@ -61,7 +61,7 @@ impl Control for Fleet {
 
     fn pause(&self, tenant: &str) -> Result<(), ControlError> {
         let tenant = self.tenant(tenant)?;
-        if !tenant.is_quarantined() {
+        if !tenant.is_paused() {
             tenant.pause(PAUSED_BY_OPERATOR);
         }
         Ok(())
@@ -69,7 +69,7 @@ impl Control for Fleet {
 
     fn resume(&self, tenant: &str) -> Result<(), ControlError> {
         let tenant = self.tenant(tenant)?;
-        if tenant.is_quarantined() {
+        if tenant.is_stopped() {
             tenant.resume();
         }
         Ok(())
@@ -129,11 +129,11 @@ fn start_position(position: SeekPosition) -> StartPosition {
 }
 
 fn tenant_status(name: &str, run: &TenantRun) -> TenantStatus {
-    let paused = run.tenant.is_quarantined();
+    let paused = run.tenant.is_stopped();
     TenantStatus {
         name: name.to_owned(),
         paused,
-        pause_reason: run.tenant.quarantine_reason(),
+        pause_reason: run.tenant.quarantine_reason().or(run.tenant.pause_reason()),
         apps: run
             .components
             .values()

@@ -100,6 +100,9 @@ struct State {
     loaded: bool,
     /// The services the last probe could not reach, and why.
     unreachable: Vec<String>,
+    /// Apps a reload is stopping: a shutdown meanwhile waits for them too (their checkpoints
+    /// flushed, their leases released), even when it cancels the reload.
+    stopping: Vec<Arc<RunningApp>>,
 }
 
 pub(crate) struct TenantRun {
@@ -326,14 +329,18 @@ impl Fleet {
         self.state().unreachable = unreachable;
     }
 
-    /// Stops every app at once: calls finish, checkpoints are flushed, leases released.
+    /// Stops every app at once, and waits for those a reload is stopping: calls finish,
+    /// checkpoints are flushed, leases released.
     pub(crate) async fn shutdown(&self) {
         let apps: Vec<Arc<RunningApp>> = {
             let mut state = self.state();
-            std::mem::take(&mut state.tenants)
-                .into_values()
-                .flat_map(|t| t.components.into_values().map(|c| c.app))
-                .collect()
+            let mut apps = std::mem::take(&mut state.stopping);
+            apps.extend(
+                std::mem::take(&mut state.tenants)
+                    .into_values()
+                    .flat_map(|t| t.components.into_values().map(|c| c.app)),
+            );
+            apps
         };
         stop_apps(apps).await;
     }
@@ -446,8 +453,12 @@ impl Fleet {
                     }
                 }
             }
+            state.stopping.extend(stopping.iter().cloned());
         }
-        stop_apps(stopping).await;
+        stop_apps(stopping.clone()).await;
+        self.state()
+            .stopping
+            .retain(|app| !stopping.iter().any(|done| Arc::ptr_eq(app, done)));
     }
 
     /// Loads the tenant's changed components, one after another.

@@ -319,7 +319,7 @@ impl ShardPipeline {
     pub async fn poll_due(&mut self) -> Option<String> {
         let now = self.env.env.clock.now_ms();
         let max_hold = millis(self.limits().copies.max_hold);
-        let quarantined = self.env.tenant.is_quarantined();
+        let quarantined = self.env.tenant.is_stopped();
         let (watermark, ended) = (&self.watermark, self.shard_ended);
         let released = self.holding.release(now, max_hold, quarantined, |ticket| {
             ended || watermark.handled_after(ticket)
@@ -354,7 +354,7 @@ impl ShardPipeline {
     pub fn next_due_ms(&self) -> Option<u64> {
         let now = self.env.env.clock.now_ms();
         let max_hold = millis(self.limits().copies.max_hold);
-        let quarantined = self.env.tenant.is_quarantined();
+        let quarantined = self.env.tenant.is_stopped();
         let held = self
             .holding
             .next_release_ms(now, max_hold, quarantined, |ticket| {

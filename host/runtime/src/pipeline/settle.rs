@@ -33,7 +33,9 @@ impl ShardPipeline {
                 // Not delivered, not handled: the next holder reads them from the checkpoint.
                 break;
             }
-            if self.env.tenant.is_quarantined() {
+            // A stopped tenant's records wait parked for its resume; a replaced version's for
+            // the version that replaced it, which the shard changes over to before the next.
+            if self.env.tenant.is_stopped() || self.version_retired() {
                 let rest = tickets[next..].iter().copied();
                 self.holding
                     .park(rest.zip(deliveries[next..].iter().cloned()));
@@ -138,7 +140,8 @@ impl ShardPipeline {
         self.mark(ticket);
     }
 
-    /// Tells the tenant's quarantine gate how a call went.
+    /// Tells the tenant's quarantine gate how a call went: a replaced version's failures (the
+    /// rest of a batch it was in when a rollback decided against it) quarantine nobody.
     fn count_call(&self, failure: Option<&CallFailure>) {
         if let Some(stats) = &self.env.calls {
             stats.record(failure.is_some());
@@ -147,9 +150,19 @@ impl ShardPipeline {
             None => self.env.tenant.call_succeeded(),
             Some(failure) => {
                 self.metrics.trapped(failure.kind);
-                self.env.tenant.call_failed(failure.kind);
+                if !self.version_retired() {
+                    self.env.tenant.call_failed(&self.app, failure.kind);
+                }
             }
         }
+    }
+
+    /// Whether another version replaced the one this pipeline runs.
+    fn version_retired(&self) -> bool {
+        self.env
+            .calls
+            .as_ref()
+            .is_some_and(|calls| calls.is_retired())
     }
 
     async fn trapped(&mut self, ticket: Ticket, delivery: &Delivery, failure: CallFailure) {

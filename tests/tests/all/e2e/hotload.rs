@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore};
 use ruststream_tests::binary;
-use ruststream_tests::e2e::put_json;
+use ruststream_tests::e2e::{put_json, put_json_batch};
 use ruststream_tests::guests;
 use ruststream_tests::http::http;
 use ruststream_tests::process::{Running, admin_addr, run_host};
@@ -52,8 +52,14 @@ fn handled(log: &str) -> Vec<Handled> {
         .collect()
 }
 
-/// A tenants file running `component` for tenant `acme`, granted `streams`.
-fn write_config(dir: &Path, component: &Path, streams: &[&str]) -> anyhow::Result<PathBuf> {
+/// A tenants file running `component` for tenant `acme`, granted `streams`, with `tenant_keys`
+/// (lines of TOML) added to its section.
+fn write_config(
+    dir: &Path,
+    component: &Path,
+    streams: &[&str],
+    tenant_keys: &str,
+) -> anyhow::Result<PathBuf> {
     let config = dir.join("tenants.toml");
     let streams: Vec<String> = streams.iter().map(|s| format!("{s:?}")).collect();
     std::fs::write(
@@ -69,6 +75,7 @@ fn write_config(dir: &Path, component: &Path, streams: &[&str]) -> anyhow::Resul
             components = ["{component}"]
             subscribe = [{streams}]
             limits = {{ log_lines_per_second = 100000, log_lines_per_call = 100000 }}
+            {tenant_keys}
             "#,
             component = component.display(),
             streams = streams.join(", "),
@@ -107,9 +114,21 @@ impl HotHost {
         streams: &[&str],
         args: &[&str],
     ) -> anyhow::Result<Self> {
+        Self::start_with(dir, kinesis, dynamo, streams, "", args)
+    }
+
+    /// [`start`](Self::start) with `tenant_keys` in the tenant's section.
+    fn start_with(
+        dir: &Path,
+        kinesis: &LocalKinesis,
+        dynamo: &LocalDynamo,
+        streams: &[&str],
+        tenant_keys: &str,
+        args: &[&str],
+    ) -> anyhow::Result<Self> {
         let component = dir.join("versioned.wasm");
         replace_file(&guests::VERSIONED_V1.path(), &component)?;
-        let config = write_config(dir, &component, streams)?;
+        let config = write_config(dir, &component, streams, tenant_keys)?;
         let log = dir.join("host.log");
         let mut all = vec![
             "--dynamodb-endpoint".to_owned(),
@@ -502,5 +521,194 @@ async fn one_tenant_is_paused_and_resumed_and_readiness_names_a_missing_stream()
     let (code, _) = http(&addr, "POST", "/v1/tenants/nobody/pause", b"")?;
     assert_eq!(code, 404);
     host.stop().await?;
+    Ok(())
+}
+
+/// How many times each record was handled, by any version.
+fn times_handled(log: &str) -> BTreeMap<u64, usize> {
+    let mut times = BTreeMap::new();
+    for h in handled(log) {
+        *times.entry(h.n).or_default() += 1;
+    }
+    times
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_leaves_the_old_version_serving_unquarantined_and_handles_each_record_once()
+-> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    kinesis.create_stream("events", 2).await?;
+    kinesis.create_stream("legacy", 1).await?;
+    let dir = temp_dir("hotload-rollback-quarantine")?;
+    // Three failed calls decide the rollout; sixty in a row quarantine the tenant. A thousand
+    // records reach the trapping version in two reads: the rest of what it is handed when the
+    // rollback is decided must neither run on it nor quarantine the version restored.
+    let args = ["--rollout-calls", "10", "--rollout-margin", "0.2"];
+    let host = HotHost::start_with(
+        &dir,
+        &kinesis,
+        &dynamo,
+        &["events", "legacy"],
+        "quarantine_after = 60",
+        &args,
+    )?;
+    host.wait_reading(3).await?;
+    let client = kinesis.client().await;
+    let warm: Vec<_> = (0..20).map(|n| json!({ "id": n })).collect();
+    put_json_batch(&client, "events", &warm).await?;
+    host.wait_for_both_shards("1", 0).await?;
+    // By the file: v4 drops `legacy`, and the rollback adds it again.
+    host.land(&guests::VERSIONED_TRAP.path())?;
+    let live = eventually(Duration::from_secs(60), || {
+        host.count("new version live") == 1
+    })
+    .await;
+    anyhow::ensure!(live, "v4 never went live: {}", host.output());
+    let backlog: Vec<_> = (20..1_020).map(|n| json!({ "id": n })).collect();
+    put_json_batch(&client, "events", &backlog).await?;
+    let rolled_back = eventually(Duration::from_secs(60), || {
+        host.count("rolled back to the previous version") == 1
+    })
+    .await;
+    anyhow::ensure!(rolled_back, "no rollback: {}", host.output());
+    let all_handled = eventually(Duration::from_secs(90), || {
+        times_handled(&host.output()).len() == 1_020
+    })
+    .await;
+    anyhow::ensure!(all_handled, "records lost: {}", host.output());
+    let output = host.stop().await?;
+    // The trapping version's own failures may quarantine the tenant before the rollback; none
+    // after it does, and the rollback lifts the first.
+    let rollback = output
+        .find("rolled back to the previous version")
+        .unwrap_or(output.len());
+    assert!(
+        !output[rollback..].contains("tenant quarantined"),
+        "quarantined after the rollback: {output}"
+    );
+    if output[..rollback].contains("tenant quarantined") {
+        assert!(output[rollback..].contains("quarantine lifted"), "{output}");
+    }
+    let twice: Vec<(u64, usize)> = times_handled(&output)
+        .into_iter()
+        .filter(|(_, times)| *times > 1)
+        .collect();
+    assert!(twice.is_empty(), "handled more than once: {twice:?}");
+    assert!(handled(&output).iter().all(|h| h.version == "1"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_on_a_fresh_stream_reads_what_the_bad_version_held_and_a_restart_loses_nothing()
+-> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    kinesis.create_stream("events", 1).await?;
+    kinesis.create_stream("legacy", 1).await?;
+    let dir = temp_dir("hotload-rollback-fresh")?;
+    let args = ["--rollout-calls", "10", "--rollout-margin", "0.2"];
+    let host = HotHost::start(&dir, &kinesis, &dynamo, &["events", "legacy"], &args)?;
+    host.wait_reading(2).await?;
+    // Nothing was ever checkpointed on `events`: the trapping version holds its first five.
+    host.land(&guests::VERSIONED_TRAP.path())?;
+    let live = eventually(Duration::from_secs(60), || {
+        host.count("new version live") == 1
+    })
+    .await;
+    anyhow::ensure!(live, "v4 never went live: {}", host.output());
+    let client = kinesis.client().await;
+    for n in 0..5 {
+        put_json(&client, "events", &json!({ "id": n }), None).await?;
+    }
+    let rolled_back = eventually(Duration::from_secs(60), || {
+        host.count("rolled back to the previous version") == 1
+    })
+    .await;
+    anyhow::ensure!(rolled_back, "no rollback: {}", host.output());
+    put_json(&client, "events", &json!({ "id": 5 }), None).await?;
+    let six = eventually(Duration::from_secs(60), || {
+        times_handled(&host.output()).len() == 6
+    })
+    .await;
+    anyhow::ensure!(six, "v1 never handled all six: {}", host.output());
+    let first = host.stop().await?;
+    // The file on disk is v4 again at the restart: put v1 back, as an operator would.
+    let dir2 = temp_dir("hotload-rollback-fresh-2")?;
+    let again = HotHost::start(&dir2, &kinesis, &dynamo, &["events", "legacy"], &args)?;
+    again.wait_reading(2).await?;
+    put_json(&client, "events", &json!({ "id": 6 }), None).await?;
+    let seventh = eventually(Duration::from_secs(60), || {
+        times_handled(&again.output()).contains_key(&6)
+    })
+    .await;
+    anyhow::ensure!(
+        seventh,
+        "the restarted host never read on: {}",
+        again.output()
+    );
+    let second = again.stop().await?;
+    let mut times = times_handled(&first);
+    for (n, count) in times_handled(&second) {
+        *times.entry(n).or_default() += count;
+    }
+    assert_eq!(
+        times,
+        (0..7).map(|n| (n, 1)).collect::<BTreeMap<u64, usize>>(),
+        "each record handled once, across the rollback and the restart"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigterm_during_a_reload_that_stops_an_app_still_flushes_and_releases()
+-> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    for stream in ["events", "legacy", "paced", "singly"] {
+        kinesis.create_stream(stream, 1).await?;
+    }
+    let dir = temp_dir("hotload-sigterm-reload")?;
+    // A second tenant, `beta`, runs the pacer: its calls take seconds, so stopping it does.
+    let beta = format!(
+        "\n[[tenants]]\nname = \"beta\"\ncomponents = [\"{}\"]\nsubscribe = [\"paced\", \"singly\"]\n",
+        guests::PACER.path().display()
+    );
+    let host = HotHost::start_with(&dir, &kinesis, &dynamo, &["events", "legacy"], &beta, &[])?;
+    host.wait_reading(4).await?;
+    let client = kinesis.client().await;
+    put_json(&client, "paced", &json!({ "id": 1 }), None).await?;
+    let slow: Vec<_> = (2..6)
+        .map(|id| json!({ "id": id, "sleep_ms": 1500 }))
+        .collect();
+    put_json_batch(&client, "paced", &slow).await?;
+    let busy = eventually(Duration::from_secs(60), || {
+        host.count("ruststream::guest: paced") >= 2
+    })
+    .await;
+    anyhow::ensure!(busy, "the pacer never started: {}", host.output());
+    // `beta` leaves the file; the reload stops its app, and SIGTERM comes while it does.
+    write_config(&dir, &host.component, &["events", "legacy"], "")?;
+    host.running.signal("HUP")?;
+    let stopping = eventually(Duration::from_secs(30), || {
+        host.count("tenant removed or reconfigured: stopping its apps") == 1
+    })
+    .await;
+    anyhow::ensure!(stopping, "the reload never stopped beta: {}", host.output());
+    let output = host.stop().await?;
+    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-beta-pacer");
+    let rows = store.list().await?;
+    let paced = rows
+        .iter()
+        .find(|row| row.key.starts_with("paced:"))
+        .ok_or_else(|| anyhow::anyhow!("no lease row for `paced`: {rows:?}"))?;
+    assert_eq!(paced.owner, None, "the lease was not released: {output}");
+    assert!(
+        paced
+            .checkpoint
+            .as_deref()
+            .is_some_and(|c| c.bytes().all(|b| b.is_ascii_digit())),
+        "no record checkpointed: {paced:?}"
+    );
     Ok(())
 }
