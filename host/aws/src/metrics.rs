@@ -3,7 +3,7 @@
 //! installed recorder every update is a no-op.
 
 use metrics::{Counter, Gauge, Label};
-use ruststream_runtime::metrics::owner_labels;
+use ruststream_runtime::metrics::{owner_labels, subscription_labels};
 
 /// Leases taken by this host.
 pub const LEASES_TAKEN: &str = "ruststream_leases_taken_total";
@@ -42,8 +42,10 @@ pub(crate) struct LeaseMetrics {
 }
 
 impl LeaseMetrics {
-    pub(crate) fn new(tenant: &str, app: &str, subscriber: &str) -> Self {
-        let labels = || owner_labels(tenant, app, Some(subscriber));
+    /// The handles of `subscriber`, labelled as its tenant's bound of `max_series` allows.
+    pub(crate) fn new(tenant: &str, app: &str, subscriber: &str, max_series: usize) -> Self {
+        let own = subscription_labels(tenant, app, subscriber, max_series);
+        let labels = || own.clone();
         let result = |value: &'static str| {
             let mut labels = labels();
             labels.push(Label::new("result", value));

@@ -38,6 +38,10 @@ pub struct Limits {
     pub writes: WriteLimits,
     /// Most subscriptions one component may declare.
     pub max_subscriptions: usize,
+    /// Most metric series the tenant's subscriptions may have labelled as their own; past it
+    /// further subscriptions share `subscriber="_other"` (see
+    /// [`metrics::subscription_labels`](crate::metrics::subscription_labels)).
+    pub max_metric_series: usize,
 }
 
 /// What one table element weighs against [`Limits::memory_bytes`]: a reference, as wasmtime
@@ -154,6 +158,7 @@ impl Default for Limits {
             copies: CopyLimits::default(),
             writes: WriteLimits::default(),
             max_subscriptions: 64,
+            max_metric_series: 1_000,
         }
     }
 }

@@ -53,6 +53,94 @@ pub fn owner_labels(tenant: &str, app: &str, subscriber: Option<&str>) -> Vec<me
     labels
 }
 
+/// The series one subscription registers for itself, on one shard: records (4 outcomes),
+/// traps (7 kinds), the call-duration histogram (11 buckets, `+Inf`, sum and count), copies,
+/// dead letters and others' copies, the host's leases taken, lost and held and checkpoint
+/// writes (2), and its shard's 5 gauges.
+pub const SERIES_PER_SUBSCRIPTION: usize = 4 + 7 + 14 + 3 + 3 + 2 + 5;
+
+/// The `app` and `subscriber` of the series of subscriptions past their tenant's bound.
+pub const FOLDED: &str = "_other";
+
+/// The labels of a subscription's series, within its tenant's bound of `max_series`: its
+/// own (tenant, app, subscriber) while the tenant's labelled subscriptions fit
+/// ([`SERIES_PER_SUBSCRIPTION`] each), else `app` and `subscriber` [`FOLDED`], so that every
+/// further subscription of the tenant adds into one set of series instead of its own. A
+/// subscription keeps what it got first for the life of the process (a swap keeps its labels).
+pub fn subscription_labels(
+    tenant: &str,
+    app: &str,
+    subscriber: &str,
+    max_series: usize,
+) -> Vec<metrics::Label> {
+    if series::admit(tenant, app, subscriber, max_series) {
+        owner_labels(tenant, app, Some(subscriber))
+    } else {
+        owner_labels(tenant, FOLDED, Some(FOLDED))
+    }
+}
+
+/// Whether the subscription has series of its own (see [`subscription_labels`]).
+pub fn is_labelled(tenant: &str, app: &str, subscriber: &str) -> bool {
+    series::is_labelled(tenant, app, subscriber)
+}
+
+/// How many of the tenant's subscriptions share the [`FOLDED`] series.
+pub fn folded_subscriptions(tenant: &str) -> usize {
+    series::folded(tenant)
+}
+
+/// Which subscriptions of each tenant have series of their own, process-wide (the recorder
+/// is process-wide too).
+mod series {
+    use std::collections::{HashMap, HashSet};
+    use std::sync::{Mutex, MutexGuard, OnceLock};
+
+    use super::SERIES_PER_SUBSCRIPTION;
+
+    #[derive(Default)]
+    struct Tenant {
+        labelled: HashSet<(String, String)>,
+        folded: HashSet<(String, String)>,
+    }
+
+    fn tenants() -> MutexGuard<'static, HashMap<String, Tenant>> {
+        static TENANTS: OnceLock<Mutex<HashMap<String, Tenant>>> = OnceLock::new();
+        let tenants = TENANTS.get_or_init(Mutex::default);
+        tenants
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(super) fn admit(tenant: &str, app: &str, subscriber: &str, max_series: usize) -> bool {
+        let mut tenants = tenants();
+        let entry = tenants.entry(tenant.to_owned()).or_default();
+        let key = (app.to_owned(), subscriber.to_owned());
+        if entry.labelled.contains(&key) {
+            return true;
+        }
+        let fits = (entry.labelled.len() + 1) * SERIES_PER_SUBSCRIPTION <= max_series;
+        if fits {
+            entry.labelled.insert(key);
+        } else {
+            entry.folded.insert(key);
+        }
+        fits
+    }
+
+    pub(super) fn is_labelled(tenant: &str, app: &str, subscriber: &str) -> bool {
+        let tenants = tenants();
+        let key = (app.to_owned(), subscriber.to_owned());
+        tenants
+            .get(tenant)
+            .is_some_and(|t| t.labelled.contains(&key))
+    }
+
+    pub(super) fn folded(tenant: &str) -> usize {
+        tenants().get(tenant).map_or(0, |t| t.folded.len())
+    }
+}
+
 /// Bucket bounds of [`CALL_DURATION`], in seconds: a batch call takes from microseconds to the
 /// deadline of each of its records.
 pub const CALL_DURATION_BUCKETS: &[f64] = &[

@@ -379,6 +379,7 @@ impl AppCore {
                 self.tenant.name(),
                 &self.current.component.app().name,
                 &spec.name,
+                self.tenant.policy().limits().max_metric_series,
             ),
         };
         // Every line about the subscription (its shards, leases, calls and the component's own

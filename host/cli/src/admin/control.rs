@@ -16,6 +16,10 @@ pub(crate) trait Control: Send + Sync + 'static {
     fn status(&self) -> HostStatus;
     /// Reasons the host is not ready; empty when ready.
     fn not_ready(&self) -> Vec<String>;
+    /// What readiness reports without failing on it (an operator's pause).
+    fn notices(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Moves the subscription's shards to `position`; returns the ids of the shards moved.
     fn seek(
         &self,

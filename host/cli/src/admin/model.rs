@@ -206,7 +206,8 @@ pub(crate) struct PauseState {
     pub paused: bool,
 }
 
-/// `GET /readyz`: `{"ready":true}`, or `{"ready":false,"reasons":[...]}`.
+/// `GET /readyz`: `{"ready":true}`, or `{"ready":false,"reasons":[...]}`; `notices` says what
+/// is worth knowing without making the host unready (a tenant an operator paused).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Readiness {
     /// True when the host is ready.
@@ -214,6 +215,9 @@ pub(crate) struct Readiness {
     /// Why it is not; absent when ready.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
+    /// What is reported without failing readiness.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
 }
 
 /// The body of every error response: `{"error":"<one line>"}`.

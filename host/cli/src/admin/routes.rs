@@ -145,7 +145,15 @@ async fn readyz<C: Control>(State(control): State<Arc<C>>) -> (StatusCode, Json<
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (status, Json(Readiness { ready, reasons }))
+    let notices = control.notices();
+    (
+        status,
+        Json(Readiness {
+            ready,
+            reasons,
+            notices,
+        }),
+    )
 }
 
 async fn status<C: Control>(State(control): State<Arc<C>>) -> Json<HostStatus> {

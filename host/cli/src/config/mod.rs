@@ -423,6 +423,7 @@ pub(crate) struct LimitOverrides {
     pub max_instances: Option<usize>,
     pub max_host_resources: Option<usize>,
     pub max_subscriptions: Option<usize>,
+    pub max_metric_series: Option<usize>,
     pub log_lines_per_record: Option<u32>,
     pub log_bytes_per_record: Option<usize>,
     pub log_lines_per_call: Option<u32>,
@@ -455,6 +456,7 @@ impl LimitOverrides {
         set(self.max_instances, &mut limits.max_instances);
         set(self.max_host_resources, &mut limits.max_host_resources);
         set(self.max_subscriptions, &mut limits.max_subscriptions);
+        set(self.max_metric_series, &mut limits.max_metric_series);
         limits.fuel = self.fuel.or(limits.fuel);
         let log = &mut limits.log;
         log.lines_per_record = self.log_lines_per_record.unwrap_or(log.lines_per_record);
@@ -487,6 +489,7 @@ impl LimitOverrides {
             ("max_memories", self.max_memories == Some(0)),
             ("max_instances", self.max_instances == Some(0)),
             ("max_subscriptions", self.max_subscriptions == Some(0)),
+            ("max_metric_series", self.max_metric_series == Some(0)),
             ("max_delay_ms", self.max_delay_ms == Some(0)),
             ("max_hold_ms", self.max_hold_ms == Some(0)),
             (

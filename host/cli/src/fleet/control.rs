@@ -38,6 +38,10 @@ impl Control for Fleet {
         Fleet::not_ready(self)
     }
 
+    fn notices(&self) -> Vec<String> {
+        Fleet::notices(self)
+    }
+
     async fn seek(
         &self,
         tenant: &str,

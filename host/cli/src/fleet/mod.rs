@@ -278,9 +278,20 @@ impl Fleet {
         not_started(&self.state().tenants)
     }
 
-    /// Why the host is not ready, one line per reason; empty when it is: still loading, the
-    /// config unreadable, a configured component that failed to load (and runs no earlier
-    /// version), a subscription stopped by an error, Kinesis or DynamoDB unreachable.
+    /// What readiness reports without failing on it: tenants an operator paused.
+    pub(crate) fn notices(&self) -> Vec<String> {
+        let state = self.state();
+        let paused = state.tenants.iter().filter_map(|(name, run)| {
+            let reason = run.tenant.pause_reason()?;
+            Some(format!("tenant `{name}` is paused ({reason})"))
+        });
+        paused.collect()
+    }
+
+    /// Why the host is not ready, one line per reason; empty when it is: still loading, a
+    /// tenant quarantined, the config unreadable, a configured component that failed to load
+    /// (and runs no earlier version), a subscription stopped by an error, Kinesis or DynamoDB
+    /// unreachable.
     pub(crate) fn not_ready(&self) -> Vec<String> {
         let state = self.state();
         let mut reasons = Vec::new();
@@ -291,6 +302,12 @@ impl Fleet {
         reasons.extend(state.unreachable.iter().cloned());
         reasons.extend(not_started(&state.tenants));
         for (name, run) in &state.tenants {
+            if let Some(reason) = run.tenant.quarantine_reason() {
+                reasons.push(format!(
+                    "tenant `{name}` is quarantined ({reason}): its shards read nothing until it \
+                     is resumed (`ruststream resume {name}`, or SIGUSR1)"
+                ));
+            }
             for running in run.components.values() {
                 for subscription in running.app.status() {
                     if let Some(error) = subscription.error {

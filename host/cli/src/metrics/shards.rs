@@ -5,29 +5,34 @@ use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ruststream_host::{ShardState, ShardStatus};
-use ruststream_runtime::metrics::label;
+use ruststream_runtime::metrics::{self, label};
 
 use crate::fleet::Fleet;
 
-/// How far behind the tip each shard's checkpoint is, at least (ms).
-pub(crate) const MILLIS_BEHIND_LATEST: &str = "ruststream_millis_behind_latest";
-/// How old the last record read was when it was read (ms).
-pub(crate) const ITERATOR_AGE: &str = "ruststream_iterator_age_milliseconds";
+/// How far behind the tip each shard's checkpoint is, at least (s).
+pub(crate) const BEHIND_LATEST: &str = "ruststream_behind_latest_seconds";
+/// How old the last record read was when it was read (s).
+pub(crate) const ITERATOR_AGE: &str = "ruststream_iterator_age_seconds";
 /// Records read and not handled yet.
 pub(crate) const HELD_RECORDS: &str = "ruststream_held_records";
 /// How long the checkpoint has been held in front of the same record (s).
 pub(crate) const OLDEST_HELD_AGE: &str = "ruststream_oldest_held_age_seconds";
 /// Copies owed to a stream.
 pub(crate) const COPIES_PENDING: &str = "ruststream_copies_pending";
-/// 1 while a tenant is quarantined (or paused by an operator).
+/// 1 while a tenant's failures have it quarantined.
 pub(crate) const QUARANTINED: &str = "ruststream_tenant_quarantined";
+/// 1 while an operator has a tenant paused.
+pub(crate) const PAUSED: &str = "ruststream_tenant_paused";
+/// Subscriptions of a tenant past its series bound, sharing the `_other` series.
+pub(crate) const FOLDED: &str = "ruststream_metric_subscriptions_folded";
 
 const SHARD_GAUGES: [(&str, &str); 5] = [
     (
-        MILLIS_BEHIND_LATEST,
+        BEHIND_LATEST,
         "How far behind the tip the shard's checkpoint is, at least: Kinesis's \
-         MillisBehindLatest for the last read, or the time a held record has held the \
-         checkpoint, whichever is larger.",
+         MillisBehindLatest for the last read (growing with the time since, while the shard \
+         is not read), or the time a held record has held the checkpoint, whichever is \
+         larger.",
     ),
     (
         ITERATOR_AGE,
@@ -44,28 +49,56 @@ const SHARD_GAUGES: [(&str, &str); 5] = [
     ),
 ];
 
+/// How each gauge of [`SHARD_GAUGES`] adds up over the shards folded into one row: lags and
+/// ages by the largest, counts by the sum.
+const FOLD_BY_SUM: [bool; 5] = [false, false, true, false, true];
+
 /// One shard's series, labelled.
 struct ShardRow {
     labels: String,
     values: [f64; 5],
 }
 
-/// Appends the per-shard gauges of every shard this host reads, and each tenant's quarantine
-/// gauge, to `out`.
+/// A tenant's state at a scrape.
+struct TenantRow {
+    name: String,
+    quarantined: bool,
+    paused: bool,
+    /// Its shards past its series bound, added up into one row.
+    folded: Option<[f64; 5]>,
+}
+
+/// Appends the per-shard gauges of every shard this host reads, and each tenant's state, to
+/// `out`. A tenant's shard rows stay within its series bound: shards of subscriptions past it
+/// (and shards past it) add into one row labelled `_other`.
 pub(crate) fn render(fleet: &Fleet, out: &mut String) {
     let now_ms = now_ms();
     let mut rows = Vec::new();
     let mut tenants = Vec::new();
     fleet.with_tenants(|running| {
         for (name, run) in running {
-            tenants.push((name.clone(), run.tenant.is_quarantined()));
+            let mut tenant = TenantRow {
+                name: name.clone(),
+                quarantined: run.tenant.is_quarantined(),
+                paused: run.tenant.is_paused(),
+                folded: None,
+            };
+            let max_rows = run.tenant.policy().limits().max_metric_series / SHARD_GAUGES.len();
+            let mut own_rows = 0;
             for component in run.components.values() {
                 let app = component.app.name();
                 for subscription in component.app.status() {
+                    let labelled = metrics::is_labelled(name, app, &subscription.subscriber);
                     for (shard_id, shard) in &subscription.shards {
                         if !matches!(shard.state, ShardState::Opening | ShardState::Reading) {
                             continue;
                         }
+                        let values = values(shard, now_ms);
+                        if !labelled || own_rows >= max_rows {
+                            fold(&mut tenant.folded, values);
+                            continue;
+                        }
+                        own_rows += 1;
                         let labels = labels(&[
                             (label::TENANT, name),
                             (label::APP, app),
@@ -73,29 +106,76 @@ pub(crate) fn render(fleet: &Fleet, out: &mut String) {
                             (label::STREAM, &subscription.stream),
                             (label::SHARD, shard_id),
                         ]);
-                        rows.push(ShardRow {
-                            labels,
-                            values: values(shard, now_ms),
-                        });
+                        rows.push(ShardRow { labels, values });
                     }
                 }
             }
+            tenants.push(tenant);
         }
     });
+    for tenant in &tenants {
+        if let Some(values) = tenant.folded {
+            let other = metrics::FOLDED;
+            let labels = labels(&[
+                (label::TENANT, &tenant.name),
+                (label::APP, other),
+                (label::SUBSCRIBER, other),
+                (label::STREAM, other),
+                (label::SHARD, other),
+            ]);
+            rows.push(ShardRow { labels, values });
+        }
+    }
     for (index, (name, help)) in SHARD_GAUGES.iter().enumerate() {
         header(out, name, help);
         for row in &rows {
             let _ = writeln!(out, "{name}{{{}}} {}", row.labels, row.values[index]);
         }
     }
-    header(
-        out,
-        QUARANTINED,
-        "1 while the tenant is quarantined or paused: its shards read nothing.",
-    );
-    for (name, quarantined) in tenants {
-        let labels = labels(&[(label::TENANT, &name)]);
-        let _ = writeln!(out, "{QUARANTINED}{{{labels}}} {}", u8::from(quarantined));
+    tenant_gauges(&tenants, out);
+}
+
+/// Each tenant's quarantine, pause and folded subscriptions.
+fn tenant_gauges(tenants: &[TenantRow], out: &mut String) {
+    let gauges: [(&str, &str, fn(&TenantRow) -> f64); 3] = [
+        (
+            QUARANTINED,
+            "1 while the tenant's failures have it quarantined: its shards read nothing.",
+            |t| f64::from(u8::from(t.quarantined)),
+        ),
+        (
+            PAUSED,
+            "1 while an operator has the tenant paused: its shards read nothing.",
+            |t| f64::from(u8::from(t.paused)),
+        ),
+        (
+            FOLDED,
+            "Subscriptions of the tenant past its series bound (max_metric_series), counted \
+             in the series labelled subscriber=\"_other\".",
+            |t| metrics::folded_subscriptions(&t.name) as f64,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        header(out, name, help);
+        for tenant in tenants {
+            let labels = labels(&[(label::TENANT, &tenant.name)]);
+            let _ = writeln!(out, "{name}{{{labels}}} {}", value(tenant));
+        }
+    }
+}
+
+/// Adds `values` into a folded row.
+fn fold(into: &mut Option<[f64; 5]>, values: [f64; 5]) {
+    let Some(row) = into else {
+        *into = Some(values);
+        return;
+    };
+    for (index, value) in values.into_iter().enumerate() {
+        row[index] = if FOLD_BY_SUM[index] {
+            row[index] + value
+        } else {
+            row[index].max(value)
+        };
     }
 }
 
@@ -107,8 +187,8 @@ fn values(shard: &ShardStatus, now_ms: u64) -> [f64; 5] {
     [
         // A held record is read again, with everything after it, when the lease is next
         // taken: the checkpoint is as far behind as the hold is old, whatever the reader says.
-        read_behind.max(held_for_ms) as f64,
-        shard.iterator_age_ms.unwrap_or(0) as f64,
+        read_behind.max(held_for_ms) as f64 / 1000.0,
+        shard.iterator_age_ms.unwrap_or(0) as f64 / 1000.0,
         shard.unhandled as f64,
         held_for_ms as f64 / 1000.0,
         shard.copies_pending as f64,
@@ -175,7 +255,7 @@ mod tests {
             iterator_age_ms: Some(3),
             quarantined: false,
         };
-        assert_eq!(values(&shard, 61_000), [60_000.0, 3.0, 1.0, 60.0, 0.0]);
+        assert_eq!(values(&shard, 61_000), [60.0, 0.003, 1.0, 60.0, 0.0]);
         let caught_up = ShardStatus {
             held_at: None,
             held_since_ms: None,
@@ -183,6 +263,14 @@ mod tests {
             millis_behind_latest: Some(250),
             ..shard
         };
-        assert_eq!(values(&caught_up, 61_000), [250.0, 3.0, 0.0, 0.0, 0.0]);
+        assert_eq!(values(&caught_up, 61_000), [0.25, 0.003, 0.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn folded_shards_add_counts_and_keep_the_largest_lag() {
+        let mut folded = None;
+        fold(&mut folded, [1.0, 2.0, 3.0, 4.0, 5.0]);
+        fold(&mut folded, [10.0, 0.5, 1.0, 0.0, 1.0]);
+        assert_eq!(folded, Some([10.0, 2.0, 4.0, 4.0, 6.0]));
     }
 }

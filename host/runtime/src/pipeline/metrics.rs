@@ -7,7 +7,8 @@ use metrics::{Counter, Histogram, Label};
 
 use crate::component::TrapKind;
 use crate::metrics::{
-    CALL_DURATION, COPIES_PUBLISHED, DEAD_LETTERS, FOREIGN_COPIES, RECORDS, TRAPS, owner_labels,
+    CALL_DURATION, COPIES_PUBLISHED, DEAD_LETTERS, FOREIGN_COPIES, RECORDS, TRAPS,
+    subscription_labels,
 };
 use crate::settlement::Outcome;
 
@@ -25,8 +26,10 @@ pub(super) struct SubscriptionMetrics {
 }
 
 impl SubscriptionMetrics {
-    pub(super) fn new(tenant: &str, app: &str, subscriber: &str) -> Self {
-        let labels = || owner_labels(tenant, app, Some(subscriber));
+    /// The handles of `subscriber`, labelled as its tenant's bound of `max_series` allows.
+    pub(super) fn new(tenant: &str, app: &str, subscriber: &str, max_series: usize) -> Self {
+        let own = subscription_labels(tenant, app, subscriber, max_series);
+        let labels = || own.clone();
         let with = |key: &'static str, value: &'static str| {
             let mut labels = labels();
             labels.push(Label::new(key, value));

@@ -197,7 +197,7 @@ impl ShardPipeline {
             shard_id.clone(),
         );
         let app: Arc<str> = component.app().name.as_str().into();
-        let metrics = SubscriptionMetrics::new(env.tenant.name(), &app, &subscription.name);
+        let metrics = subscription_metrics(&env, &app, &subscription);
         let owner = copy_owner(&env, &app, &subscription);
         Self {
             owner,
@@ -465,7 +465,7 @@ impl ShardPipeline {
         self.instance = component.instance(env.env.clone());
         // The app name cannot change in a swap; the tenant's labels are rebuilt all the same,
         // so counts follow the subscription as the new version declares it.
-        self.metrics = SubscriptionMetrics::new(env.tenant.name(), &self.app, &subscription.name);
+        self.metrics = subscription_metrics(&env, &self.app, &subscription);
         self.owner = copy_owner(&env, &self.app, &subscription);
         self.subscription = subscription;
         self.env = env;
@@ -551,4 +551,14 @@ fn copy_owner(env: &PipelineEnv, app: &str, subscription: &SubscriptionSpec) -> 
         app: app.to_owned(),
         subscriber: subscription.name.clone(),
     }
+}
+
+/// The metric handles of `subscription`, within its tenant's series bound.
+fn subscription_metrics(
+    env: &PipelineEnv,
+    app: &str,
+    subscription: &SubscriptionSpec,
+) -> SubscriptionMetrics {
+    let max_series = env.tenant.policy().limits().max_metric_series;
+    SubscriptionMetrics::new(env.tenant.name(), app, &subscription.name, max_series)
 }
