@@ -135,9 +135,12 @@ pub(crate) fn render(fleet: &Fleet, out: &mut String) {
     tenant_gauges(&tenants, out);
 }
 
+/// A per-tenant gauge: its name, its help, and its value for a tenant.
+type TenantGauge = (&'static str, &'static str, fn(&TenantRow) -> f64);
+
 /// Each tenant's quarantine, pause and folded subscriptions.
 fn tenant_gauges(tenants: &[TenantRow], out: &mut String) {
-    let gauges: [(&str, &str, fn(&TenantRow) -> f64); 3] = [
+    let gauges: [TenantGauge; 3] = [
         (
             QUARANTINED,
             "1 while the tenant's failures have it quarantined: its shards read nothing.",
