@@ -172,7 +172,12 @@ async fn forward(client: TcpStream, upstream: &str, notes: Arc<Mutex<Notes>>) ->
     });
     let mut requests = BufReader::new(client_read);
     while let Some((raw, mut note)) = next_request(&mut requests).await? {
-        let operation = note.target.rsplit('.').next().unwrap_or_default().to_owned();
+        let operation = note
+            .target
+            .rsplit('.')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
         let stalled = {
             let mut notes = lock(&notes);
             note.stalled = notes.stalls(&operation);

@@ -197,7 +197,9 @@ impl ShardRef {
         // This reader does its own backoff: one call is one try, bounded by its timeout.
         let sent = request
             .customize()
-            .config_override(aws_sdk_kinesis::Config::builder().retry_config(RetryConfig::disabled()))
+            .config_override(
+                aws_sdk_kinesis::Config::builder().retry_config(RetryConfig::disabled()),
+            )
             .send()
             .await;
         let error = match sent {

@@ -125,8 +125,7 @@ impl ShardListings {
     ) -> impl Future<Output = ()> + Send + 'static {
         let (client, timeout, streams) = (self.client.clone(), self.timeout, self.streams.clone());
         async move {
-            let outcome = match tokio::time::timeout(timeout, list_shards(&client, &stream)).await
-            {
+            let outcome = match tokio::time::timeout(timeout, list_shards(&client, &stream)).await {
                 Ok(Ok(shards)) => Ok(Arc::new(shards)),
                 Ok(Err(error)) => Err(Arc::new(error)),
                 Err(_) => Err(Arc::new(ReadError::TimedOut {

@@ -15,6 +15,8 @@ mod reader;
 mod shards;
 mod shared;
 mod tap;
+#[cfg(test)]
+mod test_shard;
 
 pub(crate) use listings::ShardListings;
 pub use pacing::{MIN_READ_INTERVAL, ReadPacing, ReaderOwner};

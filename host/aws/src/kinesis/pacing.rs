@@ -384,7 +384,8 @@ mod tests {
             .collect();
         let (least, most) = (a_counts.iter().min(), a_counts.iter().max());
         assert!(
-            most.zip(least).is_some_and(|(most, least)| most - least <= 1),
+            most.zip(least)
+                .is_some_and(|(most, least)| most - least <= 1),
             "{a_counts:?}"
         );
     }
@@ -407,7 +408,10 @@ mod tests {
             start.elapsed()
         );
         let second = pacing.throttled("s", "shard-0", first, Duration::from_secs(10));
-        assert!(second >= first, "throttles in a row double the pause: {second:?}");
+        assert!(
+            second >= first,
+            "throttles in a row double the pause: {second:?}"
+        );
         pacing.answered("s", "shard-0");
         let after = pacing.throttled("s", "shard-0", first, Duration::from_secs(10));
         assert!(after <= first, "an answer ends the run: {after:?}");

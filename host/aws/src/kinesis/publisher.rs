@@ -60,7 +60,9 @@ impl Publisher for KinesisPublisher {
                         .build();
                     request
                         .customize()
-                        .config_override(aws_sdk_kinesis::Config::builder().timeout_config(timeouts))
+                        .config_override(
+                            aws_sdk_kinesis::Config::builder().timeout_config(timeouts),
+                        )
                         .send()
                         .await
                 }

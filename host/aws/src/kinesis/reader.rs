@@ -8,7 +8,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::pacing::{MIN_READ_INTERVAL, ReaderOwner};
-use super::shared::{Answer, Outcome, Position, ReadRequest, Registration, SharedReads, TIP_WINDOW};
+use super::shared::{
+    Answer, Outcome, Position, ReadRequest, Registration, SharedReads, TIP_WINDOW,
+};
 use crate::Cause;
 use ruststream_runtime::internals::Backoff;
 use ruststream_runtime::{Clock, Delivery, SystemClock};

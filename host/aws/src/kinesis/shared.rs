@@ -175,7 +175,9 @@ pub(crate) enum Outcome {
     Records(Answer),
     /// Kinesis throttled the read; the shard's next turn was moved back. Read again with
     /// `iterator`.
-    Throttled { iterator: String },
+    Throttled {
+        iterator: String,
+    },
     /// The read failed or timed out. Read again with `iterator`, after a pause.
     Failed {
         error: Arc<dyn std::error::Error + Send + Sync>,
@@ -490,7 +492,11 @@ impl HubState {
 
     /// A kept answer to a read from `key`, if one is young enough.
     fn kept_answer(&mut self, key: &ReadKey) -> Option<Arc<Outcome>> {
-        while self.kept.front().is_some_and(|kept| kept.at.elapsed() >= KEPT_FOR) {
+        while self
+            .kept
+            .front()
+            .is_some_and(|kept| kept.at.elapsed() >= KEPT_FOR)
+        {
             self.forget_oldest();
         }
         self.kept
@@ -575,7 +581,8 @@ impl HubState {
         if let Some(next) = &answer.next_iterator {
             let at_tip = answer.millis_behind_latest == Some(0)
                 || (answer.records.is_empty() && matches!(key.0, Position::Chain(_)));
-            self.known.retain(|known| known.position != answer.next_position);
+            self.known
+                .retain(|known| known.position != answer.next_position);
             self.known.push_back(Known {
                 position: answer.next_position.clone(),
                 iterator: next.clone(),
@@ -601,5 +608,210 @@ impl HubState {
         while self.kept.len() > KEPT_ANSWERS || self.kept_bytes > KEPT_BYTES {
             self.forget_oldest();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::task::JoinHandle;
+
+    use super::*;
+    use crate::kinesis::pacing::ReaderOwner;
+    use crate::kinesis::reader::ShardReader;
+    use crate::kinesis::test_shard::TestShard;
+
+    fn config() -> ReaderConfig {
+        ReaderConfig {
+            poll_interval: Duration::from_millis(200),
+            ..ReaderConfig::default()
+        }
+    }
+
+    async fn open(reads: &SharedReads, tenant: &str, start: StartAt) -> ShardReader {
+        let owner = ReaderOwner::new(tenant, "app", "sub");
+        ShardReader::open(reads, owner, "s", "shard-0", start, config())
+            .await
+            .expect("the shard opens")
+    }
+
+    fn data(batch: &[Delivery]) -> impl Iterator<Item = String> + '_ {
+        batch
+            .iter()
+            .map(|r| String::from_utf8_lossy(&r.payload).into_owned())
+    }
+
+    /// Reads until `count` records came; their data, in order.
+    fn collect(mut reader: ShardReader, count: usize) -> JoinHandle<Vec<String>> {
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while seen.len() < count {
+                let batch = reader.next().await.expect("the shard reads");
+                seen.extend(data(&batch.records));
+            }
+            seen
+        })
+    }
+
+    /// GetRecords calls of `readers` readers of one shard from the horizon, while 20 records
+    /// arrive 300 ms apart; each reader gets every record once, in order.
+    async fn calls_while_reading(readers: usize) -> u32 {
+        let shard = TestShard::new();
+        let reads = SharedReads::new(shard.client());
+        let mut tasks = Vec::new();
+        for n in 0..readers {
+            tasks.push(collect(
+                open(&reads, &format!("t{n}"), StartAt::Horizon).await,
+                20,
+            ));
+        }
+        let expected: Vec<String> = (0..20).map(|i| format!("r{i}")).collect();
+        for record in &expected {
+            shard.put(record);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        for task in tasks {
+            assert_eq!(task.await.expect("the reader ran"), expected);
+        }
+        shard.get_records()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn readers_at_one_position_share_each_read() {
+        let alone = calls_while_reading(1).await;
+        let together = calls_while_reading(50).await;
+        assert!(
+            together <= alone + alone / 2,
+            "50 readers made {together} GetRecords, one alone {alone}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_dropped_while_waiting_leaves_the_read_to_the_others() {
+        let shard = TestShard::new();
+        let reads = SharedReads::new(shard.client());
+        shard.set_open(false);
+        let first = open(&reads, "a", StartAt::Horizon).await;
+        // Its read is under way, held by the shard.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(shard.get_records(), 1);
+        let second = open(&reads, "b", StartAt::Horizon).await;
+        assert_eq!(
+            shard.get_shard_iterator(),
+            1,
+            "the second took the read's iterator"
+        );
+        let waiting = collect(second, 1);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(first);
+        shard.put("r0");
+        shard.set_open(true);
+        assert_eq!(waiting.await.expect("the reader ran"), ["r0"]);
+        assert_eq!(shard.get_records(), 1, "one read for both");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_a_little_behind_is_handed_the_kept_answer() {
+        let shard = TestShard::new();
+        let reads = SharedReads::new(shard.client());
+        for i in 0..3 {
+            shard.put(&format!("r{i}"));
+        }
+        let mut ahead = open(&reads, "a", StartAt::Horizon).await;
+        let mut behind = open(&reads, "b", StartAt::Horizon).await;
+        let first = ahead.next().await.expect("reads");
+        let calls = shard.get_records();
+        // The one behind asks two seconds later: the answer is still kept.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let later = behind.next().await.expect("reads");
+        assert_eq!(data(&later.records).collect::<Vec<_>>(), ["r0", "r1", "r2"]);
+        assert_eq!(data(&first.records).count(), 3);
+        assert!(
+            shard.get_records() <= calls + 1,
+            "{} calls: at most the read-ahead of the one ahead",
+            shard.get_records()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_opened_at_the_tip_joins_a_read_that_just_reached_it() {
+        let shard = TestShard::new();
+        let reads = SharedReads::new(shard.client());
+        shard.put("old");
+        let first = collect(open(&reads, "a", StartAt::Latest).await, 2);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let second = collect(open(&reads, "b", StartAt::Latest).await, 2);
+        assert_eq!(
+            shard.get_shard_iterator(),
+            1,
+            "the second joined the first's read"
+        );
+        shard.put("new-0");
+        shard.put("new-1");
+        assert_eq!(first.await.expect("ran"), ["new-0", "new-1"]);
+        assert_eq!(second.await.expect("ran"), ["new-0", "new-1"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn throttles_are_waited_out_and_never_end_a_reader() {
+        let shard = TestShard::new();
+        let reads = SharedReads::new(shard.client());
+        let reader = open(&reads, "a", StartAt::Horizon).await;
+        shard.throttle(30);
+        shard.put("r0");
+        assert_eq!(collect(reader, 1).await.expect("ran"), ["r0"]);
+        assert!(shard.get_records() > 30, "{}", shard.get_records());
+    }
+
+    /// Batches the reader `late` takes in the last 10 s of 30 s of records arriving 100 ms
+    /// apart, after pausing 10 s early on; beside it, with `beside`, a reader that never
+    /// pauses.
+    async fn batches_after_falling_behind(beside: bool) -> usize {
+        let shard = TestShard::new();
+        let reads = SharedReads::new(shard.client());
+        let start = Instant::now();
+        let producer = {
+            let shard = shard.clone();
+            tokio::spawn(async move {
+                for i in 0..300 {
+                    shard.put(&format!("r{i}"));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        let steady = if beside {
+            Some(collect(open(&reads, "a", StartAt::Horizon).await, 300))
+        } else {
+            None
+        };
+        let mut late = open(&reads, "b", StartAt::Horizon).await;
+        let mut seen = 0;
+        let mut counted = 0;
+        while seen < 300 {
+            let batch = late.next().await.expect("reads");
+            seen += batch.records.len();
+            if seen >= 5 && seen - batch.records.len() < 5 {
+                tokio::time::sleep(KEPT_FOR * 2).await;
+            }
+            if start.elapsed() >= Duration::from_secs(20) {
+                counted += 1;
+            }
+        }
+        producer.await.expect("produced");
+        if let Some(steady) = steady {
+            assert_eq!(steady.await.expect("ran").len(), 300);
+        }
+        counted
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_fell_behind_steps_back_into_the_shared_reads() {
+        let alone = batches_after_falling_behind(false).await;
+        let beside = batches_after_falling_behind(true).await;
+        assert!(
+            beside * 5 >= alone * 4,
+            "after catching up it takes {beside} batches, {alone} when alone"
+        );
     }
 }

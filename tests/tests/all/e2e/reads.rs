@@ -117,8 +117,13 @@ async fn subscriptions_at_the_tip_share_one_read() -> anyhow::Result<()> {
     let started = Instant::now();
     let mut put = Vec::new();
     for id in 0..RECORDS {
-        let (_, sequence) =
-            put_json(&servers.client, "ledger", &json!({"id": id, "amount": 1}), None).await?;
+        let (_, sequence) = put_json(
+            &servers.client,
+            "ledger",
+            &json!({"id": id, "amount": 1}),
+            None,
+        )
+        .await?;
         put.push(sequence);
         // Each record reaches every subscription before the next is put.
         let expected = SUBSCRIPTIONS * (id + 1);
@@ -129,11 +134,19 @@ async fn subscriptions_at_the_tip_share_one_read() -> anyhow::Result<()> {
         app.shutdown().await;
     }
 
-    eprintln!("sharing: {} reads in {:?}, {:.1}/s", reads.len(), started.elapsed(), rate(&reads));
+    eprintln!(
+        "sharing: {} reads in {:?}, {:.1}/s",
+        reads.len(),
+        started.elapsed(),
+        rate(&reads)
+    );
     let handled = handled_by_tenant(&host.deliveries.all());
     assert_eq!(handled.len(), SUBSCRIPTIONS);
     for (tenant, sequences) in &handled {
-        assert_eq!(sequences, &put, "{tenant} handled every record once, in order");
+        assert_eq!(
+            sequences, &put,
+            "{tenant} handled every record once, in order"
+        );
     }
     // Unshared, every subscription needs a read of its own for each record: at least
     // 32 x 10 reads, paced to 5 a second (64 s).
@@ -147,8 +160,8 @@ async fn subscriptions_at_the_tip_share_one_read() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tenant_with_one_subscription_gets_as_many_turns_as_one_with_sixty_four() -> anyhow::Result<()>
-{
+async fn a_tenant_with_one_subscription_gets_as_many_turns_as_one_with_sixty_four()
+-> anyhow::Result<()> {
     const BACKLOG: usize = 300;
     const BATCH: i32 = 10;
     let servers = Proxied::start("ledger").await?;
@@ -174,7 +187,15 @@ async fn a_tenant_with_one_subscription_gets_as_many_turns_as_one_with_sixty_fou
         ..OperatorSettings::default()
     };
     let started = Instant::now();
-    apps.push(start_for(&host, guests::LEDGER_AUDIT, "b", Some(("audit", from_horizon))).await?);
+    apps.push(
+        start_for(
+            &host,
+            guests::LEDGER_AUDIT,
+            "b",
+            Some(("audit", from_horizon)),
+        )
+        .await?,
+    );
     host.deliveries.wait_for(BACKLOG, WAIT * 3).await?;
     let reads = servers.reads_between(started, Instant::now());
     for app in &apps {
@@ -252,7 +273,13 @@ async fn impatient_host(servers: &Proxied) -> anyhow::Result<TestHost> {
 
 async fn put_entries(servers: &Proxied, ids: std::ops::RangeInclusive<u64>) -> anyhow::Result<()> {
     for id in ids {
-        put_json(&servers.client, "ledger", &json!({"id": id, "amount": 1}), None).await?;
+        put_json(
+            &servers.client,
+            "ledger",
+            &json!({"id": id, "amount": 1}),
+            None,
+        )
+        .await?;
     }
     Ok(())
 }
