@@ -153,9 +153,8 @@ impl ReadPacing {
         let waiter = shards
             .get_mut(&place.key)
             .and_then(|turns| turns.waiting.iter_mut().find(|w| w.id == place.id));
-        if let Some(waiter) = waiter
-            && !waiter.owners.contains(owner)
-        {
+        // A reader joins a read once; a repeated owner changes nothing in `pick`.
+        if let Some(waiter) = waiter {
             waiter.owners.push(owner.clone());
         }
     }

@@ -55,7 +55,12 @@ impl Publisher for KinesisPublisher {
                 .data(Blob::new(record.to_stream_bytes()));
             let result = match self.attempt_timeout {
                 Some(timeout) => {
-                    let timeouts = TimeoutConfig::builder()
+                    // The client's other timeouts (connecting, reading) stay as they were.
+                    let timeouts = self
+                        .client
+                        .config()
+                        .timeout_config()
+                        .map_or_else(TimeoutConfig::builder, TimeoutConfig::to_builder)
                         .operation_attempt_timeout(timeout)
                         .build();
                     request

@@ -8,9 +8,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::pacing::{MIN_READ_INTERVAL, ReaderOwner};
-use super::shared::{
-    Answer, Outcome, Position, ReadRequest, Registration, SharedReads, TIP_WINDOW,
-};
+use super::shared::{Answer, Outcome, Position, ReadRequest, Registration, SharedReads};
 use crate::Cause;
 use ruststream_runtime::internals::Backoff;
 use ruststream_runtime::{Clock, Delivery, SystemClock};
@@ -298,27 +296,7 @@ impl ShardReader {
         let registration = reads.hub(stream, shard_id).register();
         let hub = registration.hub();
         let mut backoff = Backoff::new(config.backoff_first, config.backoff_max);
-        let (position, iterator) = match Position::of(&start) {
-            Some(position) => {
-                let iterator = match hub.iterator_at(&position) {
-                    Some(iterator) => iterator,
-                    None => hub.open_iterator(&start, &mut backoff, &config).await?,
-                };
-                (position, iterator)
-            }
-            None => {
-                let joined = opened
-                    .checked_sub(TIP_WINDOW)
-                    .and_then(|since| hub.tip_since(since));
-                match joined {
-                    Some(tip) => tip,
-                    None => {
-                        let iterator = hub.open_iterator(&start, &mut backoff, &config).await?;
-                        (hub.new_chain(), iterator)
-                    }
-                }
-            }
-        };
+        let (position, iterator) = hub.open_at(&start, opened, &mut backoff, &config).await?;
         let mut reader = Self {
             registration,
             owner: Arc::new(owner),

@@ -106,6 +106,7 @@ impl SharedReads {
             },
             pacing: self.pacing.clone(),
             state: Mutex::default(),
+            opening: tokio::sync::Mutex::new(()),
         });
         hubs.insert(key, Arc::downgrade(&hub));
         hub
@@ -168,6 +169,9 @@ pub(crate) struct Answer {
     /// When the answer came: readers handed an empty answer poll again a fixed time after it,
     /// so its sharers stay in step.
     pub answered: Instant,
+    /// Nothing was left after it when the call was answered: a reader opened at the tip may
+    /// start where it leaves its readers.
+    pub reached_tip: bool,
 }
 
 /// What a read came to, shared by everyone it was handed to.
@@ -205,6 +209,8 @@ pub(crate) struct ShardHub {
     shard: ShardRef,
     pacing: Arc<ReadPacing>,
     state: Mutex<HubState>,
+    /// Held by a reader opening, so readers opened together take one iterator.
+    opening: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
@@ -270,16 +276,57 @@ impl ShardHub {
         Registration(self.clone())
     }
 
-    /// A new iterator chain, for a reader opened at the tip on an iterator of its own.
-    pub(crate) fn new_chain(&self) -> Position {
+    /// Where a reader opened at `start` (at `opened`) stands, and an iterator there.
+    ///
+    /// Opens wait for each other (one GetShardIterator of a shard at a time, as Kinesis serves
+    /// five a second per shard), so readers opened together take one iterator: at an exact
+    /// position, the iterator of a read waiting there or of one that stood there less than
+    /// [`KNOWN_FOR`] ago; at the tip, that of a read, or of an open, that reached the tip at
+    /// most [`TIP_WINDOW`] before `opened`. Otherwise GetShardIterator is called.
+    ///
+    /// # Errors
+    /// As [`ShardRef::iterator`].
+    pub(crate) async fn open_at(
+        &self,
+        start: &StartAt,
+        opened: Instant,
+        backoff: &mut Backoff,
+        config: &ReaderConfig,
+    ) -> Result<(Position, String), ReadError> {
+        let _one_at_a_time = self.opening.lock().await;
+        let exact = Position::of(start);
+        let taken = match &exact {
+            Some(position) => self
+                .iterator_at(position)
+                .map(|iterator| (position.clone(), iterator)),
+            None => opened
+                .checked_sub(TIP_WINDOW)
+                .and_then(|since| self.tip_since(since)),
+        };
+        if let Some(taken) = taken {
+            return Ok(taken);
+        }
+        let started = Instant::now();
+        let iterator = self.shard.iterator(start, backoff, config).await?;
         let mut state = lock(&self.state);
-        state.chains += 1;
-        Position::Chain(state.chains)
+        let position = exact.unwrap_or_else(|| {
+            state.chains += 1;
+            Position::Chain(state.chains)
+        });
+        // An iterator at the tip is at the tip as of the call: records after it arrived after
+        // the call went out.
+        state.remember(Known {
+            position: position.clone(),
+            iterator: iterator.clone(),
+            started,
+            at_tip: matches!(position, Position::Chain(_)),
+        });
+        Ok((position, iterator))
     }
 
     /// The newest position a read reached the tip at with a call that went out at `since` or
     /// later, and its iterator.
-    pub(crate) fn tip_since(&self, since: Instant) -> Option<(Position, String)> {
+    fn tip_since(&self, since: Instant) -> Option<(Position, String)> {
         let state = lock(&self.state);
         state
             .known
@@ -291,7 +338,7 @@ impl ShardHub {
 
     /// An iterator of `position` a read waits with, or one a read reached it with less than
     /// [`KNOWN_FOR`] ago.
-    pub(crate) fn iterator_at(&self, position: &Position) -> Option<String> {
+    fn iterator_at(&self, position: &Position) -> Option<String> {
         let state = lock(&self.state);
         let waiting = state
             .in_flight
@@ -306,16 +353,6 @@ impl ShardHub {
                 .find(|known| known.position == *position && known.started.elapsed() < KNOWN_FOR)
                 .map(|known| known.iterator.clone())
         })
-    }
-
-    /// Calls GetShardIterator at `start`, as [`ShardRef::iterator`].
-    pub(crate) async fn open_iterator(
-        &self,
-        start: &StartAt,
-        backoff: &mut Backoff,
-        config: &ReaderConfig,
-    ) -> Result<String, ReadError> {
-        self.shard.iterator(start, backoff, config).await
     }
 
     /// The answer to `request`: a kept one, the one of a read of its position already waiting
@@ -469,6 +506,9 @@ fn answer_of(
         .iter()
         .map(|child| child.shard_id().to_owned())
         .collect();
+    // A chain opened at the tip that still reads nothing is at the tip, whatever the lag says.
+    let reached_tip = output.millis_behind_latest == Some(0)
+        || (records.is_empty() && matches!(key.0, Position::Chain(_)));
     Answer {
         records,
         next_iterator: output.next_shard_iterator,
@@ -477,10 +517,20 @@ fn answer_of(
         children,
         started,
         answered: Instant::now(),
+        reached_tip,
     }
 }
 
 impl HubState {
+    /// Remembers an iterator of a position, the newest for it.
+    fn remember(&mut self, known: Known) {
+        self.known.retain(|k| k.position != known.position);
+        self.known.push_back(known);
+        while self.known.len() > KNOWN_POSITIONS {
+            self.known.pop_front();
+        }
+    }
+
     /// Ends the read and hands its outcome to everyone waiting for it; learns from it
     /// (`iterator`: the one it read with).
     fn hand_out(&mut self, key: &ReadKey, read: &Arc<InFlight>, iterator: &str, outcome: Outcome) {
@@ -556,6 +606,7 @@ impl HubState {
             answer.next_position = Position::After(Text::from(last));
             answer.next_iterator = Some(iterator);
             answer.children.clear();
+            answer.reached_tip = false;
         }
         answer
     }
@@ -579,8 +630,7 @@ impl HubState {
             return;
         };
         if let Some(next) = &answer.next_iterator {
-            let at_tip = answer.millis_behind_latest == Some(0)
-                || (answer.records.is_empty() && matches!(key.0, Position::Chain(_)));
+            let at_tip = answer.reached_tip;
             self.known
                 .retain(|known| known.position != answer.next_position);
             self.known.push_back(Known {
@@ -813,5 +863,27 @@ mod tests {
             beside * 5 >= alone * 4,
             "after catching up it takes {beside} batches, {alone} when alone"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn readers_opened_together_at_the_tip_take_one_iterator() {
+        let shard = TestShard::new();
+        let reads = Arc::new(SharedReads::new(shard.client()));
+        let opening: Vec<_> = (0..50)
+            .map(|n| {
+                let reads = reads.clone();
+                tokio::spawn(async move {
+                    let reader = open(&reads, &format!("t{n}"), StartAt::Latest).await;
+                    collect(reader, 1).await.expect("ran")
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        shard.put("r0");
+        for reader in opening {
+            assert_eq!(reader.await.expect("ran"), ["r0"]);
+        }
+        assert_eq!(shard.get_shard_iterator(), 1);
+        assert!(shard.get_records() <= 5, "{} reads", shard.get_records());
     }
 }
