@@ -11,7 +11,8 @@ use aws_sdk_kinesis::primitives::DateTime;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use tokio::time::Instant;
 
-use super::reader::{MAX_CONSECUTIVE_FAILURES, ReadError, ReaderConfig, StartAt};
+use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
+use super::read_error::ReadError;
 use super::tap::RecordsTap;
 use crate::Cause;
 use ruststream_runtime::internals::Backoff;

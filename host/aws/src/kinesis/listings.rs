@@ -20,7 +20,7 @@ use aws_sdk_kinesis::Client;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::reader::ReadError;
+use super::read_error::ReadError;
 use super::shards::{ShardInfo, list_shards};
 use ruststream_runtime::internals::lock;
 use ruststream_runtime::one_line;

@@ -37,9 +37,11 @@ use aws_sdk_kinesis::operation::get_records::GetRecordsOutput;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::answer::delivery;
 use super::calls::{Called, ShardRef};
 use super::pacing::{Place, ReadPacing, ReaderOwner, Ticket};
-use super::reader::{ReadError, ReaderConfig, StartAt, delivery};
+use super::read_config::{ReaderConfig, StartAt};
+use super::read_error::ReadError;
 use ruststream_runtime::internals::{Backoff, lock};
 use ruststream_runtime::{Delivery, Text, one_line};
 
