@@ -52,6 +52,7 @@ pub fn quick_config(owner: &str) -> HostConfig {
         checkpoint_interval: Duration::from_millis(200),
         shutdown_grace: Duration::from_secs(10),
         rollout: RolloutPolicy::default(),
+        publish_timeout: HostConfig::default().publish_timeout,
     }
 }
 

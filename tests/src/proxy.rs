@@ -2,6 +2,11 @@
 //! key id of its SigV4 `Authorization` header, its `X-Amz-Target` and its body. Requests and
 //! answers pass through unchanged; the tests read the notes to tell whose credentials a call
 //! ran with, which the local servers themselves do not check.
+//!
+//! It can also **stall** chosen operations: such a request is read (the connection was
+//! accepted and the request taken) and then never forwarded nor answered; the connection stays
+//! open until the client gives up on it. This is a server that hangs after connecting, which no
+//! fault at the SDK's HTTP seam can show.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -23,15 +28,49 @@ pub struct SignedRequest {
     pub target: String,
     /// Its body as text.
     pub body: String,
-    /// When it was forwarded.
+    /// When it was forwarded (or stalled).
     pub at: Instant,
+    /// It was stalled: never forwarded, never answered.
+    pub stalled: bool,
+}
+
+/// What the proxy noted, and which operations it stalls.
+#[derive(Debug, Default)]
+struct Notes {
+    seen: Vec<SignedRequest>,
+    stalls: Vec<Stall>,
+}
+
+#[derive(Debug)]
+struct Stall {
+    operations: Vec<String>,
+    /// Requests still to stall; `None` until cleared.
+    remaining: Option<u32>,
+}
+
+impl Notes {
+    /// Whether a request of `operation` (the part of its target after the last `.`) is stalled;
+    /// counts the stall down.
+    fn stalls(&mut self, operation: &str) -> bool {
+        let Some(stall) = self
+            .stalls
+            .iter_mut()
+            .find(|s| s.remaining != Some(0) && s.operations.iter().any(|op| op == operation))
+        else {
+            return false;
+        };
+        if let Some(remaining) = &mut stall.remaining {
+            *remaining -= 1;
+        }
+        true
+    }
 }
 
 /// A proxy on a free loopback port forwarding to `upstream`; stops when dropped.
 #[derive(Debug)]
 pub struct RecordingProxy {
     port: u16,
-    seen: Arc<Mutex<Vec<SignedRequest>>>,
+    notes: Arc<Mutex<Notes>>,
     accepting: JoinHandle<()>,
 }
 
@@ -43,9 +82,9 @@ impl RecordingProxy {
     pub async fn start(upstream: &str) -> Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let notes = Arc::new(Mutex::new(Notes::default()));
         let upstream = upstream.to_owned();
-        let notes = seen.clone();
+        let kept = notes.clone();
         let accepting = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let (upstream, notes) = (upstream.clone(), notes.clone());
@@ -58,7 +97,7 @@ impl RecordingProxy {
         });
         Ok(Self {
             port,
-            seen,
+            notes: kept,
             accepting,
         })
     }
@@ -70,7 +109,46 @@ impl RecordingProxy {
 
     /// Every request so far, in the order they arrived.
     pub fn requests(&self) -> Vec<SignedRequest> {
-        lock(&self.seen).clone()
+        lock(&self.notes).seen.clone()
+    }
+
+    /// Requests whose target ends with `.operation` (`GetRecords`, ...), in order.
+    pub fn calls(&self, operation: &str) -> Vec<SignedRequest> {
+        let suffix = format!(".{operation}");
+        lock(&self.notes)
+            .seen
+            .iter()
+            .filter(|r| r.target.ends_with(&suffix))
+            .cloned()
+            .collect()
+    }
+
+    /// Stalls the next `times` requests of any of `operations` (`GetRecords`, `ListShards`,
+    /// ...): each is taken and never forwarded nor answered.
+    pub fn stall(&self, operations: &[&str], times: u32) {
+        self.add_stall(operations, Some(times));
+    }
+
+    /// Stalls every request of any of `operations` until [`clear_stalls`](Self::clear_stalls).
+    pub fn stall_until_cleared(&self, operations: &[&str]) {
+        self.add_stall(operations, None);
+    }
+
+    /// Stalls no more requests (those stalled stay so until their clients give up).
+    pub fn clear_stalls(&self) {
+        lock(&self.notes).stalls.clear();
+    }
+
+    /// How many requests of `operation` were stalled.
+    pub fn stalled(&self, operation: &str) -> usize {
+        self.calls(operation).iter().filter(|r| r.stalled).count()
+    }
+
+    fn add_stall(&self, operations: &[&str], remaining: Option<u32>) {
+        lock(&self.notes).stalls.push(Stall {
+            operations: operations.iter().map(|op| (*op).to_owned()).collect(),
+            remaining,
+        });
     }
 }
 
@@ -80,12 +158,10 @@ impl Drop for RecordingProxy {
     }
 }
 
-/// Copies answers back as they come, and requests forward one at a time, noting each.
-async fn forward(
-    client: TcpStream,
-    upstream: &str,
-    notes: Arc<Mutex<Vec<SignedRequest>>>,
-) -> Result<()> {
+/// Copies answers back as they come, and requests forward one at a time, noting each. A
+/// stalled request ends the forwarding: the connection is held, unanswered, until the client
+/// closes it.
+async fn forward(client: TcpStream, upstream: &str, notes: Arc<Mutex<Notes>>) -> Result<()> {
     let server = TcpStream::connect(upstream)
         .await
         .with_context(|| format!("connecting to {upstream}"))?;
@@ -95,8 +171,25 @@ async fn forward(
         let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
     });
     let mut requests = BufReader::new(client_read);
-    while let Some((raw, note)) = next_request(&mut requests).await? {
-        lock(&notes).push(note);
+    while let Some((raw, mut note)) = next_request(&mut requests).await? {
+        let operation = note
+            .target
+            .rsplit('.')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let stalled = {
+            let mut notes = lock(&notes);
+            note.stalled = notes.stalls(&operation);
+            notes.seen.push(note);
+            notes.seen.last().is_some_and(|n| n.stalled)
+        };
+        if stalled {
+            // Hold the connection until the client gives up on it.
+            let mut rest = Vec::new();
+            let _ = requests.read_to_end(&mut rest).await;
+            break;
+        }
         server_write.write_all(&raw).await?;
     }
     answers.abort();
@@ -115,6 +208,7 @@ async fn next_request(
         target: String::new(),
         body: String::new(),
         at: Instant::now(),
+        stalled: false,
     };
     loop {
         let start = raw.len();

@@ -291,6 +291,7 @@ fn host_config(args: &RunArgs, file: Option<&HostSection>) -> HostConfig {
             calls: args.rollout_calls,
             margin: args.rollout_margin,
         },
+        publish_timeout: defaults.publish_timeout,
     }
 }
 

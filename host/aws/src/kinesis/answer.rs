@@ -201,6 +201,20 @@ fn arrival_ms(seconds: Option<f64>) -> u64 {
         .map_or(0, |ms| ms.max(0) as u64)
 }
 
+/// The record as delivered, its strings and data moved out of the SDK's answer, not copied.
+pub(super) fn delivery(record: aws_sdk_kinesis::types::Record) -> Delivery {
+    let arrival_ms = record
+        .approximate_arrival_timestamp()
+        .and_then(|t| t.to_millis().ok())
+        .map_or(0, |ms| ms.max(0) as u64);
+    Delivery::from_stream(
+        record.sequence_number.into(),
+        record.partition_key.unwrap_or_default().into(),
+        arrival_ms,
+        record.data.into_inner().into(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

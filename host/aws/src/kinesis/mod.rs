@@ -1,20 +1,30 @@
 //! Kinesis: listing shards, reading them, and publishing records.
 //!
 //! Reads pace themselves (at most 5 GetRecords per second per shard, all readers of the shard
-//! in a host together) and retry throttling and
-//! server errors themselves, with jittered exponential backoff, so the log says what happened
-//! and an expired iterator is reopened where the reader stood, never at the tip.
+//! in a host together, turns divided by tenant), are shared by the readers that stand at the
+//! same place in a shard, and retry throttling, server errors and stalled calls themselves,
+//! with jittered exponential backoff, so the log says what happened and an expired iterator is
+//! reopened where the reader stood, never at the tip.
 
 mod answer;
+mod calls;
 mod listings;
 mod pacing;
 mod publisher;
+mod read_config;
+mod read_error;
 mod reader;
 mod shards;
+mod shared;
 mod tap;
+#[cfg(test)]
+mod test_shard;
 
 pub(crate) use listings::ShardListings;
-pub use pacing::{MIN_READ_INTERVAL, ReadPacing};
+pub use pacing::{MIN_READ_INTERVAL, ReadPacing, ReaderOwner};
 pub use publisher::KinesisPublisher;
-pub use reader::{Batch, ReadError, ReaderConfig, ShardReader, StartAt};
+pub use read_config::{ReaderConfig, StartAt};
+pub use read_error::ReadError;
+pub use reader::{Batch, ShardReader};
 pub use shards::{ShardInfo, list_shards};
+pub use shared::SharedReads;

@@ -1,28 +1,97 @@
 //! Turns to read a shard, shared by every reader of it in a host that calls Kinesis with one
-//! client.
+//! client, and divided between tenants.
 //!
 //! Kinesis serves at most five GetRecords a second per shard to all its readers together;
-//! past that it throttles. Each reader already keeps its own reads 200 ms apart, but several
-//! apps reading one shard would together read it several times as often, be throttled and back
-//! off in bursts. Here a reader takes a turn before each read: turns on one shard are 200 ms
-//! apart whoever takes them, in the order the readers became ready. Reads of different shards
-//! do not wait for each other.
+//! past that it throttles. Each read takes a turn first: turns on one shard are 200 ms apart
+//! whoever takes them, and reads of different shards do not wait for each other. When several
+//! reads wait for a shard, its next turn goes to the next **tenant** waiting (round-robin, in
+//! name order), and within that tenant to its next subscription waiting: a tenant's share of
+//! a shard does not grow with its number of subscriptions. A read shared by several readers
+//! (`shared.rs`) waits once for all of them and may be picked as any of theirs.
+//!
+//! A throttle pushes the shard's next turn back for all its readers, by a pause that doubles
+//! with each throttle in a row (from the reader's first backoff pause up to its largest), and
+//! a read that succeeds ends the run.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use ruststream_runtime::internals::lock;
+use ruststream_runtime::internals::{Backoff, lock};
 
 /// Least time between two turns on one shard: Kinesis serves 5 GetRecords a second per shard.
 pub const MIN_READ_INTERVAL: Duration = Duration::from_millis(200);
 
-/// The next free turn of each shard, by (stream, shard).
+/// Whose read it is: turns on a shard are divided by tenant, then by subscription (app and
+/// subscriber) within the tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ReaderOwner {
+    /// The tenant running the subscription.
+    pub tenant: String,
+    /// The app (as its component declares it).
+    pub app: String,
+    /// The subscription, by its subscriber name.
+    pub subscriber: String,
+}
+
+impl ReaderOwner {
+    /// The reader of `subscriber` of `app`, run by `tenant`.
+    pub fn new(tenant: &str, app: &str, subscriber: &str) -> Self {
+        Self {
+            tenant: tenant.to_owned(),
+            app: app.to_owned(),
+            subscriber: subscriber.to_owned(),
+        }
+    }
+
+    fn subscription(&self) -> (&str, &str) {
+        (&self.app, &self.subscriber)
+    }
+}
+
+/// The turns of every shard read with one client, by (stream, shard).
 #[derive(Debug, Default)]
 pub struct ReadPacing {
-    next_turn: Mutex<HashMap<(String, String), Instant>>,
+    shards: Arc<Mutex<HashMap<(String, String), ShardTurns>>>,
+}
+
+/// A place in the line for a shard's turns: resolves when granted.
+pub(crate) struct Ticket {
+    place: Place,
+    granted: oneshot::Receiver<()>,
+}
+
+/// Which read a ticket is, to add owners to it.
+#[derive(Debug, Clone)]
+pub(crate) struct Place {
+    key: (String, String),
+    id: u64,
+}
+
+#[derive(Debug)]
+struct ShardTurns {
+    /// No turn is granted before this.
+    next_at: Instant,
+    /// Reads waiting for a turn, oldest first.
+    waiting: Vec<Waiter>,
+    /// The tenant served last, and per tenant the subscription served last.
+    last_tenant: Option<String>,
+    last_subscription: HashMap<String, (String, String)>,
+    /// Throttles in a row, and the pause they have grown to.
+    throttles: Option<Backoff>,
+    /// A task grants the waiting reads their turns.
+    driving: bool,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    owners: Vec<Arc<ReaderOwner>>,
+    grant: oneshot::Sender<()>,
 }
 
 impl ReadPacing {
@@ -31,25 +100,203 @@ impl ReadPacing {
         Self::default()
     }
 
-    /// Waits for the next free turn to read `shard` of `stream`, and takes it: returns at once
-    /// when the last turn was 200 ms ago or more.
+    /// Waits for a turn to read `shard` of `stream`, for no particular subscription (one
+    /// tenant of its own for all such callers, served in the order they came), and takes it:
+    /// returns at once when the shard's last turn was 200 ms ago or more and nobody waits.
     pub async fn turn(&self, stream: &str, shard: &str) {
+        self.turn_for(stream, shard, &ReaderOwner::default()).await;
+    }
+
+    /// Waits for `owner`'s turn to read `shard` of `stream`, and takes it. Turns are 200 ms
+    /// apart; among the reads waiting, the next tenant in turn goes first, then its next
+    /// subscription. Cancel-safe: a dropped wait gives its place up.
+    pub async fn turn_for(&self, stream: &str, shard: &str, owner: &ReaderOwner) {
+        let ticket = self.line_up(stream, shard, Arc::new(owner.clone()));
+        ticket.granted().await;
+    }
+
+    /// Lines `owner` up for a turn on `shard` of `stream`.
+    pub(crate) fn line_up(&self, stream: &str, shard: &str, owner: Arc<ReaderOwner>) -> Ticket {
+        let key = (stream.to_owned(), shard.to_owned());
+        let (grant, granted) = oneshot::channel();
+        let mut shards = lock(&self.shards);
+        let turns = shards.entry(key.clone()).or_insert_with(ShardTurns::new);
+        turns.next_id += 1;
+        let id = turns.next_id;
         let now = Instant::now();
-        let turn = {
-            let mut next_turn = lock(&self.next_turn);
-            let next = next_turn
-                .entry((stream.to_owned(), shard.to_owned()))
-                .or_insert(now);
-            let turn = (*next).max(now);
-            *next = turn + MIN_READ_INTERVAL;
-            turn
+        if !turns.driving && turns.waiting.is_empty() && turns.next_at <= now {
+            // A rested shard nobody waits for: the turn is this caller's at once.
+            turns.served(&owner);
+            turns.next_at = now + MIN_READ_INTERVAL;
+            let _ = grant.send(());
+        } else {
+            turns.waiting.push(Waiter {
+                id,
+                owners: vec![owner],
+                grant,
+            });
+            if !turns.driving {
+                turns.driving = true;
+                tokio::spawn(drive(self.shards.clone(), key.clone()));
+            }
+        }
+        Ticket {
+            place: Place { key, id },
+            granted,
+        }
+    }
+
+    /// Adds `owner` to the read waiting at `place`: the read is shared, and may now be picked
+    /// as `owner`'s too.
+    pub(crate) fn join(&self, place: &Place, owner: &Arc<ReaderOwner>) {
+        let mut shards = lock(&self.shards);
+        let waiter = shards
+            .get_mut(&place.key)
+            .and_then(|turns| turns.waiting.iter_mut().find(|w| w.id == place.id));
+        // A reader joins a read once; a repeated owner changes nothing in `pick`.
+        if let Some(waiter) = waiter {
+            waiter.owners.push(owner.clone());
+        }
+    }
+
+    /// Kinesis throttled a read of `shard`: its next turn moves back, for every reader of it,
+    /// by a pause that doubles with each throttle in a row (from `first` up to `max`).
+    /// Returns the pause.
+    pub fn throttled(&self, stream: &str, shard: &str, first: Duration, max: Duration) -> Duration {
+        let mut shards = lock(&self.shards);
+        let turns = shards
+            .entry((stream.to_owned(), shard.to_owned()))
+            .or_insert_with(ShardTurns::new);
+        let pause = turns
+            .throttles
+            .get_or_insert_with(|| Backoff::new(first, max))
+            .next_pause();
+        turns.next_at = turns.next_at.max(Instant::now() + pause);
+        pause
+    }
+
+    /// A read of `shard` was answered: the throttles in a row, if any, are over.
+    pub fn answered(&self, stream: &str, shard: &str) {
+        if let Some(turns) = lock(&self.shards).get_mut(&(stream.to_owned(), shard.to_owned())) {
+            turns.throttles = None;
+        }
+    }
+}
+
+impl Ticket {
+    /// Which read it is.
+    pub(crate) fn place(&self) -> Place {
+        self.place.clone()
+    }
+
+    /// Waits until the turn is granted. Should the line end without a grant (the pacing is
+    /// gone), the read goes ahead rather than wait for ever.
+    pub(crate) async fn granted(self) {
+        let _ = self.granted.await;
+    }
+}
+
+impl ShardTurns {
+    fn new() -> Self {
+        Self {
+            next_at: Instant::now(),
+            waiting: Vec::new(),
+            last_tenant: None,
+            last_subscription: HashMap::new(),
+            throttles: None,
+            driving: false,
+            next_id: 0,
+        }
+    }
+
+    fn served(&mut self, owner: &ReaderOwner) {
+        self.last_tenant = Some(owner.tenant.clone());
+        self.last_subscription.insert(
+            owner.tenant.clone(),
+            (owner.app.clone(), owner.subscriber.clone()),
+        );
+    }
+
+    /// Takes the read whose turn is next: the next tenant waiting after the one served last,
+    /// its next subscription waiting, that subscription's oldest read.
+    fn pick(&mut self) -> Option<Waiter> {
+        self.waiting.retain(|w| !w.grant.is_closed());
+        let tenants: BTreeSet<&str> = self
+            .waiting
+            .iter()
+            .flat_map(|w| w.owners.iter().map(|o| o.tenant.as_str()))
+            .collect();
+        let tenant = next_after(&tenants, self.last_tenant.as_deref())?.to_owned();
+        let subscriptions: BTreeSet<(&str, &str)> = self
+            .waiting
+            .iter()
+            .flat_map(|w| w.owners.iter())
+            .filter(|o| o.tenant == tenant)
+            .map(|o| o.subscription())
+            .collect();
+        let last = self
+            .last_subscription
+            .get(&tenant)
+            .map(|(app, sub)| (app.as_str(), sub.as_str()));
+        let (app, subscriber) = next_after(&subscriptions, last)?;
+        let owner = ReaderOwner::new(&tenant, app, subscriber);
+        let index = self
+            .waiting
+            .iter()
+            .position(|w| w.owners.iter().any(|o| **o == owner))?;
+        self.served(&owner);
+        Some(self.waiting.remove(index))
+    }
+}
+
+/// The first of `set` after `last`, wrapping around to the first of all.
+fn next_after<T: Ord + Copy>(set: &BTreeSet<T>, last: Option<T>) -> Option<T> {
+    let after = last.and_then(|last| {
+        set.range((std::ops::Bound::Excluded(last), std::ops::Bound::Unbounded))
+            .next()
+    });
+    after.or_else(|| set.first()).copied()
+}
+
+/// Grants the turns of one shard while reads wait for them: one every 200 ms (later after a
+/// throttle), to the read [`ShardTurns::pick`] names. Ends when nobody waits.
+async fn drive(shards: Arc<Mutex<HashMap<(String, String), ShardTurns>>>, key: (String, String)) {
+    loop {
+        let at = {
+            let mut shards = lock(&shards);
+            let Some(turns) = shards.get_mut(&key) else {
+                return;
+            };
+            turns.waiting.retain(|w| !w.grant.is_closed());
+            if turns.waiting.is_empty() {
+                turns.driving = false;
+                return;
+            }
+            turns.next_at
         };
-        tokio::time::sleep_until(turn).await;
+        tokio::time::sleep_until(at).await;
+        let mut shards = lock(&shards);
+        let Some(turns) = shards.get_mut(&key) else {
+            return;
+        };
+        let now = Instant::now();
+        if now < turns.next_at {
+            continue; // a throttle moved the turn back meanwhile
+        }
+        // A read that went away before its turn takes none.
+        while let Some(waiter) = turns.pick() {
+            if waiter.grant.send(()).is_ok() {
+                turns.next_at = now + MIN_READ_INTERVAL;
+                break;
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[tokio::test(start_paused = true)]
@@ -74,5 +321,98 @@ mod tests {
             0,
             "a rested shard reads at once"
         );
+    }
+
+    /// Turns taken in a minute by each owner, every owner asking again as soon as served.
+    async fn a_minute_of_turns(owners: Vec<ReaderOwner>) -> BTreeMap<ReaderOwner, u32> {
+        let pacing = Arc::new(ReadPacing::new());
+        let taken = Arc::new(Mutex::new(Vec::<(Instant, ReaderOwner)>::new()));
+        let readers: Vec<_> = owners
+            .into_iter()
+            .map(|owner| {
+                let (pacing, taken) = (pacing.clone(), taken.clone());
+                tokio::spawn(async move {
+                    loop {
+                        pacing.turn_for("s", "shard-0", &owner).await;
+                        lock(&taken).push((Instant::now(), owner.clone()));
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        for reader in readers {
+            reader.abort();
+        }
+        let taken = lock(&taken).clone();
+        for pair in taken.windows(2) {
+            assert!(
+                pair[1].0 - pair[0].0 >= MIN_READ_INTERVAL,
+                "turns 200 ms apart"
+            );
+        }
+        let mut counts = BTreeMap::new();
+        for (_, owner) in taken {
+            *counts.entry(owner).or_default() += 1;
+        }
+        counts
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tenant_s_share_does_not_grow_with_its_subscriptions() {
+        let mut owners: Vec<ReaderOwner> = (0..64)
+            .map(|n| ReaderOwner::new("a", "app", &format!("sub-{n}")))
+            .collect();
+        owners.push(ReaderOwner::new("b", "app", "only"));
+        let counts = a_minute_of_turns(owners).await;
+        let b = counts[&ReaderOwner::new("b", "app", "only")];
+        let a: u32 = counts
+            .iter()
+            .filter(|(owner, _)| owner.tenant == "a")
+            .map(|(_, n)| n)
+            .sum();
+        assert!(a + b <= 301, "5 turns a second: {a} + {b}");
+        assert!(
+            b * 2 >= a && a * 2 >= b,
+            "tenant b's turns ({b}) within 2x of tenant a's ({a})"
+        );
+        // Within tenant a, its 64 subscriptions take turns in round-robin.
+        let a_counts: Vec<u32> = counts
+            .iter()
+            .filter(|(owner, _)| owner.tenant == "a")
+            .map(|(_, n)| *n)
+            .collect();
+        let (least, most) = (a_counts.iter().min(), a_counts.iter().max());
+        assert!(
+            most.zip(least)
+                .is_some_and(|(most, least)| most - least <= 1),
+            "{a_counts:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttle_moves_every_reader_s_next_turn_back() {
+        let pacing = ReadPacing::new();
+        let owner = ReaderOwner::new("a", "app", "sub");
+        pacing.turn_for("s", "shard-0", &owner).await;
+        let first = Duration::from_millis(400);
+        let pause = pacing.throttled("s", "shard-0", first, Duration::from_secs(10));
+        assert!(pause >= first / 2 && pause <= first, "{pause:?}");
+        let start = Instant::now();
+        pacing
+            .turn_for("s", "shard-0", &ReaderOwner::new("b", "app", "sub"))
+            .await;
+        assert!(
+            start.elapsed() >= pause.max(MIN_READ_INTERVAL),
+            "another tenant waits the pause out too: {:?}",
+            start.elapsed()
+        );
+        let second = pacing.throttled("s", "shard-0", first, Duration::from_secs(10));
+        assert!(
+            second >= first,
+            "throttles in a row double the pause: {second:?}"
+        );
+        pacing.answered("s", "shard-0");
+        let after = pacing.throttled("s", "shard-0", first, Duration::from_secs(10));
+        assert!(after <= first, "an answer ends the run: {after:?}");
     }
 }

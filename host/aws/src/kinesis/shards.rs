@@ -2,7 +2,7 @@
 
 use aws_sdk_kinesis::Client;
 
-use super::reader::ReadError;
+use super::read_error::ReadError;
 
 /// A shard as listed, with what decides when it may be read.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -120,7 +120,7 @@ mod tests {
     use aws_smithy_runtime_api::http::StatusCode;
 
     use super::*;
-    use crate::kinesis::reader::delivery;
+    use crate::kinesis::answer::delivery;
 
     /// Answers every request with one status and body, as a server would.
     #[derive(Debug, Clone)]

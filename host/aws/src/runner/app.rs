@@ -364,7 +364,7 @@ impl AppCore {
         let ctx = WorkerContext {
             client: host.client.clone(),
             listings: host.listings.clone(),
-            pacing: host.pacing.clone(),
+            reads: host.reads.clone(),
             subscriber: spec.name.clone(),
             stream: spec.stream.clone(),
             tenant: self.tenant.clone(),

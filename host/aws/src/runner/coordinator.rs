@@ -155,7 +155,13 @@ impl Coordinator {
     /// One round: list shards and leases, take what this host should hold.
     /// `Err` only when the stream is gone.
     async fn sync(&mut self) -> Result<(), ReadError> {
-        let shards = match self.ctx.listings.list(&self.ctx.stream).await {
+        // A listing waits at most its timeout, and never holds up a shutdown.
+        let mut shutdown = self.ctx.shutdown.clone();
+        let listed = tokio::select! {
+            listed = self.ctx.listings.list(&self.ctx.stream) => listed,
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+        };
+        let shards = match listed {
             Ok(shards) => shards,
             Err(gone @ ReadError::StreamGone { .. }) => return Err(gone),
             Err(error) => {

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::kinesis::{KinesisPublisher, ReadPacing, ReaderConfig, ShardListings};
+use crate::kinesis::{KinesisPublisher, ReaderConfig, ShardListings, SharedReads};
 use crate::lease::LeaseStore;
 use ruststream_runtime::{
     Clock, LoadedComponent, LogSink, Observer, Publisher, RolloutPolicy, SystemClock, Tenant,
@@ -56,6 +56,11 @@ pub struct HostConfig {
     pub shutdown_grace: Duration,
     /// How a swapped-in version is judged against the one it replaced.
     pub rollout: RolloutPolicy,
+    /// Longest one attempt of a PutRecord (a counted copy, a dead letter, a guest's publish)
+    /// may take before it is abandoned and retried by the SDK's standard retries. Default 5 s:
+    /// its answer is tiny and usually there in tens of milliseconds, and a stalled attempt
+    /// blocks the pipeline waiting for its copy.
+    pub publish_timeout: Duration,
 }
 
 impl Default for HostConfig {
@@ -69,6 +74,7 @@ impl Default for HostConfig {
             checkpoint_interval: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(15),
             rollout: RolloutPolicy::default(),
+            publish_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -118,8 +124,8 @@ pub struct Host {
     client: aws_sdk_kinesis::Client,
     /// Shared by every app started on this host with `client`.
     listings: Arc<ShardListings>,
-    /// Turns to read each shard, shared by every reader of this host with `client`.
-    pacing: Arc<ReadPacing>,
+    /// Reads of each shard with `client`: their turns, and what they share.
+    reads: Arc<SharedReads>,
     config: Arc<HostConfig>,
     publisher: Arc<dyn Publisher>,
     clock: Arc<dyn Clock>,
@@ -131,9 +137,9 @@ impl Host {
     /// A host reading and writing through `client`, publishing with it too.
     pub fn new(client: aws_sdk_kinesis::Client, config: HostConfig) -> Self {
         Self {
-            publisher: Arc::new(KinesisPublisher::new(client.clone())),
+            publisher: publisher(&client, &config),
             listings: listings(&client, &config),
-            pacing: Arc::new(ReadPacing::new()),
+            reads: Arc::new(SharedReads::new(client.clone())),
             client,
             config: Arc::new(config),
             clock: Arc::new(SystemClock),
@@ -146,9 +152,9 @@ impl Host {
     /// tenant whose calls run with its own credentials (an assumed role).
     pub fn with_kinesis(&self, client: aws_sdk_kinesis::Client) -> Self {
         Self {
-            publisher: Arc::new(KinesisPublisher::new(client.clone())),
+            publisher: publisher(&client, &self.config),
             listings: listings(&client, &self.config),
-            pacing: Arc::new(ReadPacing::new()),
+            reads: Arc::new(SharedReads::new(client.clone())),
             client,
             ..self.clone()
         }
@@ -201,7 +207,12 @@ fn listings(client: &aws_sdk_kinesis::Client, config: &HostConfig) -> Arc<ShardL
     Arc::new(ShardListings::new(
         client.clone(),
         config.shard_sync_interval / 2,
+        config.reader.list_shards_timeout,
     ))
+}
+
+fn publisher(client: &aws_sdk_kinesis::Client, config: &HostConfig) -> Arc<dyn Publisher> {
+    Arc::new(KinesisPublisher::new(client.clone()).with_attempt_timeout(config.publish_timeout))
 }
 
 /// Says, once a second, how many of the tenant's host lines were dropped, so the last second

@@ -16,7 +16,8 @@ use super::release::SubscriptionRelease;
 use super::seek::ShardSeek;
 use super::status::{ShardState, StatusBoard};
 use crate::kinesis::{
-    ReadError, ReadPacing, ShardInfo, ShardListings, ShardReader, StartAt, list_shards,
+    ReadError, ReaderOwner, ShardInfo, ShardListings, ShardReader, SharedReads, StartAt,
+    list_shards,
 };
 use crate::lease::{
     AT_SEQUENCE_PREFIX, Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON,
@@ -32,8 +33,8 @@ pub(crate) struct WorkerContext {
     pub client: aws_sdk_kinesis::Client,
     /// The host's shard listings of `client` (for the coordinator's rounds).
     pub listings: Arc<ShardListings>,
-    /// The host's turns to read shards with `client`.
-    pub pacing: Arc<ReadPacing>,
+    /// The host's reads of shards with `client`: turns, and reads shared between readers.
+    pub reads: Arc<SharedReads>,
     /// The subscription's name and stream, which no release changes.
     pub subscriber: String,
     pub stream: String,
@@ -140,8 +141,8 @@ async fn work(
         ));
     }
     let reader = ShardReader::open(
-        ctx.client.clone(),
-        ctx.pacing.clone(),
+        &ctx.reads,
+        owner(ctx, &current),
         &ctx.stream,
         &shard.shard_id,
         start.clone(),
@@ -207,6 +208,15 @@ async fn work(
     end(ctx, keeper, &mut pipeline, exit).await
 }
 
+/// Whose reads a worker's are: its tenant, its app, its subscription.
+fn owner(ctx: &WorkerContext, release: &SubscriptionRelease) -> ReaderOwner {
+    ReaderOwner::new(
+        ctx.tenant.name(),
+        &release.release.component.app().name,
+        &ctx.subscriber,
+    )
+}
+
 /// Stores `TRIM_HORIZON` as the start of each child of `shard_id` that has no checkpoint.
 ///
 /// # Errors
@@ -219,8 +229,16 @@ async fn seed_children(
 ) -> Result<(), String> {
     let children: Vec<String> = if reader.children().is_empty() {
         // The server did not name them: list the stream.
-        list_shards(&ctx.client, &ctx.stream)
+        let within = ctx.config.reader.list_shards_timeout;
+        tokio::time::timeout(within, list_shards(&ctx.client, &ctx.stream))
             .await
+            .unwrap_or_else(|_| {
+                Err(ReadError::TimedOut {
+                    operation: "ListShards",
+                    target: format!("`{}`", ctx.stream),
+                    after: within,
+                })
+            })
             .map_err(|error| format!("listing the children of {shard_id}: {}", one_line(&error)))?
             .into_iter()
             .filter(|child| child.parents.iter().any(|p| p == shard_id))
@@ -320,8 +338,8 @@ impl Version {
             None => self.opened_at.clone(),
         };
         let reopened = ShardReader::open(
-            ctx.client.clone(),
-            ctx.pacing.clone(),
+            &ctx.reads,
+            owner(ctx, &next),
             &ctx.stream,
             pipeline.shard_id(),
             from,
@@ -486,9 +504,10 @@ async fn reposition(
 ) -> Result<(), ReadError> {
     let shard_id = pipeline.shard_id().to_owned();
     let start = start_at(None, Some(position), &shard_id);
+    let owner = owner(ctx, &ctx.release.borrow());
     let reopened = ShardReader::open(
-        ctx.client.clone(),
-        ctx.pacing.clone(),
+        &ctx.reads,
+        owner,
         &ctx.stream,
         &shard_id,
         start,

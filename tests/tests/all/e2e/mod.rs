@@ -9,6 +9,7 @@ mod identity;
 mod kinesis;
 mod kinesis_copies;
 mod operate;
+mod reads;
 mod resilience;
 mod sandbox;
 mod servers;
