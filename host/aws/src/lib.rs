@@ -33,8 +33,8 @@ mod runner;
 type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 pub use kinesis::{
-    Batch, KinesisPublisher, MIN_READ_INTERVAL, ReadError, ReadPacing, ReaderConfig, ReaderOwner,
-    ShardInfo, ShardReader, SharedReads, StartAt, list_shards,
+    Batch, KinesisPublisher, MIN_READ_INTERVAL, ReadError, ReadPacing, ReadProgress, ReaderConfig,
+    ReaderOwner, ShardInfo, ShardReader, SharedReads, StartAt, list_shards,
 };
 pub use lease::{
     AT_SEQUENCE_PREFIX, AT_TIMESTAMP_PREFIX, Checkpoint, Claim, DEFAULT_TABLE_TEMPLATE,

@@ -10,6 +10,7 @@ mod answer;
 mod calls;
 mod listings;
 mod pacing;
+mod progress;
 mod publisher;
 mod read_config;
 mod read_error;
@@ -22,6 +23,7 @@ mod test_shard;
 
 pub(crate) use listings::ShardListings;
 pub use pacing::{MIN_READ_INTERVAL, ReadPacing, ReaderOwner};
+pub use progress::ReadProgress;
 pub use publisher::KinesisPublisher;
 pub use read_config::{ReaderConfig, StartAt};
 pub use read_error::ReadError;

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::pacing::{MIN_READ_INTERVAL, ReaderOwner};
 use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
+use super::progress::ReadProgress;
 use super::read_error::ReadError;
 use super::shared::{Answer, Outcome, Position, ReadRequest, Registration, SharedReads};
 use ruststream_runtime::internals::Backoff;
@@ -55,6 +56,8 @@ pub struct ShardReader {
     children: Vec<String>,
     /// How far the last read was behind the tip, as the service said.
     millis_behind_latest: Option<i64>,
+    /// The same, and when, for whoever reports lag while this reader is not polled.
+    progress: Arc<ReadProgress>,
 }
 
 impl ShardReader {
@@ -84,6 +87,8 @@ impl ShardReader {
         let hub = registration.hub();
         let mut backoff = Backoff::new(config.backoff_first, config.backoff_max);
         let (position, iterator) = hub.open_at(&start, opened, &mut backoff, &config).await?;
+        let expected_gap = config.poll_interval.max(config.min_read_interval);
+        let progress = Arc::new(ReadProgress::new(expected_gap));
         let mut reader = Self {
             registration,
             owner: Arc::new(owner),
@@ -98,6 +103,7 @@ impl ShardReader {
             finished: false,
             children: Vec::new(),
             millis_behind_latest: None,
+            progress,
         };
         reader.fetch(iterator, Instant::now());
         Ok(reader)
@@ -118,6 +124,12 @@ impl ShardReader {
     /// reported it (empty reads included); `None` before the first answer.
     pub fn millis_behind_latest(&self) -> Option<i64> {
         self.millis_behind_latest
+    }
+
+    /// The lag of this reader's last answer and when it came, updated at every answer: what
+    /// says how far behind the shard is while the reader is not asked for records.
+    pub fn progress(&self) -> Arc<ReadProgress> {
+        self.progress.clone()
     }
 
     /// The next batch of records (never empty unless it ends the shard).
@@ -177,6 +189,8 @@ impl ShardReader {
     fn received(&mut self, answer: &Answer, records: Vec<Delivery>) -> Option<Batch> {
         self.backoff.reset();
         self.millis_behind_latest = answer.millis_behind_latest;
+        self.progress
+            .answered(answer.millis_behind_latest, SystemClock.now_ms());
         self.position = answer.next_position.clone();
         match &answer.next_iterator {
             Some(iterator) => {

@@ -1,10 +1,12 @@
 //! What a running subscription is doing, shard by shard.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ruststream_runtime::internals::lock;
-use ruststream_runtime::{OutcomeCounts, ShardPipeline};
+use ruststream_runtime::{Clock, OutcomeCounts, ShardPipeline, SystemClock};
+
+use crate::kinesis::ReadProgress;
 
 /// The state of one shard on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,19 +81,43 @@ impl SubscriptionStatus {
 
 /// A subscription's status, shared by its coordinator and workers.
 #[derive(Debug, Clone)]
-pub(crate) struct StatusBoard(Arc<Mutex<SubscriptionStatus>>);
+pub(crate) struct StatusBoard {
+    status: Arc<Mutex<SubscriptionStatus>>,
+    /// Each shard's reader progress, read at every snapshot: lag stays current while a worker
+    /// is not reading (its tenant stopped, a long call).
+    progress: Arc<Mutex<HashMap<String, Arc<ReadProgress>>>>,
+}
 
 impl StatusBoard {
     pub(crate) fn new(subscriber: &str, stream: &str) -> Self {
-        Self(Arc::new(Mutex::new(SubscriptionStatus {
-            subscriber: subscriber.to_owned(),
-            stream: stream.to_owned(),
-            ..SubscriptionStatus::default()
-        })))
+        Self {
+            status: Arc::new(Mutex::new(SubscriptionStatus {
+                subscriber: subscriber.to_owned(),
+                stream: stream.to_owned(),
+                ..SubscriptionStatus::default()
+            })),
+            progress: Arc::default(),
+        }
     }
 
+    /// The status now; each shard's `millis_behind_latest` is its reader's last figure plus
+    /// the time since, beyond the reader's usual gap, that nobody read the shard.
     pub(crate) fn snapshot(&self) -> SubscriptionStatus {
-        self.lock().clone()
+        let mut status = self.lock().clone();
+        let now_ms = SystemClock.now_ms();
+        for (shard_id, progress) in lock(&self.progress).iter() {
+            if let (Some(shard), Some(behind)) =
+                (status.shards.get_mut(shard_id), progress.behind_ms(now_ms))
+            {
+                shard.millis_behind_latest = Some(i64::try_from(behind).unwrap_or(i64::MAX));
+            }
+        }
+        status
+    }
+
+    /// Reports `shard_id`'s lag from `progress` from now on (its reader, opened or reopened).
+    pub(crate) fn follow_reads(&self, shard_id: &str, progress: Arc<ReadProgress>) {
+        lock(&self.progress).insert(shard_id.to_owned(), progress);
     }
 
     pub(crate) fn set_state(&self, shard_id: &str, state: ShardState) {
@@ -143,7 +169,7 @@ impl StatusBoard {
     }
 
     fn lock(&self) -> MutexGuard<'_, SubscriptionStatus> {
-        lock(&self.0)
+        lock(&self.status)
     }
 }
 

@@ -152,7 +152,10 @@ async fn work(
     tracing::info!(stream = %ctx.stream, shard = %shard.shard_id, ?start,
         subscriber = %ctx.subscriber, tenant = %ctx.tenant.name(), "reading shard");
     let mut reader = match reader {
-        Ok(reader) => reader,
+        Ok(reader) => {
+            ctx.status.follow_reads(&shard.shard_id, reader.progress());
+            reader
+        }
         Err(error) => return give_up(keeper, error, grace).await,
     };
     let unpinned = stored.is_none() && start == StartAt::Latest;
@@ -348,6 +351,8 @@ impl Version {
         .await;
         match reopened {
             Ok(reopened) => {
+                ctx.status
+                    .follow_reads(pipeline.shard_id(), reopened.progress());
                 *reader = reopened;
                 pipeline.reset(checkpoint);
             }
@@ -514,6 +519,7 @@ async fn reposition(
         ctx.config.reader.clone(),
     )
     .await?;
+    ctx.status.follow_reads(&shard_id, reopened.progress());
     *reader = reopened;
     pipeline.reset(None);
     Ok(())

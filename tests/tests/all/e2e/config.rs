@@ -91,7 +91,8 @@ fn check_config_loads_every_component_under_its_tenants_grants() -> anyhow::Resu
     std::fs::write(&config, format!("{cache}{good}"))?;
     let (ok, output) = ruststream(&["check"], &config)?;
     assert!(ok, "{output}");
-    assert!(output.contains("ok    acme/"), "{output}");
+    assert!(output.contains("ok    tenant `acme`, config file "), "{output}");
+    assert!(output.contains("`tenants[0].components[0]` = \""), "{output}");
     assert!(output.contains("1 components of 1 tenants"), "{output}");
 
     // A component reading a stream its tenant is not granted is refused, naming both.
@@ -101,7 +102,7 @@ fn check_config_loads_every_component_under_its_tenants_grants() -> anyhow::Resu
     assert!(!ok, "{output}");
     let refused = output
         .lines()
-        .find(|l| l.starts_with("error evil/"))
+        .find(|l| l.starts_with("error tenant `evil`, config file "))
         .ok_or_else(|| anyhow::anyhow!("no refusal: {output}"))?;
     assert!(refused.contains("not granted"), "{refused}");
     assert!(output.contains("1 of 2 components refused"), "{output}");

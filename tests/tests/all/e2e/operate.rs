@@ -296,7 +296,7 @@ fn json_lines(output: &str) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readiness_fails_while_a_tenant_is_quarantined() -> anyhow::Result<()> {
+async fn readiness_fails_and_lag_rises_while_a_tenant_is_quarantined() -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     let dynamo = LocalDynamo::start().await?;
     for stream in ["intake", "intake.dead"] {
@@ -331,6 +331,15 @@ async fn readiness_fails_while_a_tenant_is_quarantined() -> anyhow::Result<()> {
         body.contains("tenant `crashy` is quarantined (2 consecutive failed calls"),
         "{body}"
     );
+    // Nobody reads its shard now, and its lag says so: it keeps rising.
+    let crashy = [("tenant", "crashy")];
+    let behind = |s: &Scrape| s.max("ruststream_behind_latest_seconds", &crashy);
+    let first = behind(&host.scrape().await?).unwrap_or_default();
+    let later = host
+        .scrape_until(|s| behind(s).is_some_and(|b| b >= first + 2.0))
+        .await?;
+    assert_eq!(later.sum("ruststream_tenant_quarantined", &crashy), 1.0);
+    assert_eq!(later.sum("ruststream_tenant_paused", &crashy), 0.0);
     // SIGUSR1 lifts the quarantine: ready again.
     host.running.signal("USR1")?;
     let again = poll_for(Duration::from_secs(30), async || {
