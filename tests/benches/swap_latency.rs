@@ -25,7 +25,9 @@ use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::{Guest, binary, guests};
 
 const SHARDS: usize = 2;
-const CACHED_ROUNDS: usize = 8;
+/// Cached swaps per run (`RUSTSTREAM_SWAP_ROUNDS` overrides): enough for a p99 to mean
+/// something beyond the maximum.
+const CACHED_ROUNDS: usize = 40;
 const COLD_ROUNDS: usize = 3;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -151,7 +153,11 @@ async fn run() -> anyhow::Result<()> {
     swap(&guests::VERSIONED_V2.path(), "2").await?;
     swap(&guests::VERSIONED_V1.path(), "1").await?;
     let mut cached = Vec::new();
-    for round in 0..CACHED_ROUNDS {
+    let rounds = std::env::var("RUSTSTREAM_SWAP_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(CACHED_ROUNDS);
+    for round in 0..rounds {
         let (guest, version) = version_for(round);
         cached.push(swap(&guest.path(), version).await?);
     }
@@ -261,24 +267,26 @@ async fn produce(kinesis: aws_sdk_kinesis::Client, stop: Arc<AtomicBool>) -> any
 }
 
 fn report(what: &str, timings: &[Timing]) {
-    let median = |pick: fn(&Timing) -> Duration| {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let quantiles = |pick: &dyn Fn(&Timing) -> Duration| {
         let mut all: Vec<Duration> = timings.iter().map(pick).collect();
         all.sort();
-        (all[all.len() / 2], all[all.len() - 1])
+        // Nearest rank.
+        let at = |q: f64| all[((q * all.len() as f64).ceil() as usize).clamp(1, all.len()) - 1];
+        format!(
+            "{:.1} / {:.1} / {:.1} / {:.1}",
+            ms(all[0]),
+            ms(at(0.5)),
+            ms(at(0.99)),
+            ms(all[all.len() - 1])
+        )
     };
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let (live, live_max) = median(|t| t.live);
-    let (changed, changed_max) = median(|t| t.changed_over);
-    let (first, first_max) = median(|t| t.first_record);
+    println!("{what} ({} swaps), min / p50 / p99 / max ms:", timings.len());
+    println!("  live                      {}", quantiles(&|t| t.live));
+    println!("  every shard changed over  {}", quantiles(&|t| t.changed_over));
+    println!("  first record handled      {}", quantiles(&|t| t.first_record));
     println!(
-        "{what} ({} swaps), median (max) ms: live {:.1} ({:.1}), every shard changed over \
-         {:.1} ({:.1}), first record handled {:.1} ({:.1})",
-        timings.len(),
-        ms(live),
-        ms(live_max),
-        ms(changed),
-        ms(changed_max),
-        ms(first),
-        ms(first_max)
+        "  first record after live   {}",
+        quantiles(&|t| t.first_record.saturating_sub(t.live))
     );
 }
