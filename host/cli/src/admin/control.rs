@@ -6,7 +6,7 @@
 
 use std::future::Future;
 
-use super::model::{Deployed, HostStatus, SeekPosition};
+use super::model::{AppVersionList, Deployed, HostStatus, SeekPosition};
 
 /// The operations the admin API exposes, carried out by the host. Names (`tenant`, `app`,
 /// `subscriber`, `component`) come from the request path as the operator typed them: the
@@ -39,12 +39,16 @@ pub(crate) trait Control: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Deployed, ControlError>> + Send;
     /// Re-reads the config and component files (what SIGHUP does).
     fn reload(&self) -> impl Future<Output = Result<Vec<Deployed>, ControlError>> + Send;
-    /// Swaps the app back to its previous version.
+    /// Swaps the app back to its previous version, or with `to` (a content hash or a unique
+    /// prefix of one) to that kept version.
     fn rollback(
         &self,
         tenant: &str,
         app: &str,
+        to: Option<String>,
     ) -> impl Future<Output = Result<Deployed, ControlError>> + Send;
+    /// The versions the host keeps of the app, newest first.
+    fn versions(&self, tenant: &str, app: &str) -> Result<AppVersionList, ControlError>;
 }
 
 /// Why the host did not carry out an operation. Each variant has its own HTTP status (see
@@ -99,4 +103,39 @@ pub(crate) enum ControlError {
     /// sequence number the shard does not hold) (409).
     #[error("cannot seek: {0}")]
     Seek(String),
+    /// No kept version of the app has that hash (404).
+    #[error(
+        "app `{app}` of tenant `{tenant}` keeps no version `{hash}`: `ruststream versions \
+         {tenant} {app}` lists those it keeps"
+    )]
+    UnknownVersion {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its app.
+        app: String,
+        /// The hash or prefix asked for.
+        hash: String,
+    },
+    /// Several kept versions start with the prefix given (409).
+    #[error("`{prefix}` is the start of {} kept versions ({}): give more of the hash",
+        hashes.len(), hashes.join(", "))]
+    AmbiguousVersion {
+        /// The prefix asked for.
+        prefix: String,
+        /// The hashes it starts.
+        hashes: Vec<String>,
+    },
+    /// The version asked for is the one running (409).
+    #[error("version `{hash}` of app `{app}` of tenant `{tenant}` is the live one already")]
+    AlreadyLive {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its app.
+        app: String,
+        /// The live version's hash.
+        hash: String,
+    },
+    /// The state directory failed (500); what runs is unchanged.
+    #[error("{0}")]
+    State(String),
 }

@@ -163,6 +163,68 @@ pub(crate) struct Deployed {
     pub swapped: bool,
 }
 
+/// How a version came to be live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum VersionOrigin {
+    /// Read from the configured component file (at a start, on a change, on a reload).
+    File,
+    /// Uploaded through the admin API (`ruststream deploy`).
+    Upload,
+    /// Returned to by a rollback: an operator's, or the rollout judge's.
+    Rollback,
+}
+
+impl VersionOrigin {
+    /// The word `ruststream versions` shows.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Self::File => "file",
+            Self::Upload => "upload",
+            Self::Rollback => "rollback",
+        }
+    }
+}
+
+/// `GET /v1/tenants/{tenant}/apps/{app}/versions`: the versions the host keeps of an app,
+/// newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AppVersionList {
+    /// The tenant.
+    pub tenant: String,
+    /// The app.
+    pub app: String,
+    /// The kept versions, the one that went live last first.
+    pub versions: Vec<KeptVersion>,
+}
+
+/// One kept version of an app.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct KeptVersion {
+    /// The hex SHA-256 of its bytes: what `rollback --to` takes (or a prefix of it).
+    pub content_hash: String,
+    /// The app version it declares.
+    pub version: String,
+    /// The component name it came under.
+    pub component: String,
+    /// When it last went live.
+    pub at_ms: u64,
+    /// How it came then.
+    pub came_by: VersionOrigin,
+    /// Whether it is the live one.
+    pub live: bool,
+}
+
+/// The body of `POST .../rollback`: `{"to":"<hash or prefix>"}` for a given kept version;
+/// no body (or `{}`) for the version the last swap replaced.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RollbackTo {
+    /// The content hash (or a unique prefix of it) of the version to return to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
 /// Where a seek moves a subscription's shards: the body of `POST .../seek`.
 ///
 /// JSON, tagged by `at`: `{"at":"horizon"}`, `{"at":"latest"}`, `{"at":"timestamp","ms":N}`,

@@ -1,9 +1,10 @@
 //! The admin API's routes: HTTP in, [`Control`] calls, JSON out.
 //!
 //! Every answer is JSON, errors included (`{"error":"<one line>"}`): a bad body, an unknown
-//! route and a body over the limit get the same shape as a refusal from the host, so a client
-//! parses one kind of error. Request bodies are parsed here with serde_json rather than with
-//! axum's `Json` extractor, which answers in plain text and insists on a content type.
+//! route, a body over the limit and a refusal by the guard get the same shape as a refusal from
+//! the host, so a client parses one kind of error. Request bodies are parsed here with
+//! serde_json rather than with axum's `Json` extractor, which answers in plain text; their
+//! content type is the guard's to check.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -19,35 +21,48 @@ use ruststream_runtime::{one_line, quote};
 use serde::de::DeserializeOwned;
 
 use super::control::{Control, ControlError};
-use super::model::{Deployed, ErrorBody, HostStatus, Moved, PauseState, Readiness, SeekPosition};
+use super::guard::{self, Guard};
+use super::model::{
+    AppVersionList, Deployed, ErrorBody, HostStatus, Moved, PauseState, Readiness, RollbackTo,
+    SeekPosition,
+};
 
-/// Largest component a `PUT .../components/{name}` accepts; a larger body is answered 413.
-pub(crate) const MAX_COMPONENT_BYTES: usize = 64 << 20;
-
-/// The admin API over `control`, accepting components of at most `max_component_bytes`.
-pub(super) fn router<C: Control>(control: Arc<C>, max_component_bytes: usize) -> Router {
-    let component_limit = DefaultBodyLimit::max(max_component_bytes);
+/// The admin API over `control`, every request checked by `guard` first.
+pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
+    let max_upload = guard.max_upload();
+    let upload = from_fn_with_state(guard.clone(), guard::upload);
+    let json = || from_fn(guard::json_body);
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz::<C>))
         .route("/v1/status", get(status::<C>))
         .route(
             "/v1/tenants/{tenant}/apps/{app}/subscriptions/{subscriber}/seek",
-            post(seek::<C>),
+            post(seek::<C>).layer(json()),
         )
-        .route("/v1/tenants/{tenant}/pause", post(pause::<C>))
-        .route("/v1/tenants/{tenant}/resume", post(resume::<C>))
+        .route("/v1/tenants/{tenant}/pause", post(pause::<C>).layer(json()))
+        .route(
+            "/v1/tenants/{tenant}/resume",
+            post(resume::<C>).layer(json()),
+        )
         .route(
             "/v1/tenants/{tenant}/components/{name}",
-            put(deploy::<C>).layer(component_limit),
+            put(move |control, names, wasm| deploy::<C>(control, names, wasm, max_upload))
+                .layer(DefaultBodyLimit::max(max_upload))
+                .layer(upload),
         )
-        .route("/v1/reload", post(reload::<C>))
+        .route("/v1/reload", post(reload::<C>).layer(json()))
         .route(
             "/v1/tenants/{tenant}/apps/{app}/rollback",
-            post(rollback::<C>),
+            post(rollback::<C>).layer(json()),
+        )
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/versions",
+            get(versions::<C>),
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(guard, guard::host_and_token))
         .with_state(control)
 }
 
@@ -59,7 +74,7 @@ pub(super) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: String) -> Self {
+    pub(super) fn new(status: StatusCode, message: String) -> Self {
         Self { status, message }
     }
 }
@@ -94,7 +109,12 @@ fn status_of(error: &ControlError) -> StatusCode {
         | ControlError::UnknownApp { .. }
         | ControlError::UnknownSubscriber { .. } => StatusCode::NOT_FOUND,
         ControlError::Refused { .. } | ControlError::Config(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        ControlError::NothingToRollBack { .. } | ControlError::Seek(_) => StatusCode::CONFLICT,
+        ControlError::UnknownVersion { .. } => StatusCode::NOT_FOUND,
+        ControlError::NothingToRollBack { .. }
+        | ControlError::Seek(_)
+        | ControlError::AmbiguousVersion { .. }
+        | ControlError::AlreadyLive { .. } => StatusCode::CONFLICT,
+        ControlError::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -112,7 +132,8 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Names<T
     }
 }
 
-/// A JSON request body, whatever its content type: 400 with a JSON error when it does not parse.
+/// A JSON request body (its content type checked by the guard): 400 with a JSON error when it
+/// does not parse. An empty body is `T::default()` for [`OptionalJsonBody`].
 pub(super) struct JsonBody<T>(T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
@@ -120,15 +141,32 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(request, state).await?;
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|error| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("the request body is not the expected JSON: {error}"),
-                )
-            })
+        parse_json(&bytes).map(JsonBody)
     }
+}
+
+/// A JSON request body that may be left out: an empty body is `T::default()`.
+pub(super) struct OptionalJsonBody<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(request, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        parse_json(&bytes).map(OptionalJsonBody)
+    }
+}
+
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|error| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the request body is not the expected JSON: {error}"),
+        )
+    })
 }
 
 type Answer<T> = Result<Json<T>, ApiError>;
@@ -190,8 +228,16 @@ async fn deploy<C: Control>(
     State(control): State<Arc<C>>,
     Names((tenant, name)): Names<(String, String)>,
     wasm: Result<Bytes, BytesRejection>,
+    max_upload: usize,
 ) -> Answer<Deployed> {
-    let wasm = wasm?;
+    let wasm = wasm.map_err(|rejection| match rejection.status() {
+        // Streamed past the route's limit, which is the compile size bound.
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            guard::too_large_streamed(max_upload),
+        ),
+        _ => ApiError::from(rejection),
+    })?;
     if wasm.is_empty() {
         let message = "the request body is empty: send the component's .wasm bytes".to_owned();
         return Err(ApiError::new(StatusCode::BAD_REQUEST, message));
@@ -208,9 +254,18 @@ async fn reload<C: Control>(State(control): State<Arc<C>>) -> Answer<Vec<Deploye
 async fn rollback<C: Control>(
     State(control): State<Arc<C>>,
     Names((tenant, app)): Names<(String, String)>,
+    OptionalJsonBody(body): OptionalJsonBody<RollbackTo>,
 ) -> Answer<Deployed> {
-    tracing::info!(tenant = %quote(&tenant), app = %quote(&app), "admin: rollback");
-    Ok(Json(control.rollback(&tenant, &app).await?))
+    let to = body.to.as_deref().map(quote);
+    tracing::info!(tenant = %quote(&tenant), app = %quote(&app), ?to, "admin: rollback");
+    Ok(Json(control.rollback(&tenant, &app, body.to).await?))
+}
+
+async fn versions<C: Control>(
+    State(control): State<Arc<C>>,
+    Names((tenant, app)): Names<(String, String)>,
+) -> Answer<AppVersionList> {
+    Ok(Json(control.versions(&tenant, &app)?))
 }
 
 async fn not_found(uri: Uri) -> ApiError {
