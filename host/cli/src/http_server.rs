@@ -105,7 +105,7 @@ where
             })
             .await
     });
-    tracing::info!(addr = %local_addr, scheme, "{what} listening");
+    tracing::info!(addr = %local_addr, scheme = %scheme, "{what} listening");
     HttpServer {
         what,
         local_addr,
