@@ -570,7 +570,15 @@ mod tests {
         let error = parse(&["run", "x.wasm", "--admin-host", "a b"]).expect_err("not a name");
         assert!(error.to_string().contains("is not a host name"), "{error}");
 
-        let cli = parse(&["rollback", "acme", "ledger", "--to", "3f2a", "--state-dir", "/s"]);
+        let cli = parse(&[
+            "rollback",
+            "acme",
+            "ledger",
+            "--to",
+            "3f2a",
+            "--state-dir",
+            "/s",
+        ]);
         let Ok(Command::Rollback { to, admin, .. }) = cli.map(|cli| cli.command) else {
             panic!("not a rollback")
         };
