@@ -79,6 +79,15 @@ pub(crate) enum Command {
     /// Loads a component into a running host for a tenant: a new version of the app it
     /// declares, or a new app.
     Deploy(DeployArgs),
+    /// Stops, for good, a component a running host took by upload under a name its tenants
+    /// file does not list (a listed one is stopped by removing it from the file).
+    Undeploy {
+        tenant: String,
+        /// The component's name, as it was deployed.
+        name: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
     /// Has a running host re-read its config and component files (as SIGHUP does).
     Reload {
         #[command(flatten)]

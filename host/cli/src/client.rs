@@ -28,6 +28,7 @@ use serde::de::DeserializeOwned;
 
 use crate::admin::model::{
     AppVersionList, Deployed, ErrorBody, HostStatus, Moved, PauseState, RollbackTo, SeekPosition,
+    Undeployed,
 };
 use crate::admin::token::AdminToken;
 
@@ -212,6 +213,20 @@ impl AdminClient {
         let body = ("application/wasm", Bytes::from(wasm));
         self.call(Method::PUT, &path, Some(body), LOAD_TIMEOUT)
             .await
+    }
+
+    /// Stops component `name` of `tenant` (one that came by upload only) for good.
+    pub(crate) async fn undeploy(
+        &self,
+        tenant: &str,
+        name: &str,
+    ) -> Result<Undeployed, ClientError> {
+        let path = format!(
+            "/v1/tenants/{}/components/{}",
+            segment(tenant),
+            segment(name)
+        );
+        self.call(Method::DELETE, &path, None, LOAD_TIMEOUT).await
     }
 
     /// Has the host re-read its config and component files; returns what it loaded.

@@ -11,7 +11,7 @@
 //! `tail STREAM` prints a stream's records with their envelopes decoded (a dead letter's
 //! origin too); `put STREAM` writes JSON records with headers and a partition key.
 //!
-//! `status`, `seek`, `pause`, `resume`, `deploy`, `reload`, `rollback` and `versions` are thin
+//! `status`, `seek`, `pause`, `resume`, `deploy`, `undeploy`, `reload`, `rollback` and `versions` are thin
 //! clients of a running host's admin API (`--admin URL`, default `http://127.0.0.1:9465`),
 //! sending the token the host keeps in its state directory.
 //!
@@ -122,6 +122,11 @@ fn main() -> ExitCode {
             Command::Resume { tenant, admin } => verbs::pause(&admin, &tenant, false).await,
             Command::Deploy(args) => verbs::deploy(&args).await,
             Command::Reload { admin } => verbs::reload(&admin).await,
+            Command::Undeploy {
+                tenant,
+                name,
+                admin,
+            } => verbs::undeploy(&admin, &tenant, &name).await,
             Command::Rollback {
                 tenant,
                 app,

@@ -12,7 +12,7 @@ use ruststream_runtime::escape_controls;
 
 use crate::admin::model::{
     AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShardStatus,
-    SubscriptionStatus, TenantStatus,
+    SubscriptionStatus, TenantStatus, Undeployed,
 };
 
 /// Hex digits of a content hash shown.
@@ -214,6 +214,16 @@ pub(crate) fn render_versions(list: &AppVersionList, now_ms: u64) -> String {
         );
     }
     out
+}
+
+/// `undeploy`: what stopped for good.
+pub(crate) fn render_undeployed(gone: &Undeployed) -> String {
+    format!(
+        "{}/{} (app {}): stopped; a restart does not run it again",
+        text(&gone.tenant),
+        text(&gone.component),
+        text(&gone.app)
+    )
 }
 
 /// `pause` and `resume`: the tenant's state afterwards.

@@ -1,5 +1,5 @@
-//! The admin verbs (`status`, `seek`, `pause`, `resume`, `deploy`, `reload`, `rollback`,
-//! `versions`): each reads the host's admin token, sends one request to a running host's admin
+//! The admin verbs (`status`, `seek`, `pause`, `resume`, `deploy`, `undeploy`, `reload`,
+//! `rollback`, `versions`): each reads the host's admin token, sends one request to a running host's admin
 //! API and prints its answer. An error from the server comes back as the verb's error, printed
 //! by `main` as one line.
 
@@ -84,6 +84,13 @@ pub(crate) async fn deploy(args: &DeployArgs) -> anyhow::Result<()> {
         .deploy(&args.tenant, &name, wasm)
         .await?;
     println!("{}", status_view::render_deployed(&deployed));
+    Ok(())
+}
+
+/// `ruststream undeploy`.
+pub(crate) async fn undeploy(target: &AdminTarget, tenant: &str, name: &str) -> anyhow::Result<()> {
+    let gone = client(target)?.undeploy(tenant, name).await?;
+    println!("{}", status_view::render_undeployed(&gone));
     Ok(())
 }
 

@@ -6,7 +6,7 @@
 
 use std::future::Future;
 
-use super::model::{AppVersionList, Deployed, HostStatus, SeekPosition};
+use super::model::{AppVersionList, Deployed, HostStatus, SeekPosition, Undeployed};
 
 /// The operations the admin API exposes, carried out by the host. Names (`tenant`, `app`,
 /// `subscriber`, `component`) come from the request path as the operator typed them: the
@@ -37,6 +37,13 @@ pub(crate) trait Control: Send + Sync + 'static {
         component: &str,
         wasm: Vec<u8>,
     ) -> impl Future<Output = Result<Deployed, ControlError>> + Send;
+    /// Stops component `component` of `tenant`, one that came by upload under a name the
+    /// tenants file does not list, for good: a restart does not run it again.
+    fn undeploy(
+        &self,
+        tenant: &str,
+        component: &str,
+    ) -> impl Future<Output = Result<Undeployed, ControlError>> + Send;
     /// Re-reads the config and component files (what SIGHUP does).
     fn reload(&self) -> impl Future<Output = Result<Vec<Deployed>, ControlError>> + Send;
     /// Swaps the app back to its previous version, or with `to` (a content hash or a unique
@@ -103,6 +110,25 @@ pub(crate) enum ControlError {
     /// sequence number the shard does not hold) (409).
     #[error("cannot seek: {0}")]
     Seek(String),
+    /// The tenant runs no component of that name (404).
+    #[error("tenant `{tenant}` runs no component `{component}`")]
+    UnknownComponent {
+        /// The tenant asked for.
+        tenant: String,
+        /// The component it does not run.
+        component: String,
+    },
+    /// The component is one the tenants file lists: it is stopped there, not by undeploy (409).
+    #[error(
+        "component `{component}` of tenant `{tenant}` is listed in the tenants file: remove it \
+         there, and the reload stops it"
+    )]
+    Configured {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its component.
+        component: String,
+    },
     /// No kept version of the app has that hash (404).
     #[error(
         "app `{app}` of tenant `{tenant}` keeps no version `{hash}`: `ruststream versions \

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use super::control::{Control, ControlError};
 use super::model::{
     AppStatus, AppVersionList, Deployed, HostStatus, KeptVersion, OutcomeCounts, Refusal,
-    RolloutStatus, SeekPosition, ShardStatus, SubscriptionStatus, TenantStatus, VersionInfo,
-    VersionOrigin,
+    RolloutStatus, SeekPosition, ShardStatus, SubscriptionStatus, TenantStatus, Undeployed,
+    VersionInfo, VersionOrigin,
 };
 
 /// The tenant the fake runs.
@@ -137,6 +137,25 @@ impl Control for FakeControl {
         }
         let swapped = component == "ledger";
         Ok(deployed(component, component, "0.3.0", swapped))
+    }
+
+    async fn undeploy(&self, name: &str, component: &str) -> Result<Undeployed, ControlError> {
+        tenant(name)?;
+        match component {
+            "ledger" => Err(ControlError::Configured {
+                tenant: name.to_owned(),
+                component: component.to_owned(),
+            }),
+            "fresh" => Ok(Undeployed {
+                tenant: name.to_owned(),
+                component: component.to_owned(),
+                app: "fresh".to_owned(),
+            }),
+            _ => Err(ControlError::UnknownComponent {
+                tenant: name.to_owned(),
+                component: component.to_owned(),
+            }),
+        }
     }
 
     async fn reload(&self) -> Result<Vec<Deployed>, ControlError> {

@@ -163,6 +163,17 @@ pub(crate) struct Deployed {
     pub swapped: bool,
 }
 
+/// `DELETE /v1/tenants/{tenant}/components/{name}`: what stopped for good.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Undeployed {
+    /// The tenant.
+    pub tenant: String,
+    /// The component.
+    pub component: String,
+    /// The app it ran.
+    pub app: String,
+}
+
 /// How a version came to be live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -15,7 +15,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use ruststream_runtime::{one_line, quote};
 use serde::de::DeserializeOwned;
@@ -24,7 +24,7 @@ use super::control::{Control, ControlError};
 use super::guard::{self, Guard};
 use super::model::{
     AppVersionList, Deployed, ErrorBody, HostStatus, Moved, PauseState, Readiness, RollbackTo,
-    SeekPosition,
+    SeekPosition, Undeployed,
 };
 
 /// The admin API over `control`, every request checked by `guard` first.
@@ -49,7 +49,8 @@ pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
             "/v1/tenants/{tenant}/components/{name}",
             put(move |control, names, wasm| deploy::<C>(control, names, wasm, max_upload))
                 .layer(DefaultBodyLimit::max(max_upload))
-                .layer(upload),
+                .layer(upload)
+                .merge(delete(undeploy::<C>).layer(json())),
         )
         .route("/v1/reload", post(reload::<C>).layer(json()))
         .route(
@@ -109,11 +110,14 @@ fn status_of(error: &ControlError) -> StatusCode {
         | ControlError::UnknownApp { .. }
         | ControlError::UnknownSubscriber { .. } => StatusCode::NOT_FOUND,
         ControlError::Refused { .. } | ControlError::Config(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        ControlError::UnknownVersion { .. } => StatusCode::NOT_FOUND,
+        ControlError::UnknownVersion { .. } | ControlError::UnknownComponent { .. } => {
+            StatusCode::NOT_FOUND
+        }
         ControlError::NothingToRollBack { .. }
         | ControlError::Seek(_)
         | ControlError::AmbiguousVersion { .. }
-        | ControlError::AlreadyLive { .. } => StatusCode::CONFLICT,
+        | ControlError::AlreadyLive { .. }
+        | ControlError::Configured { .. } => StatusCode::CONFLICT,
         ControlError::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -244,6 +248,14 @@ async fn deploy<C: Control>(
     }
     tracing::info!(tenant = %quote(&tenant), component = %quote(&name), bytes = wasm.len(), "admin: deploy");
     Ok(Json(control.deploy(&tenant, &name, Vec::from(wasm)).await?))
+}
+
+async fn undeploy<C: Control>(
+    State(control): State<Arc<C>>,
+    Names((tenant, name)): Names<(String, String)>,
+) -> Answer<Undeployed> {
+    tracing::info!(tenant = %quote(&tenant), component = %quote(&name), "admin: undeploy");
+    Ok(Json(control.undeploy(&tenant, &name).await?))
 }
 
 async fn reload<C: Control>(State(control): State<Arc<C>>) -> Answer<Vec<Deployed>> {

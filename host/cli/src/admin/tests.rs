@@ -242,6 +242,24 @@ async fn deploy_refusals() {
 }
 
 #[tokio::test]
+async fn undeploy_stops_only_uploaded_components() {
+    let fake = Arc::default();
+    let uri = "/v1/tenants/acme/components/fresh";
+    let (status, body) = call(&fake, Method::DELETE, uri, Body::empty()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"tenant": "acme", "component": "fresh", "app": "fresh"})
+    );
+    let uri = "/v1/tenants/acme/components/ledger";
+    let listed = call(&fake, Method::DELETE, uri, Body::empty()).await;
+    assert_error(&listed, StatusCode::CONFLICT, "listed in the tenants file");
+    let uri = "/v1/tenants/acme/components/ghost";
+    let unknown = call(&fake, Method::DELETE, uri, Body::empty()).await;
+    assert_error(&unknown, StatusCode::NOT_FOUND, "runs no component `ghost`");
+}
+
+#[tokio::test]
 async fn reload_lists_what_loaded() {
     let fake = Arc::new(FakeControl::default());
     let (status, body) = call(&fake, Method::POST, "/v1/reload", Body::empty()).await;

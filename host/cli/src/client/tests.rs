@@ -145,6 +145,8 @@ async fn every_request_over_loopback() {
     let asked = fake.deploys.lock().unwrap().clone();
     assert_eq!(asked, [(TENANT.to_owned(), "ledger".to_owned(), 8)]);
 
+    let gone = client.undeploy(TENANT, "fresh").await.expect("an undeploy");
+    assert_eq!(gone.app, "fresh");
     let reloaded = client.reload().await.expect("a reload");
     assert_eq!(reloaded.len(), 1);
     let back = client

@@ -11,7 +11,7 @@ use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
 use crate::admin::model::{
     self, AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, Refusal, RolloutStatus,
-    SeekPosition, TenantStatus, VersionInfo,
+    SeekPosition, TenantStatus, Undeployed, VersionInfo,
 };
 
 /// Why an operator paused a tenant, as status shows it.
@@ -82,6 +82,10 @@ impl Control for Fleet {
         wasm: Vec<u8>,
     ) -> Result<Deployed, ControlError> {
         Fleet::deploy(self, tenant, component, wasm).await
+    }
+
+    async fn undeploy(&self, tenant: &str, component: &str) -> Result<Undeployed, ControlError> {
+        Fleet::undeploy(self, tenant, component).await
     }
 
     async fn reload(&self) -> Result<Vec<Deployed>, ControlError> {

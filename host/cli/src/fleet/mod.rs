@@ -612,7 +612,7 @@ impl Fleet {
         };
         let result = self.go_live(&host, tenant, name, component, store, file_hash.clone());
         let done = result.map_err(|reason| self.refuse(tenant.name(), name, reason, file_hash))?;
-        self.record_live(&done, keep.as_deref(), &source);
+        self.record_live(&done, keep, &source).await;
         Ok(done)
     }
 

@@ -9,19 +9,24 @@ use ruststream_runtime::{LoadedComponent, LogSink, Tenant, one_line};
 
 use super::{Fleet, Source, deployed};
 use crate::admin::control::ControlError;
-use crate::admin::model::{AppVersionList, Deployed, KeptVersion, VersionOrigin};
+use crate::admin::model::{AppVersionList, Deployed, KeptVersion, Undeployed, VersionOrigin};
 use crate::state::versions::{AppRecord, Pick, VersionStore, WentLive};
 
 impl Fleet {
-    /// Records that `done` went live (and how, from `source`), keeping `bytes` when given.
-    /// A failure is logged and reported by readiness: the version runs all the same.
-    pub(super) fn record_live(&self, done: &Deployed, bytes: Option<&[u8]>, source: &Source) {
-        let versions = &self.inner.versions;
-        let recorded = bytes
-            .map_or(Ok(()), |bytes| {
-                versions.keep_bytes(&done.content_hash, bytes)
-            })
-            .and_then(|()| {
+    /// Records that `done` went live (and how, from `source`), keeping `bytes` when given;
+    /// the writes (each fsynced) run off the async workers. A failure is logged and reported by
+    /// readiness: the version runs all the same.
+    pub(super) async fn record_live(
+        &self,
+        done: &Deployed,
+        bytes: Option<Vec<u8>>,
+        source: &Source,
+    ) {
+        let (fleet, done, source) = (self.clone(), done.clone(), source.clone());
+        let recorded = tokio::task::spawn_blocking(move || {
+            let versions = &fleet.inner.versions;
+            let kept = bytes.map_or(Ok(()), |b| versions.keep_bytes(&done.content_hash, &b));
+            kept.and_then(|()| {
                 versions.went_live(&WentLive {
                     tenant: &done.tenant,
                     app: &done.app,
@@ -32,8 +37,23 @@ impl Fleet {
                     file_hash: source.file_hash.as_deref(),
                     upload_only: source.upload_only,
                 })
-            });
-        self.note_state(recorded.map_err(|error| one_line(&error)));
+            })
+            .map_err(|error| one_line(&error))
+        })
+        .await;
+        let recorded = recorded.unwrap_or_else(|error| Err(format!("state directory: {error}")));
+        self.note_state(recorded);
+    }
+
+    /// The bytes of kept version `hash`, read off the async workers.
+    async fn kept_bytes(&self, hash: &str) -> Result<Vec<u8>, String> {
+        let (fleet, hash) = (self.clone(), hash.to_owned());
+        let read = tokio::task::spawn_blocking(move || fleet.inner.versions.bytes(&hash));
+        match read.await {
+            Ok(Ok(bytes)) => Ok(bytes),
+            Ok(Err(error)) => Err(one_line(&error)),
+            Err(error) => Err(format!("state directory: {error}")),
+        }
     }
 
     /// Keeps the outcome of the last write to the state directory for readiness.
@@ -55,11 +75,11 @@ impl Fleet {
         file_hash: Option<String>,
     ) -> Option<Deployed> {
         let live = record.live.clone()?;
-        let bytes = match self.inner.versions.bytes(&live) {
+        let bytes = match self.kept_bytes(&live).await {
             Ok(bytes) => bytes,
             Err(error) => {
                 tracing::warn!(tenant = %tenant.name(), app = %record.app,
-                    "cannot run the version that was live: {}", one_line(&error));
+                    "cannot run the version that was live: {error}");
                 return None;
             }
         };
@@ -162,7 +182,7 @@ impl Fleet {
                         file_hash: None,
                         upload_only: None,
                     };
-                    self.record_live(&done, None, &source);
+                    self.record_live(&done, None, &source).await;
                 }
             }
         }
@@ -191,7 +211,7 @@ impl Fleet {
             file_hash: None,
             upload_only: None,
         };
-        self.record_live(&done, None, &source);
+        self.record_live(&done, None, &source).await;
         Ok(done)
     }
 
@@ -229,10 +249,9 @@ impl Fleet {
             });
         }
         let bytes = self
-            .inner
-            .versions
-            .bytes(&kept.hash)
-            .map_err(|error| ControlError::State(one_line(&error)))?;
+            .kept_bytes(&kept.hash)
+            .await
+            .map_err(ControlError::State)?;
         let (run, operator) = self
             .with_tenants(|t| {
                 t.get(tenant)
@@ -256,8 +275,56 @@ impl Fleet {
             file_hash: None,
             upload_only: None,
         };
-        self.record_live(&done, None, &source);
+        self.record_live(&done, None, &source).await;
         Ok(done)
+    }
+
+    /// Stops component `component` of `tenant` for good: one that came by upload under a name
+    /// the tenants file does not list (a listed one is stopped by removing it there).
+    ///
+    /// # Errors
+    /// When the tenant is unknown, runs no such component, or lists it in the tenants file.
+    pub(crate) async fn undeploy(
+        &self,
+        tenant: &str,
+        component: &str,
+    ) -> Result<Undeployed, ControlError> {
+        let _one_at_a_time = self.inner.reloading.lock().await;
+        let app = {
+            let mut state = self.state();
+            let run = state
+                .tenants
+                .get_mut(tenant)
+                .ok_or_else(|| ControlError::UnknownTenant(tenant.to_owned()))?;
+            if run
+                .configured
+                .iter()
+                .any(|path| super::stem(path) == component)
+            {
+                return Err(ControlError::Configured {
+                    tenant: tenant.to_owned(),
+                    component: component.to_owned(),
+                });
+            }
+            run.refused.remove(component);
+            run.components
+                .remove(component)
+                .ok_or_else(|| ControlError::UnknownComponent {
+                    tenant: tenant.to_owned(),
+                    component: component.to_owned(),
+                })?
+                .app
+        };
+        let retired = self.inner.versions.retired(tenant, component);
+        self.note_state(retired.map_err(|error| one_line(&error)));
+        let undeployed = Undeployed {
+            tenant: tenant.to_owned(),
+            component: component.to_owned(),
+            app: app.name().to_owned(),
+        };
+        tracing::info!(tenant, component, app = %undeployed.app, "undeployed: stopping it");
+        super::stop_apps(vec![app]).await;
+        Ok(undeployed)
     }
 
     /// The versions kept of `app` of `tenant`, the one that went live last first.

@@ -66,10 +66,10 @@ fn with_custom_section(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// The version that handled event `id`, from the `handled` lines of a host log.
-fn handled_by(log: &str, id: u64) -> Option<String> {
+fn handled_by(log: &str, id: u64) -> Vec<String> {
     log.lines()
         .filter(|line| line.contains(" handled "))
-        .find_map(|line| {
+        .filter_map(|line| {
             let field = |name: &str| {
                 line.split_whitespace()
                     .map(|token| token.strip_prefix("fields=").unwrap_or(token))
@@ -78,6 +78,7 @@ fn handled_by(log: &str, id: u64) -> Option<String> {
             };
             (field("event.id")?.parse::<u64>().ok()? == id).then(|| field("version"))?
         })
+        .collect()
 }
 
 /// A running host of one test, its log in `dir/host-N.log`.
@@ -137,26 +138,49 @@ impl Host {
 
     /// Waits until `version` handles a record put now: records are put one by one until one
     /// is handled (a record put before the shard opened at the tip is never read), and the one
-    /// handled must be handled by `version`.
+    /// handled must be handled by `version` alone.
     async fn serves(&self, kinesis: &aws_sdk_kinesis::Client, version: &str) -> anyhow::Result<()> {
+        self.handle(kinesis, &[version]).await
+    }
+
+    /// [`serves`](Self::serves) for several apps reading `events`: each of `versions` handles
+    /// the record, and no other.
+    async fn handle(
+        &self,
+        kinesis: &aws_sdk_kinesis::Client,
+        versions: &[&str],
+    ) -> anyhow::Result<()> {
         for _ in 0..30 {
             let id = next_id();
             put_json(kinesis, "events", &json!({ "id": id }), None).await?;
-            let handled = poll_for(Duration::from_secs(5), async || {
-                handled_by(&self.output(), id)
+            let all = poll_for(Duration::from_secs(5), async || {
+                let by = handled_by(&self.output(), id);
+                versions
+                    .iter()
+                    .all(|v| by.iter().any(|b| b == v))
+                    .then_some(by)
             })
             .await;
-            if let Some(by) = handled {
+            if let Some(mut by) = all {
+                by.sort();
+                let mut wanted: Vec<String> = versions.iter().map(|v| (*v).to_owned()).collect();
+                wanted.sort();
                 anyhow::ensure!(
-                    by == version,
-                    "record {id} handled by version {by}, not {version}: {}",
+                    by == wanted,
+                    "record {id} handled by versions {by:?}, not {wanted:?}: {}",
                     self.output()
                 );
                 return Ok(());
             }
+            let by = handled_by(&self.output(), id);
+            anyhow::ensure!(
+                by.is_empty(),
+                "record {id} handled by versions {by:?}, not {versions:?}: {}",
+                self.output()
+            );
         }
         anyhow::bail!(
-            "version {version} never handled a record: {}",
+            "versions {versions:?} never handled a record: {}",
             self.output()
         )
     }
@@ -842,6 +866,70 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
     let host = Host::start(&config, &kinesis, 2, &judge)?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
+    host.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeployed()
+-> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    kinesis.create_stream("events", 1).await?;
+    let client = kinesis.client().await;
+    let dir = scratch("upload-only")?;
+    let config = write_config(&dir, "")?;
+    // App `renamed` 3.0.0, reading `events` too: a new app, under a name the file does not list.
+    let renamed = guests::VERSIONED_RENAMED
+        .path()
+        .to_string_lossy()
+        .into_owned();
+
+    let host = Host::start(&config, &kinesis, 1, &[])?;
+    reading(&host).await?;
+    host.serves(&client, "1").await?;
+    let (ok, text) = host
+        .cli(&["deploy", "acme", &renamed, "--name", "extra"])
+        .await?;
+    assert!(
+        ok && text.contains("acme/renamed 3.0.0 (extra, #"),
+        "{text}"
+    );
+    assert!(text.contains("started (new app)"), "{text}");
+    host.handle(&client, &["1", "3"]).await?;
+    // A reload reads the tenants file again: the upload is not undone.
+    let (ok, text) = host.cli(&["reload"]).await?;
+    assert!(ok, "{text}");
+    host.handle(&client, &["1", "3"]).await?;
+    host.stop().await?;
+
+    let host = Host::start(&config, &kinesis, 2, &[])?;
+    reading(&host).await?;
+    host.handle(&client, &["1", "3"]).await?;
+    let (ok, text) = host.cli(&["undeploy", "acme", "versioned"]).await?;
+    assert!(
+        !ok && text.contains("is listed in the tenants file"),
+        "{text}"
+    );
+    assert!(text.contains("(409 Conflict)"), "{text}");
+    let (ok, text) = host.cli(&["undeploy", "acme", "extra"]).await?;
+    assert!(ok, "{text}");
+    assert_eq!(
+        text.trim(),
+        "acme/extra (app renamed): stopped; a restart does not run it again"
+    );
+    host.serves(&client, "1").await?;
+    let (ok, text) = host.cli(&["undeploy", "acme", "extra"]).await?;
+    assert!(
+        !ok && text.contains("runs no component `extra` (404 Not Found)"),
+        "{text}"
+    );
+    host.stop().await?;
+
+    let host = Host::start(&config, &kinesis, 3, &[])?;
+    reading(&host).await?;
+    host.serves(&client, "1").await?;
+    let (ok, text) = host.cli(&["status"]).await?;
+    assert!(ok && !text.contains("app renamed"), "{text}");
     host.stop().await?;
     Ok(())
 }
