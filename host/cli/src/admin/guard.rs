@@ -11,6 +11,7 @@
 //! route's body limit, also 413).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING};
@@ -23,6 +24,10 @@ use super::allowed_hosts::AllowedHosts;
 use super::routes::ApiError;
 use super::token::AdminToken;
 
+/// How long an upload may take to arrive: 32 MiB at 2 Mbit/s. A client that stalls would
+/// otherwise hold the one upload slot until its connection dies.
+pub(crate) const UPLOAD_TIME: Duration = Duration::from_secs(150);
+
 /// The routes a probe reaches without the token.
 const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
 
@@ -33,24 +38,42 @@ pub(crate) struct Guard {
     hosts: AllowedHosts,
     /// Largest upload: the compile size bound (`compile_max_bytes`).
     max_upload: usize,
+    /// How long an upload may take to arrive.
+    upload_time: Duration,
     /// One permit: the upload under way holds it.
     uploads: Semaphore,
 }
 
 impl Guard {
-    /// Checks against `token` and `hosts`, uploads of at most `max_upload` bytes.
+    /// Checks against `token` and `hosts`, uploads of at most `max_upload` bytes arriving
+    /// within [`UPLOAD_TIME`].
     pub(crate) fn new(token: AdminToken, hosts: AllowedHosts, max_upload: usize) -> Self {
         Self {
             token,
             hosts,
             max_upload,
+            upload_time: UPLOAD_TIME,
             uploads: Semaphore::new(1),
+        }
+    }
+
+    /// The same with another time for an upload to arrive.
+    #[cfg(test)]
+    pub(crate) fn with_upload_time(self, upload_time: Duration) -> Self {
+        Self {
+            upload_time,
+            ..self
         }
     }
 
     /// Largest upload accepted.
     pub(crate) fn max_upload(&self) -> usize {
         self.max_upload
+    }
+
+    /// How long an upload may take to arrive.
+    pub(crate) fn upload_time(&self) -> Duration {
+        self.upload_time
     }
 
     fn check_token(&self, headers: &HeaderMap) -> Result<(), &'static str> {
@@ -60,10 +83,12 @@ impl Guard {
                  of the host's admin token file (the ruststream verbs send it themselves)",
             );
         };
+        // The scheme's name is case-insensitive (RFC 9110).
         let presented = value
             .as_bytes()
-            .strip_prefix(b"Bearer ")
-            .map(<[u8]>::trim_ascii)
+            .split_at_checked(7)
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"Bearer "))
+            .map(|(_, token)| token.trim_ascii())
             .ok_or("the Authorization header is not `Bearer TOKEN`")?;
         if self.token.matches(presented) {
             Ok(())

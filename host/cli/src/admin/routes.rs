@@ -7,10 +7,12 @@
 //! content type is the guard's to check.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{from_fn, from_fn_with_state};
@@ -29,7 +31,7 @@ use super::model::{
 
 /// The admin API over `control`, every request checked by `guard` first.
 pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
-    let max_upload = guard.max_upload();
+    let (max_upload, upload_time) = (guard.max_upload(), guard.upload_time());
     let upload = from_fn_with_state(guard.clone(), guard::upload);
     let json = || from_fn(guard::json_body);
     Router::new()
@@ -47,10 +49,11 @@ pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
         )
         .route(
             "/v1/tenants/{tenant}/components/{name}",
-            put(move |control, names, wasm| deploy::<C>(control, names, wasm, max_upload))
-                .layer(DefaultBodyLimit::max(max_upload))
-                .layer(upload)
-                .merge(delete(undeploy::<C>).layer(json())),
+            put(move |control, names, body| {
+                deploy::<C>(control, names, body, (max_upload, upload_time))
+            })
+            .layer(upload)
+            .merge(delete(undeploy::<C>).layer(json())),
         )
         .route("/v1/reload", post(reload::<C>).layer(json()))
         .route(
@@ -231,23 +234,37 @@ async fn resume<C: Control>(
 async fn deploy<C: Control>(
     State(control): State<Arc<C>>,
     Names((tenant, name)): Names<(String, String)>,
-    wasm: Result<Bytes, BytesRejection>,
-    max_upload: usize,
+    body: Body,
+    (max_upload, upload_time): (usize, Duration),
 ) -> Answer<Deployed> {
-    let wasm = wasm.map_err(|rejection| match rejection.status() {
-        // Streamed past the route's limit, which is the compile size bound.
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            guard::too_large_streamed(max_upload),
-        ),
-        _ => ApiError::from(rejection),
-    })?;
+    let wasm = read_upload(body, max_upload, upload_time).await?;
     if wasm.is_empty() {
         let message = "the request body is empty: send the component's .wasm bytes".to_owned();
         return Err(ApiError::new(StatusCode::BAD_REQUEST, message));
     }
     tracing::info!(tenant = %quote(&tenant), component = %quote(&name), bytes = wasm.len(), "admin: deploy");
     Ok(Json(control.deploy(&tenant, &name, Vec::from(wasm)).await?))
+}
+
+/// The upload's bytes: at most `max` (the compile size bound) within `time`, so a client that
+/// stalls does not hold the one upload slot for good.
+async fn read_upload(body: Body, max: usize, time: Duration) -> Result<Bytes, ApiError> {
+    match tokio::time::timeout(time, axum::body::to_bytes(body, max)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(error)) => {
+            let error = error.into_inner();
+            if error.is::<http_body_util::LengthLimitError>() {
+                let message = guard::too_large_streamed(max);
+                return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message));
+            }
+            let message = format!("cannot read the upload: {error}");
+            Err(ApiError::new(StatusCode::BAD_REQUEST, message))
+        }
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the upload did not arrive within {time:?}: send it again"),
+        )),
+    }
 }
 
 async fn undeploy<C: Control>(

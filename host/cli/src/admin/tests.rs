@@ -597,3 +597,24 @@ async fn uploads_are_bounded_before_reading_and_one_at_a_time() {
         "only the third reached the host"
     );
 }
+
+#[tokio::test]
+async fn an_upload_that_stalls_lets_the_slot_go() {
+    let fake = Arc::new(FakeControl::default());
+    let guard = Arc::into_inner(guard()).expect("one owner");
+    let guard = Arc::new(guard.with_upload_time(std::time::Duration::from_millis(50)));
+    let router = router(fake.clone(), guard);
+    let uri = "/v1/tenants/acme/components/ledger";
+    let stalled = send(
+        router.clone(),
+        request(Method::PUT, uri, Body::new(Endless)),
+    )
+    .await;
+    assert_error(
+        &stalled,
+        StatusCode::REQUEST_TIMEOUT,
+        "the upload did not arrive within 50ms: send it again",
+    );
+    let next = send(router, request(Method::PUT, uri, &b"\0asm"[..])).await;
+    assert_eq!(next.0, StatusCode::OK, "{}", next.1);
+}
