@@ -330,6 +330,7 @@ impl Fleet {
 
     /// Stops every app at once: calls finish, checkpoints are flushed, leases released.
     pub(crate) async fn shutdown(&self) {
+        self.record_rollbacks().await;
         let apps: Vec<Arc<RunningApp>> = {
             let mut state = self.state();
             std::mem::take(&mut state.tenants)

@@ -188,6 +188,36 @@ impl Fleet {
         }
     }
 
+    /// Records, before a stop, the versions the rollout judges returned to that
+    /// [`follow_rollbacks`](Self::follow_rollbacks) has not recorded yet: what runs at the stop
+    /// is what the next start runs.
+    /// Takes no reload lock: at a stop, an upload still being compiled must not hold it up.
+    pub(super) async fn record_rollbacks(&self) {
+        let running: Vec<(String, Arc<RunningApp>)> = self.with_tenants(|tenants| {
+            tenants
+                .iter()
+                .flat_map(|(name, run)| {
+                    run.components
+                        .values()
+                        .map(|c| (name.clone(), c.app.clone()))
+                })
+                .collect()
+        });
+        for (tenant, app) in running {
+            let done = deployed(&tenant, &app, true);
+            let recorded = self.inner.versions.record(&tenant, app.name());
+            let live = recorded.ok().flatten().and_then(|r| r.live);
+            if app.versions().rollbacks > 0 && live.as_deref() != Some(done.content_hash.as_str()) {
+                let source = Source {
+                    how: VersionOrigin::Rollback,
+                    file_hash: None,
+                    upload_only: None,
+                };
+                self.record_live(&done, None, &source).await;
+            }
+        }
+    }
+
     /// Returns app `app` of `tenant` to the version its last swap replaced.
     ///
     /// # Errors
