@@ -644,6 +644,17 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
         .await?;
     assert!(ok, "{text}");
     host.serves(&client, "2").await?;
+    host.stop().await?;
+
+    // The file did not change: what was live (the upload) runs again.
+    let host = Host::start(&config, &kinesis, 2, &[])?;
+    reading(&host).await?;
+    host.serves(&client, "2").await?;
+    assert!(
+        host.output().contains("running the version that was live"),
+        "{}",
+        host.output()
+    );
     let (ok, text) = host.cli(&["versions", "acme", "versioned"]).await?;
     assert!(ok, "{text}");
     let lines: Vec<&str> = text.lines().collect();
@@ -658,17 +669,6 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
         "{text}"
     );
     assert!(!lines[2].ends_with("live"), "{text}");
-    host.stop().await?;
-
-    // The file did not change: what was live (the upload) runs again.
-    let host = Host::start(&config, &kinesis, 2, &[])?;
-    reading(&host).await?;
-    host.serves(&client, "2").await?;
-    assert!(
-        host.output().contains("running the version that was live"),
-        "{}",
-        host.output()
-    );
     let (ok, text) = host
         .cli(&["rollback", "acme", "versioned", "--to", &short(&v1)[..8]])
         .await?;
@@ -781,13 +781,6 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
         "{}",
         host.output()
     );
-    let (ok, text) = host.cli(&["versions", "acme", "versioned"]).await?;
-    let newest = text.lines().nth(1).unwrap_or_default();
-    assert!(
-        newest.starts_with(&format!("  #{} 1.0.0 (versioned) file", short(&v1b))),
-        "{text}"
-    );
-    assert!(ok && newest.ends_with("live"), "{text}");
     host.stop().await?;
 
     // A changed file that is refused: what was live runs, and the refusal is shown.
@@ -809,6 +802,12 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
         )),
         "{text}"
     );
+    // What runs is the build the operator dropped in while the host was down, as it came.
+    let (ok, text) = host.cli(&["versions", "acme", "versioned"]).await?;
+    let newest = text.lines().nth(1).unwrap_or_default();
+    let expected = format!("  #{} 1.0.0 (versioned) file", short(&v1b));
+    assert!(ok && newest.starts_with(&expected), "{text}");
+    assert!(newest.ends_with("live"), "{text}");
     host.stop().await?;
     Ok(())
 }
@@ -822,7 +821,6 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
     let config = write_config(&dir, "")?;
     let judge = ["--rollout-calls", "4", "--rollout-margin", "0.2"];
     let trap = guests::VERSIONED_TRAP.path().to_string_lossy().into_owned();
-
     let v2 = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
 
     let host = Host::start(&config, &kinesis, 1, &judge)?;
