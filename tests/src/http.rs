@@ -79,7 +79,7 @@ impl AdminApi {
     pub fn new(addr: &str, state_dir: &Path) -> anyhow::Result<Self> {
         Ok(Self {
             addr: addr.to_owned(),
-            token: crate::process::admin_token(state_dir)?,
+            token: admin_token(state_dir)?,
         })
     }
 
@@ -99,4 +99,15 @@ impl AdminApi {
         headers.extend(content_type.map(|t| ("Content-Type", t)));
         request(&self.addr, method, path, &headers, body)
     }
+}
+
+/// The admin token the host keeps in `state_dir`, once it made it.
+///
+/// # Errors
+/// When the file cannot be read.
+pub fn admin_token(state_dir: &Path) -> anyhow::Result<String> {
+    let path = state_dir.join("admin-token");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|error| anyhow::anyhow!("no admin token at {}: {error}", path.display()))?;
+    Ok(text.trim().to_owned())
 }

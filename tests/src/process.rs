@@ -96,17 +96,6 @@ pub fn state_dir(config: &Path) -> PathBuf {
     config.parent().unwrap_or(Path::new(".")).join("state")
 }
 
-/// The admin token the host keeps in `state_dir`, once it made it.
-///
-/// # Errors
-/// When the file cannot be read.
-pub fn admin_token(state_dir: &Path) -> anyhow::Result<String> {
-    let path = state_dir.join("admin-token");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|error| anyhow::anyhow!("no admin token at {}: {error}", path.display()))?;
-    Ok(text.trim().to_owned())
-}
-
 /// The address the host's admin API listens on, from its log (`admin API listening`), once it
 /// does.
 pub fn admin_addr(log: &str) -> Option<String> {

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 
 use super::allowed_hosts::AllowedHosts;
-use super::routes::ApiError;
+use super::error::ApiError;
 use super::token::AdminToken;
 
 /// How long an upload may take to arrive: 32 MiB at 2 Mbit/s. A client that stalls would

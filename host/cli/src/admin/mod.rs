@@ -11,6 +11,7 @@
 
 pub(crate) mod allowed_hosts;
 pub(crate) mod control;
+mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 mod guard;

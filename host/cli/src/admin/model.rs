@@ -6,6 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How a kept version came to be live (`file`, `upload`, `rollback`): the state directory's
+/// word, shown as is.
+pub(crate) use crate::state::versions::VersionOrigin;
+
 /// `GET /v1/status`: this host, whether it is ready, and every tenant it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct HostStatus {
@@ -172,29 +176,6 @@ pub(crate) struct Undeployed {
     pub component: String,
     /// The app it ran.
     pub app: String,
-}
-
-/// How a version came to be live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum VersionOrigin {
-    /// Read from the configured component file (at a start, on a change, on a reload).
-    File,
-    /// Uploaded through the admin API (`ruststream deploy`).
-    Upload,
-    /// Returned to by a rollback: an operator's, or the rollout judge's.
-    Rollback,
-}
-
-impl VersionOrigin {
-    /// The word `ruststream versions` shows.
-    pub(crate) fn word(self) -> &'static str {
-        match self {
-            Self::File => "file",
-            Self::Upload => "upload",
-            Self::Rollback => "rollback",
-        }
-    }
 }
 
 /// `GET /v1/tenants/{tenant}/apps/{app}/versions`: the versions the host keeps of an app,

@@ -11,22 +11,21 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{from_fn, from_fn_with_state};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
-use ruststream_runtime::{one_line, quote};
+use ruststream_runtime::quote;
 use serde::de::DeserializeOwned;
 
-use super::control::{Control, ControlError};
+use super::control::Control;
+use super::error::ApiError;
 use super::guard::{self, Guard};
 use super::model::{
-    AppVersionList, Deployed, ErrorBody, HostStatus, Moved, PauseState, Readiness, RollbackTo,
-    SeekPosition, Undeployed,
+    AppVersionList, Deployed, HostStatus, Moved, PauseState, Readiness, RollbackTo, SeekPosition,
+    Undeployed,
 };
 
 /// The admin API over `control`, every request checked by `guard` first.
@@ -68,61 +67,6 @@ pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(guard, guard::host_and_token))
         .with_state(control)
-}
-
-/// An error answer: a status and `{"error": message}`.
-#[derive(Debug)]
-pub(super) struct ApiError {
-    status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    pub(super) fn new(status: StatusCode, message: String) -> Self {
-        Self { status, message }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: self.message,
-        };
-        (self.status, Json(body)).into_response()
-    }
-}
-
-impl From<ControlError> for ApiError {
-    fn from(error: ControlError) -> Self {
-        // Names in the message come from the request path: one_line escapes and bounds them.
-        Self::new(status_of(&error), one_line(&error))
-    }
-}
-
-impl From<BytesRejection> for ApiError {
-    fn from(rejection: BytesRejection) -> Self {
-        Self::new(rejection.status(), rejection.body_text())
-    }
-}
-
-/// The HTTP status of each refusal from the host. Exhaustive on purpose: a new variant must
-/// be given its status here.
-fn status_of(error: &ControlError) -> StatusCode {
-    match error {
-        ControlError::UnknownTenant(_)
-        | ControlError::UnknownApp { .. }
-        | ControlError::UnknownSubscriber { .. } => StatusCode::NOT_FOUND,
-        ControlError::Refused { .. } | ControlError::Config(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        ControlError::UnknownVersion { .. } | ControlError::UnknownComponent { .. } => {
-            StatusCode::NOT_FOUND
-        }
-        ControlError::NothingToRollBack { .. }
-        | ControlError::Seek(_)
-        | ControlError::AmbiguousVersion { .. }
-        | ControlError::AlreadyLive { .. }
-        | ControlError::Configured { .. } => StatusCode::CONFLICT,
-        ControlError::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    }
 }
 
 /// Path parameters, with a JSON error when they do not decode (invalid percent-encoding).

@@ -14,7 +14,29 @@ use ruststream_runtime::{Clock as _, SystemClock, content_hash};
 use serde::{Deserialize, Serialize};
 
 use super::{StateError, create_private_dir, file_name, write_atomic};
-use crate::admin::model::VersionOrigin;
+
+/// How a version came to be live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum VersionOrigin {
+    /// Read from the configured component file (at a start, on a change, on a reload).
+    File,
+    /// Uploaded through the admin API (`ruststream deploy`).
+    Upload,
+    /// Returned to by a rollback: an operator's, or the rollout judge's.
+    Rollback,
+}
+
+impl VersionOrigin {
+    /// The word `ruststream versions` shows.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Self::File => "file",
+            Self::Upload => "upload",
+            Self::Rollback => "rollback",
+        }
+    }
+}
 
 /// How many versions of an app are kept unless `[host] keep_versions` says otherwise.
 pub(crate) const DEFAULT_KEEP: usize = 10;
