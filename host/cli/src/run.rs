@@ -49,9 +49,6 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Read once for what `run` settles at start; the fleet reads it again on every reload.
     let file = args.config.as_deref().map(Config::load).transpose()?;
     let settings = Settings::new(&args, file.as_ref())?;
-    // Locked for as long as this host runs: a second host on the same directory is refused.
-    let state_dir = StateDir::open(&settings.state_dir)?;
-    tracing::info!(state_dir = %state_dir.root().display(), "state directory");
     // Before the runtime: its compiles are counted.
     let recorder = args
         .metrics_addr
@@ -78,9 +75,13 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.config.clone(),
         args.components.clone(),
         settings.leases,
-        VersionStore::new(state_dir.root(), settings.keep_versions),
+        VersionStore::new(&settings.state_dir, settings.keep_versions),
     );
     fleet.check_config()?;
+    // Locked for as long as this host runs: a second host on the same directory is refused.
+    // Opened once the config is known to load, before anything is read from it or written.
+    let state_dir = StateDir::open(&settings.state_dir)?;
+    tracing::info!(state_dir = %state_dir.root().display(), "state directory");
     // Before the first load: readiness says the host is still loading, and the metrics count
     // the first compiles.
     let admin = match args.admin_addr.0 {
