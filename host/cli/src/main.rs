@@ -11,9 +11,9 @@
 //! `tail STREAM` prints a stream's records with their envelopes decoded (a dead letter's
 //! origin too); `put STREAM` writes JSON records with headers and a partition key.
 //!
-//! `status`, `seek`, `pause`, `resume`, `deploy`, `undeploy`, `reload`, `rollback` and `versions` are thin
-//! clients of a running host's admin API (`--admin URL`, default `http://127.0.0.1:9465`),
-//! sending the token the host keeps in its state directory.
+//! `status`, `seek`, `pause`, `resume`, `deploy`, `undeploy`, `reload`, `rollback` and
+//! `versions` are thin clients of a running host's admin API (`--admin URL`, default
+//! `http://127.0.0.1:9465`), sending the token the host keeps in its state directory.
 //!
 //! Modules: `args` (the command line); the commands `check`, `run` (with `config`, the tenants
 //! file, `fleet`, the tenants running and the one reload path, `admin`, the admin API over it,
