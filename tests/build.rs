@@ -105,6 +105,10 @@ fn build_guests(root: &Path, target_dir: &Path) {
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_BUILD_RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
+        // `cargo clippy` on the tests wraps rustc with clippy-driver (and -D warnings): the
+        // guests are examples, linted by their own workspace, not rebuilt under it.
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CLIPPY_ARGS")
         .status()
         .expect("cannot run cargo to build the guest components");
     if !status.success() {

@@ -42,6 +42,8 @@ async fn run() -> anyhow::Result<()> {
     kinesis.create_stream("ledger", 1).await?;
     let dir = target_dir()?.join("host-scale");
     std::fs::create_dir_all(&dir)?;
+    // What an earlier run kept would be what this one runs: start without it.
+    let _ = std::fs::remove_dir_all(dir.join("state"));
     let config = dir.join("tenants.toml");
     std::fs::write(&config, tenants_file(&dir, TENANTS)?)?;
 
@@ -57,6 +59,8 @@ async fn run() -> anyhow::Result<()> {
         ])
         .args(["--poll-interval-ms", &IDLE_POLL.as_millis().to_string()])
         .args(["--admin-addr", "off", "--metrics-addr", "off"])
+        // Its own state directory: kept versions stay out of the user's.
+        .env("RUSTSTREAM_STATE_DIR", dir.join("state"))
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("RUST_LOG", "info")

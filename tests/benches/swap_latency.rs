@@ -116,6 +116,8 @@ async fn run() -> anyhow::Result<()> {
         ])
         .args(["--poll-interval-ms", "200"])
         .args(["--admin-addr", "off", "--metrics-addr", "off"])
+        // Its own state directory: kept versions stay out of the user's.
+        .env("RUSTSTREAM_STATE_DIR", dir.join("state"))
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("RUST_LOG", "info")

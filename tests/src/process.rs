@@ -1,7 +1,8 @@
 //! `ruststream run` as a user runs it: a spawned process against the local servers, its log
-//! in a file, stopped by signals.
+//! in a file, stopped by signals, its state (admin token, kept versions) beside its tenants
+//! file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::binary;
@@ -31,8 +32,8 @@ impl Running {
 }
 
 /// `ruststream run --config config` against `kinesis`, with quick polling, its admin API and
-/// metrics endpoint on free loopback ports (see [`admin_addr`], [`metrics_addr`]) and its log
-/// in `log`; `args` adds to the command line.
+/// metrics endpoint on free loopback ports (see [`admin_addr`], [`metrics_addr`]), its state
+/// in [`state_dir`] and its log in `log`; `args` adds to the command line.
 ///
 /// # Errors
 /// When the log file cannot be created or the binary cannot be spawned.
@@ -79,10 +80,20 @@ pub fn host_command(config: &Path, kinesis_endpoint: &str, args: &[&str]) -> Com
             "127.0.0.1:0",
         ])
         .args(args)
+        // The environment variable rather than the flag: a test can take it away to run the
+        // host with its default state directory.
+        .env("RUSTSTREAM_STATE_DIR", state_dir(config))
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stderr(Stdio::inherit());
     command
+}
+
+/// The state directory of a host that [`host_command`] runs with tenants file `config`:
+/// `state/` beside the file, so each test's host has its own, and a host restarted from the
+/// same file finds its state again.
+pub fn state_dir(config: &Path) -> PathBuf {
+    config.parent().unwrap_or(Path::new(".")).join("state")
 }
 
 /// The address the host's admin API listens on, from its log (`admin API listening`), once it

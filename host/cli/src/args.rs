@@ -7,6 +7,7 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use ruststream_runtime::quote;
 
 use crate::admin::DEFAULT_ADDR;
+use crate::admin::allowed_hosts::{HostName, parse_host_name};
 use crate::admin::model::SeekPosition;
 use crate::client::{self, parse_position};
 
@@ -49,7 +50,7 @@ pub(crate) enum Command {
         compile: CompileArgs,
     },
     /// Runs components until SIGINT/SIGTERM.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Writes a tenant crate: the seed's handler, built into a component with
     /// `cargo build-component`, and a `TestApp` test run by `cargo test`.
     New(NewArgs),
@@ -78,6 +79,15 @@ pub(crate) enum Command {
     /// Loads a component into a running host for a tenant: a new version of the app it
     /// declares, or a new app.
     Deploy(DeployArgs),
+    /// Stops, for good, a component a running host took by upload under a name its tenants
+    /// file does not list (a listed one is stopped by removing it from the file).
+    Undeploy {
+        tenant: String,
+        /// The component's name, as it was deployed.
+        name: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
     /// Has a running host re-read its config and component files (as SIGHUP does).
     Reload {
         #[command(flatten)]
@@ -88,10 +98,25 @@ pub(crate) enum Command {
     Tail(TailArgs),
     /// Writes JSON records to a stream, with headers and a partition key.
     Put(PutArgs),
-    /// Swaps a tenant's app back to its previous version.
+    /// Swaps a tenant's app back to its previous version, or to a kept one (`--to`).
     Rollback {
         tenant: String,
         app: String,
+        /// The kept version to return to: its content hash, or a unique prefix of it (see
+        /// `ruststream versions`).
+        #[arg(long, value_name = "HASH")]
+        to: Option<String>,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Lists the versions a running host keeps of a tenant's app: hash, version, when it went
+    /// live, how it came (file, upload, rollback), and which one is live.
+    Versions {
+        tenant: String,
+        app: String,
+        /// Print the host's JSON as is.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         admin: AdminTarget,
     },
@@ -101,12 +126,23 @@ pub(crate) enum Command {
     Dev(DevArgs),
 }
 
-/// Which running host an admin verb talks to.
+/// Which running host an admin verb talks to, and how it proves itself.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct AdminTarget {
-    /// The host's admin API (plain http; `run` serves it on loopback).
+    /// The host's admin API: http:// on loopback, or https://.
     #[arg(long = "admin", env = "RUSTSTREAM_ADMIN", value_name = "URL", default_value = client::DEFAULT_URL)]
     pub url: String,
+    /// The file holding the host's admin token [default: admin-token in the state directory].
+    #[arg(long, env = "RUSTSTREAM_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// The host's state directory, where its admin token is [default:
+    /// $XDG_DATA_HOME/ruststream, or ~/.local/share/ruststream].
+    #[arg(long, env = "RUSTSTREAM_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Certificates (PEM) to trust for an https:// admin URL, e.g. the host's own
+    /// self-signed one [default: the system's root certificates].
+    #[arg(long, env = "RUSTSTREAM_ADMIN_CA", value_name = "FILE")]
+    pub admin_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -248,10 +284,39 @@ pub(crate) struct RunArgs {
     /// unless --allow-remote-admin.
     #[arg(long, env = "RUSTSTREAM_ADMIN_ADDR", value_name = "ADDR", default_value_t = ListenAddr(Some(DEFAULT_ADDR)), value_parser = parse_listen_addr)]
     pub admin_addr: ListenAddr,
-    /// Let the admin API listen on a non-loopback address. It has no authentication: whoever
-    /// reaches it can load code into tenants and pause them.
+    /// Let the admin API listen on a non-loopback address. Needs TLS (--admin-tls-cert and
+    /// --admin-tls-key) besides the token: whoever has the token can load code into tenants.
     #[arg(long)]
     pub allow_remote_admin: bool,
+    /// The certificate chain (PEM) the admin API serves TLS with.
+    #[arg(
+        long,
+        env = "RUSTSTREAM_ADMIN_TLS_CERT",
+        value_name = "FILE",
+        requires = "admin_tls_key"
+    )]
+    pub admin_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --admin-tls-cert.
+    #[arg(
+        long,
+        env = "RUSTSTREAM_ADMIN_TLS_KEY",
+        value_name = "FILE",
+        requires = "admin_tls_cert"
+    )]
+    pub admin_tls_key: Option<PathBuf>,
+    /// A name the admin API answers to besides its address (`NAME` or `NAME:PORT`, repeatable):
+    /// requests with another `Host` are refused.
+    #[arg(long = "admin-host", value_name = "NAME", value_parser = parse_host_name)]
+    pub admin_hosts: Vec<HostName>,
+    /// The file holding the admin token, made at the first start if missing [default:
+    /// admin-token in the state directory].
+    #[arg(long, env = "RUSTSTREAM_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// Where the host keeps its state: the admin token, every accepted component version, and
+    /// which one each app runs [default: `[host] state_dir`, else $XDG_DATA_HOME/ruststream, or
+    /// ~/.local/share/ruststream].
+    #[arg(long, env = "RUSTSTREAM_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Where Prometheus metrics are served (`GET /metrics`); `off` (or `none`) for none.
     #[arg(long, env = "RUSTSTREAM_METRICS_ADDR", value_name = "ADDR", default_value_t = ListenAddr(Some(METRICS_ADDR)), value_parser = parse_listen_addr)]
     pub metrics_addr: ListenAddr,
@@ -452,7 +517,7 @@ mod tests {
 
     fn run_args(args: &[&str]) -> RunArgs {
         match parse(args).map(|cli| cli.command) {
-            Ok(Command::Run(run)) => run,
+            Ok(Command::Run(run)) => *run,
             other => panic!("not a run: {other:?}"),
         }
     }
@@ -489,6 +554,47 @@ mod tests {
             error.to_string().contains("`localhost` is not an address"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn admin_security_flags() {
+        let run = run_args(&[
+            "run",
+            "x.wasm",
+            "--admin-host",
+            "admin.example.com",
+            "--admin-host",
+            "proxy.example.com:443",
+            "--admin-tls-cert",
+            "c.pem",
+            "--admin-tls-key",
+            "k.pem",
+            "--state-dir",
+            "/var/lib/rs",
+        ]);
+        assert_eq!(run.admin_hosts.len(), 2);
+        assert_eq!(run.state_dir, Some(PathBuf::from("/var/lib/rs")));
+        let error = parse(&["run", "x.wasm", "--admin-tls-cert", "c.pem"]).expect_err("no key");
+        assert!(error.to_string().contains("--admin-tls-key"), "{error}");
+        let error = parse(&["run", "x.wasm", "--admin-host", "a b"]).expect_err("not a name");
+        assert!(error.to_string().contains("is not a host name"), "{error}");
+
+        let cli = parse(&[
+            "rollback",
+            "acme",
+            "ledger",
+            "--to",
+            "3f2a",
+            "--state-dir",
+            "/s",
+        ]);
+        let Ok(Command::Rollback { to, admin, .. }) = cli.map(|cli| cli.command) else {
+            panic!("not a rollback")
+        };
+        assert_eq!(to.as_deref(), Some("3f2a"));
+        assert_eq!(admin.state_dir, Some(PathBuf::from("/s")));
+        let cli = parse(&["versions", "acme", "ledger", "--json"]).expect("versions");
+        assert!(matches!(cli.command, Command::Versions { json: true, .. }));
     }
 
     #[test]

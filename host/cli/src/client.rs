@@ -1,24 +1,36 @@
-//! The admin API's client, for the CLI verbs (`status`, `seek`, `pause`, ...): plain HTTP/1 to
-//! the admin URL, JSON answers parsed into the shared `admin::model` types.
+//! The admin API's client, for the CLI verbs (`status`, `seek`, `pause`, ...): HTTP/1 to the
+//! admin URL with the host's token, JSON answers parsed into the shared `admin::model` types.
 //!
 //! The URL is the default loopback one or the one the operator names (`--admin`,
-//! `RUSTSTREAM_ADMIN`); nothing is discovered. Only `http://`: the server has no TLS, and is
-//! meant to be reached over loopback or a tunnel.
+//! `RUSTSTREAM_ADMIN`); nothing is discovered. `http://` only to loopback (the token must not
+//! cross a network in clear); `https://` anywhere, trusting the system's roots or the
+//! certificates of `--admin-ca`.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Bytes;
-use hyper::header::CONTENT_TYPE;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Method, Request, StatusCode, Uri};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
 use ruststream_runtime::{escape_controls, quote};
 use serde::de::DeserializeOwned;
 
-use crate::admin::model::{Deployed, ErrorBody, HostStatus, Moved, PauseState, SeekPosition};
+use crate::admin::model::{
+    AppVersionList, Deployed, ErrorBody, HostStatus, Moved, PauseState, RollbackTo, SeekPosition,
+    Undeployed,
+};
+use crate::admin::token::AdminToken;
 
 /// The admin URL used when none is given.
 pub(crate) const DEFAULT_URL: &str = "http://127.0.0.1:9465";
@@ -81,6 +93,12 @@ pub(crate) enum ClientError {
     /// The request's JSON body could not be written.
     #[error("cannot encode the request")]
     Encode(#[source] serde_json::Error),
+    /// The certificates to trust for an `https://` URL cannot be had.
+    #[error("cannot set up TLS for the admin API: {reason}")]
+    Tls {
+        /// Why, one line.
+        reason: String,
+    },
     /// A success answer that is not the JSON expected.
     #[error("the admin API at {url} answered {status} with unexpected JSON")]
     Decode {
@@ -94,23 +112,51 @@ pub(crate) enum ClientError {
     },
 }
 
+/// What a client proves itself with, and whom it trusts.
+#[derive(Debug, Clone)]
+pub(crate) struct Credentials {
+    /// The host's admin token.
+    pub token: AdminToken,
+    /// Where it was read, for a refusal's message.
+    pub token_path: PathBuf,
+    /// Certificates (PEM) to trust for `https://` instead of the system's roots.
+    pub ca: Option<PathBuf>,
+}
+
 /// A connection to one host's admin API.
 #[derive(Debug, Clone)]
 pub(crate) struct AdminClient {
     /// The base URL without a trailing `/`; request paths are appended to it.
     base: String,
-    http: Client<HttpConnector, Full<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    credentials: Credentials,
 }
 
 impl AdminClient {
-    /// A client of the admin API at `url` (`http://host:port`, optionally with a path prefix).
-    /// Nothing is sent until a request is made.
-    pub(crate) fn new(url: &str) -> Result<Self, ClientError> {
-        let base = base_url(url)?;
+    /// A client of the admin API at `url` (`http://` to loopback or `https://`, `host:port`,
+    /// optionally with a path prefix) sending `credentials`' token. Nothing is sent until a
+    /// request is made.
+    ///
+    /// # Errors
+    /// [`ClientError::BadUrl`] for a URL it cannot use, [`ClientError::Tls`] when the
+    /// certificates to trust cannot be read.
+    pub(crate) fn new(url: &str, credentials: Credentials) -> Result<Self, ClientError> {
+        let (base, https) = base_url(url)?;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.enforce_http(false);
+        let tls = tls_config(https, credentials.ca.as_deref())?;
+        let connector = HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let http = Client::builder(TokioExecutor::new()).build(connector);
-        Ok(Self { base, http })
+        Ok(Self {
+            base,
+            http,
+            credentials,
+        })
     }
 
     /// `GET /v1/status`.
@@ -169,20 +215,63 @@ impl AdminClient {
             .await
     }
 
+    /// Stops component `name` of `tenant` (one that came by upload only) for good.
+    pub(crate) async fn undeploy(
+        &self,
+        tenant: &str,
+        name: &str,
+    ) -> Result<Undeployed, ClientError> {
+        let path = format!(
+            "/v1/tenants/{}/components/{}",
+            segment(tenant),
+            segment(name)
+        );
+        self.call(Method::DELETE, &path, None, LOAD_TIMEOUT).await
+    }
+
     /// Has the host re-read its config and component files; returns what it loaded.
     pub(crate) async fn reload(&self) -> Result<Vec<Deployed>, ClientError> {
         self.call(Method::POST, "/v1/reload", None, LOAD_TIMEOUT)
             .await
     }
 
-    /// Swaps `tenant`'s `app` back to its previous version.
-    pub(crate) async fn rollback(&self, tenant: &str, app: &str) -> Result<Deployed, ClientError> {
+    /// Swaps `tenant`'s `app` back to its previous version, or to the kept version `to` (a
+    /// content hash or a unique prefix of one).
+    pub(crate) async fn rollback(
+        &self,
+        tenant: &str,
+        app: &str,
+        to: Option<&str>,
+    ) -> Result<Deployed, ClientError> {
         let path = format!(
             "/v1/tenants/{}/apps/{}/rollback",
             segment(tenant),
             segment(app)
         );
-        self.call(Method::POST, &path, None, LOAD_TIMEOUT).await
+        let body = match to {
+            Some(to) => {
+                let to = Some(to.to_owned());
+                Some(json(
+                    serde_json::to_vec(&RollbackTo { to }).map_err(ClientError::Encode)?,
+                ))
+            }
+            None => None,
+        };
+        self.call(Method::POST, &path, body, LOAD_TIMEOUT).await
+    }
+
+    /// The versions the host keeps of `tenant`'s `app`, newest first.
+    pub(crate) async fn versions(
+        &self,
+        tenant: &str,
+        app: &str,
+    ) -> Result<AppVersionList, ClientError> {
+        let path = format!(
+            "/v1/tenants/{}/apps/{}/versions",
+            segment(tenant),
+            segment(app)
+        );
+        self.call(Method::GET, &path, None, QUICK_TIMEOUT).await
     }
 
     /// Sends one request and parses its answer: `T` on success, the server's message otherwise.
@@ -217,7 +306,24 @@ impl AdminClient {
                 url: url.clone(),
                 after: timeout,
             })??;
-        answer(&url, status, &bytes)
+        answer(&url, status, &bytes).map_err(|error| self.explain(error))
+    }
+
+    /// A refused token says where it was read: the host may keep its state elsewhere.
+    fn explain(&self, error: ClientError) -> ClientError {
+        match error {
+            ClientError::Server { status, message } if status == StatusCode::UNAUTHORIZED => {
+                ClientError::Server {
+                    status,
+                    message: format!(
+                        "{message} (the token was read from {}: if the host keeps its state \
+                         elsewhere, give its --state-dir or --admin-token-file)",
+                        self.credentials.token_path.display()
+                    ),
+                }
+            }
+            other => other,
+        }
     }
 
     fn request(
@@ -226,7 +332,11 @@ impl AdminClient {
         url: &str,
         body: Option<(&'static str, Bytes)>,
     ) -> Result<Request<Full<Bytes>>, ClientError> {
-        let builder = Request::builder().method(method).uri(url);
+        let bearer = format!("Bearer {}", self.credentials.token.secret());
+        let builder = Request::builder()
+            .method(method)
+            .uri(url)
+            .header(AUTHORIZATION, bearer);
         let request = match body {
             Some((content_type, bytes)) => builder
                 .header(CONTENT_TYPE, content_type)
@@ -265,25 +375,76 @@ fn answer<T: DeserializeOwned>(
     Err(ClientError::Server { status, message })
 }
 
-/// `url` checked and without a trailing `/`.
-fn base_url(url: &str) -> Result<String, ClientError> {
+/// `url` checked and without a trailing `/`, and whether it is `https://`.
+fn base_url(url: &str) -> Result<(String, bool), ClientError> {
     let bad = |reason: &str| ClientError::BadUrl {
         url: quote(url),
         reason: reason.to_owned(),
     };
     let parsed: Uri = url.parse().map_err(|_| bad("not a URL"))?;
-    match parsed.scheme_str() {
-        Some("http") => {}
-        Some("https") => return Err(bad("only http:// is supported; the admin API has no TLS")),
-        _ => return Err(bad("give http://HOST:PORT")),
-    }
-    if parsed.authority().is_none() {
+    let https = match parsed.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(bad("give http://HOST:PORT or https://HOST:PORT")),
+    };
+    let Some(authority) = parsed.authority() else {
         return Err(bad("no host"));
-    }
+    };
     if parsed.query().is_some() {
         return Err(bad("a query has no meaning here"));
     }
-    Ok(url.trim_end_matches('/').to_owned())
+    if !https && !is_loopback(authority.host()) {
+        return Err(bad(
+            "http:// would send the admin token across the network in clear: use https:// \
+             (a host serving remote admin has TLS), or a tunnel to loopback",
+        ));
+    }
+    Ok((url.trim_end_matches('/').to_owned(), https))
+}
+
+/// Whether `host` (from a URL) names this machine over loopback.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The TLS configuration of a client: trusting the certificates in `ca`, else (for an
+/// `https://` URL) the system's roots. An `http://` client trusts nothing: it never uses TLS.
+fn tls_config(https: bool, ca: Option<&Path>) -> Result<rustls::ClientConfig, ClientError> {
+    let tls = |reason: String| ClientError::Tls { reason };
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| tls(error.to_string()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    match ca {
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .map_err(|error| tls(format!("cannot read {}: {error}", path.display())))?;
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|error| tls(format!("{}: {error}", path.display())))?;
+                roots
+                    .add(cert)
+                    .map_err(|error| tls(format!("{}: {error}", path.display())))?;
+            }
+            if roots.is_empty() {
+                return Err(tls(format!("{} holds no certificate", path.display())));
+            }
+        }
+        None if https => {
+            let native = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(native.certs);
+            if roots.is_empty() {
+                return Err(tls(
+                    "the system has no root certificates: give the host's with --admin-ca"
+                        .to_owned(),
+                ));
+            }
+        }
+        None => {}
+    }
+    Ok(builder.with_root_certificates(roots).with_no_client_auth())
 }
 
 /// `name` as one path segment: every byte outside the unreserved set percent-encoded, so a

@@ -54,9 +54,48 @@ pub(crate) async fn serve(
     addr: SocketAddr,
     router: Router,
 ) -> Result<HttpServer, ServeError> {
-    let bind = |source| ServeError::Bind { what, addr, source };
-    let listener = TcpListener::bind(addr).await.map_err(bind)?;
-    let local_addr = listener.local_addr().map_err(bind)?;
+    let listener = bind(what, addr).await?;
+    let local_addr = local_addr(what, addr, &listener)?;
+    Ok(serve_on(what, listener, local_addr, router, "http"))
+}
+
+/// Binds `addr` for the server `what`.
+///
+/// # Errors
+/// [`ServeError::Bind`] when `addr` cannot be bound.
+pub(crate) async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { what, addr, source })
+}
+
+/// The address `listener`, bound for `addr`, listens on.
+///
+/// # Errors
+/// [`ServeError::Bind`] when it cannot be read.
+pub(crate) fn local_addr(
+    what: &'static str,
+    addr: SocketAddr,
+    listener: &TcpListener,
+) -> Result<SocketAddr, ServeError> {
+    listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { what, addr, source })
+}
+
+/// Serves `router` on `listener` (bound at `local_addr`, spoken over `scheme`), logging
+/// `{what} listening` with the address.
+pub(crate) fn serve_on<L>(
+    what: &'static str,
+    listener: L,
+    local_addr: SocketAddr,
+    router: Router,
+    scheme: &'static str,
+) -> HttpServer
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         axum::serve(listener, router)
@@ -66,13 +105,13 @@ pub(crate) async fn serve(
             })
             .await
     });
-    tracing::info!(addr = %local_addr, "{what} listening");
-    Ok(HttpServer {
+    tracing::info!(addr = %local_addr, scheme = %scheme, "{what} listening");
+    HttpServer {
         what,
         local_addr,
         stop,
         task,
-    })
+    }
 }
 
 /// A running server. Dropping it stops the server too, without waiting for it.

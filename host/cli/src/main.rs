@@ -11,14 +11,16 @@
 //! `tail STREAM` prints a stream's records with their envelopes decoded (a dead letter's
 //! origin too); `put STREAM` writes JSON records with headers and a partition key.
 //!
-//! `status`, `seek`, `pause`, `resume`, `deploy`, `reload` and `rollback` are thin clients
-//! of a running host's admin API (`--admin URL`, default `http://127.0.0.1:9465`).
+//! `status`, `seek`, `pause`, `resume`, `deploy`, `undeploy`, `reload`, `rollback` and
+//! `versions` are thin clients of a running host's admin API (`--admin URL`, default
+//! `http://127.0.0.1:9465`), sending the token the host keeps in its state directory.
 //!
 //! Modules: `args` (the command line); the commands `check`, `run` (with `config`, the tenants
 //! file, `fleet`, the tenants running and the one reload path, `admin`, the admin API over it,
 //! `metrics`, the metrics endpoint, and `http_server` under both), `new`, `dev`, `tail` and
 //! `put`; `watch`, the debounced file watcher of `run` and `dev --watch`; `json_log`, the
-//! `--log-format json` layer; the admin verbs' `client`, `verbs` and `status_view`.
+//! `--log-format json` layer; `state`, the state directory (token, kept versions, what is
+//! live); the admin verbs' `client`, `verbs` and `status_view`.
 //!
 //! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
 //! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
@@ -39,6 +41,7 @@ mod metrics;
 mod new;
 mod put;
 mod run;
+mod state;
 mod status_view;
 mod tail;
 mod verbs;
@@ -109,7 +112,7 @@ fn main() -> ExitCode {
                 compile,
                 ..
             } => check::check(&components, &compile).await,
-            Command::Run(args) => run::run(args).await,
+            Command::Run(args) => run::run(*args).await,
             Command::Tail(args) => tail::tail(args).await,
             Command::Put(args) => put::put(args).await,
             Command::New(args) => new(&args),
@@ -119,9 +122,23 @@ fn main() -> ExitCode {
             Command::Resume { tenant, admin } => verbs::pause(&admin, &tenant, false).await,
             Command::Deploy(args) => verbs::deploy(&args).await,
             Command::Reload { admin } => verbs::reload(&admin).await,
-            Command::Rollback { tenant, app, admin } => {
-                verbs::rollback(&admin, &tenant, &app).await
-            }
+            Command::Undeploy {
+                tenant,
+                name,
+                admin,
+            } => verbs::undeploy(&admin, &tenant, &name).await,
+            Command::Rollback {
+                tenant,
+                app,
+                to,
+                admin,
+            } => verbs::rollback(&admin, &tenant, &app, to.as_deref()).await,
+            Command::Versions {
+                tenant,
+                app,
+                json,
+                admin,
+            } => verbs::versions(&admin, &tenant, &app, json).await,
             Command::Dev(args) => dev::dev(args).await,
         }
     });

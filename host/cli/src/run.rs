@@ -17,16 +17,20 @@ use ruststream_runtime::{CompileLimits, RolloutPolicy, Runtime};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
 
-use crate::admin;
 use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
+use crate::admin::tls::TlsFiles;
+use crate::admin::token::AdminToken;
+use crate::admin::{self, AdminOptions};
 use crate::args::{LeaseStoreKind, RunArgs};
 use crate::config::{Config, HostSection};
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::http_server::HttpServer;
 use crate::identity::Identities;
+use crate::state::StateDir;
+use crate::state::versions::{DEFAULT_KEEP, VersionStore};
 use crate::watch::FileWatch;
-use crate::{metrics, runtime_config};
+use crate::{metrics, runtime_config, state};
 
 /// How long changes to watched files must be quiet before a reload: a component file is
 /// replaced by one rename (or written and closed), which is one event, so a short wait only
@@ -71,13 +75,20 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.config.clone(),
         args.components.clone(),
         settings.leases,
+        VersionStore::new(&settings.state_dir, settings.keep_versions),
     );
     fleet.check_config()?;
+    // Locked for as long as this host runs: a second host on the same directory is refused.
+    // Opened once the config is known to load, before anything is read from it or written.
+    let state_dir = StateDir::open(&settings.state_dir)?;
+    tracing::info!(state_dir = %state_dir.root().display(), "state directory");
     // Before the first load: readiness says the host is still loading, and the metrics count
     // the first compiles.
     let admin = match args.admin_addr.0 {
         Some(addr) => {
-            Some(admin::serve(addr, args.allow_remote_admin, Arc::new(fleet.clone())).await?)
+            let max_upload = settings.compile_limits.max_bytes;
+            let options = admin_options(&args, addr, &state_dir, max_upload)?;
+            Some(admin::serve(options, Arc::new(fleet.clone())).await?)
         }
         None => None,
     };
@@ -139,7 +150,39 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         stop_server(server).await;
     }
     stop(&fleet, &mut signals).await;
+    drop(state_dir);
     Ok(())
+}
+
+/// How the admin API is served: the token (made at the first start), TLS, names, and the
+/// largest upload (the compile size bound).
+fn admin_options(
+    args: &RunArgs,
+    addr: std::net::SocketAddr,
+    state_dir: &StateDir,
+    max_upload: usize,
+) -> anyhow::Result<AdminOptions> {
+    let token_path = args
+        .admin_token_file
+        .clone()
+        .unwrap_or_else(|| state_dir.token_path());
+    let (token, created) = AdminToken::load_or_create(&token_path)?;
+    if created {
+        tracing::info!(file = %token_path.display(), "admin token made (mode 0600)");
+    }
+    let tls = args
+        .admin_tls_cert
+        .clone()
+        .zip(args.admin_tls_key.clone())
+        .map(|(cert, key)| TlsFiles { cert, key });
+    Ok(AdminOptions {
+        addr,
+        allow_remote: args.allow_remote_admin,
+        tls,
+        token,
+        hosts: args.admin_hosts.clone(),
+        max_upload,
+    })
 }
 
 fn report_reload(done: Result<Result<Vec<Deployed>, ControlError>, tokio::task::JoinError>) {
@@ -295,9 +338,12 @@ fn host_config(args: &RunArgs, file: Option<&HostSection>) -> HostConfig {
     }
 }
 
-/// What `run` settles once at start: where leases live and how components compile.
+/// What `run` settles once at start: where leases live, how components compile, where the
+/// state is kept.
 struct Settings {
     leases: LeaseSettings,
+    state_dir: PathBuf,
+    keep_versions: usize,
     compile_limits: CompileLimits,
     compile_cache: Option<PathBuf>,
     /// Whether the engine meters fuel: when the tenants file sets `fuel` anywhere at start.
@@ -327,6 +373,16 @@ impl Settings {
                 .compile
                 .cache_dir(host.and_then(|h| h.compile_cache.as_ref())),
             fuel: config.is_some_and(Config::uses_fuel),
+            state_dir: args
+                .state_dir
+                .clone()
+                .or_else(|| host.and_then(|h| h.state_dir.clone()))
+                .or_else(state::default_dir)
+                .context(
+                    "no state directory: HOME and XDG_DATA_HOME are unset; give --state-dir \
+                     or `[host] state_dir`",
+                )?,
+            keep_versions: host.and_then(|h| h.keep_versions).unwrap_or(DEFAULT_KEEP),
         })
     }
 }
@@ -387,7 +443,7 @@ mod tests {
             match Cli::try_parse_from(["ruststream", "run", "x.wasm", "--lease-ttl-ms", "30000"])?
                 .command
             {
-                Command::Run(run) => run,
+                Command::Run(run) => *run,
                 _ => anyhow::bail!("not a run"),
             };
         let config = host_config(&run, Some(&file.host));

@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use ruststream_runtime::escape_controls;
 
 use crate::admin::model::{
-    AppStatus, Deployed, HostStatus, OutcomeCounts, PauseState, ShardStatus, SubscriptionStatus,
-    TenantStatus,
+    AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShardStatus,
+    SubscriptionStatus, TenantStatus, Undeployed,
 };
 
 /// Hex digits of a content hash shown.
@@ -183,6 +183,49 @@ pub(crate) fn render_deployed(deployed: &Deployed) -> String {
     )
 }
 
+/// `versions`: one line per kept version, newest first: short hash (what `rollback --to`
+/// takes), app version, component, how long ago it went live and how it came, `live` on the
+/// live one.
+pub(crate) fn render_versions(list: &AppVersionList, now_ms: u64) -> String {
+    let mut out = String::new();
+    let count = list.versions.len();
+    line(
+        &mut out,
+        0,
+        format_args!(
+            "{}/{}: {count} version(s) kept",
+            text(&list.tenant),
+            text(&list.app)
+        ),
+    );
+    for kept in &list.versions {
+        let live = if kept.live { "  live" } else { "" };
+        line(
+            &mut out,
+            1,
+            format_args!(
+                "{} {} ({}) {} {} ago{live}",
+                short_hash(&kept.content_hash),
+                text(&kept.version),
+                text(&kept.component),
+                kept.came_by.word(),
+                age(now_ms, kept.at_ms)
+            ),
+        );
+    }
+    out
+}
+
+/// `undeploy`: what stopped for good.
+pub(crate) fn render_undeployed(gone: &Undeployed) -> String {
+    format!(
+        "{}/{} (app {}): stopped; a restart does not run it again",
+        text(&gone.tenant),
+        text(&gone.component),
+        text(&gone.app)
+    )
+}
+
 /// `pause` and `resume`: the tenant's state afterwards.
 pub(crate) fn render_pause(state: &PauseState) -> String {
     let word = if state.paused { "paused" } else { "running" };
@@ -291,6 +334,53 @@ tenant acme (paused: quarantined: 3 traps)
         assert_eq!(age(61_000, 0), "1m01s");
         assert_eq!(age(7_260_000, 0), "2h01m");
         assert_eq!(age(90_000_000, 0), "1d01h");
+    }
+
+    #[test]
+    fn kept_versions() {
+        use crate::admin::model::{KeptVersion, VersionOrigin};
+        let kept = |hash: &str, version: &str, at_ms, came_by, live| KeptVersion {
+            content_hash: hash.to_owned(),
+            version: version.to_owned(),
+            component: "ledger".to_owned(),
+            at_ms,
+            came_by,
+            live,
+        };
+        let list = AppVersionList {
+            tenant: "acme".to_owned(),
+            app: "ledger".to_owned(),
+            versions: vec![
+                kept(
+                    "aaaabbbbccccdddd",
+                    "1.0.0",
+                    9_000,
+                    VersionOrigin::Rollback,
+                    true,
+                ),
+                kept(
+                    "1111222233334444",
+                    "2.0.0",
+                    5_000,
+                    VersionOrigin::Upload,
+                    false,
+                ),
+                kept(
+                    "aaaabbbbccccdddd",
+                    "1\x1b",
+                    1_000,
+                    VersionOrigin::File,
+                    false,
+                ),
+            ],
+        };
+        let expected = "\
+acme/ledger: 3 version(s) kept
+  #aaaabbbbcccc 1.0.0 (ledger) rollback 1s ago  live
+  #111122223333 2.0.0 (ledger) upload 5s ago
+  #aaaabbbbcccc 1\\u{1b} (ledger) file 9s ago
+";
+        assert_eq!(render_versions(&list, 10_000), expected);
     }
 
     #[test]

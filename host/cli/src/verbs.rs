@@ -1,19 +1,44 @@
-//! The admin verbs (`status`, `seek`, `pause`, `resume`, `deploy`, `reload`, `rollback`):
-//! each sends one request to a running host's admin API and prints its answer. An error from
-//! the server comes back as the verb's error, printed by `main` as one line.
+//! The admin verbs (`status`, `seek`, `pause`, `resume`, `deploy`, `undeploy`, `reload`,
+//! `rollback`, `versions`): each reads the host's admin token, sends one request to a running host's admin
+//! API and prints its answer. An error from the server comes back as the verb's error, printed
+//! by `main` as one line.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 
-use crate::admin::MAX_COMPONENT_BYTES;
+use crate::admin::token::AdminToken;
 use crate::args::{AdminTarget, DeployArgs, SeekArgs};
-use crate::client::AdminClient;
-use crate::status_view;
+use crate::client::{AdminClient, Credentials};
+use crate::{state, status_view};
+
+/// Where the verbs read the token: `--admin-token-file`, else `admin-token` in `--state-dir`,
+/// else in the default state directory.
+pub(crate) fn token_path(target: &AdminTarget) -> anyhow::Result<PathBuf> {
+    if let Some(file) = &target.admin_token_file {
+        return Ok(file.clone());
+    }
+    let dir = target
+        .state_dir
+        .clone()
+        .or_else(state::default_dir)
+        .context(
+            "no admin token file: HOME and XDG_DATA_HOME are unset; give --admin-token-file \
+             or --state-dir",
+        )?;
+    Ok(dir.join(state::TOKEN_FILE))
+}
 
 fn client(target: &AdminTarget) -> anyhow::Result<AdminClient> {
-    Ok(AdminClient::new(&target.url)?)
+    let token_path = token_path(target)?;
+    let token = AdminToken::read(&token_path)?;
+    let credentials = Credentials {
+        token,
+        token_path,
+        ca: target.admin_ca.clone(),
+    };
+    Ok(AdminClient::new(&target.url, credentials)?)
 }
 
 /// `ruststream status`: the tree, or the host's JSON as is with `json`.
@@ -62,6 +87,13 @@ pub(crate) async fn deploy(args: &DeployArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `ruststream undeploy`.
+pub(crate) async fn undeploy(target: &AdminTarget, tenant: &str, name: &str) -> anyhow::Result<()> {
+    let gone = client(target)?.undeploy(tenant, name).await?;
+    println!("{}", status_view::render_undeployed(&gone));
+    Ok(())
+}
+
 /// `ruststream reload`.
 pub(crate) async fn reload(target: &AdminTarget) -> anyhow::Result<()> {
     let deployed = client(target)?.reload().await?;
@@ -74,10 +106,31 @@ pub(crate) async fn reload(target: &AdminTarget) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `ruststream rollback`.
-pub(crate) async fn rollback(target: &AdminTarget, tenant: &str, app: &str) -> anyhow::Result<()> {
-    let deployed = client(target)?.rollback(tenant, app).await?;
+/// `ruststream rollback`, to the previous version or to the kept version `to`.
+pub(crate) async fn rollback(
+    target: &AdminTarget,
+    tenant: &str,
+    app: &str,
+    to: Option<&str>,
+) -> anyhow::Result<()> {
+    let deployed = client(target)?.rollback(tenant, app, to).await?;
     println!("{}", status_view::render_deployed(&deployed));
+    Ok(())
+}
+
+/// `ruststream versions`: the kept versions, or the host's JSON as is with `json`.
+pub(crate) async fn versions(
+    target: &AdminTarget,
+    tenant: &str,
+    app: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    let list = client(target)?.versions(tenant, app).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+    } else {
+        print!("{}", status_view::render_versions(&list, now_ms()));
+    }
     Ok(())
 }
 
@@ -93,16 +146,9 @@ fn file_stem(file: &Path) -> anyhow::Result<String> {
         })
 }
 
-/// The file's bytes, refused here rather than by the server when it is over the upload limit.
+/// The file's bytes. Their size is the host's to bound (`compile_max_bytes`): it refuses a
+/// larger upload by its length, before reading it.
 fn read_component(file: &Path) -> anyhow::Result<Vec<u8>> {
-    let size = std::fs::metadata(file)
-        .with_context(|| format!("cannot read {}", file.display()))?
-        .len();
-    anyhow::ensure!(
-        size <= MAX_COMPONENT_BYTES as u64,
-        "{} is {size} bytes; the admin API accepts components of at most {MAX_COMPONENT_BYTES}",
-        file.display()
-    );
     std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))
 }
 

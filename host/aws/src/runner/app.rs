@@ -123,6 +123,9 @@ struct AppCore {
     rollbacks: u64,
     /// Bumped by every swap: a rollout judge of an older swap stands down.
     generation: u64,
+    /// The generation, for whoever follows the app's version changes (see
+    /// [`RunningApp::version_changes`]).
+    published: watch::Sender<u64>,
     /// The app's span (tenant, app): parent of its subscriptions' spans.
     span: tracing::Span,
     /// Subscriptions a swap stopped, until their workers are done: one started again by the
@@ -155,6 +158,7 @@ impl RunningApp {
             rollout: None,
             rollbacks: 0,
             generation: 0,
+            published: watch::Sender::new(0),
             span: tracing::info_span!(parent: None, "app", tenant = %deployment.tenant.name(), app = %name),
             draining: HashMap::new(),
         };
@@ -204,6 +208,13 @@ impl RunningApp {
             rollout: core.rollout.clone(),
             rollbacks: core.rollbacks,
         }
+    }
+
+    /// Changes whenever another version becomes the running one (a swap, a rollback by an
+    /// operator or by the rollout judge); read [`versions`](Self::versions) then. Ends when
+    /// the app is dropped.
+    pub fn version_changes(&self) -> watch::Receiver<u64> {
+        self.lock().published.subscribe()
     }
 
     /// The running version's component.
@@ -285,6 +296,37 @@ impl RunningApp {
     /// [`SwapError::NothingToRollBack`] when no swap happened (or it was rolled back already).
     pub fn roll_back(&self, reason: &str) -> Result<Swapped, SwapError> {
         let swapped = self.lock().roll_back(&self.name, reason)?;
+        crate::metrics::rolled_back(self.tenant.name(), &self.name, false);
+        Ok(swapped)
+    }
+
+    /// Returns to `component`, an earlier version an operator chose (it need not be the one the
+    /// last swap replaced): checked as a swap is, then made the running version exactly as
+    /// [`roll_back`](Self::roll_back) returns to the previous one (no rollout judge, held
+    /// records read again); `settings` replace the operator's settings.
+    ///
+    /// # Errors
+    /// [`SwapError`] when the version is refused; nothing changes then.
+    pub fn roll_back_to(
+        &self,
+        component: LoadedComponent,
+        settings: HashMap<String, OperatorSettings>,
+        reason: &str,
+    ) -> Result<Swapped, SwapError> {
+        let mut core = self.lock();
+        if component.app().name != self.name {
+            return Err(SwapError::Renamed {
+                component: component.name().to_owned(),
+                from: self.name.clone(),
+                to: component.app().name.clone(),
+            });
+        }
+        core.tenant.admit(&component)?;
+        core.check_lease_keys(&component.app().subscriptions)?;
+        let window = core.host.config.rollout.calls;
+        let release = Release::new(&core.host, component, &self.tenant, settings, window);
+        core.previous = Some(Arc::new(release));
+        let swapped = core.roll_back(&self.name, reason)?;
         crate::metrics::rolled_back(self.tenant.name(), &self.name, false);
         Ok(swapped)
     }
@@ -434,6 +476,7 @@ impl AppCore {
             self.rollbacks += 1;
         }
         self.generation += 1;
+        self.published.send_replace(self.generation);
         let old = std::mem::replace(&mut self.current, release.clone());
         // Its pipelines call it no more once their call in flight ends; its failures from
         // then on quarantine nobody.

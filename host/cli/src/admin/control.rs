@@ -6,7 +6,7 @@
 
 use std::future::Future;
 
-use super::model::{Deployed, HostStatus, SeekPosition};
+use super::model::{AppVersionList, Deployed, HostStatus, SeekPosition, Undeployed};
 
 /// The operations the admin API exposes, carried out by the host. Names (`tenant`, `app`,
 /// `subscriber`, `component`) come from the request path as the operator typed them: the
@@ -41,14 +41,25 @@ pub(crate) trait Control: Send + Sync + 'static {
         component: &str,
         wasm: Vec<u8>,
     ) -> impl Future<Output = Result<Deployed, ControlError>> + Send;
+    /// Stops component `component` of `tenant`, one that came by upload under a name the
+    /// tenants file does not list, for good: a restart does not run it again.
+    fn undeploy(
+        &self,
+        tenant: &str,
+        component: &str,
+    ) -> impl Future<Output = Result<Undeployed, ControlError>> + Send;
     /// Re-reads the config and component files (what SIGHUP does).
     fn reload(&self) -> impl Future<Output = Result<Vec<Deployed>, ControlError>> + Send;
-    /// Swaps the app back to its previous version.
+    /// Swaps the app back to its previous version, or with `to` (a content hash or a unique
+    /// prefix of one) to that kept version.
     fn rollback(
         &self,
         tenant: &str,
         app: &str,
+        to: Option<String>,
     ) -> impl Future<Output = Result<Deployed, ControlError>> + Send;
+    /// The versions the host keeps of the app, newest first.
+    fn versions(&self, tenant: &str, app: &str) -> Result<AppVersionList, ControlError>;
 }
 
 /// Why the host did not carry out an operation. Each variant has its own HTTP status (see
@@ -103,4 +114,58 @@ pub(crate) enum ControlError {
     /// sequence number the shard does not hold) (409).
     #[error("cannot seek: {0}")]
     Seek(String),
+    /// The tenant runs no component of that name (404).
+    #[error("tenant `{tenant}` runs no component `{component}`")]
+    UnknownComponent {
+        /// The tenant asked for.
+        tenant: String,
+        /// The component it does not run.
+        component: String,
+    },
+    /// The component is one the tenants file lists: it is stopped there, not by undeploy (409).
+    #[error(
+        "component `{component}` of tenant `{tenant}` is listed in the tenants file: remove it \
+         there, and the reload stops it"
+    )]
+    Configured {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its component.
+        component: String,
+    },
+    /// No kept version of the app has that hash (404).
+    #[error(
+        "app `{app}` of tenant `{tenant}` keeps no version `{hash}`: `ruststream versions \
+         {tenant} {app}` lists those it keeps"
+    )]
+    UnknownVersion {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its app.
+        app: String,
+        /// The hash or prefix asked for.
+        hash: String,
+    },
+    /// Several kept versions start with the prefix given (409).
+    #[error("`{prefix}` is the start of {} kept versions ({}): give more of the hash",
+        hashes.len(), hashes.join(", "))]
+    AmbiguousVersion {
+        /// The prefix asked for.
+        prefix: String,
+        /// The hashes it starts.
+        hashes: Vec<String>,
+    },
+    /// The version asked for is the one running (409).
+    #[error("version `{hash}` of app `{app}` of tenant `{tenant}` is the live one already")]
+    AlreadyLive {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its app.
+        app: String,
+        /// The live version's hash.
+        hash: String,
+    },
+    /// The state directory failed (500); what runs is unchanged.
+    #[error("{0}")]
+    State(String),
 }

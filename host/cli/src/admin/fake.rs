@@ -6,8 +6,9 @@ use std::sync::Mutex;
 
 use super::control::{Control, ControlError};
 use super::model::{
-    AppStatus, Deployed, HostStatus, OutcomeCounts, Refusal, RolloutStatus, SeekPosition,
-    ShardStatus, SubscriptionStatus, TenantStatus, VersionInfo,
+    AppStatus, AppVersionList, Deployed, HostStatus, KeptVersion, OutcomeCounts, Refusal,
+    RolloutStatus, SeekPosition, ShardStatus, SubscriptionStatus, TenantStatus, Undeployed,
+    VersionInfo, VersionOrigin,
 };
 
 /// The tenant the fake runs.
@@ -138,6 +139,25 @@ impl Control for FakeControl {
         Ok(deployed(component, component, "0.3.0", swapped))
     }
 
+    async fn undeploy(&self, name: &str, component: &str) -> Result<Undeployed, ControlError> {
+        tenant(name)?;
+        match component {
+            "ledger" => Err(ControlError::Configured {
+                tenant: name.to_owned(),
+                component: component.to_owned(),
+            }),
+            "fresh" => Ok(Undeployed {
+                tenant: name.to_owned(),
+                component: component.to_owned(),
+                app: "fresh".to_owned(),
+            }),
+            _ => Err(ControlError::UnknownComponent {
+                tenant: name.to_owned(),
+                component: component.to_owned(),
+            }),
+        }
+    }
+
     async fn reload(&self) -> Result<Vec<Deployed>, ControlError> {
         if *lock(&self.bad_config) {
             return Err(ControlError::Config(
@@ -147,15 +167,49 @@ impl Control for FakeControl {
         Ok(vec![deployed("ledger", "ledger.wasm", "0.2.1", true)])
     }
 
-    async fn rollback(&self, tenant: &str, app_name: &str) -> Result<Deployed, ControlError> {
+    async fn rollback(
+        &self,
+        tenant: &str,
+        app_name: &str,
+        to: Option<String>,
+    ) -> Result<Deployed, ControlError> {
         app(tenant, app_name)?;
-        if app_name == "fresh" {
-            return Err(ControlError::NothingToRollBack {
+        match to.as_deref() {
+            None if app_name == "fresh" => Err(ControlError::NothingToRollBack {
                 tenant: tenant.to_owned(),
                 app: app_name.to_owned(),
-            });
+            }),
+            None => Ok(deployed("ledger", "ledger-0.1.wasm", "0.1.0", true)),
+            Some(hash) if "0.0.9-hash-0123456789abcdef".starts_with(hash) => {
+                Ok(deployed("ledger", "ledger-0.0.wasm", "0.0.9", true))
+            }
+            Some(hash) => Err(ControlError::UnknownVersion {
+                tenant: tenant.to_owned(),
+                app: app_name.to_owned(),
+                hash: hash.to_owned(),
+            }),
         }
-        Ok(deployed("ledger", "ledger-0.1.wasm", "0.1.0", true))
+    }
+
+    fn versions(&self, tenant: &str, app_name: &str) -> Result<AppVersionList, ControlError> {
+        app(tenant, app_name)?;
+        let kept = |version: &str, at_ms, came_by, live| KeptVersion {
+            content_hash: format!("{version}-hash-0123456789abcdef"),
+            version: version.to_owned(),
+            component: app_name.to_owned(),
+            at_ms,
+            came_by,
+            live,
+        };
+        Ok(AppVersionList {
+            tenant: tenant.to_owned(),
+            app: app_name.to_owned(),
+            versions: vec![
+                kept("0.2.0", 3_000, VersionOrigin::Upload, true),
+                kept("0.1.0", 2_000, VersionOrigin::File, false),
+                kept("0.0.9", 1_000, VersionOrigin::File, false),
+            ],
+        })
     }
 }
 

@@ -1,54 +1,114 @@
 //! The admin HTTP API of `ruststream run`: status, readiness, seek, pause and resume, deploy,
-//! reload and rollback, over JSON (see `routes` for the routes and `model` for the bodies).
+//! reload, rollback and the kept versions, over JSON (see `routes` for the routes and `model`
+//! for the bodies).
 //!
-//! The API has no authentication: whoever reaches it can load code into a tenant and pause it.
-//! So it listens on loopback ([`DEFAULT_ADDR`]) and [`serve`] refuses any other address unless
-//! remote access is allowed explicitly. The host's side is the [`Control`] trait; this module is
-//! only the HTTP layer over it.
+//! Only operators reach it: every route but `/healthz` and `/readyz` needs the host's token
+//! (`token`), a request must be addressed to the API's own address or a configured name
+//! (`allowed_hosts`), bodies are JSON or, for uploads, wasm, and one upload runs at a time
+//! within the compile size bound (`guard`). It listens on loopback ([`DEFAULT_ADDR`]); another
+//! address needs `--allow-remote-admin`, and remote admin needs TLS (`tls`). The host's side
+//! is the [`Control`] trait; this module is only the HTTP layer over it.
 
+pub(crate) mod allowed_hosts;
 pub(crate) mod control;
+mod error;
 #[cfg(test)]
 pub(crate) mod fake;
+mod guard;
 pub(crate) mod model;
 mod routes;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
+pub(crate) mod tls;
+pub(crate) mod token;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 
+use allowed_hosts::{AllowedHosts, HostName};
 use control::Control;
+use tls::{TlsFiles, TlsListener};
+use token::AdminToken;
 
 use crate::http_server::{self, HttpServer};
-pub(crate) use routes::MAX_COMPONENT_BYTES;
 
 /// Where the admin API listens unless told otherwise: loopback, port 9465.
 pub(crate) const DEFAULT_ADDR: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9465));
 
-/// The admin API would listen on a non-loopback address without remote access allowed.
+/// Why the admin API was not started.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "the admin API would listen on {addr}, which is not a loopback address; it has no \
-     authentication, so listen on 127.0.0.1 or allow remote access explicitly \
-     (--allow-remote-admin)"
-)]
-pub(crate) struct NotLoopback {
-    /// The address asked for.
-    addr: SocketAddr,
+pub(crate) enum AdminStartError {
+    /// A non-loopback address without remote admin allowed.
+    #[error(
+        "the admin API would listen on {addr}, which is not a loopback address: listen on \
+         127.0.0.1, or allow remote admin explicitly (--allow-remote-admin, with TLS)"
+    )]
+    NotLoopback {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// Remote admin allowed without TLS.
+    #[error(
+        "--allow-remote-admin needs TLS: give --admin-tls-cert and --admin-tls-key (a \
+         certificate chain and its private key, PEM); without them the admin token would cross \
+         the network in clear"
+    )]
+    RemoteWithoutTls,
+    /// The TLS files cannot be used.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// The address cannot be bound.
+    #[error(transparent)]
+    Serve(#[from] http_server::ServeError),
 }
 
-/// Starts the admin API over `control` on `addr` (port 0: any free port, see
-/// [`HttpServer::local_addr`]) and returns once it listens. A non-loopback `addr` is refused
-/// unless `allow_remote`; an address that cannot be bound is an error naming it.
+/// How the admin API is served.
+#[derive(Debug, Clone)]
+pub(crate) struct AdminOptions {
+    /// Where it listens (port 0: any free port, see [`HttpServer::local_addr`]).
+    pub addr: SocketAddr,
+    /// Whether a non-loopback address is allowed (TLS is then required).
+    pub allow_remote: bool,
+    /// The certificate and key to serve TLS with.
+    pub tls: Option<TlsFiles>,
+    /// The token every request but the probes must carry.
+    pub token: AdminToken,
+    /// Names the API answers to besides its address.
+    pub hosts: Vec<HostName>,
+    /// Largest upload: the compile size bound.
+    pub max_upload: usize,
+}
+
+/// Starts the admin API over `control` and returns once it listens.
+///
+/// # Errors
+/// [`AdminStartError`]: a non-loopback address without `allow_remote`, remote admin without
+/// TLS, TLS files that cannot be used, or an address that cannot be bound.
 pub(crate) async fn serve<C: Control>(
-    addr: SocketAddr,
-    allow_remote: bool,
+    options: AdminOptions,
     control: Arc<C>,
-) -> anyhow::Result<HttpServer> {
-    if !allow_remote && !addr.ip().is_loopback() {
-        return Err(NotLoopback { addr }.into());
+) -> Result<HttpServer, AdminStartError> {
+    let addr = options.addr;
+    if !options.allow_remote && !addr.ip().is_loopback() {
+        return Err(AdminStartError::NotLoopback { addr });
     }
-    let app = routes::router(control, MAX_COMPONENT_BYTES);
-    Ok(http_server::serve("admin API", addr, app).await?)
+    if options.allow_remote && options.tls.is_none() {
+        return Err(AdminStartError::RemoteWithoutTls);
+    }
+    let tls = options.tls.as_ref().map(tls::server_config).transpose()?;
+    let what = "admin API";
+    let listener = http_server::bind(what, addr).await?;
+    let local_addr = http_server::local_addr(what, addr, &listener)?;
+    let hosts = AllowedHosts::new(local_addr, tls.is_some(), options.hosts);
+    let guard = Arc::new(guard::Guard::new(options.token, hosts, options.max_upload));
+    let router = routes::router(control, guard);
+    Ok(match tls {
+        Some(config) => {
+            let listener = TlsListener::new(listener, config)
+                .map_err(|source| http_server::ServeError::Bind { what, addr, source })?;
+            http_server::serve_on(what, listener, local_addr, router, "https")
+        }
+        None => http_server::serve_on(what, listener, local_addr, router, "http"),
+    })
 }

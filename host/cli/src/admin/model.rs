@@ -6,6 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How a kept version came to be live (`file`, `upload`, `rollback`): the state directory's
+/// word, shown as is.
+pub(crate) use crate::state::versions::VersionOrigin;
+
 /// `GET /v1/status`: this host, whether it is ready, and every tenant it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct HostStatus {
@@ -161,6 +165,56 @@ pub(crate) struct Deployed {
     pub content_hash: String,
     /// True when it replaced a running version; false when the app is new.
     pub swapped: bool,
+}
+
+/// `DELETE /v1/tenants/{tenant}/components/{name}`: what stopped for good.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Undeployed {
+    /// The tenant.
+    pub tenant: String,
+    /// The component.
+    pub component: String,
+    /// The app it ran.
+    pub app: String,
+}
+
+/// `GET /v1/tenants/{tenant}/apps/{app}/versions`: the versions the host keeps of an app,
+/// newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AppVersionList {
+    /// The tenant.
+    pub tenant: String,
+    /// The app.
+    pub app: String,
+    /// The kept versions, the one that went live last first.
+    pub versions: Vec<KeptVersion>,
+}
+
+/// One kept version of an app.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct KeptVersion {
+    /// The hex SHA-256 of its bytes: what `rollback --to` takes (or a prefix of it).
+    pub content_hash: String,
+    /// The app version it declares.
+    pub version: String,
+    /// The component name it came under.
+    pub component: String,
+    /// When it last went live.
+    pub at_ms: u64,
+    /// How it came then.
+    pub came_by: VersionOrigin,
+    /// Whether it is the live one.
+    pub live: bool,
+}
+
+/// The body of `POST .../rollback`: `{"to":"<hash or prefix>"}` for a given kept version;
+/// no body (or `{}`) for the version the last swap replaced.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RollbackTo {
+    /// The content hash (or a unique prefix of it) of the version to return to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
 }
 
 /// Where a seek moves a subscription's shards: the body of `POST .../seek`.

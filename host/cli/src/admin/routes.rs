@@ -1,101 +1,72 @@
 //! The admin API's routes: HTTP in, [`Control`] calls, JSON out.
 //!
 //! Every answer is JSON, errors included (`{"error":"<one line>"}`): a bad body, an unknown
-//! route and a body over the limit get the same shape as a refusal from the host, so a client
-//! parses one kind of error. Request bodies are parsed here with serde_json rather than with
-//! axum's `Json` extractor, which answers in plain text and insists on a content type.
+//! route, a body over the limit and a refusal by the guard get the same shape as a refusal from
+//! the host, so a client parses one kind of error. Request bodies are parsed here with
+//! serde_json rather than with axum's `Json` extractor, which answers in plain text; their
+//! content type is the guard's to check.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
-use ruststream_runtime::{one_line, quote};
+use ruststream_runtime::quote;
 use serde::de::DeserializeOwned;
 
-use super::control::{Control, ControlError};
-use super::model::{Deployed, ErrorBody, HostStatus, Moved, PauseState, Readiness, SeekPosition};
+use super::control::Control;
+use super::error::ApiError;
+use super::guard::{self, Guard};
+use super::model::{
+    AppVersionList, Deployed, HostStatus, Moved, PauseState, Readiness, RollbackTo, SeekPosition,
+    Undeployed,
+};
 
-/// Largest component a `PUT .../components/{name}` accepts; a larger body is answered 413.
-pub(crate) const MAX_COMPONENT_BYTES: usize = 64 << 20;
-
-/// The admin API over `control`, accepting components of at most `max_component_bytes`.
-pub(super) fn router<C: Control>(control: Arc<C>, max_component_bytes: usize) -> Router {
-    let component_limit = DefaultBodyLimit::max(max_component_bytes);
+/// The admin API over `control`, every request checked by `guard` first.
+pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
+    let (max_upload, upload_time) = (guard.max_upload(), guard.upload_time());
+    let upload = from_fn_with_state(guard.clone(), guard::upload);
+    let json = || from_fn(guard::json_body);
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz::<C>))
         .route("/v1/status", get(status::<C>))
         .route(
             "/v1/tenants/{tenant}/apps/{app}/subscriptions/{subscriber}/seek",
-            post(seek::<C>),
+            post(seek::<C>).layer(json()),
         )
-        .route("/v1/tenants/{tenant}/pause", post(pause::<C>))
-        .route("/v1/tenants/{tenant}/resume", post(resume::<C>))
+        .route("/v1/tenants/{tenant}/pause", post(pause::<C>).layer(json()))
+        .route(
+            "/v1/tenants/{tenant}/resume",
+            post(resume::<C>).layer(json()),
+        )
         .route(
             "/v1/tenants/{tenant}/components/{name}",
-            put(deploy::<C>).layer(component_limit),
+            put(move |control, names, body| {
+                deploy::<C>(control, names, body, (max_upload, upload_time))
+            })
+            .layer(upload)
+            .merge(delete(undeploy::<C>).layer(json())),
         )
-        .route("/v1/reload", post(reload::<C>))
+        .route("/v1/reload", post(reload::<C>).layer(json()))
         .route(
             "/v1/tenants/{tenant}/apps/{app}/rollback",
-            post(rollback::<C>),
+            post(rollback::<C>).layer(json()),
+        )
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/versions",
+            get(versions::<C>),
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(guard, guard::host_and_token))
         .with_state(control)
-}
-
-/// An error answer: a status and `{"error": message}`.
-#[derive(Debug)]
-pub(super) struct ApiError {
-    status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, message: String) -> Self {
-        Self { status, message }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: self.message,
-        };
-        (self.status, Json(body)).into_response()
-    }
-}
-
-impl From<ControlError> for ApiError {
-    fn from(error: ControlError) -> Self {
-        // Names in the message come from the request path: one_line escapes and bounds them.
-        Self::new(status_of(&error), one_line(&error))
-    }
-}
-
-impl From<BytesRejection> for ApiError {
-    fn from(rejection: BytesRejection) -> Self {
-        Self::new(rejection.status(), rejection.body_text())
-    }
-}
-
-/// The HTTP status of each refusal from the host. Exhaustive on purpose: a new variant must
-/// be given its status here.
-fn status_of(error: &ControlError) -> StatusCode {
-    match error {
-        ControlError::UnknownTenant(_)
-        | ControlError::UnknownApp { .. }
-        | ControlError::UnknownSubscriber { .. } => StatusCode::NOT_FOUND,
-        ControlError::Refused { .. } | ControlError::Config(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        ControlError::NothingToRollBack { .. } | ControlError::Seek(_) => StatusCode::CONFLICT,
-    }
 }
 
 /// Path parameters, with a JSON error when they do not decode (invalid percent-encoding).
@@ -112,7 +83,8 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Names<T
     }
 }
 
-/// A JSON request body, whatever its content type: 400 with a JSON error when it does not parse.
+/// A JSON request body (its content type checked by the guard): 400 with a JSON error when it
+/// does not parse. An empty body is `T::default()` for [`OptionalJsonBody`].
 pub(super) struct JsonBody<T>(T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
@@ -120,15 +92,32 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(request, state).await?;
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|error| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("the request body is not the expected JSON: {error}"),
-                )
-            })
+        parse_json(&bytes).map(JsonBody)
     }
+}
+
+/// A JSON request body that may be left out: an empty body is `T::default()`.
+pub(super) struct OptionalJsonBody<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(request, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        parse_json(&bytes).map(OptionalJsonBody)
+    }
+}
+
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|error| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the request body is not the expected JSON: {error}"),
+        )
+    })
 }
 
 type Answer<T> = Result<Json<T>, ApiError>;
@@ -197,15 +186,45 @@ async fn resume<C: Control>(
 async fn deploy<C: Control>(
     State(control): State<Arc<C>>,
     Names((tenant, name)): Names<(String, String)>,
-    wasm: Result<Bytes, BytesRejection>,
+    body: Body,
+    (max_upload, upload_time): (usize, Duration),
 ) -> Answer<Deployed> {
-    let wasm = wasm?;
+    let wasm = read_upload(body, max_upload, upload_time).await?;
     if wasm.is_empty() {
         let message = "the request body is empty: send the component's .wasm bytes".to_owned();
         return Err(ApiError::new(StatusCode::BAD_REQUEST, message));
     }
     tracing::info!(tenant = %quote(&tenant), component = %quote(&name), bytes = wasm.len(), "admin: deploy");
     Ok(Json(control.deploy(&tenant, &name, Vec::from(wasm)).await?))
+}
+
+/// The upload's bytes: at most `max` (the compile size bound) within `time`, so a client that
+/// stalls does not hold the one upload slot for good.
+async fn read_upload(body: Body, max: usize, time: Duration) -> Result<Bytes, ApiError> {
+    match tokio::time::timeout(time, axum::body::to_bytes(body, max)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(error)) => {
+            let error = error.into_inner();
+            if error.is::<http_body_util::LengthLimitError>() {
+                let message = guard::too_large_streamed(max);
+                return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, message));
+            }
+            let message = format!("cannot read the upload: {error}");
+            Err(ApiError::new(StatusCode::BAD_REQUEST, message))
+        }
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the upload did not arrive within {time:?}: send it again"),
+        )),
+    }
+}
+
+async fn undeploy<C: Control>(
+    State(control): State<Arc<C>>,
+    Names((tenant, name)): Names<(String, String)>,
+) -> Answer<Undeployed> {
+    tracing::info!(tenant = %quote(&tenant), component = %quote(&name), "admin: undeploy");
+    Ok(Json(control.undeploy(&tenant, &name).await?))
 }
 
 async fn reload<C: Control>(State(control): State<Arc<C>>) -> Answer<Vec<Deployed>> {
@@ -216,9 +235,18 @@ async fn reload<C: Control>(State(control): State<Arc<C>>) -> Answer<Vec<Deploye
 async fn rollback<C: Control>(
     State(control): State<Arc<C>>,
     Names((tenant, app)): Names<(String, String)>,
+    OptionalJsonBody(body): OptionalJsonBody<RollbackTo>,
 ) -> Answer<Deployed> {
-    tracing::info!(tenant = %quote(&tenant), app = %quote(&app), "admin: rollback");
-    Ok(Json(control.rollback(&tenant, &app).await?))
+    let to = body.to.as_deref().map(quote);
+    tracing::info!(tenant = %quote(&tenant), app = %quote(&app), ?to, "admin: rollback");
+    Ok(Json(control.rollback(&tenant, &app, body.to).await?))
+}
+
+async fn versions<C: Control>(
+    State(control): State<Arc<C>>,
+    Names((tenant, app)): Names<(String, String)>,
+) -> Answer<AppVersionList> {
+    Ok(Json(control.versions(&tenant, &app)?))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

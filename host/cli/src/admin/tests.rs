@@ -1,23 +1,73 @@
 //! Tests of the routes over the fake host, without a socket: each route's status code and body
-//! shape, and the JSON errors for bad bodies, unknown names and routes, and oversized uploads.
+//! shape, the JSON errors for bad bodies, unknown names and routes, and oversized uploads, and
+//! every check of the guard (Host, token, content type, upload size and concurrency).
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::http::{Method, Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
+use super::allowed_hosts::AllowedHosts;
 use super::fake::{FakeControl, SHARDS, TENANT, sample_status};
+use super::guard::Guard;
 use super::model::{HostStatus, SeekPosition};
 use super::routes::router;
+use super::token::AdminToken;
 
 /// The component size limit in these tests: small, so the 413 test sends little.
 const LIMIT: usize = 1024;
+/// The token the tests' guard wants.
+const TOKEN: &str = "test-token-0123456789abcdef0123456789";
+/// The address the tests' API listens on, and so the `Host` they send.
+const HOST: &str = "127.0.0.1:9465";
+
+fn guard() -> Arc<Guard> {
+    let token = test_token(TOKEN);
+    let hosts = AllowedHosts::new(HOST.parse().expect("an address"), false, Vec::new());
+    Arc::new(Guard::new(token, hosts, LIMIT))
+}
+
+/// A token with this text.
+pub(crate) fn test_token(text: &str) -> AdminToken {
+    AdminToken::for_tests(text)
+}
 
 fn app(fake: &Arc<FakeControl>) -> Router {
-    router(fake.clone(), LIMIT)
+    router(fake.clone(), guard())
+}
+
+/// A request as the verbs send it: Host, token, and the route's content type.
+fn request(method: Method, uri: &str, body: impl Into<Body>) -> Request<Body> {
+    let content_type = match method {
+        Method::PUT => Some("application/wasm"),
+        Method::POST => Some("application/json"),
+        _ => None,
+    };
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::HOST, HOST)
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+    if let Some(content_type) = content_type {
+        builder = builder.header(header::CONTENT_TYPE, content_type);
+    }
+    builder.body(body.into()).expect("a valid test request")
+}
+
+async fn send(router: Router, request: Request<Body>) -> (StatusCode, Value) {
+    let response = router.oneshot(request).await.expect("routers never fail");
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("a body in memory");
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|error| panic!("not JSON ({error}): {}", String::from_utf8_lossy(&bytes)));
+    (status, value)
 }
 
 async fn call(
@@ -26,22 +76,7 @@ async fn call(
     uri: &str,
     body: impl Into<Body>,
 ) -> (StatusCode, Value) {
-    let request = Request::builder()
-        .method(method)
-        .uri(uri)
-        .body(body.into())
-        .expect("a valid test request");
-    let response = app(fake)
-        .oneshot(request)
-        .await
-        .expect("routers never fail");
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .expect("a body in memory");
-    let value = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|error| panic!("not JSON ({error}): {}", String::from_utf8_lossy(&bytes)));
-    (status, value)
+    send(app(fake), request(method, uri, body)).await
 }
 
 /// Asserts an error answer: `status` and `{"error": ...}` containing `needle`.
@@ -195,11 +230,33 @@ async fn deploy_refusals() {
     let empty = call(&fake, Method::PUT, uri, Body::empty()).await;
     assert_error(&empty, StatusCode::BAD_REQUEST, "empty");
     let big = call(&fake, Method::PUT, uri, vec![0; LIMIT + 1]).await;
-    assert_error(&big, StatusCode::PAYLOAD_TOO_LARGE, "length limit");
+    assert_error(
+        &big,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "more than the 1024 bytes",
+    );
     let at_limit = call(&fake, Method::PUT, uri, vec![0; LIMIT]).await;
     assert_eq!(at_limit.0, StatusCode::UNPROCESSABLE_ENTITY);
     let unknown = call(&fake, Method::PUT, "/v1/tenants/bob/components/x", "\0asm").await;
     assert_error(&unknown, StatusCode::NOT_FOUND, "no tenant");
+}
+
+#[tokio::test]
+async fn undeploy_stops_only_uploaded_components() {
+    let fake = Arc::default();
+    let uri = "/v1/tenants/acme/components/fresh";
+    let (status, body) = call(&fake, Method::DELETE, uri, Body::empty()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"tenant": "acme", "component": "fresh", "app": "fresh"})
+    );
+    let uri = "/v1/tenants/acme/components/ledger";
+    let listed = call(&fake, Method::DELETE, uri, Body::empty()).await;
+    assert_error(&listed, StatusCode::CONFLICT, "listed in the tenants file");
+    let uri = "/v1/tenants/acme/components/ghost";
+    let unknown = call(&fake, Method::DELETE, uri, Body::empty()).await;
+    assert_error(&unknown, StatusCode::NOT_FOUND, "runs no component `ghost`");
 }
 
 #[tokio::test]
@@ -241,30 +298,83 @@ async fn unknown_routes_and_methods_are_json() {
     assert_error(&wrong, StatusCode::METHOD_NOT_ALLOWED, "GET");
 }
 
+fn options(addr: &str) -> super::AdminOptions {
+    super::AdminOptions {
+        addr: addr.parse().expect("an address"),
+        allow_remote: false,
+        tls: None,
+        token: test_token(TOKEN),
+        hosts: Vec::new(),
+        max_upload: LIMIT,
+    }
+}
+
+/// The test certificate and key of `tests/fixtures/admin-tls`.
+pub(crate) fn test_tls(key: &str) -> super::TlsFiles {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/admin-tls");
+    super::TlsFiles {
+        cert: dir.join("cert.pem"),
+        key: dir.join(key),
+    }
+}
+
 #[tokio::test]
-async fn serve_refuses_a_remote_address_unless_allowed() {
+async fn serve_refuses_a_remote_address_unless_allowed_with_tls() {
     let fake = Arc::new(FakeControl::default());
-    let remote = "0.0.0.0:0".parse().expect("an address");
-    let error = super::serve(remote, false, fake.clone())
+    let remote = options("0.0.0.0:0");
+    let error = super::serve(remote.clone(), fake.clone())
         .await
         .expect_err("a non-loopback address is refused");
     assert!(format!("{error:#}").contains("0.0.0.0:0"), "{error:#}");
-    let server = super::serve(remote, true, fake).await.expect("allowed");
+    let without_tls = super::AdminOptions {
+        allow_remote: true,
+        ..remote.clone()
+    };
+    let error = super::serve(without_tls.clone(), fake.clone())
+        .await
+        .expect_err("remote admin without TLS is refused");
+    assert!(
+        error.to_string().contains("--allow-remote-admin needs TLS"),
+        "{error}"
+    );
+    let wrong_key = super::AdminOptions {
+        tls: Some(test_tls("other-key.pem")),
+        ..without_tls.clone()
+    };
+    let error = super::serve(wrong_key, fake.clone())
+        .await
+        .expect_err("not its key");
+    assert!(
+        error.to_string().contains("cannot be used together"),
+        "{error}"
+    );
+    let missing = super::AdminOptions {
+        tls: Some(test_tls("none.pem")),
+        ..without_tls.clone()
+    };
+    let error = super::serve(missing, fake.clone())
+        .await
+        .expect_err("no key file");
+    assert!(error.to_string().contains("none.pem"), "{error}");
+    // Loopback here: a test listens on nothing else.
+    let with_tls = super::AdminOptions {
+        addr: "127.0.0.1:0".parse().expect("an address"),
+        tls: Some(test_tls("key.pem")),
+        ..without_tls
+    };
+    let server = super::serve(with_tls, fake).await.expect("allowed");
     server.shutdown().await.expect("a clean stop");
 }
 
 #[tokio::test]
 async fn serve_names_an_address_it_cannot_bind() {
     let fake = Arc::new(FakeControl::default());
-    let first = super::serve(
-        "127.0.0.1:0".parse().expect("an address"),
-        false,
-        fake.clone(),
-    )
-    .await
-    .expect("a free port");
+    let first = super::serve(options("127.0.0.1:0"), fake.clone())
+        .await
+        .expect("a free port");
     let taken = first.local_addr();
-    let error = super::serve(taken, false, fake)
+    let error = super::serve(options(&taken.to_string()), fake)
         .await
         .expect_err("the port is taken");
     assert!(
@@ -272,4 +382,239 @@ async fn serve_names_an_address_it_cannot_bind() {
         "{error:#}"
     );
     first.shutdown().await.expect("a clean stop");
+}
+
+#[tokio::test]
+async fn versions_and_rollback_to() {
+    let fake = Arc::default();
+    let (status, body) = call(
+        &fake,
+        Method::GET,
+        "/v1/tenants/acme/apps/ledger/versions",
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["versions"][0]["came_by"], json!("upload"));
+    assert_eq!(body["versions"][0]["live"], json!(true));
+    assert_eq!(body["versions"].as_array().map(Vec::len), Some(3));
+    let uri = "/v1/tenants/acme/apps/ledger/rollback";
+    let (status, body) = call(&fake, Method::POST, uri, r#"{"to":"0.0.9"}"#).await;
+    assert_eq!(
+        (status, &body["version"]),
+        (StatusCode::OK, &json!("0.0.9")),
+        "{body}"
+    );
+    let unknown = call(&fake, Method::POST, uri, r#"{"to":"ffff"}"#).await;
+    assert_error(&unknown, StatusCode::NOT_FOUND, "keeps no version `ffff`");
+    let typo = call(&fake, Method::POST, uri, r#"{"too":"ffff"}"#).await;
+    assert_error(&typo, StatusCode::BAD_REQUEST, "unknown field `too`");
+    let (status, body) = call(&fake, Method::POST, uri, "{}").await;
+    assert_eq!(
+        (status, &body["version"]),
+        (StatusCode::OK, &json!("0.1.0")),
+        "{body}"
+    );
+}
+
+/// A request body that never ends: an upload still under way.
+struct Endless;
+
+impl HttpBody for Endless {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        Poll::Pending
+    }
+}
+
+#[tokio::test]
+async fn the_guard_says_which_check_failed() {
+    let fake = Arc::new(FakeControl::default());
+    let router = app(&fake);
+    let status_of = |mut request: Request<Body>, edit: &dyn Fn(&mut Request<Body>)| {
+        edit(&mut request);
+        send(router.clone(), request)
+    };
+    let get = || request(Method::GET, "/v1/status", Body::empty());
+    type Edit = Box<dyn Fn(&mut Request<Body>)>;
+    let cases: Vec<(Edit, StatusCode, &str)> = vec![
+        (
+            Box::new(|r| {
+                r.headers_mut().remove(header::AUTHORIZATION);
+            }),
+            StatusCode::UNAUTHORIZED,
+            "no admin token",
+        ),
+        (
+            Box::new(|r| {
+                r.headers_mut().insert(
+                    header::AUTHORIZATION,
+                    format!("Bearer {TOKEN}x").parse().expect(""),
+                );
+            }),
+            StatusCode::UNAUTHORIZED,
+            "wrong admin token",
+        ),
+        (
+            Box::new(|r| {
+                r.headers_mut().insert(
+                    header::AUTHORIZATION,
+                    format!("Basic {TOKEN}").parse().expect(""),
+                );
+            }),
+            StatusCode::UNAUTHORIZED,
+            "not `Bearer TOKEN`",
+        ),
+        (
+            Box::new(|r| {
+                r.headers_mut()
+                    .insert(header::HOST, "rebind.example:9465".parse().expect(""));
+            }),
+            StatusCode::MISDIRECTED_REQUEST,
+            "DNS rebinding",
+        ),
+        (
+            Box::new(|r| {
+                r.headers_mut().remove(header::HOST);
+            }),
+            StatusCode::MISDIRECTED_REQUEST,
+            "no Host header",
+        ),
+    ];
+    for (edit, status, needle) in &cases {
+        let answer = status_of(get(), edit.as_ref()).await;
+        assert_error(&answer, *status, needle);
+    }
+    // The probes need no token, but the right Host.
+    let mut probe = request(Method::GET, "/readyz", Body::empty());
+    probe.headers_mut().remove(header::AUTHORIZATION);
+    assert_eq!(send(router.clone(), probe).await.0, StatusCode::OK);
+    let mut probe = request(Method::GET, "/healthz", Body::empty());
+    probe
+        .headers_mut()
+        .insert(header::HOST, "rebind.example:9465".parse().expect(""));
+    assert_eq!(
+        send(router.clone(), probe).await.0,
+        StatusCode::MISDIRECTED_REQUEST
+    );
+    // An unknown route is no way around the token.
+    let mut unknown = request(Method::GET, "/v2/anything", Body::empty());
+    unknown.headers_mut().remove(header::AUTHORIZATION);
+    assert_eq!(
+        send(router.clone(), unknown).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // A text body (a CORS "simple" request) is refused on every route that takes one.
+    for (method, uri, wanted) in [
+        (Method::POST, "/v1/tenants/acme/pause", "application/json"),
+        (Method::POST, SEEK, "application/json"),
+        (
+            Method::PUT,
+            "/v1/tenants/acme/components/ledger",
+            "application/wasm",
+        ),
+    ] {
+        let mut text = request(method.clone(), uri, r#"{"at":"latest"}"#);
+        text.headers_mut()
+            .insert(header::CONTENT_TYPE, "text/plain".parse().expect(""));
+        let answer = send(router.clone(), text).await;
+        assert_error(
+            &answer,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            &format!("Content-Type `text/plain` is refused here: send `{wanted}`"),
+        );
+        let mut untyped = request(method, uri, "x");
+        untyped.headers_mut().remove(header::CONTENT_TYPE);
+        untyped
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, "1".parse().expect(""));
+        let answer = send(router.clone(), untyped).await;
+        assert_error(
+            &answer,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "has no Content-Type",
+        );
+    }
+    let mut charset = request(Method::POST, SEEK, r#"{"at":"latest"}"#);
+    charset.headers_mut().insert(
+        header::CONTENT_TYPE,
+        "Application/JSON; charset=utf-8".parse().expect(""),
+    );
+    assert_eq!(send(router.clone(), charset).await.0, StatusCode::OK);
+    assert!(
+        fake.deploys.lock().unwrap().is_empty(),
+        "nothing refused reached the host"
+    );
+}
+
+#[tokio::test]
+async fn uploads_are_bounded_before_reading_and_one_at_a_time() {
+    let fake = Arc::new(FakeControl::default());
+    let router = app(&fake);
+    let uri = "/v1/tenants/acme/components/ledger";
+    // Refused by its length alone: the body never comes, and is never waited for.
+    let mut declared = request(Method::PUT, uri, Body::new(Endless));
+    declared.headers_mut().insert(
+        header::CONTENT_LENGTH,
+        (LIMIT + 1).to_string().parse().expect(""),
+    );
+    let answer = send(router.clone(), declared).await;
+    assert_error(
+        &answer,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "is 1025 bytes, more than the 1024",
+    );
+
+    // An upload under way holds the one upload slot until it is answered.
+    let mut first = Box::pin(
+        router
+            .clone()
+            .oneshot(request(Method::PUT, uri, Body::new(Endless))),
+    );
+    tokio::select! {
+        biased;
+        _ = &mut first => panic!("an endless upload was answered"),
+        () = std::future::ready(()) => {}
+    }
+    let second = send(router.clone(), request(Method::PUT, uri, &b"\0asm"[..])).await;
+    assert_error(
+        &second,
+        StatusCode::TOO_MANY_REQUESTS,
+        "another upload is in progress",
+    );
+    drop(first);
+    let third = send(router, request(Method::PUT, uri, &b"\0asm"[..])).await;
+    assert_eq!(third.0, StatusCode::OK, "{}", third.1);
+    assert_eq!(
+        fake.deploys.lock().unwrap().len(),
+        1,
+        "only the third reached the host"
+    );
+}
+
+#[tokio::test]
+async fn an_upload_that_stalls_lets_the_slot_go() {
+    let fake = Arc::new(FakeControl::default());
+    let guard = Arc::into_inner(guard()).expect("one owner");
+    let guard = Arc::new(guard.with_upload_time(std::time::Duration::from_millis(50)));
+    let router = router(fake.clone(), guard);
+    let uri = "/v1/tenants/acme/components/ledger";
+    let stalled = send(
+        router.clone(),
+        request(Method::PUT, uri, Body::new(Endless)),
+    )
+    .await;
+    assert_error(
+        &stalled,
+        StatusCode::REQUEST_TIMEOUT,
+        "the upload did not arrive within 50ms: send it again",
+    );
+    let next = send(router, request(Method::PUT, uri, &b"\0asm"[..])).await;
+    assert_eq!(next.0, StatusCode::OK, "{}", next.1);
 }

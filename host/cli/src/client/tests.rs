@@ -7,8 +7,11 @@ use hyper::StatusCode;
 
 use super::*;
 use crate::admin::fake::{FakeControl, SHARDS, TENANT, sample_status};
-use crate::admin::serve;
+use crate::admin::tests::{test_tls, test_token};
+use crate::admin::{AdminOptions, serve};
 use crate::http_server::HttpServer;
+
+const TOKEN: &str = "client-test-token-0123456789abcdef0123";
 
 #[test]
 fn positions() {
@@ -57,16 +60,22 @@ fn bad_positions_say_what_is_wrong() {
 fn urls_and_segments() {
     assert_eq!(
         base_url("http://127.0.0.1:9465/").expect("ok"),
-        "http://127.0.0.1:9465"
+        ("http://127.0.0.1:9465".to_owned(), false)
     );
     assert_eq!(
         base_url("http://[::1]:1/admin").expect("ok"),
-        "http://[::1]:1/admin"
+        ("http://[::1]:1/admin".to_owned(), false)
     );
+    assert_eq!(
+        base_url("https://admin.example.com:9465").expect("ok"),
+        ("https://admin.example.com:9465".to_owned(), true)
+    );
+    base_url("http://localhost:9465").expect("loopback by name");
     for (url, needle) in [
-        ("https://127.0.0.1:9465", "no TLS"),
+        ("http://10.0.0.5:9465", "in clear: use https://"),
+        ("http://admin.example.com:9465", "in clear"),
         ("127.0.0.1:9465", "give http://"),
-        ("http://x/?a=b", "query"),
+        ("http://localhost/?a=b", "query"),
         ("not a url", "not a URL"),
     ] {
         let error = base_url(url).expect_err(url).to_string();
@@ -88,11 +97,30 @@ fn server_errors_keep_the_servers_message() {
     assert!(matches!(error, ClientError::Decode { .. }), "{error}");
 }
 
+fn options() -> AdminOptions {
+    AdminOptions {
+        addr: "127.0.0.1:0".parse().expect("an address"),
+        allow_remote: false,
+        tls: None,
+        token: test_token(TOKEN),
+        hosts: Vec::new(),
+        max_upload: 1 << 20,
+    }
+}
+
+fn credentials(token: &str) -> Credentials {
+    Credentials {
+        token: test_token(token),
+        token_path: "/where/the/token/was".into(),
+        ca: None,
+    }
+}
+
 async fn started() -> (Arc<FakeControl>, HttpServer, AdminClient) {
     let fake = Arc::new(FakeControl::default());
-    let addr = "127.0.0.1:0".parse().expect("an address");
-    let server = serve(addr, false, fake.clone()).await.expect("a free port");
-    let client = AdminClient::new(&format!("http://{}", server.local_addr())).expect("a URL");
+    let server = serve(options(), fake.clone()).await.expect("a free port");
+    let url = format!("http://{}", server.local_addr());
+    let client = AdminClient::new(&url, credentials(TOKEN)).expect("a URL");
     (fake, server, client)
 }
 
@@ -117,10 +145,22 @@ async fn every_request_over_loopback() {
     let asked = fake.deploys.lock().unwrap().clone();
     assert_eq!(asked, [(TENANT.to_owned(), "ledger".to_owned(), 8)]);
 
+    let gone = client.undeploy(TENANT, "fresh").await.expect("an undeploy");
+    assert_eq!(gone.app, "fresh");
     let reloaded = client.reload().await.expect("a reload");
     assert_eq!(reloaded.len(), 1);
-    let back = client.rollback(TENANT, "ledger").await.expect("a rollback");
+    let back = client
+        .rollback(TENANT, "ledger", None)
+        .await
+        .expect("a rollback");
     assert_eq!(back.version, "0.1.0");
+    let back = client.rollback(TENANT, "ledger", Some("0.0.9-h")).await;
+    assert_eq!(back.expect("a rollback to").version, "0.0.9");
+    let kept = client
+        .versions(TENANT, "ledger")
+        .await
+        .expect("the versions");
+    assert_eq!(kept.versions.len(), 3);
 
     server.shutdown().await.expect("a clean stop");
 }
@@ -144,7 +184,7 @@ async fn refusals_over_loopback_are_one_line_errors() {
         "component `x` of tenant `acme` refused: not a WebAssembly component"
     );
     let error = client
-        .rollback(TENANT, "fresh")
+        .rollback(TENANT, "fresh", None)
         .await
         .expect_err("nothing to roll back");
     assert!(error.to_string().ends_with("(409 Conflict)"), "{error}");
@@ -166,4 +206,56 @@ async fn a_host_not_running_is_a_connect_error() {
             .to_string()
             .starts_with("cannot reach the admin API at http://127.0.0.1:")
     );
+}
+
+#[tokio::test]
+async fn a_refused_token_says_where_it_was_read() {
+    let (_fake, server, _) = started().await;
+    let url = format!("http://{}", server.local_addr());
+    let client =
+        AdminClient::new(&url, credentials("another-token-0123456789abcdef012345")).expect("a URL");
+    let error = client.status().await.expect_err("the wrong token");
+    let text = error.to_string();
+    assert!(
+        text.starts_with("wrong admin token (the token was read from /where/the/token/was"),
+        "{text}"
+    );
+    assert!(text.ends_with("(401 Unauthorized)"), "{text}");
+    server.shutdown().await.expect("a clean stop");
+}
+
+#[tokio::test]
+async fn https_with_the_hosts_certificate() {
+    let fake = Arc::new(FakeControl::default());
+    let tls = test_tls("key.pem");
+    let options = AdminOptions {
+        tls: Some(tls.clone()),
+        ..options()
+    };
+    let server = serve(options, fake).await.expect("a free port");
+    let port = server.local_addr().port();
+    let trusting = Credentials {
+        ca: Some(tls.cert.clone()),
+        ..credentials(TOKEN)
+    };
+    // The certificate names 127.0.0.1 and localhost.
+    for host in ["127.0.0.1", "localhost"] {
+        let client =
+            AdminClient::new(&format!("https://{host}:{port}"), trusting.clone()).expect("a URL");
+        assert_eq!(client.status().await.expect("a status"), sample_status());
+    }
+    let plain =
+        AdminClient::new(&format!("http://127.0.0.1:{port}"), trusting.clone()).expect("a URL");
+    plain.status().await.expect_err("plain HTTP to a TLS port");
+    let not_trusting = Credentials {
+        ca: Some(tls.key.clone()),
+        ..credentials(TOKEN)
+    };
+    let error = AdminClient::new(&format!("https://127.0.0.1:{port}"), not_trusting)
+        .expect_err("a key is no certificate");
+    assert!(
+        error.to_string().contains("holds no certificate"),
+        "{error}"
+    );
+    server.shutdown().await.expect("a clean stop");
 }

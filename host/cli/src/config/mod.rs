@@ -8,6 +8,8 @@
 //! compile_timeout_ms = 30000            # also compile_cpu_seconds, compile_memory_mib,
 //!                                       # compile_max_bytes, compile_max_functions,
 //!                                       # compile_max_function_bytes, compile_cache
+//! state_dir = "/var/lib/ruststream"     # deploys, kept versions, the admin token
+//! keep_versions = 10                    # versions kept per app
 //!
 //! [defaults]                            # limits every tenant gets unless it says otherwise
 //! call_deadline_ms = 5000
@@ -75,6 +77,10 @@ pub(crate) struct HostSection {
     pub poll_interval: Option<String>,
     /// Most records per GetRecords (1-10000).
     pub get_records_limit: Option<i32>,
+    /// Where the host keeps its state (relative to this file); `--state-dir` wins.
+    pub state_dir: Option<PathBuf>,
+    /// How many versions of each app the state directory keeps (at least 1).
+    pub keep_versions: Option<usize>,
 }
 
 impl HostSection {
@@ -115,6 +121,13 @@ impl HostSection {
         ];
         let at = KeyPath::root().key("host");
         refuse_zero(at.clone(), &zero)?;
+        if self.keep_versions == Some(0) {
+            return Err(Mistake::new(
+                at.key("keep_versions"),
+                "`keep_versions = 0` would not keep even the live version: give 1 or more \
+                 (a rollback needs 2)",
+            ));
+        }
         let timings = [
             ("lease_ttl", &self.lease_ttl),
             ("renew_interval", &self.renew_interval),
@@ -647,6 +660,9 @@ impl Config {
         }
         if let Some(cache) = &mut config.host.compile_cache {
             *cache = base.join(&*cache);
+        }
+        if let Some(state) = &mut config.host.state_dir {
+            *state = base.join(&*state);
         }
         Ok(config)
     }

@@ -10,8 +10,8 @@ use ruststream_runtime::StartPosition;
 use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
 use crate::admin::model::{
-    self, AppStatus, Deployed, HostStatus, OutcomeCounts, Refusal, RolloutStatus, SeekPosition,
-    TenantStatus, VersionInfo,
+    self, AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, Refusal, RolloutStatus,
+    SeekPosition, TenantStatus, Undeployed, VersionInfo,
 };
 
 /// Why an operator paused a tenant, as status shows it.
@@ -88,12 +88,28 @@ impl Control for Fleet {
         Fleet::deploy(self, tenant, component, wasm).await
     }
 
+    async fn undeploy(&self, tenant: &str, component: &str) -> Result<Undeployed, ControlError> {
+        Fleet::undeploy(self, tenant, component).await
+    }
+
     async fn reload(&self) -> Result<Vec<Deployed>, ControlError> {
         Fleet::reload(self).await
     }
 
-    async fn rollback(&self, tenant: &str, app: &str) -> Result<Deployed, ControlError> {
-        self.roll_back(tenant, app)
+    async fn rollback(
+        &self,
+        tenant: &str,
+        app: &str,
+        to: Option<String>,
+    ) -> Result<Deployed, ControlError> {
+        match to {
+            Some(to) => self.roll_back_to(tenant, app, &to).await,
+            None => self.roll_back(tenant, app).await,
+        }
+    }
+
+    fn versions(&self, tenant: &str, app: &str) -> Result<AppVersionList, ControlError> {
+        Fleet::versions(self, tenant, app)
     }
 }
 
@@ -103,7 +119,7 @@ impl Fleet {
             .ok_or_else(|| ControlError::UnknownTenant(name.to_owned()))
     }
 
-    fn app(&self, tenant: &str, app: &str) -> Result<Arc<RunningApp>, ControlError> {
+    pub(super) fn app(&self, tenant: &str, app: &str) -> Result<Arc<RunningApp>, ControlError> {
         self.with_tenants(|tenants| {
             let run = tenants
                 .get(tenant)

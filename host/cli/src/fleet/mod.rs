@@ -8,8 +8,13 @@
 //! side by side, so a slow compile delays nobody else. A tenant whose grants or limits changed
 //! is stopped (checkpoints flushed, leases released) and started again under its new settings,
 //! with the same lease stores.
+//!
+//! Every version that goes live is kept in the state directory with which one is live (see
+//! `versions`), so a restart runs what was live: the configured file when its bytes changed
+//! since the host last saw them, else the version that was live (an upload, a rollback).
 
 mod control;
+mod versions;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -25,10 +30,21 @@ use ruststream_runtime::{
 use tokio::task::JoinSet;
 
 use crate::admin::control::ControlError;
-use crate::admin::model::Deployed;
+use crate::admin::model::{Deployed, VersionOrigin};
 use crate::args::LeaseStoreKind;
 use crate::config::{ComponentSource, Config, OperatorConfig};
 use crate::identity::{Clients, Identities, Role};
+use crate::state::versions::VersionStore;
+
+/// Where a version to load comes from, as the state directory records it once it is live.
+#[derive(Debug, Clone)]
+struct Source {
+    how: VersionOrigin,
+    /// The configured file's hash, when the host read the file for this load.
+    file_hash: Option<String>,
+    /// Whether the component is one the tenants file does not list; `None`: as recorded.
+    upload_only: Option<bool>,
+}
 
 /// A component version that was refused, as status shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,8 +95,10 @@ struct Inner {
     config_path: Option<PathBuf>,
     cli_components: Vec<PathBuf>,
     leases: LeaseSettings,
+    /// The versions kept in the state directory, and which one each app runs.
+    versions: VersionStore,
     state: Mutex<State>,
-    /// One reload at a time: two would race to swap the same app.
+    /// One reload (deploy, rollback) at a time: two would race to swap the same app.
     reloading: tokio::sync::Mutex<()>,
 }
 
@@ -103,6 +121,8 @@ struct State {
     /// Apps a reload is stopping: a shutdown meanwhile waits for them too (their checkpoints
     /// flushed, their leases released), even when it cancels the reload.
     stopping: Vec<Arc<RunningApp>>,
+    /// Why the last version that went live could not be recorded in the state directory.
+    state_error: Option<String>,
 }
 
 pub(crate) struct TenantRun {
@@ -148,6 +168,7 @@ impl Fleet {
         config_path: Option<PathBuf>,
         cli_components: Vec<PathBuf>,
         leases: LeaseSettings,
+        versions: VersionStore,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -157,6 +178,7 @@ impl Fleet {
                 config_path,
                 cli_components,
                 leases,
+                versions,
                 state: Mutex::default(),
                 reloading: tokio::sync::Mutex::new(()),
             }),
@@ -226,40 +248,19 @@ impl Fleet {
         wasm: Vec<u8>,
     ) -> Result<Deployed, ControlError> {
         let _one_at_a_time = self.inner.reloading.lock().await;
-        let run = self
-            .state()
-            .tenants
-            .get(tenant)
-            .map(|t| t.tenant.clone())
+        let (run, configured) = self
+            .with_tenants(|tenants| {
+                let run = tenants.get(tenant)?;
+                let configured = run.configured.iter().any(|path| stem(path) == component);
+                Some((run.tenant.clone(), configured))
+            })
             .ok_or_else(|| ControlError::UnknownTenant(tenant.to_owned()))?;
-        self.load_version(&run, component, wasm, None).await
-    }
-
-    /// Returns app `app` of `tenant` to the version its last swap replaced.
-    ///
-    /// # Errors
-    /// When the tenant or app is unknown, or the app has no earlier version.
-    pub(crate) fn roll_back(&self, tenant: &str, app: &str) -> Result<Deployed, ControlError> {
-        let state = self.state();
-        let run = state
-            .tenants
-            .get(tenant)
-            .ok_or_else(|| ControlError::UnknownTenant(tenant.to_owned()))?;
-        let running = run
-            .components
-            .values()
-            .find(|c| c.app.name() == app)
-            .ok_or_else(|| ControlError::UnknownApp {
-                tenant: tenant.to_owned(),
-                app: app.to_owned(),
-            })?;
-        running.app.roll_back("asked by an operator").map_err(|_| {
-            ControlError::NothingToRollBack {
-                tenant: tenant.to_owned(),
-                app: app.to_owned(),
-            }
-        })?;
-        Ok(deployed(tenant, &running.app, true))
+        let source = Source {
+            how: VersionOrigin::Upload,
+            file_hash: None,
+            upload_only: Some(!configured),
+        };
+        self.load_version(&run, component, wasm, source).await
     }
 
     /// Runs `f` over the running tenants (for status, seek, pause).
@@ -300,6 +301,7 @@ impl Fleet {
         }
         reasons.extend(state.config_error.iter().map(|e| format!("config: {e}")));
         reasons.extend(state.unreachable.iter().cloned());
+        reasons.extend(state.state_error.iter().cloned());
         reasons.extend(not_started(&state.tenants));
         for (name, run) in &state.tenants {
             if let Some(reason) = run.tenant.quarantine_reason() {
@@ -349,6 +351,7 @@ impl Fleet {
     /// Stops every app at once, and waits for those a reload is stopping: calls finish,
     /// checkpoints are flushed, leases released.
     pub(crate) async fn shutdown(&self) {
+        self.record_rollbacks().await;
         let apps: Vec<Arc<RunningApp>> = {
             let mut state = self.state();
             let mut apps = std::mem::take(&mut state.stopping);
@@ -431,6 +434,7 @@ impl Fleet {
     /// listed.
     async fn retire(&self, wanted: &Wanted) {
         let mut stopping: Vec<Arc<RunningApp>> = Vec::new();
+        let mut retired = Vec::new();
         {
             let mut state = self.state();
             let names: Vec<String> = state.tenants.keys().cloned().collect();
@@ -449,15 +453,18 @@ impl Fleet {
                     Some(w) => {
                         let listed: Vec<String> = w.components.iter().map(|p| stem(p)).collect();
                         if let Some(run) = state.tenants.get_mut(&name) {
+                            // Components that came by upload only were never listed: they stay.
+                            let was: Vec<String> = run.configured.iter().map(|p| stem(p)).collect();
                             let gone: Vec<String> = run
                                 .components
                                 .keys()
-                                .filter(|c| !listed.contains(c))
+                                .filter(|c| !listed.contains(c) && was.contains(c))
                                 .cloned()
                                 .collect();
                             for component in gone {
                                 tracing::info!(tenant = %name, component = %component, "component no longer configured: stopping it");
                                 stopping.extend(run.components.remove(&component).map(|c| c.app));
+                                retired.push((name.clone(), component));
                             }
                             run.refused.retain(|c, _| listed.contains(c));
                         }
@@ -472,6 +479,10 @@ impl Fleet {
             }
             state.stopping.extend(stopping.iter().cloned());
         }
+        for (tenant, component) in retired {
+            let recorded = self.inner.versions.retired(&tenant, &component);
+            self.note_state(recorded.map_err(|e| e.to_string()));
+        }
         stop_apps(stopping.clone()).await;
         self.state()
             .stopping
@@ -480,8 +491,9 @@ impl Fleet {
 
     /// Loads the tenant's changed components, one after another.
     async fn load_tenant(&self, wanted: WantedTenant) -> Vec<Deployed> {
-        let tenant = {
+        let (tenant, fresh) = {
             let mut state = self.state();
+            let fresh = !state.tenants.contains_key(wanted.tenant.name());
             let run = state
                 .tenants
                 .entry(wanted.tenant.name().to_owned())
@@ -496,38 +508,89 @@ impl Fleet {
                     configured: Vec::new(),
                 });
             run.configured = wanted.components.clone();
-            run.tenant.clone()
+            (run.tenant.clone(), fresh)
         };
         let mut deployed = Vec::new();
         for (slot, path) in wanted.components.iter().enumerate() {
             let name = stem(path);
-            let source = wanted.sources.get(slot);
-            let bytes = match self.read_if_changed(&tenant, &name, path, source).await {
-                Ok(Some(bytes)) => bytes,
-                Ok(None) => continue,
-                Err(reason) => {
-                    self.refuse(tenant.name(), &name, reason, None);
-                    continue;
-                }
-            };
-            let hash = content_hash(&bytes);
-            if let Ok(done) = self.load_version(&tenant, &name, bytes, Some(hash)).await {
-                deployed.push(done);
-            }
+            let written = wanted.sources.get(slot);
+            deployed.extend(self.load_configured(&tenant, &name, path, written).await);
+        }
+        // Apps that came by upload only run again when their tenant (re)starts.
+        if fresh {
+            let configured: Vec<String> = wanted.components.iter().map(|p| stem(p)).collect();
+            deployed.extend(self.restore_uploads(&tenant, &configured).await);
         }
         deployed
     }
 
-    /// The file's bytes, unless they are what was last seen at this path. Errors name the
-    /// file as the tenants file does (`source`), or by its path.
-    async fn read_if_changed(
+    /// Loads configured component `name` from `path` if it changed: the file when its bytes
+    /// are not what the host last saw there, else (when the component does not run yet) the
+    /// version that was live. When the file is unreadable or refused and the component does
+    /// not run, the version that was live runs.
+    async fn load_configured(
         &self,
-        tenant: &Tenant,
+        tenant: &Arc<Tenant>,
         name: &str,
         path: &Path,
-        source: Option<&ComponentSource>,
-    ) -> Result<Option<Vec<u8>>, String> {
-        let shown = source.map_or_else(|| path.display().to_string(), ToString::to_string);
+        written: Option<&ComponentSource>,
+    ) -> Option<Deployed> {
+        let running = self.with_tenants(|t| {
+            t.get(tenant.name())
+                .is_some_and(|t| t.components.contains_key(name))
+        });
+        let record = (!running)
+            .then(|| self.inner.versions.live_under(tenant.name(), name))
+            .flatten();
+        let bytes = match self.read_file(path, written).await {
+            Ok(bytes) => bytes,
+            Err(reason) => {
+                self.refuse(tenant.name(), name, reason, None);
+                return self.restore_over_refusal(tenant, name, record?).await;
+            }
+        };
+        let hash = content_hash(&bytes);
+        if self.with_tenants(|t| {
+            t.get(tenant.name())
+                .is_some_and(|t| t.has_seen(name, &hash))
+        }) {
+            return None;
+        }
+        if let Some(record) = record
+            .as_ref()
+            .filter(|r| r.file_hash.as_deref() == Some(&hash) && r.live.as_deref() != Some(&hash))
+        {
+            tracing::info!(tenant = %tenant.name(), component = %name,
+                "the file is what this host last saw: running the version that was live");
+            if let Some(done) = self
+                .restore(tenant, record.clone(), Some(hash.clone()))
+                .await
+            {
+                return Some(done);
+            }
+        }
+        let source = Source {
+            how: VersionOrigin::File,
+            file_hash: Some(hash.clone()),
+            upload_only: Some(false),
+        };
+        match self.load_version(tenant, name, bytes, source).await {
+            Ok(done) => Some(done),
+            Err(_) => {
+                let record = record.filter(|r| r.live.as_deref() != Some(&hash))?;
+                self.restore_over_refusal(tenant, name, record).await
+            }
+        }
+    }
+
+    /// The file's bytes, within the compile size bound. Errors name the file as the tenants
+    /// file does (`written`), or by its path.
+    async fn read_file(
+        &self,
+        path: &Path,
+        written: Option<&ComponentSource>,
+    ) -> Result<Vec<u8>, String> {
+        let shown = written.map_or_else(|| path.display().to_string(), ToString::to_string);
         let max = self.inner.runtime.config().compile.limits.max_bytes;
         let size = tokio::fs::metadata(path)
             .await
@@ -538,16 +601,9 @@ impl Fleet {
                 "{shown} is {size} bytes, more than the {max} a component may have"
             ));
         }
-        let bytes = tokio::fs::read(path)
+        tokio::fs::read(path)
             .await
-            .map_err(|e| format!("cannot read {shown}: {e}"))?;
-        let hash = content_hash(&bytes);
-        let unchanged = self.with_tenants(|tenants| {
-            tenants
-                .get(tenant.name())
-                .is_some_and(|t| t.has_seen(name, &hash))
-        });
-        Ok((!unchanged).then_some(bytes))
+            .map_err(|e| format!("cannot read {shown}: {e}"))
     }
 
     /// Loads one version and makes it live: swapped into the app the component runs, or
@@ -557,8 +613,12 @@ impl Fleet {
         tenant: &Arc<Tenant>,
         name: &str,
         bytes: Vec<u8>,
-        file_hash: Option<String>,
+        source: Source,
     ) -> Result<Deployed, ControlError> {
+        let file_hash = source.file_hash.clone();
+        // Kept once it is live; a copy only when the state directory does not have it yet.
+        let hash = content_hash(&bytes);
+        let keep = (!self.inner.versions.has(&hash)).then(|| bytes.clone());
         let log = LogSink::new();
         let loaded =
             LoadedComponent::from_bytes(&self.inner.runtime, name, bytes, tenant.policy(), &log)
@@ -580,7 +640,9 @@ impl Fleet {
             Err(error) => return Err(self.refuse(tenant.name(), name, format!("{error:#}"), None)),
         };
         let result = self.go_live(&host, tenant, name, component, store, file_hash.clone());
-        result.map_err(|reason| self.refuse(tenant.name(), name, reason, file_hash))
+        let done = result.map_err(|reason| self.refuse(tenant.name(), name, reason, file_hash))?;
+        self.record_live(&done, keep, &source).await;
+        Ok(done)
     }
 
     /// The host, clients and role `tenant`'s apps run with: the host's own, or its role's.
@@ -652,10 +714,15 @@ impl Fleet {
             deployment.settings = settings;
             let started = host.start(deployment).map_err(|e| one_line(&e))?;
             tracing::info!(tenant = %tenant.name(), component = %name, app = %app, "app started");
+            let started = Arc::new(started);
+            tokio::spawn(
+                self.clone()
+                    .follow_rollbacks(tenant.name().to_owned(), &started),
+            );
             run.components.insert(
                 name.to_owned(),
                 ComponentRun {
-                    app: Arc::new(started),
+                    app: started,
                     file_hash,
                 },
             );

@@ -268,6 +268,11 @@ impl Fleet {
             .args(["--kinesis-endpoint", &self.kinesis])
             .args(["--dynamodb-endpoint", &self.dynamo])
             .args(["--region", "us-east-1", "--owner-id", owner])
+            // One state directory per host (a host locks its own): a restart finds its own.
+            .env(
+                "RUSTSTREAM_STATE_DIR",
+                self.dir.join(format!("state-{owner}")),
+            )
             .args([
                 "--admin-addr",
                 "127.0.0.1:0",

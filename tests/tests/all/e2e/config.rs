@@ -24,6 +24,11 @@ fn ruststream(args: &[&str], config: &Path) -> anyhow::Result<(bool, String)> {
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
+        // Its own state directory, beside the tenants file, not the user's.
+        .env(
+            "RUSTSTREAM_STATE_DIR",
+            ruststream_tests::process::state_dir(config),
+        )
         .env("RUST_LOG", "warn")
         .output()?;
     let text =

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use ruststream_tests::http::http;
-use ruststream_tests::process::{Running, admin_addr, run_host};
+use ruststream_tests::http::AdminApi;
+use ruststream_tests::process::{Running, admin_addr, run_host, state_dir};
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{binary, guests};
@@ -39,6 +39,8 @@ fn ruststream(kinesis: &LocalKinesis, args: &[&str]) -> anyhow::Result<(bool, St
 struct Host {
     _running: Running,
     log: PathBuf,
+    /// Where it keeps its admin token.
+    state: PathBuf,
 }
 
 impl Host {
@@ -57,6 +59,7 @@ impl Host {
         let host = Self {
             _running: run_host(&file, kinesis, &log, &[])?,
             log,
+            state: state_dir(&file),
         };
         let reading = poll_for(Duration::from_secs(60), async || {
             (host.output().matches("reading shard").count() >= shards).then_some(())
@@ -247,8 +250,9 @@ async fn a_record_past_its_maximum_age_moves_a_held_shard_on() -> anyhow::Result
     let addr = poll_for(Duration::from_secs(30), async || admin_addr(&host.output()))
         .await
         .ok_or_else(|| anyhow::anyhow!("no admin API"))?;
+    let admin = AdminApi::new(&addr, &host.state)?;
     let moved = poll_for(Duration::from_secs(30), async || {
-        let (_, body) = http(&addr, "GET", "/v1/status", b"").ok()?;
+        let (_, body) = admin.call("GET", "/v1/status", None, b"").ok()?;
         let status: Value = serde_json::from_str(&body).ok()?;
         let shard = status
             .pointer("/tenants/0/apps/0/subscriptions/0/shards/0")?

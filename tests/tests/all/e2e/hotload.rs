@@ -13,8 +13,8 @@ use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore};
 use ruststream_tests::binary;
 use ruststream_tests::e2e::{put_json, put_json_batch};
 use ruststream_tests::guests;
-use ruststream_tests::http::http;
-use ruststream_tests::process::{Running, admin_addr, run_host};
+use ruststream_tests::http::{AdminApi, http};
+use ruststream_tests::process::{Running, admin_addr, run_host, state_dir};
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use ruststream_tests::wait::{eventually, eventually_async, poll_for};
 use serde_json::json;
@@ -104,6 +104,8 @@ struct HotHost {
     running: Running,
     log: PathBuf,
     component: PathBuf,
+    /// Where it keeps its admin token and versions.
+    state: PathBuf,
 }
 
 impl HotHost {
@@ -143,6 +145,7 @@ impl HotHost {
             running,
             log,
             component,
+            state: state_dir(&config),
         })
     }
 
@@ -187,8 +190,9 @@ impl HotHost {
         replace_file(source, &self.component)
     }
 
-    /// Runs `ruststream VERB ARGS --admin URL` against this host's admin API; returns whether
-    /// it succeeded and what it printed.
+    /// Runs `ruststream VERB ARGS --admin URL --state-dir DIR` against this host's admin API
+    /// (the verb reads the host's token in its state directory); returns whether it succeeded
+    /// and what it printed.
     async fn cli(&self, args: &[&str]) -> anyhow::Result<(bool, String)> {
         let addr = poll_for(Duration::from_secs(30), async || admin_addr(&self.output()))
             .await
@@ -196,6 +200,8 @@ impl HotHost {
         let out = std::process::Command::new(binary())
             .args(args)
             .args(["--admin", &format!("http://{addr}")])
+            .arg("--state-dir")
+            .arg(&self.state)
             .output()?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
@@ -518,7 +524,8 @@ async fn one_tenant_is_paused_and_resumed_and_readiness_names_a_missing_stream()
     })
     .await;
     assert!(handled_after_resume, "{}", host.output());
-    let (code, _) = http(&addr, "POST", "/v1/tenants/nobody/pause", b"")?;
+    let admin = AdminApi::new(&addr, &host.state)?;
+    let (code, _) = admin.call("POST", "/v1/tenants/nobody/pause", None, b"")?;
     assert_eq!(code, 404);
     host.stop().await?;
     Ok(())

@@ -1,5 +1,6 @@
 //! The host and the `ruststream` binary against local Kinesis and DynamoDB servers.
 
+mod admin;
 mod binary;
 mod chaos;
 mod config;

@@ -82,6 +82,10 @@ fn a_template_that_would_share_a_table_is_refused_by_the_binary() -> anyhow::Res
     let out = std::process::Command::new(ruststream_tests::binary())
         .args(["run", "--config"])
         .arg(&config)
+        .env(
+            "RUSTSTREAM_STATE_DIR",
+            ruststream_tests::process::state_dir(&config),
+        )
         .env("RUST_LOG", "error")
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -1,0 +1,192 @@
+//! Which `Host` headers the admin API answers: its own address, and names the operator gave.
+//!
+//! A web page can make a browser send requests to `127.0.0.1:9465` under a name of its own
+//! that it re-points at loopback (DNS rebinding); such a request carries that name as its
+//! `Host`. So a request whose `Host` is neither the listening address (an IP literal, or
+//! `localhost` on loopback) nor a configured name (`--admin-host`) is refused. On a wildcard
+//! address (`0.0.0.0`, `::`) any IP literal with the right port is the host's own: rebinding
+//! always comes under a name.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::http::HeaderValue;
+use axum::http::uri::Authority;
+use ruststream_runtime::quote;
+
+/// A name the admin API also answers to (`--admin-host`): `NAME` (with the listening port)
+/// or `NAME:PORT` (exactly).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HostName {
+    name: String,
+    port: Option<u16>,
+}
+
+/// Parses `--admin-host`: `NAME` or `NAME:PORT`.
+///
+/// # Errors
+/// When it is not a host name with an optional port.
+pub(crate) fn parse_host_name(input: &str) -> Result<HostName, String> {
+    let bad = || {
+        format!(
+            "`{}` is not a host name: give NAME or NAME:PORT",
+            quote(input)
+        )
+    };
+    let authority: Authority = input.parse().map_err(|_| bad())?;
+    if authority.as_str().contains('@') || authority.host().is_empty() {
+        return Err(bad());
+    }
+    Ok(HostName {
+        name: normalize(authority.host()),
+        port: authority.port_u16(),
+    })
+}
+
+fn normalize(host: &str) -> String {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_end_matches('.')
+        .to_ascii_lowercase()
+}
+
+/// The `Host`s an admin API listening on one address answers to.
+#[derive(Debug, Clone)]
+pub(crate) struct AllowedHosts {
+    addr: SocketAddr,
+    /// The port a `Host` without one means: 443 over TLS, else 80.
+    default_port: u16,
+    names: Vec<HostName>,
+}
+
+impl AllowedHosts {
+    /// The hosts of an API listening on `addr` (over TLS when `tls`), and `names`.
+    pub(crate) fn new(addr: SocketAddr, tls: bool, names: Vec<HostName>) -> Self {
+        Self {
+            addr,
+            default_port: if tls { 443 } else { 80 },
+            names,
+        }
+    }
+
+    /// Whether a request with this `Host` header is for this API.
+    ///
+    /// # Errors
+    /// Why not, one line: no header, not a host, or not one of this API's.
+    pub(crate) fn check(&self, header: Option<&HeaderValue>) -> Result<(), String> {
+        let header = header.ok_or_else(|| "the request has no Host header".to_owned())?;
+        let text = header
+            .to_str()
+            .map_err(|_| "the Host header is not text".to_owned())?;
+        let authority: Authority = text
+            .parse()
+            .map_err(|_| format!("the Host header `{}` is not HOST[:PORT]", quote(text)))?;
+        let host = normalize(authority.host());
+        let port = authority.port_u16().unwrap_or(self.default_port);
+        if self.allows(&host, port) {
+            return Ok(());
+        }
+        Err(format!(
+            "Host `{}` is not this admin API's address ({}) nor a name given with \
+             --admin-host: refused, as a page re-pointing its own name at this host \
+             (DNS rebinding) would be",
+            quote(text),
+            self.shown()
+        ))
+    }
+
+    fn allows(&self, host: &str, port: u16) -> bool {
+        let ip = self.addr.ip();
+        let named = self
+            .names
+            .iter()
+            .any(|n| n.name == host && n.port.unwrap_or(self.addr.port()) == port);
+        if named {
+            return true;
+        }
+        if port != self.addr.port() {
+            return false;
+        }
+        match host.parse::<IpAddr>() {
+            Ok(asked) => asked == ip || ip.is_unspecified(),
+            Err(_) => host == "localhost" && (ip.is_loopback() || ip.is_unspecified()),
+        }
+    }
+
+    /// The addresses and names accepted, for a refusal.
+    fn shown(&self) -> String {
+        let port = self.addr.port();
+        let mut shown = Vec::new();
+        if self.addr.ip().is_unspecified() {
+            shown.push(format!("any IP address:{port}"));
+        } else {
+            shown.push(self.addr.to_string());
+        }
+        if self.addr.ip().is_loopback() || self.addr.ip().is_unspecified() {
+            shown.push(format!("localhost:{port}"));
+        }
+        for name in &self.names {
+            shown.push(format!("{}:{}", name.name, name.port.unwrap_or(port)));
+        }
+        shown.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(hosts: &AllowedHosts, header: &str) -> Result<(), String> {
+        hosts.check(Some(&HeaderValue::from_str(header).expect("a header")))
+    }
+
+    #[test]
+    fn loopback_answers_its_address_and_localhost() {
+        let hosts = AllowedHosts::new("127.0.0.1:9465".parse().expect("addr"), false, Vec::new());
+        for ok in ["127.0.0.1:9465", "localhost:9465", "LOCALHOST.:9465"] {
+            check(&hosts, ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for (refused, needle) in [
+            (
+                "evil.example:9465",
+                "not this admin API's address (127.0.0.1:9465, localhost:9465)",
+            ),
+            ("127.0.0.1:80", "DNS rebinding"),
+            ("127.0.0.1", "refused"),
+            ("127.0.0.2:9465", "refused"),
+            ("[::1]:9465", "refused"),
+            ("a b", "not HOST[:PORT]"),
+        ] {
+            let error = check(&hosts, refused).expect_err(refused);
+            assert!(error.contains(needle), "{refused}: {error}");
+        }
+        let error = hosts.check(None).expect_err("no header");
+        assert_eq!(error, "the request has no Host header");
+    }
+
+    #[test]
+    fn configured_names_and_wildcards() {
+        let names = vec![
+            parse_host_name("Admin.Example.com").expect("a name"),
+            parse_host_name("proxy.example.com:443").expect("a name with a port"),
+        ];
+        let hosts = AllowedHosts::new("0.0.0.0:9465".parse().expect("addr"), true, names);
+        for ok in [
+            "admin.example.com:9465",
+            "10.1.2.3:9465",
+            "[fe80::1]:9465",
+            "proxy.example.com",
+            "proxy.example.com:443",
+            "localhost:9465",
+        ] {
+            check(&hosts, ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for refused in ["admin.example.com:1", "10.1.2.3:1", "rebind.example:9465"] {
+            check(&hosts, refused).expect_err(refused);
+        }
+        let v6 = AllowedHosts::new("[::1]:1".parse().expect("addr"), false, Vec::new());
+        check(&v6, "[::1]:1").expect("its own address");
+        assert!(parse_host_name("user@host").is_err());
+        assert!(parse_host_name("").is_err());
+        assert!(parse_host_name("a/b").is_err());
+    }
+}

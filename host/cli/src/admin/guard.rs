@@ -1,0 +1,207 @@
+//! The checks an admin request passes before its route runs, each refusal saying which failed:
+//!
+//! 1. its `Host` is this API's (421, see `allowed_hosts`), on every route;
+//! 2. it carries the token, `Authorization: Bearer <token>` (401), on every route but
+//!    `/healthz` and `/readyz`;
+//! 3. a body is `application/json`, or `application/wasm` for an upload (415);
+//! 4. an upload is within the compile size bound, refused by its `Content-Length` before any of
+//!    it is read (413), and one runs at a time (429).
+//!
+//! The size of an upload without a `Content-Length` is bounded while it streams in (the
+//! route's body limit, also 413).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
+
+use super::allowed_hosts::AllowedHosts;
+use super::error::ApiError;
+use super::token::AdminToken;
+
+/// How long an upload may take to arrive: 32 MiB at 2 Mbit/s. A client that stalls would
+/// otherwise hold the one upload slot until its connection dies.
+pub(crate) const UPLOAD_TIME: Duration = Duration::from_secs(150);
+
+/// The routes a probe reaches without the token.
+const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
+
+/// What the checks compare requests with.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    token: AdminToken,
+    hosts: AllowedHosts,
+    /// Largest upload: the compile size bound (`compile_max_bytes`).
+    max_upload: usize,
+    /// How long an upload may take to arrive.
+    upload_time: Duration,
+    /// One permit: the upload under way holds it.
+    uploads: Semaphore,
+}
+
+impl Guard {
+    /// Checks against `token` and `hosts`, uploads of at most `max_upload` bytes arriving
+    /// within [`UPLOAD_TIME`].
+    pub(crate) fn new(token: AdminToken, hosts: AllowedHosts, max_upload: usize) -> Self {
+        Self {
+            token,
+            hosts,
+            max_upload,
+            upload_time: UPLOAD_TIME,
+            uploads: Semaphore::new(1),
+        }
+    }
+
+    /// The same with another time for an upload to arrive.
+    #[cfg(test)]
+    pub(crate) fn with_upload_time(self, upload_time: Duration) -> Self {
+        Self {
+            upload_time,
+            ..self
+        }
+    }
+
+    /// Largest upload accepted.
+    pub(crate) fn max_upload(&self) -> usize {
+        self.max_upload
+    }
+
+    /// How long an upload may take to arrive.
+    pub(crate) fn upload_time(&self) -> Duration {
+        self.upload_time
+    }
+
+    fn check_token(&self, headers: &HeaderMap) -> Result<(), &'static str> {
+        let Some(value) = headers.get(AUTHORIZATION) else {
+            return Err(
+                "no admin token: send `Authorization: Bearer TOKEN`, TOKEN being the contents \
+                 of the host's admin token file (the ruststream verbs send it themselves)",
+            );
+        };
+        // The scheme's name is case-insensitive (RFC 9110).
+        let presented = value
+            .as_bytes()
+            .split_at_checked(7)
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"Bearer "))
+            .map(|(_, token)| token.trim_ascii())
+            .ok_or("the Authorization header is not `Bearer TOKEN`")?;
+        if self.token.matches(presented) {
+            Ok(())
+        } else {
+            Err("wrong admin token")
+        }
+    }
+}
+
+/// Checks 1 and 2, on every request.
+pub(crate) async fn host_and_token(
+    State(guard): State<Arc<Guard>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Err(reason) = guard.hosts.check(request.headers().get(HOST)) {
+        return refuse(StatusCode::MISDIRECTED_REQUEST, reason);
+    }
+    let open = request.method() == Method::GET && OPEN_ROUTES.contains(&request.uri().path());
+    if !open && let Err(reason) = guard.check_token(request.headers()) {
+        let mut response = refuse(StatusCode::UNAUTHORIZED, reason.to_owned());
+        let challenge = HeaderValue::from_static("Bearer realm=\"ruststream admin\"");
+        response
+            .headers_mut()
+            .insert(axum::http::header::WWW_AUTHENTICATE, challenge);
+        return response;
+    }
+    next.run(request).await
+}
+
+/// Check 3 for the routes that take JSON (or nothing).
+pub(crate) async fn json_body(request: Request, next: Next) -> Response {
+    if let Err(reason) = content_type(request.headers(), "application/json") {
+        return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, reason);
+    }
+    next.run(request).await
+}
+
+/// Checks 3 and 4 for an upload; the permit is held until the upload is answered.
+pub(crate) async fn upload(
+    State(guard): State<Arc<Guard>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let headers = request.headers();
+    if let Err(reason) = content_type(headers, "application/wasm") {
+        return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, reason);
+    }
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = declared.filter(|&n| n > guard.max_upload as u64) {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            too_large(length, guard.max_upload),
+        );
+    }
+    let Ok(_permit) = guard.uploads.try_acquire() else {
+        let reason = "another upload is in progress: uploads are taken one at a time; send \
+                      this one again once it is answered";
+        return refuse(StatusCode::TOO_MANY_REQUESTS, reason.to_owned());
+    };
+    next.run(request).await
+}
+
+/// Why an upload of `length` bytes is refused.
+pub(crate) fn too_large(length: u64, max: usize) -> String {
+    format!(
+        "the upload is {length} bytes, more than the {max} a component may have \
+         (`compile_max_bytes`): refused before reading it"
+    )
+}
+
+/// Why a body of more than `max` bytes, streamed without a length, was refused.
+pub(crate) fn too_large_streamed(max: usize) -> String {
+    format!("the upload is more than the {max} bytes a component may have (`compile_max_bytes`)")
+}
+
+/// Whether the request's body (if it has one) is of `wanted` type.
+fn content_type(headers: &HeaderMap, wanted: &str) -> Result<(), String> {
+    let has_body = headers.contains_key(TRANSFER_ENCODING)
+        || headers
+            .get(CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return if has_body {
+            Err(format!(
+                "the request body has no Content-Type: send it as `{wanted}`"
+            ))
+        } else {
+            Ok(())
+        };
+    };
+    let essence = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split(';').next())
+        .map(str::trim)
+        .unwrap_or_default();
+    if essence.eq_ignore_ascii_case(wanted) {
+        return Ok(());
+    }
+    let shown = ruststream_runtime::quote(&String::from_utf8_lossy(value.as_bytes()));
+    Err(format!(
+        "Content-Type `{shown}` is refused here: send `{wanted}`"
+    ))
+}
+
+fn refuse(status: StatusCode, reason: String) -> Response {
+    tracing::warn!(
+        status = status.as_u16(),
+        "admin API refused a request: {reason}"
+    );
+    ApiError::new(status, reason).into_response()
+}
