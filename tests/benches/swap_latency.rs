@@ -283,10 +283,19 @@ fn report(what: &str, timings: &[Timing]) {
             ms(all[all.len() - 1])
         )
     };
-    println!("{what} ({} swaps), min / p50 / p99 / max ms:", timings.len());
+    println!(
+        "{what} ({} swaps), min / p50 / p99 / max ms:",
+        timings.len()
+    );
     println!("  live                      {}", quantiles(&|t| t.live));
-    println!("  every shard changed over  {}", quantiles(&|t| t.changed_over));
-    println!("  first record handled      {}", quantiles(&|t| t.first_record));
+    println!(
+        "  every shard changed over  {}",
+        quantiles(&|t| t.changed_over)
+    );
+    println!(
+        "  first record handled      {}",
+        quantiles(&|t| t.first_record)
+    );
     println!(
         "  first record after live   {}",
         quantiles(&|t| t.first_record.saturating_sub(t.live))

@@ -49,7 +49,11 @@ impl ReadProgress {
         let unread = now_ms
             .saturating_sub(answered_at)
             .saturating_sub(self.expected_gap_ms);
-        Some(u64::try_from(behind.max(0)).unwrap_or(0).saturating_add(unread))
+        Some(
+            u64::try_from(behind.max(0))
+                .unwrap_or(0)
+                .saturating_add(unread),
+        )
     }
 }
 
@@ -62,7 +66,11 @@ mod tests {
         let progress = ReadProgress::new(Duration::from_secs(1));
         assert_eq!(progress.behind_ms(5_000), None);
         progress.answered(Some(250), 10_000);
-        assert_eq!(progress.behind_ms(10_900), Some(250), "within a reader's gap");
+        assert_eq!(
+            progress.behind_ms(10_900),
+            Some(250),
+            "within a reader's gap"
+        );
         assert_eq!(progress.behind_ms(23_000), Some(12_250), "12 s unread");
         progress.answered(Some(0), 23_000);
         assert_eq!(progress.behind_ms(23_100), Some(0));

@@ -7,8 +7,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::pacing::{MIN_READ_INTERVAL, ReaderOwner};
-use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
 use super::progress::ReadProgress;
+use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
 use super::read_error::ReadError;
 use super::shared::{Answer, Outcome, Position, ReadRequest, Registration, SharedReads};
 use ruststream_runtime::internals::Backoff;

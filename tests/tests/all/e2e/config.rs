@@ -96,8 +96,14 @@ fn check_config_loads_every_component_under_its_tenants_grants() -> anyhow::Resu
     std::fs::write(&config, format!("{cache}{good}"))?;
     let (ok, output) = ruststream(&["check"], &config)?;
     assert!(ok, "{output}");
-    assert!(output.contains("ok    tenant `acme`, config file "), "{output}");
-    assert!(output.contains("`tenants[0].components[0]` = \""), "{output}");
+    assert!(
+        output.contains("ok    tenant `acme`, config file "),
+        "{output}"
+    );
+    assert!(
+        output.contains("`tenants[0].components[0]` = \""),
+        "{output}"
+    );
     assert!(output.contains("1 components of 1 tenants"), "{output}");
 
     // A component reading a stream its tenant is not granted is refused, naming both.

@@ -117,21 +117,37 @@ async fn acks_of_records_delivered_before_a_seek_never_move_the_checkpoint() -> 
     // C is handled, but B's copy is not out yet and B's place no longer counts here: storing
     // C now, a crash would lose B. Nothing is stored until the copy is out.
     assert_eq!(app.subscriber("pay_out")?.checkpoint(), None);
-    app.advance(Duration::from_millis(100)).await?;
+    // B's copy goes out on its retry, 100-200 ms after its first try (jittered), and comes
+    // back at the tip to wait for its due time.
+    app.advance(Duration::from_millis(200)).await?;
+    let b_copy = app.stream("payouts")[3].clone();
+    assert_eq!(
+        b_copy.header("x-ruststream-retry-count").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        app.subscriber("pay_out")?.checkpoint(),
+        Some(c.sequence_number.as_str())
+    );
+    // D's copy fails once: D stays unhandled behind B's waiting copy.
     app.fail_next_publishes("payouts", 1);
-    let d = app.publish("payouts", &entry(4, -1)).await?;
-
-    // B's copy goes out now (200 ms after its first try); B was delivered before the seek,
-    // so settling it must not count for D, which sits at B's old position.
-    app.advance(Duration::from_millis(100)).await?;
+    app.publish("payouts", &entry(4, -1)).await?;
+    // B was delivered before the seek: settling it counted for nothing after the seek, and
+    // D's copy, out on its retry, settles D without the checkpoint passing B's copy.
+    app.advance(Duration::from_secs(1)).await?;
     let pay_out = app.subscriber("pay_out")?;
     assert_eq!(pay_out.checkpoint(), Some(c.sequence_number.as_str()));
-    assert_eq!(pay_out.held_at(), Some(d.sequence_number.as_str()));
-
-    // D's own copy goes out 100 ms later and settles D.
-    app.advance(Duration::from_millis(100)).await?;
-    let pay_out = app.subscriber("pay_out")?;
-    assert_eq!(pay_out.checkpoint(), Some(d.sequence_number.as_str()));
+    assert_eq!(pay_out.held_at(), Some(b_copy.sequence_number.as_str()));
+    assert_eq!(
+        pay_out.pending_copies(),
+        2,
+        "B's and D's copies wait, D itself is handled"
+    );
+    assert_eq!(
+        app.stream("payouts").len(),
+        6,
+        "A, B, C, B's copy, D, D's copy"
+    );
     let copies = app
         .stream("payouts")
         .iter()
