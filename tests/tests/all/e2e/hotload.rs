@@ -719,3 +719,53 @@ async fn a_sigterm_during_a_reload_that_stops_an_app_still_flushes_and_releases(
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_s_pause_during_a_rollout_stays_paused() -> anyhow::Result<()> {
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    kinesis.create_stream("events", 2).await?;
+    kinesis.create_stream("legacy", 1).await?;
+    let dir = temp_dir("hotload-pause-rollout")?;
+    // A rollout that takes long to decide by failure rate: what stops the trapping version
+    // here is the operator's pause, which is not a verdict.
+    let args = ["--rollout-calls", "1000", "--rollout-margin", "0.9"];
+    let host = HotHost::start_with(
+        &dir,
+        &kinesis,
+        &dynamo,
+        &["events", "legacy"],
+        "quarantine_after = 1000",
+        &args,
+    )?;
+    host.wait_reading(3).await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = produce(kinesis.client().await, stop.clone());
+    host.wait_for_both_shards("1", 0).await?;
+    host.land(&guests::VERSIONED_TRAP.path())?;
+    let trapping = eventually(Duration::from_secs(60), || {
+        host.count("handler call failed") >= 3
+    })
+    .await;
+    anyhow::ensure!(trapping, "v4 never ran: {}", host.output());
+    let (ok, text) = host.cli(&["pause", "acme"]).await?;
+    anyhow::ensure!(ok, "{text}");
+    // The rollout judge looks every 20 ms: give it a second to act on the pause, wrongly.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (ok, status) = host.cli(&["status"]).await?;
+    assert!(ok, "{status}");
+    assert!(
+        status.contains("tenant acme (paused: paused by an operator)"),
+        "{status}"
+    );
+    assert_eq!(
+        host.count("rolled back to the previous version"),
+        0,
+        "{status}"
+    );
+    assert_eq!(host.count("tenant resumed"), 0);
+    stop.store(true, Ordering::Relaxed);
+    producer.await??;
+    host.stop().await?;
+    Ok(())
+}
