@@ -18,9 +18,9 @@ async fn recheck(entry: &Entry, ctx: &mut Context<'_>) -> HandlerOutcome {
     tracing::info!(entry.id, attempt = ctx.attempt(), "looked");
     if ctx.attempt() > 1 {
         HandlerOutcome::ack()
-    } else if entry.id % 5 == 0 {
+    } else if entry.id.is_multiple_of(5) {
         HandlerOutcome::retry()
-    } else if entry.id % 7 == 0 {
+    } else if entry.id.is_multiple_of(7) {
         HandlerOutcome::retry_after(Duration::from_secs(2))
     } else {
         HandlerOutcome::ack()
