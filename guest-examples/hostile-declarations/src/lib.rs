@@ -9,6 +9,7 @@
 //! |-----------------------------|------------------------------------------------------------------|-------------------------------------------------------------------------------|
 //! | `hostile-decl-long-name`    | a subscriber named with 32 MiB of `a`                             | refuse the component (name too long), quoting at most a bounded prefix        |
 //! | `hostile-decl-many`         | 50 000 subscriptions `s0`..`s49999` on `hostile`                  | refuse it (too many subscriptions) without building 50 000 of anything        |
+//! | `hostile-decl-wide`         | 64 subscriptions `s0`..`s63` on `wide` (the most a tenant may have) | run it, its metric series within the tenant's `max_metric_series`            |
 //! | `hostile-decl-cycle`        | `a` dead-letters into `b`, `b` into `c`, `c` into `a`             | refuse it (dead-letter cycle), or else bound every copy so none loops forever |
 //! | `hostile-decl-future-start` | a start `at-timestamp(4102444800000)` (the year 2100)             | refuse a start position in the future                                         |
 //! | `hostile-decl-batch`        | `batch-limit` 0 on one subscription, 20 000 on another            | refuse it, naming the subscription (batch must be 1..=10 000)                 |
@@ -26,6 +27,7 @@ use ruststream::handler::types::{FailureAction, HandlerOutcome};
 enum Attack {
     LongName,
     Many,
+    Wide,
     Cycle,
     FutureStart,
     Batch,
@@ -43,6 +45,8 @@ const fn attack(package: &str) -> Attack {
         Attack::LongName
     } else if same(package, "hostile-decl-many") {
         Attack::Many
+    } else if same(package, "hostile-decl-wide") {
+        Attack::Wide
     } else if same(package, "hostile-decl-cycle") {
         Attack::Cycle
     } else if same(package, "hostile-decl-future-start") {
@@ -129,6 +133,13 @@ fn declaration() -> App {
             "0.1.0",
             (0..50_000)
                 .map(|i| subscription(format!("s{i}"), "hostile"))
+                .collect(),
+        ),
+        Attack::Wide => app(
+            PACKAGE,
+            "0.1.0",
+            (0..64)
+                .map(|i| subscription(format!("s{i}"), "wide"))
                 .collect(),
         ),
         Attack::Cycle => app(

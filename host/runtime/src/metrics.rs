@@ -57,15 +57,24 @@ pub fn owner_labels(tenant: &str, app: &str, subscriber: Option<&str>) -> Vec<me
 /// traps (7 kinds), the call-duration histogram (11 buckets, `+Inf`, sum and count), copies,
 /// dead letters and others' copies, the host's leases taken, lost and held and checkpoint
 /// writes (2), and its shard's 5 gauges.
-pub const SERIES_PER_SUBSCRIPTION: usize = 4 + 7 + 14 + 3 + 3 + 2 + 5;
+pub const SERIES_PER_SUBSCRIPTION: usize = 4 + 7 + 14 + 3 + 3 + 2 + SHARD_GAUGE_SERIES;
+
+/// The gauges of one shard row (lag, iterator age, held records, hold age, copies pending).
+pub const SHARD_GAUGE_SERIES: usize = 5;
+
+/// Series a tenant has besides its subscriptions', kept out of its bound for them: its
+/// quarantine, pause, folded and write-throttle series, and its apps' swap and rollback
+/// counters (3 per app, room for 4 apps).
+pub const TENANT_SERIES: usize = 4 + 3 * 4;
 
 /// The `app` and `subscriber` of the series of subscriptions past their tenant's bound.
 pub const FOLDED: &str = "_other";
 
 /// The labels of a subscription's series, within its tenant's bound of `max_series`: its
 /// own (tenant, app, subscriber) while the tenant's labelled subscriptions fit
-/// ([`SERIES_PER_SUBSCRIPTION`] each), else `app` and `subscriber` [`FOLDED`], so that every
-/// further subscription of the tenant adds into one set of series instead of its own. A
+/// ([`SERIES_PER_SUBSCRIPTION`] each, beside one set for [`FOLDED`] and the
+/// [`TENANT_SERIES`]), else `app` and `subscriber` [`FOLDED`], so that every further
+/// subscription of the tenant adds into one set of series instead of its own. A
 /// subscription keeps what it got first for the life of the process (a swap keeps its labels).
 pub fn subscription_labels(
     tenant: &str,
@@ -90,13 +99,26 @@ pub fn folded_subscriptions(tenant: &str) -> usize {
     series::folded(tenant)
 }
 
+/// How many of the tenant's subscriptions have series of their own.
+pub fn labelled_subscriptions(tenant: &str) -> usize {
+    series::labelled(tenant)
+}
+
+/// How many shard rows (of [`SHARD_GAUGE_SERIES`] gauges each) a tenant with `labelled`
+/// subscriptions of its own may show within `max_series`, besides the one [`FOLDED`] row:
+/// what the bound leaves once the subscriptions' other series are counted.
+pub fn shard_rows_within(max_series: usize, labelled: usize) -> usize {
+    let counters = (labelled + 1) * (SERIES_PER_SUBSCRIPTION - SHARD_GAUGE_SERIES) + TENANT_SERIES;
+    (max_series.saturating_sub(counters) / SHARD_GAUGE_SERIES).saturating_sub(1)
+}
+
 /// Which subscriptions of each tenant have series of their own, process-wide (the recorder
 /// is process-wide too).
 mod series {
     use std::collections::{HashMap, HashSet};
     use std::sync::{Mutex, MutexGuard, OnceLock};
 
-    use super::SERIES_PER_SUBSCRIPTION;
+    use super::{SERIES_PER_SUBSCRIPTION, TENANT_SERIES};
 
     #[derive(Default)]
     struct Tenant {
@@ -119,7 +141,9 @@ mod series {
         if entry.labelled.contains(&key) {
             return true;
         }
-        let fits = (entry.labelled.len() + 1) * SERIES_PER_SUBSCRIPTION <= max_series;
+        // One more of its own, and the folded set beside them.
+        let fits =
+            (entry.labelled.len() + 2) * SERIES_PER_SUBSCRIPTION + TENANT_SERIES <= max_series;
         if fits {
             entry.labelled.insert(key);
         } else {
@@ -138,6 +162,10 @@ mod series {
 
     pub(super) fn folded(tenant: &str) -> usize {
         tenants().get(tenant).map_or(0, |t| t.folded.len())
+    }
+
+    pub(super) fn labelled(tenant: &str) -> usize {
+        tenants().get(tenant).map_or(0, |t| t.labelled.len())
     }
 }
 
@@ -173,4 +201,45 @@ pub fn describe() {
         "Publishes and copies that waited for the tenant's write quota."
     );
     metrics::describe_counter!(COMPILES, "Components compiled, by result.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every series a tenant's subscriptions can have: the labelled ones, the folded set, and
+    /// the shard rows past one per labelled subscription.
+    fn worst_case(max_series: usize, labelled: usize) -> usize {
+        let rows = shard_rows_within(max_series, labelled) + 1;
+        (labelled + 1) * (SERIES_PER_SUBSCRIPTION - SHARD_GAUGE_SERIES)
+            + rows * SHARD_GAUGE_SERIES
+            + TENANT_SERIES
+    }
+
+    #[test]
+    fn a_tenant_with_many_subscriptions_stays_within_its_bound() {
+        for max_series in [0, 40, 100, 1_000, 5_000] {
+            let tenant = format!("bound-{max_series}");
+            for index in 0..200 {
+                subscription_labels(&tenant, "app", &format!("s{index}"), max_series);
+            }
+            let labelled = labelled_subscriptions(&tenant);
+            assert_eq!(labelled + folded_subscriptions(&tenant), 200);
+            assert!(shard_rows_within(max_series, labelled) >= labelled);
+            if max_series >= SERIES_PER_SUBSCRIPTION * 2 + TENANT_SERIES {
+                assert!(
+                    worst_case(max_series, labelled) <= max_series,
+                    "{max_series}"
+                );
+            }
+        }
+        assert_eq!(labelled_subscriptions("bound-1000"), 24);
+    }
+
+    #[test]
+    fn a_subscription_keeps_the_labels_it_got_first() {
+        let first = subscription_labels("keeps", "app", "a", 1_000);
+        assert_eq!(subscription_labels("keeps", "app", "a", 0), first);
+        assert!(is_labelled("keeps", "app", "a"));
+    }
 }

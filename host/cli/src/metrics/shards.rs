@@ -26,7 +26,7 @@ pub(crate) const PAUSED: &str = "ruststream_tenant_paused";
 /// Subscriptions of a tenant past its series bound, sharing the `_other` series.
 pub(crate) const FOLDED: &str = "ruststream_metric_subscriptions_folded";
 
-const SHARD_GAUGES: [(&str, &str); 5] = [
+const SHARD_GAUGES: [(&str, &str); metrics::SHARD_GAUGE_SERIES] = [
     (
         BEHIND_LATEST,
         "How far behind the tip the shard's checkpoint is, at least: Kinesis's \
@@ -83,7 +83,10 @@ pub(crate) fn render(fleet: &Fleet, out: &mut String) {
                 paused: run.tenant.is_paused(),
                 folded: None,
             };
-            let max_rows = run.tenant.policy().limits().max_metric_series / SHARD_GAUGES.len();
+            let max_rows = metrics::shard_rows_within(
+                run.tenant.policy().limits().max_metric_series,
+                metrics::labelled_subscriptions(name),
+            );
             let mut own_rows = 0;
             for component in run.components.values() {
                 let app = component.app.name();

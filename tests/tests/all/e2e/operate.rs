@@ -354,3 +354,61 @@ async fn readiness_fails_and_lag_rises_while_a_tenant_is_quarantined() -> anyhow
     host.stop().await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_with_many_subscriptions_stays_under_the_series_bound() -> anyhow::Result<()> {
+    const RECORDS: u64 = 5;
+    const SUBSCRIPTIONS: u64 = 64;
+    let kinesis = LocalKinesis::start().await?;
+    let dynamo = LocalDynamo::start().await?;
+    kinesis.create_stream("wide", 1).await?;
+    // The default bound (1 000 series) holds 24 subscriptions' series beside the folded set and
+    // the tenant's own; 40 are folded.
+    let config = format!(
+        "[[tenants]]\nname = \"wide\"\ncomponents = [\"{}\"]\nsubscribe = [\"wide\"]\n",
+        guests::HOSTILE_DECL_WIDE.path().display()
+    );
+    let host = Host::launch("series-bound", &kinesis, &dynamo, &config, 64, &[]).await?;
+    let client = kinesis.client().await;
+    for id in 1..=RECORDS {
+        put_json(&client, "wide", &json!({ "id": id }), None).await?;
+    }
+    let wide = [("tenant", "wide")];
+    let settled = |s: &Scrape| s.sum("ruststream_records_total", &wide);
+    let scrape = host
+        .scrape_until(|s| settled(s) >= (RECORDS * SUBSCRIPTIONS) as f64)
+        .await?;
+    // Every record of every subscription is counted, folded or not.
+    assert_eq!(settled(&scrape), (RECORDS * SUBSCRIPTIONS) as f64);
+    let series = scrape
+        .0
+        .iter()
+        .filter(|s| s.labels.get("tenant").map(String::as_str) == Some("wide"));
+    let subscribers: std::collections::BTreeSet<&str> = series
+        .clone()
+        .filter_map(|s| s.labels.get("subscriber").map(String::as_str))
+        .collect();
+    assert!(
+        series.clone().count() <= 1_000,
+        "{} series for one tenant",
+        series.count()
+    );
+    eprintln!("{} series for tenant `wide`", series.clone().count());
+    assert!(subscribers.contains("_other"), "{subscribers:?}");
+    assert_eq!(
+        subscribers.len(),
+        25,
+        "24 of their own and `_other`: {subscribers:?}"
+    );
+    assert_eq!(
+        scrape.sum("ruststream_metric_subscriptions_folded", &wide),
+        40.0
+    );
+    let folded = [("tenant", "wide"), ("subscriber", "_other")];
+    assert_eq!(
+        scrape.sum("ruststream_records_total", &folded),
+        (RECORDS * 40) as f64
+    );
+    host.stop().await?;
+    Ok(())
+}
