@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
-use ruststream_tests::http::http;
-use ruststream_tests::process::{Running, admin_addr, metrics_addr, run_host};
+use ruststream_tests::http::{AdminApi, http};
+use ruststream_tests::process::{self, Running, admin_addr, metrics_addr, run_host};
 use ruststream_tests::scrape::Scrape;
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use ruststream_tests::wait::{eventually, poll_for};
@@ -296,7 +296,8 @@ fn json_lines(output: &str) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readiness_fails_and_lag_rises_while_a_tenant_is_quarantined() -> anyhow::Result<()> {
+async fn readiness_fails_while_quarantined_not_paused_and_lag_rises_in_both() -> anyhow::Result<()>
+{
     let kinesis = LocalKinesis::start().await?;
     let dynamo = LocalDynamo::start().await?;
     for stream in ["intake", "intake.dead"] {
@@ -351,6 +352,22 @@ async fn readiness_fails_and_lag_rises_while_a_tenant_is_quarantined() -> anyhow
         "not ready after SIGUSR1: {}",
         host.output()
     );
+    // An operator's pause is reported, not failing, and the paused shard's lag rises too.
+    let state = process::state_dir(&host.log.with_file_name("tenants.toml"));
+    let admin = AdminApi::new(&addr, &state)?;
+    let (code, body) = admin.call("POST", "/v1/tenants/crashy/pause", None, b"")?;
+    assert_eq!(code, 200, "{body}");
+    let paused = host
+        .scrape_until(|s| s.sum("ruststream_tenant_paused", &crashy) == 1.0)
+        .await?;
+    let first = behind(&paused).unwrap_or_default();
+    let later = host
+        .scrape_until(|s| behind(s).is_some_and(|b| b >= first + 2.0))
+        .await?;
+    assert_eq!(later.sum("ruststream_tenant_quarantined", &crashy), 0.0);
+    let (code, body) = readyz()?;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("crashy") && body.contains("paused"), "{body}");
     host.stop().await?;
     Ok(())
 }
