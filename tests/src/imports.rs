@@ -5,8 +5,10 @@
 //! edge between `instance` and `state` under `component`; a module using its own ancestor
 //! or descendant is not an edge (a parent re-exports its children's items). References are
 //! read from the source as written (`crate::a::b`, `super::a`, grouped `use` trees), with
-//! comments, strings and `#[cfg(test)]` modules left out. Items re-exported at a crate's root
-//! (`crate::Item`) are ancestors' items and are not followed.
+//! comments, strings and `#[cfg(test)]` modules left out. A name an ancestor brings in with
+//! `use` (re-exported or not: descendants see both) is followed to where it comes from, so
+//! `super::LoadPhase` in `component::instance`, with `pub use loader::LoadPhase;` in
+//! `component`, is an edge `instance -> loader`; glob imports (`use a::*`) are not followed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -74,13 +76,91 @@ impl ImportGraph {
             modules: sources.iter().map(|(m, _, _)| m.clone()).collect(),
             ..Self::default()
         };
-        for (module, file, text) in &sources {
-            let code = strip_tests(&strip_comments_and_strings(text));
-            for target in references(&code, module) {
+        let code: Vec<String> = sources
+            .iter()
+            .map(|(_, _, text)| strip_tests(&strip_comments_and_strings(text)))
+            .collect();
+        let aliases: Aliases = sources
+            .iter()
+            .zip(&code)
+            .map(|((module, _, _), code)| (module.clone(), graph.aliases(code, module)))
+            .collect();
+        for ((module, file, _), code) in sources.iter().zip(&code) {
+            for target in references(code, module) {
+                let target = graph.resolve(&aliases, target);
                 graph.add_edge(module, &target, file);
             }
         }
         graph
+    }
+
+    /// The names `code` (of `module`) brings in with `use`, each with the path from the crate
+    /// root it stands for; paths into other crates are left out.
+    fn aliases(&self, code: &str, module: &ModulePath) -> BTreeMap<String, Vec<String>> {
+        let chars: Vec<char> = code.chars().collect();
+        let mut names = BTreeMap::new();
+        for at in use_statements(&chars) {
+            let (paths, _) = parse_use_tree(&chars, at);
+            for (path, alias) in paths {
+                let Some(absolute) = self.use_target(&path, module) else {
+                    continue;
+                };
+                let name = alias.or_else(|| absolute.last().cloned());
+                if let Some(name) = name.filter(|n| n != "self" && n != "_") {
+                    names.insert(name, absolute);
+                }
+            }
+        }
+        names
+    }
+
+    /// Where a `use` path of `module` leads, from the crate root: through `crate`, `super`,
+    /// `self` or a child module; `None` for another crate's items.
+    fn use_target(&self, path: &[String], module: &ModulePath) -> Option<Vec<String>> {
+        match path.first().map(String::as_str) {
+            Some("crate" | "super") => absolute(path, module),
+            Some("self") => absolute(&path[1..], module).map(|_| {
+                let mut base = module.clone();
+                base.extend(path[1..].iter().cloned());
+                base
+            }),
+            Some(first) => {
+                let mut child = module.clone();
+                child.push(first.to_owned());
+                self.modules.contains(&child).then(|| {
+                    let mut base = module.clone();
+                    base.extend(path.iter().cloned());
+                    base
+                })
+            }
+            None => None,
+        }
+    }
+
+    /// `target` with every name an ancestor module imported replaced by where it comes from.
+    fn resolve(&self, aliases: &Aliases, mut target: Vec<String>) -> Vec<String> {
+        // A chain of re-exports is short; the bound only stops a `use` naming itself.
+        for _ in 0..16 {
+            let Some(depth) = (0..target.len())
+                .rev()
+                .find(|&d| self.modules.contains(&target[..d]))
+            else {
+                break;
+            };
+            let Some(source) = aliases
+                .get(&target[..depth].to_vec())
+                .and_then(|names| names.get(&target[depth]))
+            else {
+                break;
+            };
+            let mut next = source.clone();
+            next.extend(target[depth + 1..].iter().cloned());
+            if next == target {
+                break;
+            }
+            target = next;
+        }
+        target
     }
 
     /// How many modules the crate has.
@@ -352,7 +432,47 @@ fn absolute(path: &[String], module: &ModulePath) -> Option<Vec<String>> {
     Some(base)
 }
 
-/// Parses a path or `use` tree at `i`; returns every path it names and where it ends.
+/// For each module, the names it brings in with `use` and the paths they stand for.
+type Aliases = BTreeMap<ModulePath, BTreeMap<String, Vec<String>>>;
+
+/// Where the tree of each `use` declaration in `chars` starts (after `use `).
+fn use_statements(chars: &[char]) -> Vec<usize> {
+    let keyword: Vec<char> = "use".chars().collect();
+    (0..chars.len())
+        .filter(|&i| {
+            chars[i..].starts_with(&keyword)
+                && (i == 0 || !is_ident_char(chars[i - 1]))
+                && chars.get(i + 3).is_some_and(|c| c.is_whitespace())
+        })
+        .map(|i| skip_space(chars, i + 3))
+        .collect()
+}
+
+/// A path a `use` names, with its `as` name if it has one.
+type UsePath = (Vec<String>, Option<String>);
+
+/// A `use` tree at `i`: every path it names with its `as` name, if it has one.
+fn parse_use_tree(chars: &[char], i: usize) -> (Vec<UsePath>, usize) {
+    let (paths, end) = parse_tree(chars, i);
+    let mut named = Vec::new();
+    for path in paths {
+        let (path, alias) = match path.iter().position(|s| s.starts_with(RENAMED)) {
+            Some(at) => (
+                path[..at].to_vec(),
+                Some(path[at].trim_start_matches(RENAMED).to_owned()),
+            ),
+            None => (path, None),
+        };
+        named.push((path, alias));
+    }
+    (named, end)
+}
+
+/// Marks the last segment of a path `parse_tree` read with `as NAME` after it.
+const RENAMED: &str = " as ";
+
+/// Parses a path or `use` tree at `i`; returns every path it names and where it ends. A path
+/// renamed with `as` ends in a segment [`RENAMED`] + the new name.
 fn parse_tree(chars: &[char], mut i: usize) -> (Vec<Vec<String>>, usize) {
     let mut prefix = Vec::new();
     loop {
@@ -391,10 +511,29 @@ fn parse_tree(chars: &[char], mut i: usize) -> (Vec<Vec<String>>, usize) {
         let after = skip_space(chars, i);
         if chars[after..].starts_with(&[':', ':']) {
             i = after + 2;
+        } else if let Some((alias, end)) = renamed(chars, after) {
+            prefix.push(format!("{RENAMED}{alias}"));
+            return (vec![prefix], end);
         } else {
             return (vec![prefix], i);
         }
     }
+}
+
+/// `as NAME` at `i`: the name and where it ends.
+fn renamed(chars: &[char], i: usize) -> Option<(String, usize)> {
+    let is_as =
+        chars[i..].starts_with(&['a', 's']) && chars.get(i + 2).is_some_and(|c| c.is_whitespace());
+    if !is_as {
+        return None;
+    }
+    let start = skip_space(chars, i + 2);
+    let end = start
+        + chars[start..]
+            .iter()
+            .take_while(|c| is_ident_char(**c))
+            .count();
+    (end > start).then(|| (chars[start..end].iter().collect(), end))
 }
 
 fn skip_space(chars: &[char], mut i: usize) -> usize {
@@ -578,6 +717,68 @@ mod tests {
         ]);
         assert_eq!(graph.edge_count(), 1, "only b -> a: {:?}", graph.edges);
         assert!(graph.cycles().is_empty());
+    }
+
+    #[test]
+    fn a_cycle_through_a_parent_s_re_export_is_found() {
+        // `instance` takes `LoadPhase` through `component`'s `pub use`; `loader` uses `instance`.
+        let graph = graph(&[
+            (
+                "component",
+                "mod instance; mod loader; pub use loader::LoadPhase;",
+            ),
+            ("component::instance", "use super::LoadPhase;"),
+            ("component::loader", "use super::instance::Live;"),
+        ]);
+        let cycles = graph.cycles();
+        assert_eq!(cycles.len(), 1, "{cycles:?}");
+        assert!(
+            cycles[0].to_string().contains("instance -> loader"),
+            "{}",
+            cycles[0]
+        );
+    }
+
+    #[test]
+    fn re_exports_are_followed_through_renames_the_root_and_chains() {
+        let graph = graph(&[
+            (
+                "",
+                "mod a; mod b; mod c; pub use a::Thing as Renamed; use crate::c::Deep;",
+            ),
+            ("a", "pub use crate::b::Inner as Thing;"),
+            (
+                "b",
+                "pub struct Inner; fn f() -> crate::Renamed { todo!() }",
+            ),
+            ("c", "fn g(_: crate::Deep) {} pub use std::fmt::Debug;"),
+        ]);
+        // b -> (root Renamed -> a::Thing -> b::Inner) is b's own item: no edge; a -> b stays;
+        // c -> root Deep -> c::Deep is its own. No cycle, and nothing followed into `std`.
+        assert!(graph.cycles().is_empty(), "{:?}", graph.cycles());
+        assert_eq!(graph.edge_count(), 1, "{:?}", graph.edges);
+        let cyclic = super::ImportGraph::of_sources(vec![
+            (
+                module(""),
+                "lib.rs".into(),
+                "mod a; mod b; pub use a::Thing as Renamed;".into(),
+            ),
+            (
+                module("a"),
+                "a.rs".into(),
+                "pub struct Thing; use crate::b::f;".into(),
+            ),
+            (
+                module("b"),
+                "b.rs".into(),
+                "fn f() -> crate::Renamed { todo!() }".into(),
+            ),
+        ]);
+        assert_eq!(
+            cyclic.cycles().len(),
+            1,
+            "a -> b, and b -> a through `Renamed`"
+        );
     }
 
     #[test]

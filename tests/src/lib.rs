@@ -12,6 +12,8 @@
 //! assert!(path.ends_with("settlement.wasm"));
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 
 pub mod bench;

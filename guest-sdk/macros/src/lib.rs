@@ -2,6 +2,8 @@
 //! `#[subscriber(..)]` turns a handler function into a registrable subscriber, `#[service]`
 //! makes the service function the component's entry point.
 
+#![forbid(unsafe_code)]
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{format_ident, quote};

@@ -24,6 +24,8 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod kinesis;
 mod lease;
 pub mod metrics;

@@ -27,6 +27,8 @@
 //! one line with their causes. Run as `ruststream compile-worker ...`, the program is the
 //! host's bounded compile worker (see `ruststream_runtime::compile_worker`).
 
+#![forbid(unsafe_code)]
+
 mod admin;
 mod args;
 mod check;

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use wasmtime::{AsContext as _, AsContextMut as _, CallHook, Store, UpdateDeadline};
 
-use super::LoadPhase;
 use super::Runtime;
 use super::batch::BatchLayout;
 use super::bindings::exports::ruststream::handler::handler as wit;
 use super::bindings::{SubscriberApp, SubscriberAppPre};
+use super::phase::LoadPhase;
 use super::progress::CallProgress;
 use super::state::{CallScope, HostState, board_outcomes, sync_progress};
 use super::trap::{DeadlineExceeded, LeaseLost, TrapKind, classify};

@@ -1,6 +1,5 @@
 //! Loading a component file: checking it is a RustStream component and learning its app.
 
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -11,6 +10,7 @@ use super::bindings::{CONTRACT_VERSION, SubscriberAppPre, contract_version};
 use super::compile::{CompileError, LiveSlot};
 use super::declaration::app_spec;
 use super::instance::{CallFailure, HandlerInstance, describe};
+use super::phase::LoadPhase;
 use super::state::HostState;
 use crate::app::{AppSpec, DeclarationBounds, SpecError};
 use crate::clock::{Clock, SystemClock};
@@ -43,39 +43,6 @@ pub struct LoadError {
     /// Why it was refused.
     #[source]
     pub refusal: Refusal,
-}
-
-/// The phases of loading a component, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoadPhase {
-    /// Reading the file.
-    Read,
-    /// Checking it is a RustStream component of this contract, with granted imports.
-    Check,
-    /// Size bounds and compiling (in the bounded worker, or from the artifact cache).
-    Compile,
-    /// Linking its imports to the host's.
-    Link,
-    /// Instantiating it (start functions and constructors run), under the tenant's limits.
-    Instantiate,
-    /// Calling `describe`, under the tenant's limits.
-    Describe,
-    /// Validating what `describe` declared.
-    Declaration,
-}
-
-impl fmt::Display for LoadPhase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Read => "reading",
-            Self::Check => "checking",
-            Self::Compile => "compiling",
-            Self::Link => "linking",
-            Self::Instantiate => "instantiation",
-            Self::Describe => "`describe`",
-            Self::Declaration => "declaration",
-        })
-    }
 }
 
 /// The reason a component was refused. Anything the component named (imports, exports) is

@@ -12,13 +12,15 @@ mod declaration;
 mod instance;
 mod loader;
 mod output;
+mod phase;
 mod progress;
 mod state;
 mod trap;
 
 pub use compile::{CompileError, WORKER_COMMAND, compile_worker, content_hash};
 pub use instance::{BatchCall, BatchFailure, CallFailure, HandlerInstance};
-pub use loader::{CONTRACT, LoadError, LoadPhase, LoadedComponent, Refusal};
+pub use loader::{CONTRACT, LoadError, LoadedComponent, Refusal};
+pub use phase::LoadPhase;
 pub use trap::TrapKind;
 
 use std::path::PathBuf;
