@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Limits that apply to each call and instance of a tenant's components, and to what the host
 /// writes for the tenant. [`Limits::default`] is what a tenant gets unless its configuration
-/// overrides a value; the README's sandbox section gives the reason for each default.
+/// overrides a value; `docs/sandbox.md` ("Defaults, and why") gives the reason for each default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Wall-clock time one call (a batch, or a single record) may take, host imports included.

@@ -423,7 +423,7 @@ impl OperatorConfig {
 }
 
 /// Limits as written in the file; absent values fall back to `[defaults]`, then the built-in
-/// defaults (see the README's sandbox section for each one and why).
+/// defaults (see `docs/sandbox.md`, "Defaults, and why", for each one and why).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LimitOverrides {

@@ -167,7 +167,7 @@ async fn a_retry_after_zero_loop_costs_a_few_copies_an_hour() -> anyhow::Result<
     for id in 0..originals {
         app.publish("hostile", &json!({ "id": id })).await?;
     }
-    // The bound in the README: 14 copies of a record in its first hour (at once, then 1, 2,
+    // The bound in docs/semantics.md: 14 copies of a record in its first hour (at once, then 1, 2,
     // 4 ... 512 s apart, then every 15 minutes), 4 an hour after that.
     for minute in 1..=60 {
         app.advance(Duration::from_secs(60)).await?;
