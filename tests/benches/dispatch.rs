@@ -6,7 +6,7 @@
 //!
 //! - `native`: `serde_json` decode + the handler body, compiled into this binary;
 //! - `batch of N`: one `handle-batch` crossing per N records;
-//! - `one call per record`: one `handle` crossing per record;
+//! - `one call per record`: a `handle-batch` crossing per record (a batch of one);
 //!
 //! each with the default limits (epoch deadlines on) and with deadlines off, which shows what
 //! the sandbox's limits cost. The machine is noisy: rounds are interleaved so drift hits every
