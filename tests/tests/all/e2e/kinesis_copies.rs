@@ -165,7 +165,7 @@ async fn copies_that_cannot_go_out_stop_the_reading_until_they_drain() -> anyhow
     );
     // Once copies go out again, everything is read and runs its course.
     faults.clear_faults();
-    let dead = poll_for(Duration::from_secs(180), async || {
+    let dead = poll_for(Duration::from_secs(360), async || {
         let dead = read_all(&client, "refunds.dead").await.ok()?;
         (dead.len() >= refunds).then_some(dead)
     })

@@ -66,12 +66,14 @@ async fn held_records_and_traps_are_logged_within_the_tenants_budget() -> anyhow
         .limits(evil_limits())
         .quarantine_after(0);
     let panics = arena.run(guests::HOSTILE_PANIC, panicker).await?;
+    let started = std::time::Instant::now();
     put_json_batch(&arena.client, "hostile", &hostile_values(1500)).await?;
     // Each record reaches both: one held, one trapped.
     let all = eventually(WAIT, || arena.hostile_reports().len() >= 3000).await;
     assert!(all, "{} deliveries", arena.hostile_reports().len());
     holder.shutdown().await;
     panics.shutdown().await;
+    let windows = started.elapsed().as_secs() as usize + 2;
     let of = |tenant: &str| -> Vec<LogLine> {
         let logs = arena.logs().into_iter();
         logs.filter(|l| l.tenant.as_deref() == Some(tenant))
@@ -82,10 +84,11 @@ async fn held_records_and_traps_are_logged_within_the_tenants_budget() -> anyhow
     let panicky = of("panicky");
     let (traps, trap_dropped) = emitted_and_dropped(&panicky, "handler call failed", "trap");
     assert_eq!(traps as u64 + trap_dropped, 1500, "{traps} trap lines");
+    // The budget is per one-second window of each kind: a loaded machine takes more windows.
     let per_second = Limits::default().log.host_lines_per_second as usize;
     assert!(
-        held <= 10 * per_second && traps <= 10 * per_second,
-        "{held}, {traps}"
+        held <= windows * per_second && traps <= windows * per_second,
+        "{held} held and {traps} trap lines in {windows} windows of {per_second}"
     );
     arena.assert_settlement_flows().await
 }
