@@ -124,6 +124,10 @@ pub(crate) enum Command {
     /// it records as JSON lines and prints what each came to; with `--watch`, rebuilds on
     /// every save and swaps the new version in, keeping the streams and checkpoints.
     Dev(DevArgs),
+    /// Runs a component (any language) on in-process streams: feeds it the records of a
+    /// JSON-lines file and checks outcomes, publishes and checkpoints against an expectations
+    /// file. Exit status 0: all held; 1: one did not; 2: bad input.
+    Test(TestArgs),
 }
 
 /// Which running host an admin verb talks to, and how it proves itself.
@@ -187,6 +191,22 @@ pub(crate) struct DevArgs {
     /// changes, and swap the new version in: streams, checkpoints and held records stay.
     #[arg(long)]
     pub watch: bool,
+    #[command(flatten)]
+    pub compile: CompileArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct TestArgs {
+    /// The component file (`.wasm`).
+    pub component: PathBuf,
+    /// The records, one JSON object a line: `json`, `data` or `data_base64`, and optionally
+    /// `stream`, `subscription`, `partition_key`, `headers`, `attempt`.
+    #[arg(long, value_name = "RECORDS.jsonl")]
+    pub records: PathBuf,
+    /// The expectations: `[[record]]` outcomes, `[[publish]]`es, `[[checkpoint]]`s; TOML, or
+    /// JSON for a `.json` file.
+    #[arg(long, value_name = "EXPECT.toml")]
+    pub expect: PathBuf,
     #[command(flatten)]
     pub compile: CompileArgs,
 }

@@ -46,6 +46,7 @@ mod run;
 mod state;
 mod status_view;
 mod tail;
+mod testrun;
 mod verbs;
 mod watch;
 
@@ -91,7 +92,7 @@ fn main() -> ExitCode {
     // `dev` prints the component's and the runtime's lines itself, under the record they
     // concern; a second copy through tracing would bury them.
     let default_filter = match cli.command {
-        Command::Dev(_) => "warn,ruststream::guest=off,ruststream::runtime=off",
+        Command::Dev(_) | Command::Test(_) => "warn,ruststream::guest=off,ruststream::runtime=off",
         _ => "info",
     };
     init_logging(cli.log_format, default_filter);
@@ -103,7 +104,9 @@ fn main() -> ExitCode {
         Err(error) => return report(&anyhow::Error::from(error)),
     };
     let result = runtime.block_on(async move {
-        match cli.command {
+        let done = match cli.command {
+            // `test` has exit statuses of its own: a failed expectation is not bad input.
+            Command::Test(args) => return Ok(testrun::test(args).await),
             Command::Check {
                 components,
                 config: Some(config),
@@ -142,10 +145,11 @@ fn main() -> ExitCode {
                 admin,
             } => verbs::versions(&admin, &tenant, &app, json).await,
             Command::Dev(args) => dev::dev(args).await,
-        }
+        };
+        done.map(|()| ExitCode::SUCCESS)
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => report(&error),
     }
 }
