@@ -52,7 +52,7 @@ pub(crate) enum Command {
     /// Runs components until SIGINT/SIGTERM.
     Run(Box<RunArgs>),
     /// Writes a tenant crate: the seed's handler, built into a component with
-    /// `cargo build-component`, and a `TestApp` test run by `cargo test`.
+    /// `cargo build-component`, and a test `cargo test` runs with `ruststream test`.
     New(NewArgs),
     /// Shows what a running host runs: tenants, apps, subscriptions and shards.
     Status {
@@ -218,8 +218,8 @@ pub(crate) struct NewArgs {
     /// Where to write it [default: ./NAME].
     #[arg(long)]
     pub path: Option<PathBuf>,
-    /// A RustStream checkout to take the SDK and the runtime from [default: the checkout this
-    /// binary was built from].
+    /// A RustStream checkout to take the SDK from (and the runtime, for in-process tests)
+    /// [default: the checkout this binary was built from].
     #[arg(long, conflicts_with = "git")]
     pub ruststream: Option<PathBuf>,
     /// A git repository of RustStream to take them from instead.

@@ -156,7 +156,7 @@ fn skipped(line: &str) -> bool {
 }
 
 fn parse_line(number: usize, line: usize, text: &str) -> Result<InputRecord, String> {
-    let parsed: RecordLine = serde_json::from_str(text).map_err(|error| error.to_string())?;
+    let parsed: RecordLine = serde_json::from_str(text).map_err(|error| within_line(&error))?;
     let payload = PayloadFields {
         data: parsed.data,
         data_base64: parsed.data_base64,
@@ -178,6 +178,14 @@ fn parse_line(number: usize, line: usize, text: &str) -> Result<InputRecord, Str
         attempt,
         payload,
     })
+}
+
+/// The parser's message with its position as a column: the line is the file's, named apart.
+fn within_line(error: &serde_json::Error) -> String {
+    let message = error.to_string();
+    let position = format!(" at line {} column {}", error.line(), error.column());
+    let bare = message.strip_suffix(&position).unwrap_or(&message);
+    format!("{bare} (column {})", error.column())
 }
 
 /// User headers; the host's own names are refused (`attempt` sets the retry count).
