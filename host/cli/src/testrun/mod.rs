@@ -65,8 +65,8 @@ pub(crate) enum TestRunError {
     Component {
         /// The component file.
         file: PathBuf,
-        /// Why.
-        source: TestAppError,
+        /// Why (boxed: the error is large, and every result of the verb carries this type).
+        source: Box<TestAppError>,
     },
     /// Running the records failed (the app never settles, a record cannot be published).
     #[error("running {}: {}", shown(.file), one_line(.source))]
@@ -74,7 +74,7 @@ pub(crate) enum TestRunError {
         /// The component file.
         file: PathBuf,
         /// Why.
-        source: TestAppError,
+        source: Box<TestAppError>,
     },
     /// The command line cannot be acted on.
     #[error("{0}")]

@@ -90,11 +90,11 @@ pub(crate) async fn run(
 ) -> Result<Observed, TestRunError> {
     let refused = |source| TestRunError::Component {
         file: component.to_owned(),
-        source,
+        source: Box::new(source),
     };
     let failed = |source| TestRunError::Run {
         file: component.to_owned(),
-        source,
+        source: Box::new(source),
     };
     let mut app = TestApp::builder(component)
         .runtime(config)
