@@ -52,7 +52,7 @@ pub(crate) enum Command {
     /// Runs components until SIGINT/SIGTERM.
     Run(Box<RunArgs>),
     /// Writes a tenant crate: the seed's handler, built into a component with
-    /// `cargo build-component`, and a `TestApp` test run by `cargo test`.
+    /// `cargo build-component`, and a test `cargo test` runs with `ruststream test`.
     New(NewArgs),
     /// Shows what a running host runs: tenants, apps, subscriptions and shards.
     Status {
@@ -124,6 +124,10 @@ pub(crate) enum Command {
     /// it records as JSON lines and prints what each came to; with `--watch`, rebuilds on
     /// every save and swaps the new version in, keeping the streams and checkpoints.
     Dev(DevArgs),
+    /// Runs a component (any language) on in-process streams: feeds it the records of a
+    /// JSON-lines file and checks outcomes, publishes and checkpoints against an expectations
+    /// file. Exit status 0: all held; 1: one did not; 2: bad input.
+    Test(TestArgs),
 }
 
 /// Which running host an admin verb talks to, and how it proves itself.
@@ -192,14 +196,30 @@ pub(crate) struct DevArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub(crate) struct TestArgs {
+    /// The component file (`.wasm`).
+    pub component: PathBuf,
+    /// The records, one JSON object a line: `json`, `data` or `data_base64`, and optionally
+    /// `stream`, `subscription`, `partition_key`, `headers`, `attempt`.
+    #[arg(long, value_name = "RECORDS.jsonl")]
+    pub records: PathBuf,
+    /// The expectations: `[[record]]` outcomes, `[[publish]]`es, `[[checkpoint]]`s; TOML, or
+    /// JSON for a `.json` file.
+    #[arg(long, value_name = "EXPECT.toml")]
+    pub expect: PathBuf,
+    #[command(flatten)]
+    pub compile: CompileArgs,
+}
+
+#[derive(Debug, clap::Args)]
 pub(crate) struct NewArgs {
     /// The crate's name (also its component's file name, `-` becoming `_`).
     pub name: String,
     /// Where to write it [default: ./NAME].
     #[arg(long)]
     pub path: Option<PathBuf>,
-    /// A RustStream checkout to take the SDK and the runtime from [default: the checkout this
-    /// binary was built from].
+    /// A RustStream checkout to take the SDK from (and the runtime, for in-process tests)
+    /// [default: the checkout this binary was built from].
     #[arg(long, conflicts_with = "git")]
     pub ruststream: Option<PathBuf>,
     /// A git repository of RustStream to take them from instead.

@@ -381,7 +381,7 @@ async fn next_change(watch: &mut Option<FileWatch>) -> Vec<PathBuf> {
 }
 
 /// A log line without the tags `dev` shows already (tenant, component, stream, record).
-fn short_line(line: &LogLine) -> String {
+pub(crate) fn short_line(line: &LogLine) -> String {
     let who = match line.origin {
         Origin::Guest => "guest",
         Origin::Runtime => "host",

@@ -6,6 +6,7 @@
 //! ruststream check --config tenants.toml          # offline preflight of a tenants file
 //! ruststream run target/wasm32-wasip2/release/ledger_book.wasm --lease-store dynamodb
 //! ruststream dev --watch < entries.jsonl     # in the crate: build, run, feed, rebuild on save
+//! ruststream test ledger_book.wasm --records records.jsonl --expect expect.toml
 //! ```
 //!
 //! `tail STREAM` prints a stream's records with their envelopes decoded (a dead letter's
@@ -17,10 +18,10 @@
 //!
 //! Modules: `args` (the command line); the commands `check`, `run` (with `config`, the tenants
 //! file, `fleet`, the tenants running and the one reload path, `admin`, the admin API over it,
-//! `metrics`, the metrics endpoint, and `http_server` under both), `new`, `dev`, `tail` and
-//! `put`; `watch`, the debounced file watcher of `run` and `dev --watch`; `json_log`, the
-//! `--log-format json` layer; `state`, the state directory (token, kept versions, what is
-//! live); the admin verbs' `client`, `verbs` and `status_view`.
+//! `metrics`, the metrics endpoint, and `http_server` under both), `new`, `dev`, `testrun`
+//! (the `test` verb), `tail` and `put`; `watch`, the debounced file watcher of `run` and
+//! `dev --watch`; `json_log`, the `--log-format json` layer; `state`, the state directory
+//! (token, kept versions, what is live); the admin verbs' `client`, `verbs` and `status_view`.
 //!
 //! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
 //! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
@@ -46,6 +47,7 @@ mod run;
 mod state;
 mod status_view;
 mod tail;
+mod testrun;
 mod verbs;
 mod watch;
 
@@ -91,7 +93,7 @@ fn main() -> ExitCode {
     // `dev` prints the component's and the runtime's lines itself, under the record they
     // concern; a second copy through tracing would bury them.
     let default_filter = match cli.command {
-        Command::Dev(_) => "warn,ruststream::guest=off,ruststream::runtime=off",
+        Command::Dev(_) | Command::Test(_) => "warn,ruststream::guest=off,ruststream::runtime=off",
         _ => "info",
     };
     init_logging(cli.log_format, default_filter);
@@ -103,7 +105,9 @@ fn main() -> ExitCode {
         Err(error) => return report(&anyhow::Error::from(error)),
     };
     let result = runtime.block_on(async move {
-        match cli.command {
+        let done = match cli.command {
+            // `test` has exit statuses of its own: a failed expectation is not bad input.
+            Command::Test(args) => return Ok(testrun::test(args).await),
             Command::Check {
                 components,
                 config: Some(config),
@@ -142,10 +146,11 @@ fn main() -> ExitCode {
                 admin,
             } => verbs::versions(&admin, &tenant, &app, json).await,
             Command::Dev(args) => dev::dev(args).await,
-        }
+        };
+        done.map(|()| ExitCode::SUCCESS)
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => report(&error),
     }
 }
@@ -172,8 +177,10 @@ fn new(args: &args::NewArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from(&args.name));
     new::write_tenant_crate(&args.name, &dir, &source)?;
     println!(
-        "created {}: `cargo build-component` builds the component, `cargo test` tests it",
-        dir.display()
+        "created {}: `cargo build-component` builds the component, `cargo test` tests it \
+         with `ruststream test` (this binary on the PATH, or RUSTSTREAM_BIN={})",
+        dir.display(),
+        std::env::current_exe().map_or_else(|_| "...".into(), |exe| exe.display().to_string())
     );
     Ok(())
 }

@@ -1,9 +1,12 @@
 //! `ruststream new`: writes a tenant crate, ready to build into a component and to test with
-//! `TestApp`.
+//! `ruststream test`.
 //!
-//! The crate depends on the guest SDK (`ruststream`) and, for its tests only, on the runtime
-//! (`ruststream-runtime` with `testing`), both from a RustStream checkout or from git. It holds
-//! the seed's settlement handler and a test that builds the component and runs it.
+//! The crate depends on the guest SDK (`ruststream`), from a RustStream checkout or from git,
+//! and on nothing else for its tests: it holds the seed's settlement handler, a records file
+//! and an expectations file, and a test that builds the component and runs `ruststream test`
+//! (the binary: `$RUSTSTREAM_BIN` or on the PATH) on them, so `cargo test` never compiles the
+//! runtime. Its manifest shows, commented out, the runtime dependency (`ruststream-runtime`
+//! with `testing`) that in-process `TestApp` tests would take instead.
 
 use std::path::{Path, PathBuf};
 
@@ -78,6 +81,14 @@ pub(crate) fn write_tenant_crate(name: &str, dir: &Path, source: &Source) -> any
         (
             "tests/handler.rs",
             include_str!("../templates/tenant/test.rs.in"),
+        ),
+        (
+            "tests/records.jsonl",
+            include_str!("../templates/tenant/records.jsonl.in"),
+        ),
+        (
+            "tests/expect.toml",
+            include_str!("../templates/tenant/expect.toml.in"),
         ),
         (
             ".gitignore",
@@ -169,8 +180,15 @@ mod tests {
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml"))?;
         assert!(manifest.contains("name = \"ledger-book\""), "{manifest}");
         assert!(manifest.contains(r#"ruststream = { path = "/src/ruststream/guest-sdk" }"#));
+        assert!(
+            !manifest.contains("\nruststream-runtime"),
+            "the runtime is no dependency: {manifest}"
+        );
         let test = std::fs::read_to_string(dir.join("tests/handler.rs"))?;
         assert!(test.contains("release/ledger_book.wasm"), "{test}");
+        assert!(test.contains("RUSTSTREAM_BIN"), "{test}");
+        assert!(dir.join("tests/records.jsonl").is_file());
+        assert!(dir.join("tests/expect.toml").is_file());
         let again = write_tenant_crate("ledger-book", &dir, &source);
         assert!(again.is_err(), "a second write over the crate is refused");
         std::fs::remove_dir_all(&dir)?;

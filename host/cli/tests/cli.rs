@@ -164,18 +164,22 @@ fn target_dir() -> std::path::PathBuf {
         .to_owned()
 }
 
-/// `cargo <args>` in `dir`, building in `target`: never this test's own target directory,
-/// whose lock the outer `cargo test` holds.
+/// `cargo <args>` in `dir`, building in `target`.
 fn cargo(dir: &std::path::Path, target: &std::path::Path, args: &[&str]) -> (bool, String) {
-    outcome(
-        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .args(args)
-            .current_dir(dir)
-            .env("CARGO_TARGET_DIR", target)
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_BUILD_TARGET"),
-    )
+    outcome(cargo_command(dir, target).args(args))
+}
+
+/// Cargo in `dir`, building in `target`: never this test's own target directory, whose lock
+/// the outer `cargo test` holds, and without the outer build's flags.
+fn cargo_command(dir: &std::path::Path, target: &std::path::Path) -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET");
+    command
 }
 
 #[test]
@@ -201,7 +205,7 @@ fn a_new_tenant_crate_builds_its_component_and_passes_its_test() {
     let component = target.join("wasm32-wasip2/release/ledger_book.wasm");
     let (ok, text) = ruststream(&["check", component.to_str().expect("utf-8 path")]);
     assert!(ok && text.contains("ledger-book 0.1.0 (ledger)"), "{text}");
-    let (ok, text) = cargo(&krate, &target, &["test"]);
+    let (ok, text) = tenant_test(&krate, &target);
     assert!(ok, "the tenant crate's test failed:\n{text}");
     assert!(
         text.contains(
@@ -209,5 +213,33 @@ fn a_new_tenant_crate_builds_its_component_and_passes_its_test() {
         ),
         "{text}"
     );
+    // The test runs the binary: the crate's graph holds no runtime, so no wasmtime or
+    // Cranelift is compiled for it.
+    let lock = std::fs::read_to_string(krate.join("Cargo.lock")).expect("Cargo.lock");
+    for engine in ["wasmtime", "cranelift-codegen", "ruststream-runtime"] {
+        let entry = format!("name = \"{engine}\"");
+        assert!(
+            !lock.contains(&entry),
+            "{engine} in the tenant crate's graph"
+        );
+    }
+    // Warm (the target directory built once above), the whole test takes seconds.
+    let started = std::time::Instant::now();
+    let (ok, text) = tenant_test(&krate, &target);
+    let warm = started.elapsed();
+    assert!(ok, "{text}");
+    assert!(
+        warm < std::time::Duration::from_secs(60),
+        "warm cargo test took {warm:?}"
+    );
     std::fs::remove_dir_all(&dir).expect("temp dir removed");
+}
+
+/// `cargo test` in the tenant crate `krate`, running this build's binary.
+fn tenant_test(krate: &std::path::Path, target: &std::path::Path) -> (bool, String) {
+    outcome(
+        cargo_command(krate, target)
+            .args(["test", "--", "--nocapture"])
+            .env("RUSTSTREAM_BIN", env!("CARGO_BIN_EXE_ruststream")),
+    )
 }

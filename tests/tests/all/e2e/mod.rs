@@ -16,3 +16,4 @@ mod sandbox;
 mod servers;
 mod service_load;
 mod shared_stream;
+mod test_verb;

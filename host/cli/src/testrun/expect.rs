@@ -1,0 +1,313 @@
+//! The expectations file of `ruststream test` (TOML, or JSON for a `.json` file): the outcome
+//! of each record, what the component publishes, and where each checkpoint ends.
+//!
+//! ```toml
+//! [[record]]            # one per record of the records file, in order
+//! outcome = "ack"       # ack, drop, retry, or retry_after with after_ms
+//!
+//! [[record]]
+//! outcome = "retry_after"
+//! after_ms = 30000
+//!
+//! [[publish]]           # in order, per stream
+//! stream = "shipments"
+//! json = { id = 1 }     # or data (text) or data_base64
+//! headers = { x-source = "orders" }
+//!
+//! [[checkpoint]]
+//! subscription = "book" # or its stream
+//! at = 2                # the record it stands at (its number), 0 for none
+//! held_at = 3           # the record it is held in front of, 0 for none
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use ruststream_runtime::Outcome;
+use serde::Deserialize;
+
+use super::TestRunError;
+use super::records::{Payload, PayloadFields};
+
+/// Everything the file expects.
+#[derive(Debug, Default)]
+pub(crate) struct Expectations {
+    /// Streams to watch for publishes beyond those read or named in `publishes`.
+    pub streams: Vec<String>,
+    /// The outcome of each record, in the records file's order.
+    pub records: Vec<ExpectedRecord>,
+    /// Every record the component publishes to the streams watched, in order per stream.
+    pub publishes: Vec<ExpectedPublish>,
+    /// Where checkpoints stand once everything is delivered.
+    pub checkpoints: Vec<ExpectedCheckpoint>,
+}
+
+/// The outcome of one record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExpectedRecord {
+    /// The subscription whose call it is, when the stream has several.
+    pub subscription: Option<String>,
+    /// The outcome of the record's own call (not of the copies a retry made).
+    pub outcome: Outcome,
+}
+
+/// One record the component publishes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ExpectedPublish {
+    /// The stream it goes to.
+    pub stream: String,
+    /// Its payload.
+    pub payload: Payload,
+    /// Its partition key, when checked.
+    pub partition_key: Option<String>,
+    /// Its user headers, exactly, when checked.
+    pub headers: Option<BTreeMap<String, String>>,
+}
+
+/// A position of a checkpoint: nothing yet, a record of the records file, or any sequence
+/// number (a copy the runtime made).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Position {
+    /// No checkpoint (or nothing held).
+    None,
+    /// The record with this number in the records file.
+    Record(usize),
+    /// A sequence number as the stream gave it.
+    Sequence(String),
+}
+
+/// Where one subscription's checkpoint ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExpectedCheckpoint {
+    /// The subscription, or the stream only it reads.
+    pub subscription: String,
+    /// The shard, when the file names one.
+    pub shard: Option<String>,
+    /// The last record of the handled prefix, when checked.
+    pub at: Option<Position>,
+    /// The record it is held in front of, when checked.
+    pub held_at: Option<Position>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    streams: Vec<String>,
+    #[serde(default, alias = "records")]
+    record: Vec<RecordEntry>,
+    #[serde(default, alias = "publishes")]
+    publish: Vec<PublishEntry>,
+    #[serde(default, alias = "checkpoints")]
+    checkpoint: Vec<CheckpointEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordEntry {
+    subscription: Option<String>,
+    outcome: String,
+    after_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishEntry {
+    stream: String,
+    data: Option<String>,
+    data_base64: Option<String>,
+    json: Option<serde_json::Value>,
+    partition_key: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckpointEntry {
+    subscription: String,
+    shard: Option<String>,
+    at: Option<PositionEntry>,
+    held_at: Option<PositionEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PositionEntry {
+    Number(usize),
+    Text(String),
+}
+
+/// Reads the expectations file at `path`: JSON when it ends in `.json`, else TOML.
+///
+/// # Errors
+/// [`TestRunError::Expect`] with the parser's line and column, or naming the entry that is
+/// wrong; [`TestRunError::Read`] when the file cannot be read.
+pub(crate) fn read(path: &Path) -> Result<Expectations, TestRunError> {
+    let text = super::read_text(path)?;
+    let bad = |message: String| TestRunError::Expect {
+        file: path.to_owned(),
+        message,
+    };
+    let json = path.extension().is_some_and(|ext| ext == "json");
+    let file: File = if json {
+        serde_json::from_str(&text).map_err(|error| bad(error.to_string()))?
+    } else {
+        toml::from_str(&text).map_err(|error| bad(one_line(&error.to_string())))?
+    };
+    file.into_expectations().map_err(bad)
+}
+
+/// The TOML parser's message, which spans lines (it quotes the line), made one line.
+fn one_line(message: &str) -> String {
+    let lines = message.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines.collect::<Vec<_>>().join(" ")
+}
+
+impl File {
+    fn into_expectations(self) -> Result<Expectations, String> {
+        let records = (self.record.into_iter().enumerate())
+            .map(|(i, entry)| {
+                entry
+                    .expected()
+                    .map_err(|e| format!("[[record]] {}: {e}", i + 1))
+            })
+            .collect::<Result<_, _>>()?;
+        let publishes = (self.publish.into_iter().enumerate())
+            .map(|(i, entry)| {
+                entry
+                    .expected()
+                    .map_err(|e| format!("[[publish]] {}: {e}", i + 1))
+            })
+            .collect::<Result<_, _>>()?;
+        let checkpoints = self
+            .checkpoint
+            .into_iter()
+            .map(CheckpointEntry::expected)
+            .collect();
+        Ok(Expectations {
+            streams: self.streams,
+            records,
+            publishes,
+            checkpoints,
+        })
+    }
+}
+
+impl RecordEntry {
+    fn expected(self) -> Result<ExpectedRecord, String> {
+        Ok(ExpectedRecord {
+            subscription: self.subscription,
+            outcome: parse_outcome(&self.outcome, self.after_ms)?,
+        })
+    }
+}
+
+/// `ack`, `drop`, `retry`, or `retry_after` with `after_ms` (also written `retry_after(500ms)`,
+/// as reports show it).
+pub(crate) fn parse_outcome(text: &str, after_ms: Option<u64>) -> Result<Outcome, String> {
+    let normalized = text.trim().to_ascii_lowercase().replace('-', "_");
+    let delay = |ms| Outcome::RetryAfter(Duration::from_millis(ms));
+    match (normalized.as_str(), after_ms) {
+        ("ack", None) => Ok(Outcome::Ack),
+        ("drop", None) => Ok(Outcome::Drop),
+        ("retry", None) => Ok(Outcome::Retry),
+        ("retry_after", Some(ms)) => Ok(delay(ms)),
+        ("retry_after", None) => Err("`retry_after` needs `after_ms`".into()),
+        ("ack" | "drop" | "retry", Some(_)) => {
+            Err(format!("`after_ms` goes with `retry_after`, not `{text}`"))
+        }
+        (other, None) => written_delay(other).map(delay).ok_or_else(|| {
+            format!("unknown outcome `{text}`: expected ack, drop, retry or retry_after")
+        }),
+        (_, Some(_)) => Err(format!("`after_ms` goes with `retry_after`, not `{text}`")),
+    }
+}
+
+/// The delay of `retry_after(500ms)`.
+fn written_delay(text: &str) -> Option<u64> {
+    let inner = text.strip_prefix("retry_after(")?.strip_suffix(')')?;
+    inner.trim().strip_suffix("ms")?.trim().parse().ok()
+}
+
+impl PublishEntry {
+    fn expected(self) -> Result<ExpectedPublish, String> {
+        let payload = PayloadFields {
+            data: self.data,
+            data_base64: self.data_base64,
+            json: self.json,
+        }
+        .payload()?;
+        Ok(ExpectedPublish {
+            stream: self.stream,
+            payload,
+            partition_key: self.partition_key,
+            headers: self.headers,
+        })
+    }
+}
+
+impl CheckpointEntry {
+    fn expected(self) -> ExpectedCheckpoint {
+        ExpectedCheckpoint {
+            subscription: self.subscription,
+            shard: self.shard,
+            at: self.at.map(PositionEntry::position),
+            held_at: self.held_at.map(PositionEntry::position),
+        }
+    }
+}
+
+impl PositionEntry {
+    fn position(self) -> Position {
+        match self {
+            Self::Number(0) => Position::None,
+            Self::Number(n) => Position::Record(n),
+            Self::Text(text) if text.eq_ignore_ascii_case("none") => Position::None,
+            Self::Text(text) => Position::Sequence(text),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_toml(text: &str) -> Result<Expectations, String> {
+        let file: File = toml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
+        file.into_expectations()
+    }
+
+    #[test]
+    fn outcomes_are_read_in_both_spellings() {
+        let delay = Outcome::RetryAfter(Duration::from_millis(500));
+        assert_eq!(parse_outcome("ack", None), Ok(Outcome::Ack));
+        assert_eq!(parse_outcome("Retry", None), Ok(Outcome::Retry));
+        assert_eq!(parse_outcome("retry-after", Some(500)), Ok(delay));
+        assert_eq!(parse_outcome("retry_after(500ms)", None), Ok(delay));
+        for bad in [("ak", None), ("retry_after", None), ("ack", Some(5))] {
+            assert!(parse_outcome(bad.0, bad.1).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_file_reads_into_expectations() -> Result<(), String> {
+        let expect = parse_toml(
+            "[[record]]\noutcome = \"ack\"\n[[publish]]\nstream = \"s\"\njson = { id = 1 }\n\
+             [[checkpoint]]\nsubscription = \"book\"\nat = 2\nheld_at = \"none\"\n",
+        )?;
+        assert_eq!(expect.records[0].outcome, Outcome::Ack);
+        assert!(expect.publishes[0].payload.matches(br#"{ "id": 1 }"#));
+        assert_eq!(expect.checkpoints[0].at, Some(Position::Record(2)));
+        assert_eq!(expect.checkpoints[0].held_at, Some(Position::None));
+        Ok(())
+    }
+
+    #[test]
+    fn a_bad_entry_is_named() {
+        let unknown = parse_toml("[[record]]\noutcom = \"ack\"\n");
+        assert!(unknown.is_err_and(|e| e.contains("outcom") && e.contains("line 2")));
+        let second = parse_toml("[[record]]\noutcome = \"ack\"\n[[record]]\noutcome = \"nak\"\n");
+        assert!(second.is_err_and(|e| e.starts_with("[[record]] 2: unknown outcome `nak`")));
+    }
+}

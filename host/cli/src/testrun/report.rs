@@ -1,0 +1,84 @@
+//! The printed report of `ruststream test`: the app, each check on a line (`ok` or `FAIL`,
+//! a failure with both sides), the log lines of a record whose outcome was wrong, and a
+//! summary.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use ruststream_runtime::escape_controls;
+
+use super::run::Observed;
+use super::verdict::Check;
+use crate::dev::short_line;
+
+/// The whole report, ending in a newline.
+pub(crate) fn render(component: &Path, observed: &Observed, checks: &[Check]) -> String {
+    let mut out = header(component, observed);
+    for check in checks {
+        out.push_str(&check_line(check));
+        if !check.passed {
+            out.push_str(&record_logs(check, observed));
+        }
+    }
+    out.push_str(&summary(checks));
+    out
+}
+
+/// What ran: the component, its app and each subscription's end state.
+fn header(component: &Path, observed: &Observed) -> String {
+    let shown = escape_controls(&component.display().to_string()).into_owned();
+    let mut out = format!(
+        "component {shown}: app {}, {} records\n",
+        observed.app,
+        observed.sent.len()
+    );
+    for s in &observed.subscriptions {
+        let calls = observed.calls.iter().filter(|c| c.subscriber == s.name);
+        let _ = write!(
+            out,
+            "  subscriber `{}` on `{}`: {} calls",
+            s.name,
+            s.stream,
+            calls.count()
+        );
+        if s.pending_copies > 0 {
+            let _ = write!(out, ", {} copies still due after a day", s.pending_copies);
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}
+
+fn check_line(check: &Check) -> String {
+    if check.passed {
+        format!("ok    {}: {}\n", check.subject, check.got)
+    } else {
+        format!(
+            "FAIL  {}: expected {}, got {}\n",
+            check.subject, check.expected, check.got
+        )
+    }
+}
+
+/// The log lines about the record a failed check concerns, indented under it.
+fn record_logs(check: &Check, observed: &Observed) -> String {
+    let Some(sequence) = &check.sequence else {
+        return String::new();
+    };
+    let lines = observed.logs.iter();
+    let about = lines.filter(|line| line.sequence_number.as_ref() == Some(sequence));
+    about
+        .map(|line| format!("        {}\n", short_line(line)))
+        .collect()
+}
+
+fn summary(checks: &[Check]) -> String {
+    let failed = checks.iter().filter(|c| !c.passed).count();
+    let total = checks.len();
+    if failed == 0 {
+        format!("\npassed: {total} expectations held\n")
+    } else {
+        format!("\nFAILED: {failed} of {total} expectations did not hold\n")
+    }
+}
