@@ -65,13 +65,15 @@ impl Host {
     /// Scrapes until `done` holds for a scrape, for at most a minute; returns that scrape.
     async fn scrape_until(&self, done: impl Fn(&Scrape) -> bool) -> anyhow::Result<Scrape> {
         let mut last = Scrape::default();
-        let scraped = poll_for(Duration::from_secs(60), async || match self.scrape().await {
-            Ok(scrape) if done(&scrape) => Some(Ok(scrape)),
-            Ok(scrape) => {
-                last = scrape;
-                None
+        let scraped = poll_for(Duration::from_secs(60), async || {
+            match self.scrape().await {
+                Ok(scrape) if done(&scrape) => Some(Ok(scrape)),
+                Ok(scrape) => {
+                    last = scrape;
+                    None
+                }
+                Err(error) => Some(Err(error)),
             }
-            Err(error) => Some(Err(error)),
         })
         .await;
         scraped.unwrap_or_else(|| anyhow::bail!("the condition never held; last scrape: {last:?}"))
