@@ -171,8 +171,8 @@ async fn a_fenced_holder_writes_nothing(backend: Backend) -> Result<()> {
     let key = key();
     let mut a = take(store, &key, "a", Claim::Free).await?.context("free")?;
     assert!(store.checkpoint(&mut a, "100", TTL).await?);
-    let mut b = take(store, &key, "b", Claim::Observed(a.counter)).await?;
-    let b = b.take().context("taken over")?;
+    let b = take(store, &key, "b", Claim::Observed(a.counter)).await?;
+    let b = b.context("taken over")?;
     let before = row(store, &key).await?;
 
     let renewal = store.renew(&mut a, TTL).await?;
