@@ -23,7 +23,8 @@ const TTL: Duration = Duration::from_secs(10);
 /// Where a case's stores live.
 enum Backend {
     Memory,
-    Dynamo(LocalDynamo),
+    /// Boxed: the server's handle is large, the memory variant empty.
+    Dynamo(Box<LocalDynamo>),
 }
 
 impl Backend {
@@ -31,7 +32,7 @@ impl Backend {
         let server = LocalDynamo::start()
             .await
             .context("the DynamoDB half of the lease contract needs dynalite")?;
-        Ok(Self::Dynamo(server))
+        Ok(Self::Dynamo(Box::new(server)))
     }
 
     /// The store of namespace `name`: its own memory store, or its own table.
