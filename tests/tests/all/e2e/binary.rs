@@ -399,6 +399,7 @@ async fn a_second_interrupt_exits_at_once() -> anyhow::Result<()> {
         None,
     )
     .await?;
+    // Time for the slow record to be read and its call to start: nothing the host says marks that.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pid = running.0.id().to_string();
     Command::new("kill").args(["-INT", &pid]).status()?;
