@@ -117,7 +117,11 @@ mod tests {
         );
         headers.pop();
         let without_app = DeadLetterOrigin::from_headers(&headers);
-        assert_eq!(without_app.and_then(|o| o.app), None, "written before apps were");
+        assert_eq!(
+            without_app.and_then(|o| o.app),
+            None,
+            "written before apps were"
+        );
         headers.pop();
         assert_eq!(DeadLetterOrigin::from_headers(&headers), None);
     }

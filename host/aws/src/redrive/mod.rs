@@ -470,11 +470,7 @@ impl Run<'_> {
         Ok(origins)
     }
 
-    async fn open(
-        &self,
-        shard_id: &str,
-        done: Option<&str>,
-    ) -> Result<ShardPages, RedriveError> {
+    async fn open(&self, shard_id: &str, done: Option<&str>) -> Result<ShardPages, RedriveError> {
         let from = done.map_or(Position::Horizon, Position::After);
         ShardPages::open(
             &self.redrive.kinesis,
@@ -703,7 +699,11 @@ impl Run<'_> {
     ) -> Result<(), RedriveError> {
         let spec = &self.redrive.spec;
         let key = shard_key(&spec.stream, shard_id, &spec.id);
-        let stored = self.store().read(&key).await?.and_then(|row| row.checkpoint);
+        let stored = self
+            .store()
+            .read(&key)
+            .await?
+            .and_then(|row| row.checkpoint);
         let progress = ShardProgress::parse(&key, stored.as_deref())?;
         if progress.finished {
             return Ok(());

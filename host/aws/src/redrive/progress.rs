@@ -119,7 +119,9 @@ impl HeldProgress {
                 "another run holds this redrive's shard: waiting for it to renew or expire");
             tokio::time::sleep(ttl).await;
             let still = store.read(key).await?;
-            if still.as_ref().is_some_and(|row| row.counter == seen.counter)
+            if still
+                .as_ref()
+                .is_some_and(|row| row.counter == seen.counter)
                 && let Some(lease) = store
                     .acquire(key, owner, ttl, Claim::Observed(seen.counter))
                     .await?

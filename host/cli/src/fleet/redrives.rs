@@ -34,9 +34,8 @@ impl Fleet {
             ));
         }
         let redrive = self.redrive_for(request.clone()).await?;
-        let failed = |error: ruststream_host::redrive::RedriveError| {
-            ControlError::Redrive(one_line(&error))
-        };
+        let failed =
+            |error: ruststream_host::redrive::RedriveError| ControlError::Redrive(one_line(&error));
         if request.dry_run {
             let plan = redrive.dry_run(LISTED).await.map_err(failed)?;
             return Ok(serde_json::to_value(plan).unwrap_or_default());

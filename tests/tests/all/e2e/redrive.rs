@@ -98,7 +98,12 @@ impl Setup {
     /// The records of `stream`, as `ruststream tail` shows them.
     fn tail(&self, stream: &str) -> anyhow::Result<Vec<Value>> {
         let out = Command::new(binary())
-            .args(["tail", stream, "--kinesis-endpoint", &self.kinesis.endpoint()])
+            .args([
+                "tail",
+                stream,
+                "--kinesis-endpoint",
+                &self.kinesis.endpoint(),
+            ])
             .args(["--region", "us-east-1"])
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
@@ -241,6 +246,7 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
     // A dry run says what would move, and moves nothing.
     let (ok, plan, error) = setup.run(&[&redrive[..], &["--dry-run"]].concat())?;
     assert!(ok, "{error}");
+    println!("{plan}");
     assert!(
         plan.contains("would redrive 250 to `orders` (attempts-exhausted)"),
         "{plan}"
@@ -254,7 +260,11 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
         plan.lines().filter(|l| l.contains(" -> `")).count() == 10,
         "{plan}"
     );
-    assert_eq!(setup.tail("orders")?.len(), PER_STREAM, "a dry run writes nothing");
+    assert_eq!(
+        setup.tail("orders")?.len(),
+        PER_STREAM,
+        "a dry run writes nothing"
+    );
 
     // Stopped right after its second publish, before that batch's checkpoint.
     let status = setup
@@ -292,6 +302,7 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
     // The third run finishes it.
     let (ok, summary, error) = setup.run(&redrive)?;
     assert!(ok, "{error}\n{summary}");
+    println!("killed at {midway}; then:\n{summary}");
     assert!(summary.contains(": finished"), "{summary}");
     assert!(summary.contains("redriven 500 "), "{summary}");
     assert!(summary.contains("skipped not-granted: 1"), "{summary}");
@@ -324,14 +335,20 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
     }
     assert_eq!(back.len(), 2 * PER_STREAM);
     assert!(back.values().all(|&n| n == 1), "a dead letter twice");
-    assert!(setup.tail("secrets")?.is_empty(), "nothing published elsewhere");
+    assert!(
+        setup.tail("secrets")?.is_empty(),
+        "nothing published elsewhere"
+    );
 
     // The fixed handler acks each once.
     let acked = setup.wait_for("books.acked", 2 * PER_STREAM).await?;
     let mut handled = BTreeMap::new();
     for record in &acked {
         let key = (
-            record["payload"]["stream"].as_str().unwrap_or("?").to_owned(),
+            record["payload"]["stream"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned(),
             record["payload"]["id"].as_u64().unwrap_or(u64::MAX),
         );
         *handled.entry(key).or_insert(0) += 1;
@@ -352,7 +369,9 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
 async fn the_admin_route_runs_a_redrive_in_the_host() -> anyhow::Result<()> {
     let setup = Setup::start("redrive-admin").await?;
     for id in 0..20 {
-        setup.forge_dead_letter(&origin("orders", "acme"), id).await?;
+        setup
+            .forge_dead_letter(&origin("orders", "acme"), id)
+            .await?;
     }
     let fixed = setup.tenants("fixed", &guests::BOOKS_FIXED.path(), 10_000)?;
     let dynamo = setup.dynamo.endpoint();
@@ -384,7 +403,8 @@ async fn the_admin_route_runs_a_redrive_in_the_host() -> anyhow::Result<()> {
     )?;
     assert_eq!(unauthorised.0, 401, "{unauthorised:?}");
 
-    let (status, started) = api.call("POST", "/v1/redrives", json, br#"{"stream": "books.dead"}"#)?;
+    let (status, started) =
+        api.call("POST", "/v1/redrives", json, br#"{"stream": "books.dead"}"#)?;
     assert_eq!(status, 200, "{started}");
     let started: Value = serde_json::from_str(&started)?;
     let id = started["id"].as_str().unwrap_or_default().to_owned();
