@@ -122,7 +122,7 @@ pub enum Verdict {
         /// Why.
         reason: SkipReason,
         /// Its origin, when it has one.
-        origin: Option<DeadLetterOrigin>,
+        origin: Option<Box<DeadLetterOrigin>>,
     },
     /// Chosen, and written back to its origin stream.
     Redrive(Box<Redriven>),
@@ -212,7 +212,10 @@ pub fn judge(
 }
 
 fn skip(reason: SkipReason, origin: Option<DeadLetterOrigin>) -> Verdict {
-    Verdict::Skip { reason, origin }
+    Verdict::Skip {
+        reason,
+        origin: origin.map(Box::new),
+    }
 }
 
 /// The redrive header's value in a record's bytes, when it names redrive `id`.

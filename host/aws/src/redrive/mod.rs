@@ -454,7 +454,7 @@ impl Run<'_> {
     ) -> Result<HashSet<String>, RedriveError> {
         let mut origins = HashSet::new();
         let mut pages = self.open(shard_id, held.progress.done.as_deref()).await?;
-        'pages: while let Some(page) = pages.next().await? {
+        'pages: while let Some(page) = pages.next_page().await? {
             for letter in page {
                 let unwrapped = ruststream_runtime::internals::envelope::unwrap(&letter.data);
                 if let Some(origin) =
@@ -494,7 +494,7 @@ impl Run<'_> {
         let mut pages = self.open(shard_id, held.progress.done.as_deref()).await?;
         let until = self.filter.until_ms.unwrap_or(u64::MAX);
         let mut batch: Vec<(DeadLetter, Verdict)> = Vec::new();
-        'pages: while let Some(page) = pages.next().await? {
+        'pages: while let Some(page) = pages.next_page().await? {
             for letter in page {
                 let last = match &bound {
                     Bound::Until if letter.arrival_ms > until => break 'pages,
@@ -537,7 +537,7 @@ impl Run<'_> {
         {
             return Ok(Verdict::Skip {
                 reason: SkipReason::StreamGone,
-                origin: Some(redriven.origin.clone()),
+                origin: Some(Box::new(redriven.origin.clone())),
             });
         }
         Ok(verdict)
@@ -710,7 +710,7 @@ impl Run<'_> {
         }
         let mut pages = self.open(shard_id, progress.done.as_deref()).await?;
         let until = self.filter.until_ms.unwrap_or(u64::MAX);
-        'pages: while let Some(page) = pages.next().await? {
+        'pages: while let Some(page) = pages.next_page().await? {
             for letter in page {
                 if letter.arrival_ms > until {
                     break 'pages;

@@ -92,7 +92,7 @@ impl ShardPages {
     ///
     /// # Errors
     /// A read failed.
-    pub(crate) async fn next(&mut self) -> Result<Option<Vec<DeadLetter>>, RedriveError> {
+    pub(crate) async fn next_page(&mut self) -> Result<Option<Vec<DeadLetter>>, RedriveError> {
         let Some(iterator) = self.iterator.take() else {
             return Ok(None);
         };
@@ -145,7 +145,7 @@ pub(crate) async fn tags_in(
     for shard in shards {
         let mut pages =
             ShardPages::open(client, stream, &shard.shard_id, Position::Time(from_ms)).await?;
-        while let Some(page) = pages.next().await? {
+        while let Some(page) = pages.next_page().await? {
             for record in page {
                 let headers = envelope::unwrap(&record.data).headers;
                 if let Some(tag) = redrive_tag(&headers, id) {
