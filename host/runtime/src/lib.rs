@@ -100,8 +100,9 @@ pub mod internals {
     /// The `RSK2` record envelope, as written to and read from streams.
     pub mod envelope {
         pub use crate::envelope::{
-            COPY_FOR_HEADER, COPY_OF_HEADER, DUE_AT_HEADER, FIRST_ARRIVAL_HEADER, RESERVED_PREFIX,
-            RETRY_COUNT_HEADER, Unwrapped, is_reserved, unwrap, wrap,
+            COPY_FOR_HEADER, COPY_OF_HEADER, DUE_AT_HEADER, FIRST_ARRIVAL_HEADER, REDRIVE_HEADER,
+            RESERVED_PREFIX, RETRY_COUNT_HEADER, Unwrapped, is_reserved, origin_headers, unwrap,
+            wrap,
         };
     }
 }

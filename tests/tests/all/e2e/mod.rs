@@ -11,6 +11,7 @@ mod kinesis;
 mod kinesis_copies;
 mod operate;
 mod reads;
+mod redrive;
 mod resilience;
 mod sandbox;
 mod servers;
