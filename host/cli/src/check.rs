@@ -100,6 +100,7 @@ async fn check_one(
     let passed = match loaded {
         Ok(component) => {
             println!("ok    {shown}: {}", describe_app(component.app()));
+            println!("      calls: {}", component.form());
             for s in &component.app().subscriptions {
                 println!(
                     "      {} on `{}` (max_attempts {:?}, dead letter {:?}, start {:?})",
