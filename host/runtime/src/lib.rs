@@ -59,14 +59,15 @@ pub use app::{
 pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use component::{
-    CONTRACT, CallFailure, CompileError, LoadError, LoadPhase, LoadedComponent, Refusal, Runtime,
+    CONTRACT, CallFailure, CompileError, ImportAccess, LoadError, LoadPhase, LoadedComponent, Refusal, Runtime,
     RuntimeError, TrapKind, WORKER_COMMAND, compile_worker, content_hash, describe_app,
+    import_access,
 };
 pub use dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
 pub use env::Env;
 pub use escape::{escape_controls, one_line, one_line_within, quote};
 pub use limits::{
-    CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits, RuntimeConfig,
+    CompileBudget, CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits, RuntimeConfig,
     WriteLimits,
 };
 pub use log::{Level, LogLine, LogSink, Origin, parse_field_list};

@@ -9,6 +9,7 @@ use super::Runtime;
 use super::bindings::{CONTRACT_VERSION, SubscriberAppPre, contract_version};
 use super::compile::{CompileError, LiveSlot};
 use super::declaration::app_spec;
+use super::imports::{ImportAccess, access};
 use super::instance::{CallFailure, HandlerInstance, describe};
 use super::phase::LoadPhase;
 use super::state::HostState;
@@ -89,9 +90,12 @@ pub enum Refusal {
         /// The export or import of the other version, quoted.
         found: String,
     },
-    /// The component imports an interface outside the host's and WASI 0.2's granted set
-    /// (sockets, HTTP, ...).
-    #[error("imports `{import}`, which this host does not grant")]
+    /// The component imports an interface outside the host's contract and the WASI 0.2
+    /// interfaces the host serves or denies (see [`import_access`](super::import_access)).
+    #[error(
+        "imports `{import}`, which is neither WASI 0.2 nor the RustStream contract: this host \
+         cannot link it"
+    )]
     ForbiddenImport {
         /// The import, quoted.
         import: String,
@@ -115,6 +119,8 @@ pub struct LoadedComponent {
     runtime: Runtime,
     pre: SubscriberAppPre<HostState>,
     app: AppSpec,
+    /// The imports linked to implementations that refuse every call, quoted.
+    denied: Arc<[String]>,
     /// Shares the compiled code with other loads of the same bytes while this one lives.
     _code: Arc<LiveSlot>,
 }
@@ -166,7 +172,7 @@ impl LoadedComponent {
             .map_err(|error| fail(LoadPhase::Compile, Refusal::Compile(error)))?;
         let component = &compiled.component;
         check_exports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
-        check_imports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
+        let denied = check_imports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
         let pre = runtime
             .linker()
             .instantiate_pre(component)
@@ -188,6 +194,7 @@ impl LoadedComponent {
             runtime: runtime.clone(),
             pre,
             app,
+            denied: denied.into(),
             _code: compiled.slot,
         })
     }
@@ -206,6 +213,12 @@ impl LoadedComponent {
     /// The app and subscriptions the component declared.
     pub fn app(&self) -> &AppSpec {
         &self.app
+    }
+
+    /// The WASI interfaces it imports that the tenant is not granted (sockets, HTTP), quoted:
+    /// linked to implementations that refuse every call with the interface's access error.
+    pub fn denied_imports(&self) -> &[String] {
+        &self.denied
     }
 
     /// A new instance (instantiated lazily, on its first call) acting on `env`.
@@ -295,54 +308,27 @@ fn check_exports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal>
     })
 }
 
-fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal> {
+/// Checks the component's imports: the contract's at this host's version, and none that
+/// [`access`] refuses. Returns the denied ones (linked to implementations refusing every call).
+fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<Vec<String>, Refusal> {
     let ty = compiled.component_type();
+    let mut denied = Vec::new();
     for (name, _) in ty.imports(runtime.engine()) {
         let (interface, version) = name.rsplit_once('@').unwrap_or((name, ""));
         if interface.starts_with(CONTRACT_PREFIX) && version != CONTRACT_VERSION {
             return Err(Refusal::ContractVersion { found: quote(name) });
         }
-        if !import_allowed(interface, version) {
-            return Err(Refusal::ForbiddenImport {
-                import: quote(name),
-            });
+        match import_access(name) {
+            ImportAccess::Granted => {}
+            ImportAccess::Denied => denied.push(quote(name)),
+            ImportAccess::Refused => {
+                return Err(Refusal::ForbiddenImport {
+                    import: quote(name),
+                });
+            }
         }
     }
-    Ok(())
-}
-
-/// The interfaces a component may import: the host's own, and the WASI 0.2 interfaces that
-/// Rust's standard library needs, served by a context with no preopened directories, no
-/// environment, no arguments and no network. Sockets, HTTP and anything else are refused.
-const ALLOWED_IMPORTS: &[&str] = &[
-    "ruststream:handler/host",
-    "ruststream:handler/progress",
-    "ruststream:handler/types",
-    "wasi:io/error",
-    "wasi:io/poll",
-    "wasi:io/streams",
-    "wasi:cli/environment",
-    "wasi:cli/exit",
-    "wasi:cli/stdin",
-    "wasi:cli/stdout",
-    "wasi:cli/stderr",
-    "wasi:cli/terminal-input",
-    "wasi:cli/terminal-output",
-    "wasi:cli/terminal-stdin",
-    "wasi:cli/terminal-stdout",
-    "wasi:cli/terminal-stderr",
-    "wasi:clocks/wall-clock",
-    "wasi:clocks/monotonic-clock",
-    "wasi:random/random",
-    "wasi:random/insecure",
-    "wasi:random/insecure-seed",
-    "wasi:filesystem/types",
-    "wasi:filesystem/preopens",
-];
-
-fn import_allowed(interface: &str, version: &str) -> bool {
-    let wasi_p2 = !interface.starts_with("wasi:") || version.starts_with("0.2.");
-    wasi_p2 && ALLOWED_IMPORTS.contains(&interface)
+    Ok(denied)
 }
 
 /// The environment of the instance that answers `describe`: the tenant's limits and log

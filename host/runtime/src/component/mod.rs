@@ -9,6 +9,7 @@ mod bindings;
 mod board;
 mod compile;
 mod declaration;
+mod imports;
 mod instance;
 mod loader;
 mod output;
@@ -18,6 +19,7 @@ mod state;
 mod trap;
 
 pub use compile::{CompileError, WORKER_COMMAND, compile_worker, content_hash};
+pub use imports::{ImportAccess, import_access};
 pub use instance::{BatchCall, BatchFailure, CallFailure, HandlerInstance};
 pub use loader::{CONTRACT, LoadError, LoadedComponent, Refusal};
 pub use phase::LoadPhase;
