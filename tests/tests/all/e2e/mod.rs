@@ -10,6 +10,7 @@ mod identity;
 mod kinesis;
 mod kinesis_copies;
 mod operate;
+mod polyglot;
 mod reads;
 mod resilience;
 mod sandbox;
