@@ -100,6 +100,7 @@ async fn check_one(
     let passed = match loaded {
         Ok(component) => {
             println!("ok    {shown}: {}", describe_app(component.app()));
+            println!("      calls: {}", component.form());
             print_denied(component.denied_imports());
             for s in &component.app().subscriptions {
                 println!(

@@ -59,9 +59,9 @@ pub use app::{
 pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use component::{
-    CONTRACT, CallFailure, CompileError, ImportAccess, LoadError, LoadPhase, LoadedComponent, Refusal, Runtime,
-    RuntimeError, TrapKind, WORKER_COMMAND, compile_worker, content_hash, describe_app,
-    import_access,
+    CONTRACT, CallFailure, CallForm, CompileError, ContractVersion, ImportAccess, LoadError, LoadPhase,
+    LoadedComponent, Refusal, Runtime, RuntimeError, TrapKind, VersionRefusal, WORKER_COMMAND,
+    compile_worker, content_hash, describe_app, import_access,
 };
 pub use dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
 pub use env::Env;

@@ -4,6 +4,7 @@ mod admin;
 mod binary;
 mod chaos;
 mod config;
+mod contract;
 mod dead_letters;
 mod hotload;
 mod identity;

@@ -105,6 +105,55 @@ async fn code_that_blocks_or_spins_while_loading_is_refused_within_the_deadline(
     flowed
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reports_while_loading_win_no_fresh_deadline() -> anyhow::Result<()> {
+    // Each stalls 600 ms, reports, stalls 600 ms more, reports: 1.2 s against a 1 s deadline.
+    // Were a report outside `handle-batch` to move the deadline, it would load.
+    let arena = Arena::start().await?;
+    let deadline = Duration::from_secs(1);
+    let tenant = Arc::new(evil().limits(Limits {
+        call_deadline: deadline,
+        ..evil_limits()
+    }));
+    let cases = [
+        (
+            "hostile_report_initialize",
+            guest(guests::HOSTILE_REPORT_INITIALIZE)?,
+            LoadPhase::Instantiate,
+        ),
+        (
+            "hostile_report_describe",
+            guest(guests::HOSTILE_REPORT_DESCRIBE)?,
+            LoadPhase::Describe,
+        ),
+    ];
+    for (name, bytes, phase) in cases {
+        let runtime = &arena.host.runtime;
+        // The first load compiles (and caches); the second measures the refusal alone.
+        let first = load_bytes(&arena, runtime, &tenant, name, bytes.clone()).await;
+        assert!(first.is_err(), "{name} loaded");
+        let started = Instant::now();
+        let refused = load_bytes(&arena, runtime, &tenant, name, bytes).await;
+        let took = started.elapsed();
+        let error = refused.err().expect("refused");
+        let line = one_line(&error);
+        assert_eq!(error.phase, phase, "{line}");
+        assert!(
+            matches!(&error.refusal, Refusal::Trap(f) if f.kind == TrapKind::Deadline),
+            "{line}"
+        );
+        assert!(
+            took >= deadline,
+            "{name}: refused before its deadline, {took:?}"
+        );
+        assert!(
+            took < deadline + Duration::from_millis(700),
+            "{name}: {took:?}"
+        );
+    }
+    arena.assert_settlement_flows().await
+}
+
 /// A runtime whose components compile in the bounded worker with a small budget, uncached.
 fn bounded_runtime(limits: CompileLimits) -> anyhow::Result<Runtime> {
     Runtime::new(RuntimeConfig {
