@@ -62,7 +62,9 @@ impl PolyglotGuest {
     pub fn build(self) -> Result<PathBuf> {
         // One build at a time in this process: both examples share the output directory.
         static BUILDING: Mutex<()> = Mutex::new(());
-        let _one = BUILDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _one = BUILDING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let tools = self.toolchain.ensure_installed()?;
         let dir = output_dir();
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -101,7 +103,8 @@ impl PolyglotGuest {
         wit_files.sort();
         files.extend(wit_files);
         for file in files {
-            let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
             inputs.extend_from_slice(file.to_string_lossy().as_bytes());
             inputs.extend_from_slice(&bytes);
         }
@@ -258,8 +261,8 @@ fn toolchains_dir() -> PathBuf {
 /// `<target>/guests/polyglot`, beside the Rust guests' own target dir.
 fn output_dir() -> PathBuf {
     let guests = PathBuf::from(crate::GUEST_DIR);
-    guests.ancestors().nth(2).map_or_else(
-        || guests.join("polyglot"),
-        |dir| dir.join("polyglot"),
-    )
+    guests
+        .ancestors()
+        .nth(2)
+        .map_or_else(|| guests.join("polyglot"), |dir| dir.join("polyglot"))
 }

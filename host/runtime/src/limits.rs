@@ -266,7 +266,8 @@ impl CompileLimits {
     /// growth for each MiB (or part of one) past the first, each capped at its ceiling (and
     /// never below the small component's).
     pub fn budget(&self, bytes: usize) -> CompileBudget {
-        let extra_mib = u32::try_from(bytes.div_ceil(1 << 20).saturating_sub(1)).unwrap_or(u32::MAX);
+        let extra_mib =
+            u32::try_from(bytes.div_ceil(1 << 20).saturating_sub(1)).unwrap_or(u32::MAX);
         let grow = |base: Duration, per_mib: Duration, ceiling: Duration| {
             base.saturating_add(per_mib.saturating_mul(extra_mib))
                 .min(ceiling.max(base))

@@ -130,8 +130,14 @@ impl HostSection {
         let zero = [
             ("compile_timeout_ms", self.compile_timeout_ms == Some(0)),
             ("compile_cpu_seconds", self.compile_cpu_seconds == Some(0)),
-            ("compile_timeout_max_ms", self.compile_timeout_max_ms == Some(0)),
-            ("compile_cpu_max_seconds", self.compile_cpu_max_seconds == Some(0)),
+            (
+                "compile_timeout_max_ms",
+                self.compile_timeout_max_ms == Some(0),
+            ),
+            (
+                "compile_cpu_max_seconds",
+                self.compile_cpu_max_seconds == Some(0),
+            ),
             ("compile_memory_mib", self.compile_memory_mib == Some(0)),
             ("compile_max_bytes", self.compile_max_bytes == Some(0)),
             (

@@ -182,8 +182,8 @@ fn check(component: &std::path::Path) -> anyhow::Result<(bool, String)> {
         .arg("--compile-cache")
         .arg(ruststream_tests::compile_cache_dir())
         .output()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     Ok((out.status.success(), text))
 }
 
@@ -197,7 +197,9 @@ fn check_lists_denied_imports_and_refuses_unknown_ones() -> anyhow::Result<()> {
         .map(str::trim)
         .collect();
     assert!(
-        denied.iter().any(|l| l.starts_with("wasi:sockets/tcp@0.2.")),
+        denied
+            .iter()
+            .any(|l| l.starts_with("wasi:sockets/tcp@0.2.")),
         "{text}"
     );
     assert!(

@@ -86,7 +86,8 @@ async fn the_binary_settles_the_seed_table_from_python_and_javascript() -> anyho
                 .map(|r| r.key)
         })
         .await;
-        let key = leased.ok_or_else(|| anyhow::anyhow!("{tenant} never took its lease: {}", output()))?;
+        let key =
+            leased.ok_or_else(|| anyhow::anyhow!("{tenant} never took its lease: {}", output()))?;
         let shard = key.trim_start_matches(&format!("{stream}:")).to_owned();
         stores.push((tenant, store, LeaseKey::new(stream, &shard)));
     }
@@ -117,17 +118,26 @@ async fn the_binary_settles_the_seed_table_from_python_and_javascript() -> anyho
         assert!(booked, "{tenant}: {}", output());
     }
     let text = output();
-    assert_eq!(text.matches("cannot requeue").count(), 2, "{text}");
+    assert!(
+        text.matches("cannot requeue").count() >= TENANTS.len(),
+        "{text}"
+    );
     Ok(())
 }
 
 /// The `entry.id` of each "booked" line the guest of `tenant` logged, in order.
 fn booked_ids(output: &str, tenant: &str) -> Vec<String> {
-    let tag = format!("tenant={tenant}");
+    let tags = [format!("tenant=\"{tenant}\""), format!("tenant={tenant} ")];
     output
         .lines()
-        .filter(|l| l.contains("booked") && l.contains(&tag))
+        .filter(|l| l.contains("booked") && tags.iter().any(|t| l.contains(t.as_str())))
         .filter_map(|l| l.split("entry.id=").nth(1))
-        .map(|rest| rest.split([' ', ',']).next().unwrap_or_default().trim_matches('"').to_owned())
+        .map(|rest| {
+            rest.split([' ', ','])
+                .next()
+                .unwrap_or_default()
+                .trim_matches('"')
+                .to_owned()
+        })
         .collect()
 }

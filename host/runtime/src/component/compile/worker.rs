@@ -85,7 +85,13 @@ pub(crate) async fn compile(
     let (status, artifact, message) = tokio::time::timeout(budget.timeout, exchange)
         .await
         .map_err(|_elapsed| CompileError::Timeout(budget.timeout))??;
-    judge(status, artifact, &String::from_utf8_lossy(&message), limits, budget)
+    judge(
+        status,
+        artifact,
+        &String::from_utf8_lossy(&message),
+        limits,
+        budget,
+    )
 }
 
 /// What the worker's exit says.

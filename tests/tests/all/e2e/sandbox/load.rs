@@ -235,8 +235,8 @@ async fn compile_bombs_are_refused_within_the_compile_budget() -> anyhow::Result
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_default_budget_compiles_a_large_component_and_stops_a_small_bomb()
--> anyhow::Result<()> {
+async fn the_default_budget_compiles_a_large_component_and_stops_a_small_bomb() -> anyhow::Result<()>
+{
     let arena = Arena::start().await?;
     let limits = CompileLimits::default();
     let runtime = bounded_runtime(limits.clone())?;
@@ -252,7 +252,10 @@ async fn the_default_budget_compiles_a_large_component_and_stops_a_small_bomb()
         let started = Instant::now();
         let loaded = load_bytes(&arena, &runtime, &tenant, "settlement_python", python).await;
         let loaded = loaded.map_err(|e| anyhow::anyhow!("{}", one_line(&e)))?;
-        eprintln!("settlement-python compiled and loaded in {:?} (budget {budget:?})", started.elapsed());
+        eprintln!(
+            "settlement-python compiled and loaded in {:?} (budget {budget:?})",
+            started.elapsed()
+        );
         assert_eq!(loaded.app().name, "ledger");
         anyhow::Ok(())
     };
