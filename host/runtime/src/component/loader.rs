@@ -310,7 +310,7 @@ fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<Vec<String>,
     let ty = compiled.component_type();
     let mut denied = Vec::new();
     for (name, _) in ty.imports(runtime.engine()) {
-        let (interface, version) = name.rsplit_once('@').unwrap_or((name, ""));
+        let interface = name.rsplit_once('@').map_or(name, |(interface, _)| interface);
         if interface.starts_with(CONTRACT_PREFIX) {
             version::check(name).map_err(Refusal::ContractVersion)?;
         }
