@@ -310,7 +310,9 @@ fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<Vec<String>,
     let ty = compiled.component_type();
     let mut denied = Vec::new();
     for (name, _) in ty.imports(runtime.engine()) {
-        let interface = name.rsplit_once('@').map_or(name, |(interface, _)| interface);
+        let interface = name
+            .rsplit_once('@')
+            .map_or(name, |(interface, _)| interface);
         if interface.starts_with(CONTRACT_PREFIX) {
             version::check(name).map_err(Refusal::ContractVersion)?;
         }
