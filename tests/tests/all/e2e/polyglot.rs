@@ -75,10 +75,8 @@ async fn the_binary_settles_the_seed_table_from_python_and_javascript() -> anyho
     // Both tenants compile (minutes on a loaded machine) and open the shard at the tip.
     let mut stores = Vec::new();
     for (tenant, stream) in TENANTS {
-        let store = DynamoLeaseStore::new(
-            dynamo.client().await,
-            &format!("ruststream-{tenant}-ledger"),
-        );
+        let store =
+            DynamoLeaseStore::new(dynamo.client().await, format!("ruststream-{tenant}-ledger"));
         let leased = poll_for(Duration::from_secs(900), async || {
             let rows = store.list().await.ok()?;
             rows.into_iter()
