@@ -115,7 +115,7 @@ async fn a_batch_is_settled_record_by_record() -> anyhow::Result<()> {
                 &[entry(1, 5), entry(2, 0), entry(3, -1), entry(4, 2)],
             )
             .await?;
-        let ledger = app.subscriber("book")?;
+        let ledger = app.subscriber("ledger")?;
         assert_eq!(
             ledger.outcomes(),
             [Outcome::Ack, Outcome::Drop, Outcome::Retry, Outcome::Ack],
@@ -143,7 +143,7 @@ async fn each_form_prints_the_seed_outcome_table() -> anyhow::Result<()> {
         let form = app.component_form();
         forms.push(form);
         app.publish_batch("ledger", &entries).await?;
-        let outcomes = app.subscriber("book")?.outcomes();
+        let outcomes = app.subscriber("ledger")?.outcomes();
         println!("{name} ({form}):");
         for (entry, outcome) in entries.iter().zip(&outcomes) {
             println!("  {entry} -> {outcome:?}");
