@@ -10,6 +10,7 @@ use super::bindings::contract_version;
 use super::compile::{CompileError, LiveSlot};
 use super::declaration::app_spec;
 use super::exports::{CallForm, ExportRefusal, HandlerPre, call_form};
+use super::imports::{ImportAccess, import_access};
 use super::instance::{CallFailure, HandlerInstance, describe};
 use super::phase::LoadPhase;
 use super::version::{self, CONTRACT_PREFIX, VersionRefusal};
@@ -85,9 +86,12 @@ pub enum Refusal {
     /// (the rule: [`ContractVersion::runs`](super::ContractVersion::runs)).
     #[error(transparent)]
     ContractVersion(VersionRefusal),
-    /// The component imports an interface outside the host's and WASI 0.2's granted set
-    /// (sockets, HTTP, ...).
-    #[error("imports `{import}`, which this host does not grant")]
+    /// The component imports an interface outside the host's contract and the WASI 0.2
+    /// interfaces the host serves or denies (see [`import_access`](super::import_access)).
+    #[error(
+        "imports `{import}`, which is neither WASI 0.2 nor the RustStream contract: this host \
+         cannot link it"
+    )]
     ForbiddenImport {
         /// The import, quoted.
         import: String,
@@ -111,6 +115,8 @@ pub struct LoadedComponent {
     runtime: Runtime,
     pre: HandlerPre,
     app: AppSpec,
+    /// The imports linked to implementations that refuse every call, quoted.
+    denied: Arc<[String]>,
     /// Shares the compiled code with other loads of the same bytes while this one lives.
     _code: Arc<LiveSlot>,
 }
@@ -162,7 +168,7 @@ impl LoadedComponent {
             .map_err(|error| fail(LoadPhase::Compile, Refusal::Compile(error)))?;
         let component = &compiled.component;
         let form = check_exports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
-        check_imports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
+        let denied = check_imports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
         let pre = runtime
             .linker()
             .instantiate_pre(component)
@@ -184,6 +190,7 @@ impl LoadedComponent {
             runtime: runtime.clone(),
             pre,
             app,
+            denied: denied.into(),
             _code: compiled.slot,
         })
     }
@@ -202,6 +209,12 @@ impl LoadedComponent {
     /// The app and subscriptions the component declared.
     pub fn app(&self) -> &AppSpec {
         &self.app
+    }
+
+    /// The WASI interfaces it imports that the tenant is not granted (sockets, HTTP), quoted:
+    /// linked to implementations that refuse every call with the interface's access error.
+    pub fn denied_imports(&self) -> &[String] {
+        &self.denied
     }
 
     /// How the host calls it: in batches through `handle-batch`, or through `handle` one
@@ -291,54 +304,29 @@ fn check_exports(runtime: &Runtime, compiled: &Component) -> Result<CallForm, Re
     })
 }
 
-fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal> {
+/// Checks the component's imports: the contract's at this host's version, and none that
+/// [`import_access`] refuses. Returns the denied ones (linked to implementations refusing every call).
+fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<Vec<String>, Refusal> {
     let ty = compiled.component_type();
+    let mut denied = Vec::new();
     for (name, _) in ty.imports(runtime.engine()) {
-        let (interface, version) = name.rsplit_once('@').unwrap_or((name, ""));
+        let interface = name
+            .rsplit_once('@')
+            .map_or(name, |(interface, _)| interface);
         if interface.starts_with(CONTRACT_PREFIX) {
             version::check(name).map_err(Refusal::ContractVersion)?;
         }
-        if !import_allowed(interface, version) {
-            return Err(Refusal::ForbiddenImport {
-                import: quote(name),
-            });
+        match import_access(name) {
+            ImportAccess::Granted => {}
+            ImportAccess::Denied => denied.push(quote(name)),
+            ImportAccess::Refused => {
+                return Err(Refusal::ForbiddenImport {
+                    import: quote(name),
+                });
+            }
         }
     }
-    Ok(())
-}
-
-/// The interfaces a component may import: the host's own, and the WASI 0.2 interfaces that
-/// Rust's standard library needs, served by a context with no preopened directories, no
-/// environment, no arguments and no network. Sockets, HTTP and anything else are refused.
-const ALLOWED_IMPORTS: &[&str] = &[
-    "ruststream:handler/host",
-    "ruststream:handler/progress",
-    "ruststream:handler/types",
-    "wasi:io/error",
-    "wasi:io/poll",
-    "wasi:io/streams",
-    "wasi:cli/environment",
-    "wasi:cli/exit",
-    "wasi:cli/stdin",
-    "wasi:cli/stdout",
-    "wasi:cli/stderr",
-    "wasi:cli/terminal-input",
-    "wasi:cli/terminal-output",
-    "wasi:cli/terminal-stdin",
-    "wasi:cli/terminal-stdout",
-    "wasi:cli/terminal-stderr",
-    "wasi:clocks/wall-clock",
-    "wasi:clocks/monotonic-clock",
-    "wasi:random/random",
-    "wasi:random/insecure",
-    "wasi:random/insecure-seed",
-    "wasi:filesystem/types",
-    "wasi:filesystem/preopens",
-];
-
-fn import_allowed(interface: &str, version: &str) -> bool {
-    let wasi_p2 = !interface.starts_with("wasi:") || version.starts_with("0.2.");
-    wasi_p2 && ALLOWED_IMPORTS.contains(&interface)
+    Ok(denied)
 }
 
 /// The environment of the instance that answers `describe`: the tenant's limits and log

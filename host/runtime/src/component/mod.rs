@@ -14,6 +14,7 @@ mod compile;
 mod declaration;
 mod exports;
 mod handle;
+mod imports;
 mod instance;
 mod loader;
 mod output;
@@ -25,6 +26,7 @@ mod version;
 
 pub use compile::{CompileError, WORKER_COMMAND, compile_worker, content_hash};
 pub use exports::CallForm;
+pub use imports::{ImportAccess, import_access};
 pub use instance::{BatchCall, BatchFailure, CallFailure, HandlerInstance};
 pub use loader::{LoadError, LoadedComponent, Refusal};
 pub use phase::LoadPhase;

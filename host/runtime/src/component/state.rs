@@ -12,6 +12,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::ruststream::handler::{host, types};
 use super::board::{self, Board};
+use super::imports::{self, DeniedHttp};
 use super::output::{LogBudget, OutputCapture};
 use super::progress::CallProgress;
 use super::trap::{MemoryLimitExceeded, TableLimitExceeded};
@@ -66,6 +67,8 @@ impl CallTags {
 /// Everything a component instance's store holds.
 pub(crate) struct HostState {
     wasi: WasiCtx,
+    /// `wasi:http`, linked for components that import it; every request denied.
+    http: DeniedHttp,
     table: ResourceTable,
     pub(crate) env: Env,
     /// Tags of the lines it logs outside a call (instantiating, describing).
@@ -115,11 +118,12 @@ impl HostState {
         Self {
             // No preopened directories, no environment, no arguments, no network; stdout and
             // stderr become log lines. Clocks and randomness are the only ambient capabilities.
-            wasi: WasiCtx::builder()
+            wasi: imports::deny_network(&mut WasiCtx::builder())
                 .stdout(stdout.clone())
                 .stderr(stderr.clone())
                 .max_random_size(MAX_RANDOM_BYTES)
                 .build(),
+            http: DeniedHttp::default(),
             table,
             tags: LogTags::new(env.policy.tenant(), env.component.clone()),
             env,
@@ -258,6 +262,13 @@ impl HostState {
     }
 }
 
+impl HostState {
+    /// The resource table and the `wasi:http` state, borrowed together.
+    pub(crate) fn http_parts(&mut self) -> (&mut ResourceTable, &mut DeniedHttp) {
+        (&mut self.table, &mut self.http)
+    }
+}
+
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -361,6 +372,7 @@ pub(crate) fn sync_progress(store: StoreContextMut<'_, HostState>) {
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    imports::add_denied_to_linker(linker)?;
     // Interface by interface: `progress.share-outcomes` is defined by hand, because the
     // generated bindings would copy the list out of the guest, and the board is only useful
     // where the guest keeps writing it.

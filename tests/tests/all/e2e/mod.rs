@@ -11,6 +11,7 @@ mod identity;
 mod kinesis;
 mod kinesis_copies;
 mod operate;
+mod polyglot;
 mod reads;
 mod redrive;
 mod resilience;

@@ -294,18 +294,51 @@ async fn the_environment_is_empty() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_component_that_imports_sockets_is_refused_at_load() -> anyhow::Result<()> {
+async fn a_component_that_imports_sockets_loads_and_every_connect_is_denied() -> anyhow::Result<()>
+{
     let arena = Arena::start().await?;
-    let refused = arena.load(guests::HOSTILE_NET, &Arc::new(evil())).await;
+    let loaded = arena.load(guests::HOSTILE_NET, &Arc::new(evil())).await?;
+    let denied = loaded.denied_imports();
+    assert!(
+        denied.iter().any(|i| i.starts_with("wasi:sockets/tcp")),
+        "{denied:?}"
+    );
+    let hostile = arena.run(guests::HOSTILE_NET, evil()).await?;
+    arena.traffic(1, 1).await?;
+    hostile.shutdown().await;
+    arena.assert_settlement_flows().await?;
+
+    let logs = arena.logs();
+    let dialled = logs
+        .iter()
+        .find(|l| l.field("op") == Some("connect 127.0.0.1:9"))
+        .expect("the guest reports what its connect got");
+    let result = dialled.field("result").unwrap_or_default();
+    assert!(
+        result.starts_with("Err(") && result.contains("PermissionDenied"),
+        "{dialled:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_outside_wasi_and_the_contract_is_refused_at_load() -> anyhow::Result<()> {
+    let arena = Arena::start().await?;
+    let refused = arena.load(guests::HOSTILE_VAULT, &Arc::new(evil())).await;
     let error = refused
         .err()
-        .expect("hostile-net must be refused for its socket import");
-    assert_eq!(error.component, "hostile_net");
+        .expect("hostile-vault must be refused for its acme:vault import");
+    assert_eq!(error.component, "hostile_vault");
     assert_eq!(error.phase, LoadPhase::Check);
     let Refusal::ForbiddenImport { import } = &error.refusal else {
         panic!("refused for another reason: {}", one_line(&error));
     };
-    assert!(import.starts_with("wasi:sockets/"), "{import}");
+    assert_eq!(import, "acme:vault/secrets@1.0.0");
+    let line = one_line(&error);
+    assert!(
+        line.contains("imports `acme:vault/secrets@1.0.0`, which is neither WASI 0.2 nor the RustStream contract"),
+        "{line}"
+    );
     arena.assert_settlement_flows().await?;
     Ok(())
 }

@@ -11,6 +11,7 @@ use ruststream_runtime::{
     LoadedComponent, Refusal, Runtime, RuntimeConfig, Tenant, TrapKind, one_line,
 };
 use ruststream_tests::hostile;
+use ruststream_tests::toolchains::SETTLEMENT_PYTHON;
 use ruststream_tests::{Guest, guests};
 
 use super::{Arena, assert_printable, evil, evil_limits};
@@ -230,6 +231,54 @@ async fn compile_bombs_are_refused_within_the_compile_budget() -> anyhow::Result
     };
     let (refused, flowed) = tokio::join!(bombs, arena.assert_settlement_flows());
     refused?;
+    flowed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_budget_compiles_a_large_component_and_stops_a_small_bomb() -> anyhow::Result<()>
+{
+    let arena = Arena::start().await?;
+    let limits = CompileLimits::default();
+    let runtime = bounded_runtime(limits.clone())?;
+    let python = tokio::task::spawn_blocking(|| SETTLEMENT_PYTHON.build()).await??;
+    let python = std::fs::read(python)?;
+    let bomb = hostile::compile_bomb_cpu();
+    // The bomb is a few KB: it gets the small component's budget; CPython's 18 MB get more.
+    assert_eq!(limits.budget(bomb.len()).cpu, limits.cpu);
+    let budget = limits.budget(python.len());
+    assert!(budget.cpu > limits.cpu && budget.timeout > limits.timeout);
+    let tenant = Arc::new(Tenant::trusted("polyglot"));
+    let large = async {
+        let started = Instant::now();
+        let loaded = load_bytes(&arena, &runtime, &tenant, "settlement_python", python).await;
+        let loaded = loaded.map_err(|e| anyhow::anyhow!("{}", one_line(&e)))?;
+        eprintln!(
+            "settlement-python compiled and loaded in {:?} (budget {budget:?})",
+            started.elapsed()
+        );
+        assert_eq!(loaded.app().name, "ledger");
+        anyhow::Ok(())
+    };
+    let small = async {
+        let started = Instant::now();
+        let error = load_bytes(&arena, &runtime, &tenant, "cpu_bomb", bomb)
+            .await
+            .err()
+            .expect("refused");
+        eprintln!("the CPU bomb was stopped after {:?}", started.elapsed());
+        // Stopped by the small component's budget: its CPU time, or on a loaded machine (the
+        // worker niced) its wall time first.
+        let small_budget = match error.refusal {
+            Refusal::Compile(CompileError::CpuTime(cpu)) => cpu == limits.cpu,
+            Refusal::Compile(CompileError::Timeout(wall)) => wall == limits.timeout,
+            _ => false,
+        };
+        assert!(small_budget, "{}", one_line(&error));
+        anyhow::Ok(())
+    };
+    let (large, small, flowed) = tokio::join!(large, small, arena.assert_settlement_flows());
+    large?;
+    small?;
     flowed
 }
 
