@@ -1,7 +1,9 @@
 //! The batch `handle-batch` hands over, read where it lies: three byte buffers laid out as
 //! `wit/ruststream.wit` describes them. `records` and `headers` are tables of fixed-size
 //! little-endian entries whose spans point into `arena`; nothing is copied or decoded until a
-//! handler asks for it.
+//! handler asks for it. A record `handle` hands over is read through the same view.
+
+use crate::bindings::exports::ruststream::handler::handler::Record;
 
 /// Bytes of one entry of the `records` table.
 const RECORD_ENTRY: usize = 44;
@@ -20,19 +22,45 @@ pub(crate) struct RecordView<'a> {
     pub headers: HeaderList<'a>,
 }
 
-/// A record's user headers: entries of the batch's header table.
+/// A record's user headers: entries of the batch's header table, or the list a `handle`
+/// call carries.
 #[derive(Clone, Copy)]
-pub(crate) struct HeaderList<'a> {
-    arena: &'a [u8],
-    entries: &'a [u8],
+pub(crate) enum HeaderList<'a> {
+    Table { arena: &'a [u8], entries: &'a [u8] },
+    List(&'a [crate::bindings::ruststream::handler::types::Header]),
 }
 
 impl<'a> HeaderList<'a> {
     pub(crate) fn iter(self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
-        self.entries.chunks_exact(HEADER_ENTRY).map(move |entry| {
-            let name = span(self.arena, entry, 0, 1);
-            (text(name), span(self.arena, entry, 8, 1))
-        })
+        let (table, list) = match self {
+            Self::Table { arena, entries } => (Some((arena, entries)), None),
+            Self::List(list) => (None, Some(list)),
+        };
+        let from_table = table.into_iter().flat_map(|(arena, entries)| {
+            entries.chunks_exact(HEADER_ENTRY).map(move |entry| {
+                let name = span(arena, entry, 0, 1);
+                (text(name), span(arena, entry, 8, 1))
+            })
+        });
+        let from_list = list
+            .into_iter()
+            .flatten()
+            .map(|header| (header.name.as_str(), header.value.as_slice()));
+        from_table.chain(from_list)
+    }
+}
+
+impl<'a> RecordView<'a> {
+    /// The record a `handle` call carries.
+    pub(crate) fn of(record: &'a Record) -> Self {
+        Self {
+            data: &record.data,
+            partition_key: record.partition_key.as_bytes(),
+            sequence_number: record.sequence_number.as_bytes(),
+            arrival_ms: record.arrival_ms,
+            attempt: record.attempt,
+            headers: HeaderList::List(&record.headers),
+        }
     }
 }
 
@@ -73,7 +101,7 @@ impl<'a> Batch<'a> {
                 data: span(arena, entry, 0, 1),
                 partition_key: span(arena, entry, 8, 1),
                 sequence_number: span(arena, entry, 16, 1),
-                headers: HeaderList {
+                headers: HeaderList::Table {
                     arena,
                     entries: span(headers, entry, 24, HEADER_ENTRY),
                 },

@@ -4,7 +4,7 @@ use std::cell::OnceCell;
 use std::time::{Duration, SystemTime};
 
 use crate::batch::{RecordView, text};
-use crate::bindings::exports::ruststream::handler::handler::BatchInfo;
+use crate::bindings::exports::ruststream::handler::handler::CallInfo;
 
 /// Header name under which [`Headers::get_str`] answers the record's sequence number, as the
 /// seed system exposes it.
@@ -19,13 +19,13 @@ pub const RETRY_COUNT_HEADER: &str = "x-ruststream-retry-count";
 /// The record being handled and where it came from.
 pub struct Context<'a> {
     subscriber: &'a str,
-    batch: &'a BatchInfo,
+    batch: &'a CallInfo,
     record: RecordView<'a>,
     headers: Headers<'a>,
 }
 
 impl<'a> Context<'a> {
-    pub(crate) fn new(subscriber: &'a str, batch: &'a BatchInfo, record: RecordView<'a>) -> Self {
+    pub(crate) fn new(subscriber: &'a str, batch: &'a CallInfo, record: RecordView<'a>) -> Self {
         Self {
             subscriber,
             batch,
@@ -91,7 +91,7 @@ impl<'a> Context<'a> {
 /// [`SEQUENCE_HEADER`], [`SHARD_HEADER`], [`PARTITION_KEY_HEADER`] and (for a counted copy)
 /// [`RETRY_COUNT_HEADER`], so code written for the seed system reads them unchanged.
 pub struct Headers<'a> {
-    batch: &'a BatchInfo,
+    batch: &'a CallInfo,
     record: RecordView<'a>,
     retry_count: OnceCell<Option<String>>,
 }

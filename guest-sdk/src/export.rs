@@ -6,8 +6,9 @@ use std::cell::OnceCell;
 
 use crate::app::RustStream;
 use crate::batch::{Batch, RecordView};
+pub use crate::bindings::exports::ruststream::handler::batch::Guest as BatchGuest;
 use crate::bindings::exports::ruststream::handler::handler as wit;
-pub use crate::bindings::exports::ruststream::handler::handler::{App, BatchInfo, Guest};
+pub use crate::bindings::exports::ruststream::handler::handler::{App, CallInfo, Guest, Record};
 pub use crate::bindings::ruststream::handler::types::HandlerOutcome as WitOutcome;
 use crate::board;
 use crate::context::Context;
@@ -57,12 +58,25 @@ pub fn describe(build: ServiceFn) -> wit::App {
     })
 }
 
+/// `handle`: one record, its outcome returned. The host calls it only for a component without
+/// the batch fast path; an SDK component has both, and gets `handle-batch`.
+pub fn handle(build: ServiceFn, info: wit::CallInfo, record: wit::Record) -> WitOutcome {
+    with_service(build, |service| {
+        let mut decided = WitOutcome::Retry;
+        let view = RecordView::of(&record);
+        dispatch(service, &info, std::iter::once(view), |_, outcome| {
+            decided = outcome;
+        });
+        decided
+    })
+}
+
 /// `handle-batch`: records in order, read from the batch's buffers, each outcome written on
 /// the call's board as soon as it is decided (the host then gives the next record a fresh
 /// deadline, and never runs a reported record again should a later one trap).
 pub fn handle_batch(
     build: ServiceFn,
-    info: wit::BatchInfo,
+    info: wit::CallInfo,
     arena: Vec<u8>,
     records: Vec<u8>,
     headers: Vec<u8>,
@@ -80,7 +94,7 @@ pub fn handle_batch(
 /// Runs each record through its subscriber and hands `report` the record's index and outcome.
 fn dispatch<'a>(
     service: &RustStream,
-    info: &wit::BatchInfo,
+    info: &wit::CallInfo,
     records: impl Iterator<Item = RecordView<'a>>,
     mut report: impl FnMut(u32, WitOutcome),
 ) {

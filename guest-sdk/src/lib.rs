@@ -37,6 +37,10 @@
 //! WIT files (the contract ships inside this crate, `wit/`), no `wit-bindgen`.
 //! `ruststream new NAME` writes such a crate, with a `TestApp` test.
 //!
+//! A component built with this SDK speaks contract `ruststream:handler@1.0.0`, which every 1.x
+//! host runs. It exports both `handle` (one record per call, the base contract) and the
+//! `handle-batch` fast path (world `batch-subscriber`); the host calls it in batches.
+//!
 //! Records are decoded from JSON into the handler's input type (`&Raw` takes the payload as it
 //! is), to the value and the error `serde_json::from_slice` gives (a reader built for wasm
 //! reads the common shapes first, serde_json everything it refuses); a record that does not
@@ -64,12 +68,13 @@ pub mod __private {
 }
 mod export;
 
-/// Bindings generated from the RustStream WIT contract (`ruststream:handler@0.5.0`).
+/// Bindings generated from the RustStream WIT contract (`ruststream:handler@1.0.0`, world
+/// `batch-subscriber`: `handle` and the batch fast path both exported).
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "ruststream:handler/subscriber-app",
+        world: "ruststream:handler/batch-subscriber",
         pub_export_macro: true,
         export_macro_name: "export",
         default_bindings_module: "::ruststream::bindings",

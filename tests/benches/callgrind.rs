@@ -12,9 +12,12 @@
 //! - `native`: that handler compiled into this binary, called per message: the baseline;
 //! - `instance`: one `handle-batch` call per 1 000 messages on a component instance, default
 //!   limits (deadlines on): the sandbox crossing and the guest;
+//! - `handle`: the same component and messages through `handle`, one call per message (the
+//!   base contract, what a component without the batch fast path gets), default limits;
 //! - `no-deadline`: the same with deadlines (epoch interruption) off: what they cost;
 //! - `pipeline`: one `ShardPipeline` fed batches of 1 000, default limits: what the host does
 //!   per record read from a shard, settlement and checkpoint included;
+//! - `handle-pipeline`: the same through `handle`;
 //! - `metrics`: the same with the Prometheus recorder installed, as `ruststream run` does
 //!   (without one, the `metrics` macros do nothing).
 //!
@@ -50,7 +53,15 @@ use ruststream_tests::guests;
 const MESSAGES: usize = 10_000;
 const BATCH: usize = 1_000;
 const CHILD: &str = "--child";
-const VARIANTS: [&str; 5] = ["native", "instance", "no-deadline", "pipeline", "metrics"];
+const VARIANTS: [&str; 7] = [
+    "native",
+    "instance",
+    "handle",
+    "no-deadline",
+    "pipeline",
+    "handle-pipeline",
+    "metrics",
+];
 
 /// Counts allocations made while [`COUNTING`] is set: the host's heap traffic per message.
 struct CountingAlloc;
@@ -120,7 +131,7 @@ fn parent() -> anyhow::Result<()> {
 
     println!("\ncallgrind: marginal cost of one message, (I(2M) − I(M)) / M, M = {MESSAGES}\n");
     println!(
-        "{:<12} {:>14} {:>13} {:>9}",
+        "{:<16} {:>14} {:>13} {:>9}",
         "variant", "instr/message", "allocs/msg", "× native"
     );
     let mut native = None;
@@ -132,7 +143,7 @@ fn parent() -> anyhow::Result<()> {
         let allocations = per(small.allocations, large.allocations);
         let base = *native.get_or_insert(instructions);
         println!(
-            "{variant:<12} {instructions:>14.0} {allocations:>13.3} {:>8.2}×",
+            "{variant:<16} {instructions:>14.0} {allocations:>13.3} {:>8.2}×",
             instructions / base
         );
     }
@@ -225,8 +236,12 @@ fn child(variant: &str, messages: usize, cache: &Path) -> anyhow::Result<()> {
         match variant {
             "native" => Ok(native_run(messages)),
             "instance" => instance_run(&load(cache, true).await?, messages).await,
+            "handle" => instance_run(&load(cache, true).await?.through_handle(), messages).await,
             "no-deadline" => instance_run(&load(cache, false).await?, messages).await,
             "pipeline" => pipeline_run(&load(cache, true).await?, messages).await,
+            "handle-pipeline" => {
+                pipeline_run(&load(cache, true).await?.through_handle(), messages).await
+            }
             "metrics" => {
                 let recorder =
                     metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();

@@ -28,6 +28,7 @@ pub mod reads;
 pub mod scrape;
 pub mod servers;
 pub mod skew;
+pub mod toolchains;
 pub mod wait;
 
 /// Directory holding the compiled guest components.

@@ -1,9 +1,9 @@
-//! Malformed: a handler built against a newer contract: it exports
-//! `ruststream:handler/handler@0.6.0` instead of `@0.5.0` (its own copy of the WIT, package
-//! version bumped, otherwise identical). Built with `wit-bindgen` directly, not the SDK.
+//! Malformed: a handler built against a newer minor version of the contract,
+//! `ruststream:handler@1.1.0` (its own copy of the WIT, package version bumped, otherwise
+//! identical), exporting `handle` alone. Built with `wit-bindgen` directly, not the SDK.
 //!
-//! The host must refuse to load it, saying the component does not export the contract version
-//! it speaks (`ruststream:handler/handler@0.5.0`).
+//! A 1.0 host must refuse to load it, naming both versions and saying to upgrade the host (a
+//! newer minor may call or export what the host does not know).
 //!
 //! `wit/ruststream.wit` is `../../wit/ruststream.wit` with only the package line changed; keep
 //! it in step when the contract changes.
@@ -11,12 +11,12 @@
 mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "ruststream:handler/subscriber-app@0.6.0",
+        world: "ruststream:handler/subscriber@1.1.0",
     });
 }
 
 use bindings::exports::ruststream::handler::handler::{
-    App, AppInfo, BatchInfo, Guest, Subscription,
+    App, AppInfo, CallInfo, Guest, Record, Subscription,
 };
 use bindings::ruststream::handler::types::{FailureAction, HandlerOutcome};
 
@@ -41,11 +41,8 @@ impl Guest for FutureContract {
         }
     }
 
-    fn handle_batch(_info: BatchInfo, _arena: Vec<u8>, records: Vec<u8>, _headers: Vec<u8>) {
-        // One 44-byte entry per record (see `handle-batch` in the WIT).
-        for index in 0..(records.len() / 44) as u32 {
-            bindings::ruststream::handler::host::record_outcome(index, HandlerOutcome::Ack);
-        }
+    fn handle(_info: CallInfo, _record: Record) -> HandlerOutcome {
+        HandlerOutcome::Ack
     }
 }
 

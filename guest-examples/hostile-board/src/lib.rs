@@ -9,10 +9,10 @@
 //! | `rewind`    | acks record 0, then spins, its count going 1, 0, 1, 0, ...       | still stop it at its deadline (a rewind is no progress)  |
 //! | `both`      | acks on the board and drops every record by `record-outcome` too | take the board, ignore the late reports: all acked       |
 
-wit_bindgen::generate!({ path: "../../wit", world: "subscriber-app" });
+wit_bindgen::generate!({ path: "../../wit", world: "batch-subscriber" });
 
-use exports::ruststream::handler::handler::{App, AppInfo, BatchInfo, Guest, Subscription};
-use ruststream::handler::host;
+use exports::ruststream::handler::batch;
+use exports::ruststream::handler::handler::{App, AppInfo, CallInfo, Guest, Record, Subscription};
 use ruststream::handler::progress;
 use ruststream::handler::types::{FailureAction, HandlerOutcome};
 
@@ -41,7 +41,14 @@ impl Guest for HostileBoard {
         }
     }
 
-    fn handle_batch(_info: BatchInfo, arena: Vec<u8>, records: Vec<u8>, _headers: Vec<u8>) {
+    /// Never called: the host calls `handle-batch` when a component exports it.
+    fn handle(_info: CallInfo, _record: Record) -> HandlerOutcome {
+        HandlerOutcome::Ack
+    }
+}
+
+impl batch::Guest for HostileBoard {
+    fn handle_batch(_info: CallInfo, arena: Vec<u8>, records: Vec<u8>, _headers: Vec<u8>) {
         let count = records.len() / ENTRY;
         let data = first_data(&arena, &records);
         // Test apps publish JSON: `"short"` names the mode `short`.
@@ -78,7 +85,7 @@ impl Guest for HostileBoard {
                 progress::share_outcomes(&board);
                 set(&mut board, 0, count as u64);
                 for index in 0..count as u32 {
-                    host::record_outcome(index, HandlerOutcome::Drop);
+                    progress::record_outcome(index, HandlerOutcome::Drop);
                 }
                 keep(board);
             }

@@ -3,7 +3,7 @@
 //! returns the declaration its package name selects at compile time
 //! (`env!("CARGO_PKG_NAME")`; an unknown package fails to compile). Built with `wit-bindgen`
 //! against the repo contract (`../../wit`), not the SDK, which cannot express some of these.
-//! `handle-batch` acks everything.
+//! It exports `handle` alone (world `subscriber`), which acks everything.
 //!
 //! | package                     | `describe` returns                                               | the host must                                                                 |
 //! |-----------------------------|------------------------------------------------------------------|-------------------------------------------------------------------------------|
@@ -16,10 +16,10 @@
 //! | `hostile-decl-control`      | ESC, CR, BEL, NUL, BS in the app version and a subscriber name    | refuse it, or escape them everywhere they are printed: no forged output line  |
 //! | `hostile-decl-bad-names`    | a 100-char app name, stream `no spaces allowed`, a 200-char DLQ   | refuse it, naming each bad name (app ≤ 64 chars; stream names `[A-Za-z0-9_.-]{1,128}`) |
 
-wit_bindgen::generate!({ path: "../../wit", world: "subscriber-app" });
+wit_bindgen::generate!({ path: "../../wit", world: "subscriber" });
 
 use exports::ruststream::handler::handler::{
-    App, AppInfo, BatchInfo, Guest, StartPosition, Subscription,
+    App, AppInfo, CallInfo, Guest, Record, StartPosition, Subscription,
 };
 use ruststream::handler::types::{FailureAction, HandlerOutcome};
 
@@ -189,11 +189,8 @@ impl Guest for HostileDeclarations {
         declaration()
     }
 
-    fn handle_batch(_info: BatchInfo, _arena: Vec<u8>, records: Vec<u8>, _headers: Vec<u8>) {
-        // One 44-byte entry per record (see `handle-batch` in the WIT).
-        for index in 0..(records.len() / 44) as u32 {
-            ruststream::handler::host::record_outcome(index, HandlerOutcome::Ack);
-        }
+    fn handle(_info: CallInfo, _record: Record) -> HandlerOutcome {
+        HandlerOutcome::Ack
     }
 }
 

@@ -1,6 +1,7 @@
 //! Hostile: calls the host's `publish` import 100 000 times from inside `describe` (to
 //! `payments`, a stream a tenant is never granted), before returning a normal app: subscriber
-//! `book` on `hostile`, which acks everything. Built with `wit-bindgen` directly: the SDK
+//! `book` on `hostile`, which acks everything (through `handle`: it exports the `subscriber`
+//! world). Built with `wit-bindgen` directly: the SDK
 //! runs no tenant code in `describe` other than the service function, and nothing there is
 //! meant to publish. It logs one `warn` line with the counts (`ok`, `refused`) before it
 //! returns.
@@ -9,9 +10,9 @@
 //! `describe` (and instantiation) `publish` must fail at once (or trap), write nothing to any
 //! stream, spend no write quota, and the whole load stays within its deadline.
 
-wit_bindgen::generate!({ path: "../../wit", world: "subscriber-app" });
+wit_bindgen::generate!({ path: "../../wit", world: "subscriber" });
 
-use exports::ruststream::handler::handler::{App, AppInfo, BatchInfo, Guest, Subscription};
+use exports::ruststream::handler::handler::{App, AppInfo, CallInfo, Guest, Record, Subscription};
 use ruststream::handler::host::{self, Field, Level, LogLine};
 use ruststream::handler::types::{FailureAction, HandlerOutcome};
 
@@ -61,11 +62,8 @@ impl Guest for DescribePublish {
         }
     }
 
-    fn handle_batch(_info: BatchInfo, _arena: Vec<u8>, records: Vec<u8>, _headers: Vec<u8>) {
-        // One 44-byte entry per record (see `handle-batch` in the WIT).
-        for index in 0..(records.len() / 44) as u32 {
-            host::record_outcome(index, HandlerOutcome::Ack);
-        }
+    fn handle(_info: CallInfo, _record: Record) -> HandlerOutcome {
+        HandlerOutcome::Ack
     }
 }
 

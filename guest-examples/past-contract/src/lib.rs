@@ -1,20 +1,20 @@
-//! Malformed: a handler built against an older contract, `ruststream:handler@0.3.0`, whose
-//! `handle-batch` took the batch's records as a list of records (its own copy of that WIT,
-//! unchanged). Built with `wit-bindgen` directly, not the SDK, as a tenant who has not rebuilt
-//! since the contract changed would have it.
+//! Malformed: a handler built against the last contract before 1.0, `ruststream:handler@0.5.0`,
+//! whose only entry point was `handle-batch` in the `handler` interface, reporting through the
+//! `host` interface's `record-outcome` (its own copy of that WIT, unchanged). Built with
+//! `wit-bindgen` directly, not the SDK, as a tenant who has not rebuilt since 1.0 would have it.
 //!
-//! The host must refuse to load it with an error naming both versions: the one the component
-//! was built against and the one the host implements.
+//! The host must refuse to load it with an error naming both versions (the one the component
+//! was built against and the one the host implements) and saying to rebuild with the SDK 1.x.
 
 mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "ruststream:handler/subscriber-app@0.3.0",
+        world: "ruststream:handler/subscriber-app@0.5.0",
     });
 }
 
 use bindings::exports::ruststream::handler::handler::{
-    App, AppInfo, BatchHeader, BatchInfo, BatchRecord, Delivery, Guest, Subscription,
+    App, AppInfo, BatchInfo, Guest, Subscription,
 };
 use bindings::ruststream::handler::types::{FailureAction, HandlerOutcome};
 
@@ -39,17 +39,9 @@ impl Guest for PastContract {
         }
     }
 
-    fn handle(_info: BatchInfo, _record: Delivery) -> HandlerOutcome {
-        HandlerOutcome::Ack
-    }
-
-    fn handle_batch(
-        _info: BatchInfo,
-        _arena: Vec<u8>,
-        records: Vec<BatchRecord>,
-        _headers: Vec<BatchHeader>,
-    ) {
-        for index in 0..records.len() as u32 {
+    fn handle_batch(_info: BatchInfo, _arena: Vec<u8>, records: Vec<u8>, _headers: Vec<u8>) {
+        // One 44-byte entry per record (see `handle-batch` in the WIT).
+        for index in 0..(records.len() / 44) as u32 {
             bindings::ruststream::handler::host::record_outcome(index, HandlerOutcome::Ack);
         }
     }

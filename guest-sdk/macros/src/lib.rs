@@ -284,8 +284,17 @@ fn expand_service(function: ItemFn) -> TokenStream2 {
                 ::ruststream::__private::describe(#name)
             }
 
+            fn handle(
+                info: ::ruststream::__private::CallInfo,
+                record: ::ruststream::__private::Record,
+            ) -> ::ruststream::__private::WitOutcome {
+                ::ruststream::__private::handle(#name, info, record)
+            }
+        }
+
+        impl ::ruststream::__private::BatchGuest for __RustStreamComponent {
             fn handle_batch(
-                info: ::ruststream::__private::BatchInfo,
+                info: ::ruststream::__private::CallInfo,
                 arena: ::std::vec::Vec<u8>,
                 records: ::std::vec::Vec<u8>,
                 headers: ::std::vec::Vec<u8>,

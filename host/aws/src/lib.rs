@@ -29,6 +29,7 @@
 mod kinesis;
 mod lease;
 pub mod metrics;
+pub mod redrive;
 mod runner;
 
 /// An error of the SDK (or of the task running a call), kept whole as the cause of ours.

@@ -18,6 +18,10 @@ pub const SWAPS: &str = "ruststream_swaps_total";
 /// Rollbacks, by `trigger` (`automatic`, `operator`).
 pub const ROLLBACKS: &str = "ruststream_rollbacks_total";
 
+/// Dead letters a redrive settled, by `redrive` (its id), `outcome` (`redriven`, `skipped`)
+/// and, when skipped, `reason`.
+pub const REDRIVE_RECORDS: &str = "ruststream_redrive_records_total";
+
 /// Registers the descriptions of the host's metrics with the installed recorder.
 pub fn describe() {
     metrics::describe_counter!(LEASES_TAKEN, "Shard leases taken by this host.");
@@ -29,6 +33,10 @@ pub fn describe() {
     );
     metrics::describe_counter!(SWAPS, "Component versions swapped in.");
     metrics::describe_counter!(ROLLBACKS, "Swaps rolled back, by trigger.");
+    metrics::describe_counter!(
+        REDRIVE_RECORDS,
+        "Dead letters a redrive settled, by redrive, outcome and skip reason."
+    );
 }
 
 /// The lease and checkpoint handles of one subscription of one tenant's app.

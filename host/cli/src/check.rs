@@ -100,6 +100,8 @@ async fn check_one(
     let passed = match loaded {
         Ok(component) => {
             println!("ok    {shown}: {}", describe_app(component.app()));
+            println!("      calls: {}", component.form());
+            print_denied(component.denied_imports());
             for s in &component.app().subscriptions {
                 println!(
                     "      {} on `{}` (max_attempts {:?}, dead letter {:?}, start {:?})",
@@ -118,6 +120,14 @@ async fn check_one(
         println!("      ({said} log lines while loading, not shown; `run` logs them)");
     }
     passed
+}
+
+/// One line per WASI interface the component imports and the tenant is not granted: it loads,
+/// and every call into the interface fails with its access error.
+fn print_denied(denied: &[String]) {
+    for import in denied {
+        println!("      {import}: imported, denied (every call fails with an access error)");
+    }
 }
 
 /// The default limits, with room for only a few log lines: counted lines cost memory too.

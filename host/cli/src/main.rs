@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `tail STREAM` prints a stream's records with their envelopes decoded (a dead letter's
-//! origin too); `put STREAM` writes JSON records with headers and a partition key.
+//! origin too); `put STREAM` writes JSON records with headers and a partition key;
+//! `redrive STREAM` writes dead letters back to their origin streams, each exactly once.
 //!
 //! `status`, `seek`, `pause`, `resume`, `deploy`, `undeploy`, `reload`, `rollback` and
 //! `versions` are thin clients of a running host's admin API (`--admin URL`, default
@@ -43,6 +44,7 @@ mod json_log;
 mod metrics;
 mod new;
 mod put;
+mod redrive;
 mod run;
 mod state;
 mod status_view;
@@ -121,6 +123,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(*args).await,
             Command::Tail(args) => tail::tail(args).await,
             Command::Put(args) => put::put(args).await,
+            Command::Redrive(args) => redrive::redrive(args).await,
             Command::New(args) => new(&args),
             Command::Status { json, admin } => verbs::status(&admin, json).await,
             Command::Seek(args) => verbs::seek(&args).await,

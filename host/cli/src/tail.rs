@@ -162,6 +162,7 @@ mod tests {
             sequence_number: "42".into(),
             subscriber: "reconcile".into(),
             tenant: "acme".into(),
+            app: Some("books".into()),
             attempts: 3,
             reason: "attempts-exhausted".into(),
         };

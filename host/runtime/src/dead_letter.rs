@@ -13,6 +13,9 @@ const SUBSCRIBER: &str = "x-ruststream-origin-subscriber";
 const TENANT: &str = "x-ruststream-origin-tenant";
 const ATTEMPTS: &str = "x-ruststream-origin-attempts";
 const REASON: &str = "x-ruststream-origin-reason";
+/// Written since redrives address a redriven record to the subscription that gave up on it;
+/// a dead letter written before has none.
+const APP: &str = "x-ruststream-origin-app";
 
 /// Why a record was dead-lettered when its last attempt did not trap.
 pub const ATTEMPTS_EXHAUSTED: &str = "attempts-exhausted";
@@ -33,6 +36,9 @@ pub struct DeadLetterOrigin {
     pub subscriber: String,
     /// The tenant running that subscription.
     pub tenant: String,
+    /// The tenant's app the subscription belongs to (`None` in a dead letter written before
+    /// hosts said it).
+    pub app: Option<String>,
     /// How many deliveries it had.
     pub attempts: u32,
     /// [`ATTEMPTS_EXHAUSTED`], [`RECORD_AGE_EXCEEDED`], or the kind of trap its last attempt
@@ -53,6 +59,7 @@ impl DeadLetterOrigin {
             (REASON, self.reason.clone()),
         ]
         .into_iter()
+        .chain(self.app.clone().map(|app| (APP, app)))
         .map(|(name, value)| Header::new(name, value))
         .collect()
     }
@@ -71,13 +78,14 @@ impl DeadLetterOrigin {
             tenant: get(TENANT)?,
             attempts: get(ATTEMPTS)?.parse().ok()?,
             reason: get(REASON)?,
+            app: get(APP),
         })
     }
 
     /// Whether `name` is one of the origin's headers.
     pub fn is_origin_header(name: &str) -> bool {
         [
-            STREAM, SHARD, SEQUENCE, SUBSCRIBER, TENANT, ATTEMPTS, REASON,
+            STREAM, SHARD, SEQUENCE, SUBSCRIBER, TENANT, ATTEMPTS, REASON, APP,
         ]
         .contains(&name)
     }
@@ -95,6 +103,7 @@ mod tests {
             sequence_number: "4968".into(),
             subscriber: "reconcile".into(),
             tenant: "acme".into(),
+            app: Some("books".into()),
             attempts: 3,
             reason: ATTEMPTS_EXHAUSTED.into(),
         };
@@ -105,6 +114,13 @@ mod tests {
             headers[1..]
                 .iter()
                 .all(|h| DeadLetterOrigin::is_origin_header(&h.name))
+        );
+        headers.pop();
+        let without_app = DeadLetterOrigin::from_headers(&headers);
+        assert_eq!(
+            without_app.and_then(|o| o.app),
+            None,
+            "written before apps were"
         );
         headers.pop();
         assert_eq!(DeadLetterOrigin::from_headers(&headers), None);

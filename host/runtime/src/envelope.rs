@@ -50,6 +50,11 @@ pub const COPY_OF_HEADER: &str = "x-ruststream-copy-of";
 /// Header holding when the chain's first record arrived (ms since the epoch).
 pub const FIRST_ARRIVAL_HEADER: &str = "x-ruststream-first-arrival-ms";
 
+/// Header naming the redrive that wrote a dead letter back to its origin stream, as
+/// `redrive-id/dead-letter-shard/dead-letter-sequence`: which dead letter it was, so that a
+/// redrive resumed after a crash finds what it already wrote.
+pub const REDRIVE_HEADER: &str = "x-ruststream-redrive";
+
 /// A record's payload split from its envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Unwrapped {
@@ -284,8 +289,8 @@ impl CopyHeaders {
     }
 }
 
-/// The headers that carry `origin`.
-pub(crate) fn origin_headers(origin: &CopyOrigin) -> [Header; 3] {
+/// The headers that carry `origin`: a copy of a record for the subscription it names.
+pub fn origin_headers(origin: &CopyOrigin) -> [Header; 3] {
     let owner = &origin.owner;
     [
         Header::new(

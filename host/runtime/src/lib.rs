@@ -59,15 +59,16 @@ pub use app::{
 pub use bytes::Bytes;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use component::{
-    CONTRACT, CallFailure, CompileError, LoadError, LoadPhase, LoadedComponent, Refusal, Runtime,
-    RuntimeError, TrapKind, WORKER_COMMAND, compile_worker, content_hash, describe_app,
+    CONTRACT, CallFailure, CallForm, CompileError, ContractVersion, ImportAccess, LoadError,
+    LoadPhase, LoadedComponent, Refusal, Runtime, RuntimeError, TrapKind, VersionRefusal,
+    WORKER_COMMAND, compile_worker, content_hash, describe_app, import_access,
 };
 pub use dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
 pub use env::Env;
 pub use escape::{escape_controls, one_line, one_line_within, quote};
 pub use limits::{
-    CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits, RuntimeConfig,
-    WriteLimits,
+    CompileBudget, CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits,
+    RuntimeConfig, WriteLimits,
 };
 pub use log::{Level, LogLine, LogSink, Origin, parse_field_list};
 pub use pipeline::{
@@ -100,8 +101,9 @@ pub mod internals {
     /// The `RSK2` record envelope, as written to and read from streams.
     pub mod envelope {
         pub use crate::envelope::{
-            COPY_FOR_HEADER, COPY_OF_HEADER, DUE_AT_HEADER, FIRST_ARRIVAL_HEADER, RESERVED_PREFIX,
-            RETRY_COUNT_HEADER, Unwrapped, is_reserved, unwrap, wrap,
+            COPY_FOR_HEADER, COPY_OF_HEADER, DUE_AT_HEADER, FIRST_ARRIVAL_HEADER, REDRIVE_HEADER,
+            RESERVED_PREFIX, RETRY_COUNT_HEADER, Unwrapped, is_reserved, origin_headers, unwrap,
+            wrap,
         };
     }
 }

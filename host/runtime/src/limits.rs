@@ -150,7 +150,7 @@ impl Default for Limits {
             memory_bytes: 64 << 20,
             max_tables: 8,
             max_memories: 2,
-            max_instances: 20,
+            max_instances: 32,
             max_table_elements: 100_000,
             max_host_resources: 1_000,
             fuel: None,
@@ -223,6 +223,11 @@ pub enum Compiler {
 }
 
 /// Bounds on compiling one component.
+///
+/// The worker's time budget grows with the component's size, up to a ceiling: a runtime such
+/// as CPython (componentize-py, 18 MB) or StarlingMonkey (componentize-js, 12 MB) inside a
+/// component takes Cranelift tens of seconds of CPU, and minutes of wall time on a loaded
+/// machine, while a compile bomb is small: it gets the small component's budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompileLimits {
     /// Largest component file.
@@ -231,12 +236,48 @@ pub struct CompileLimits {
     pub max_functions: usize,
     /// Largest function body.
     pub max_function_bytes: usize,
-    /// Wall-clock time the worker may take.
+    /// Wall-clock time the worker may take for a component of up to one MiB.
     pub timeout: Duration,
-    /// CPU time the worker may use (`RLIMIT_CPU`).
+    /// Wall-clock time added for each MiB past the first.
+    pub timeout_per_mib: Duration,
+    /// Most wall-clock time the worker may take, whatever the component's size.
+    pub timeout_ceiling: Duration,
+    /// CPU time the worker may use (`RLIMIT_CPU`) for a component of up to one MiB.
     pub cpu: Duration,
+    /// CPU time added for each MiB past the first.
+    pub cpu_per_mib: Duration,
+    /// Most CPU time the worker may use, whatever the component's size.
+    pub cpu_ceiling: Duration,
     /// Address space the worker may map (`RLIMIT_AS`).
     pub memory_bytes: u64,
+}
+
+/// The time one compile may take: [`CompileLimits::budget`] for a component's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileBudget {
+    /// Wall-clock time.
+    pub timeout: Duration,
+    /// CPU time (whole seconds, as `RLIMIT_CPU` counts).
+    pub cpu: Duration,
+}
+
+impl CompileLimits {
+    /// The budget of a component of `bytes` bytes: the small component's, plus the per-MiB
+    /// growth for each MiB (or part of one) past the first, each capped at its ceiling (and
+    /// never below the small component's).
+    pub fn budget(&self, bytes: usize) -> CompileBudget {
+        let extra_mib =
+            u32::try_from(bytes.div_ceil(1 << 20).saturating_sub(1)).unwrap_or(u32::MAX);
+        let grow = |base: Duration, per_mib: Duration, ceiling: Duration| {
+            base.saturating_add(per_mib.saturating_mul(extra_mib))
+                .min(ceiling.max(base))
+        };
+        let cpu = grow(self.cpu, self.cpu_per_mib, self.cpu_ceiling);
+        CompileBudget {
+            timeout: grow(self.timeout, self.timeout_per_mib, self.timeout_ceiling),
+            cpu: Duration::from_secs(cpu.as_secs().max(1)),
+        }
+    }
 }
 
 impl Default for CompileLimits {
@@ -246,8 +287,33 @@ impl Default for CompileLimits {
             max_functions: 100_000,
             max_function_bytes: 1 << 20,
             timeout: Duration::from_secs(30),
+            timeout_per_mib: Duration::from_secs(20),
+            timeout_ceiling: Duration::from_secs(600),
             cpu: Duration::from_secs(20),
+            cpu_per_mib: Duration::from_secs(3),
+            cpu_ceiling: Duration::from_secs(120),
             memory_bytes: 1 << 30,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compile_budget_grows_with_the_size_up_to_its_ceiling() {
+        let limits = CompileLimits::default();
+        let small = limits.budget(8 << 10);
+        assert_eq!(small.cpu, limits.cpu);
+        assert_eq!(small.timeout, limits.timeout);
+        assert_eq!(limits.budget(1 << 20), small);
+        // An 18 MB CPython component: 17 MiB past the first.
+        let python = limits.budget(18 << 20);
+        assert_eq!(python.cpu, Duration::from_secs(20 + 17 * 3));
+        assert_eq!(python.timeout, Duration::from_secs(30 + 17 * 20));
+        let ceiling = limits.budget(usize::MAX);
+        assert_eq!(ceiling.cpu, limits.cpu_ceiling);
+        assert_eq!(ceiling.timeout, limits.timeout_ceiling);
     }
 }

@@ -112,6 +112,16 @@ impl SandboxPolicy {
         &self.quota
     }
 
+    /// Takes one record of `bytes` bytes from the tenant's write quota at `now_ms` (ms since
+    /// the epoch), for a writer outside the sandbox that writes on the tenant's behalf (a
+    /// dead-letter redrive): it shares the quota with the tenant's publishes and copies.
+    ///
+    /// # Errors
+    /// How long until the record would fit, when the quota is spent for now; nothing is taken.
+    pub fn take_write(&self, now_ms: u64, bytes: u64) -> Result<(), std::time::Duration> {
+        self.quota.take(now_ms, bytes)
+    }
+
     /// Says on `sink` how many of the lines the host logs because of this tenant were dropped
     /// past their budget, for every second that is over: call it periodically, so the end of
     /// a flood is reported even when nothing else happens after it.

@@ -117,6 +117,12 @@ impl Tenant {
         self.policy.tenant()
     }
 
+    /// Whether its components may read `stream` (the host then writes their counted copies
+    /// back to it too).
+    pub fn may_subscribe(&self, stream: &str) -> bool {
+        self.subscribe.allows(stream)
+    }
+
     /// Its sandbox policy, as its components' instances and pipelines apply it.
     pub fn policy(&self) -> &Arc<SandboxPolicy> {
         &self.policy

@@ -44,6 +44,11 @@ impl MemoryLeaseStore {
     ) -> Option<HeldLease> {
         let name = key.to_string();
         let mut rows = self.rows();
+        // A takeover needs a row whose counter was observed; a missing row has none (as in
+        // DynamoDB, where the condition fails and nothing is written).
+        if matches!(claim, Claim::Observed(_)) && !rows.contains_key(&name) {
+            return None;
+        }
         let row = rows.entry(name.clone()).or_insert_with(|| empty_row(name));
         let allowed = match claim {
             Claim::Free => row.owner.as_deref().is_none_or(|o| o == owner),

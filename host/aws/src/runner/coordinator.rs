@@ -15,37 +15,112 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout};
 use tracing::Instrument as _;
 
-use ruststream_runtime::{StartPosition, one_line};
+use ruststream_runtime::{BoxFuture, StartPosition, one_line};
 
+use super::HostConfig;
 use super::balance::{self, Holding};
 use super::handoff::{self, Watched};
 use super::keeper::KeeperTiming;
 use super::presence::{self, Presence};
 use super::seek::{SeekError, SeekRequest, ShardSeek};
+use super::status::StatusBoard;
 use super::worker::{self, Assignment, WorkerContext, WorkerExit};
 use crate::kinesis::{ReadError, ShardInfo};
 use crate::lease::{
-    Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseTable, PresenceKey,
-    SHARD_END,
+    Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
+    PresenceKey, SHARD_END,
 };
+
+/// What a coordinator's rounds need of their subscription: its names, its leases, the host's
+/// timings, where to report, and when to stop.
+pub(crate) struct Rounds {
+    pub subscriber: String,
+    pub stream: String,
+    pub store: Arc<dyn LeaseStore>,
+    pub config: Arc<HostConfig>,
+    pub status: StatusBoard,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// The two things a coordinator does that are not about leases: listing the stream's shards
+/// and running a worker on each shard it takes. The host's are Kinesis and
+/// [`worker::run`]; the paused-time tests of the rounds bring their own (fixed shards, workers
+/// that only keep their lease), so no server is needed to test the lease core.
+pub(crate) trait Shards: Send + Sync + 'static {
+    /// The stream's shards now. [`ReadError::StreamGone`] ends the subscription; any other
+    /// error is retried next round.
+    fn list(&self) -> BoxFuture<'_, Result<Arc<Vec<ShardInfo>>, ReadError>>;
+
+    /// A worker on a shard whose lease was just taken. It ends when the shard ends, the lease
+    /// is lost or handed over, or the subscription shuts down, having released or handed over
+    /// the lease unless it was lost.
+    fn work(
+        &self,
+        assignment: Assignment,
+        seeks: mpsc::UnboundedReceiver<ShardSeek>,
+    ) -> BoxFuture<'static, (String, WorkerExit)>;
+
+    /// Where shards taken from now on without a checkpoint start (a stream-wide seek).
+    fn seek_start(&mut self, start: StartPosition);
+}
+
+/// The host's shards: Kinesis listings, and workers that read and run the component.
+struct KinesisShards(WorkerContext);
+
+impl Shards for KinesisShards {
+    fn list(&self) -> BoxFuture<'_, Result<Arc<Vec<ShardInfo>>, ReadError>> {
+        Box::pin(self.0.listings.list(&self.0.stream))
+    }
+
+    fn work(
+        &self,
+        assignment: Assignment,
+        seeks: mpsc::UnboundedReceiver<ShardSeek>,
+    ) -> BoxFuture<'static, (String, WorkerExit)> {
+        Box::pin(worker::run(self.0.clone(), assignment, seeks))
+    }
+
+    fn seek_start(&mut self, start: StartPosition) {
+        self.0.seek_start = Some(start);
+    }
+}
 
 /// Runs a subscription until shutdown; then waits for its workers to flush and release, and
 /// withdraws this host's presence.
 pub(crate) async fn run(
     ctx: WorkerContext,
     shared_stream: bool,
+    seeks: mpsc::Receiver<SeekRequest>,
+) {
+    let rounds = Rounds {
+        subscriber: ctx.subscriber.clone(),
+        stream: ctx.stream.clone(),
+        store: ctx.store.clone(),
+        config: ctx.config.clone(),
+        status: ctx.status.clone(),
+        shutdown: ctx.shutdown.clone(),
+    };
+    coordinate(rounds, Box::new(KinesisShards(ctx)), shared_stream, seeks).await;
+}
+
+/// [`run`] with the shards and workers of `source`.
+pub(crate) async fn coordinate(
+    ctx: Rounds,
+    source: Box<dyn Shards>,
+    shared_stream: bool,
     mut seeks: mpsc::Receiver<SeekRequest>,
 ) {
     let owner = ctx.config.owner_id.clone();
     let scope = lease_key(&ctx.stream, "", &ctx.subscriber, shared_stream).scope();
-    let timing = keeper_timing(&ctx);
+    let timing = keeper_timing(&ctx.config);
     let presence = Presence::spawn(ctx.store.clone(), PresenceKey::new(&scope, &owner), timing);
     let mut coordinator = Coordinator {
+        source,
         owner,
         scope,
         shared_stream,
@@ -96,8 +171,7 @@ pub(crate) async fn run(
     presence.withdraw().await;
 }
 
-fn keeper_timing(ctx: &WorkerContext) -> KeeperTiming {
-    let config = &ctx.config;
+fn keeper_timing(config: &HostConfig) -> KeeperTiming {
     KeeperTiming::new(
         config.lease_ttl,
         config.renew_interval,
@@ -116,7 +190,9 @@ fn lease_key(stream: &str, shard_id: &str, subscriber: &str, shared_stream: bool
 }
 
 struct Coordinator {
-    ctx: WorkerContext,
+    ctx: Rounds,
+    /// Where shards are listed and worked on.
+    source: Box<dyn Shards>,
     owner: String,
     /// The subscription as presence rows name it.
     scope: String,
@@ -158,7 +234,7 @@ impl Coordinator {
         // A listing waits at most its timeout, and never holds up a shutdown.
         let mut shutdown = self.ctx.shutdown.clone();
         let listed = tokio::select! {
-            listed = self.ctx.listings.list(&self.ctx.stream) => listed,
+            listed = self.source.list() => listed,
             _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
         };
         let shards = match listed {
@@ -489,7 +565,7 @@ impl Coordinator {
     }
 
     fn call_timeout(&self) -> Duration {
-        keeper_timing(&self.ctx).call_timeout
+        keeper_timing(&self.ctx.config).call_timeout
     }
 
     async fn acquire(&mut self, key: LeaseKey, claim: Claim) {
@@ -523,7 +599,7 @@ impl Coordinator {
                 let span = tracing::info_span!("shard", shard = %key.shard_id());
                 let task = self
                     .workers
-                    .spawn(worker::run(self.ctx.clone(), assignment, seeks_rx).instrument(span));
+                    .spawn(self.source.work(assignment, seeks_rx).instrument(span));
                 self.tasks.insert(task.id(), key.shard_id().to_owned());
             }
             Ok(None) => tracing::debug!(lease = %key, "lease was taken by another host first"),
@@ -572,7 +648,7 @@ impl Coordinator {
                 vec![shard_id.clone()]
             }
             stream_wide => {
-                self.ctx.seek_start = Some(stream_wide.clone());
+                self.source.seek_start(stream_wide.clone());
                 self.owned.keys().cloned().collect()
             }
         };
@@ -655,3 +731,6 @@ impl Coordinator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -425,3 +425,288 @@ async fn call<T>(
         .await
         .map_err(|_| LeaseError::Timeout(timeout))?
 }
+
+#[cfg(test)]
+mod tests {
+    //! The keeper in paused time against the memory store: renewal, loss by takeover and by a
+    //! silent store, coalesced checkpoints, and the final flush before a release or handoff.
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::lease::{
+        Claim, LeaseKey, LeaseRecord, LeaseTable, MemoryLeaseStore, PresenceKey, Renewal,
+    };
+    use ruststream_runtime::BoxFuture;
+
+    const TTL: Duration = Duration::from_secs(10);
+    const RENEW: Duration = Duration::from_secs(3);
+    const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+    const GRACE: Duration = Duration::from_secs(5);
+
+    fn timing() -> KeeperTiming {
+        KeeperTiming::new(TTL, RENEW, CHECKPOINT_EVERY)
+    }
+
+    fn key() -> LeaseKey {
+        LeaseKey::new("ledger", "shard-0")
+    }
+
+    /// The memory store, with a switch that makes the holder's writes hang (a store that
+    /// stopped answering).
+    #[derive(Default)]
+    struct Silenceable {
+        store: MemoryLeaseStore,
+        silent: AtomicBool,
+    }
+
+    impl Silenceable {
+        async fn answer<T>(&self, call: BoxFuture<'_, T>) -> T {
+            if self.silent.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            call.await
+        }
+    }
+
+    impl LeaseStore for Silenceable {
+        fn describe(&self) -> String {
+            "silenceable memory".to_owned()
+        }
+        fn list_all(&self) -> BoxFuture<'_, Result<LeaseTable, LeaseError>> {
+            self.store.list_all()
+        }
+        fn read<'a>(
+            &'a self,
+            key: &'a LeaseKey,
+        ) -> BoxFuture<'a, Result<Option<LeaseRecord>, LeaseError>> {
+            self.store.read(key)
+        }
+        fn acquire<'a>(
+            &'a self,
+            key: &'a LeaseKey,
+            owner: &'a str,
+            ttl: Duration,
+            claim: Claim,
+        ) -> BoxFuture<'a, Result<Option<HeldLease>, LeaseError>> {
+            self.store.acquire(key, owner, ttl, claim)
+        }
+        fn renew<'a>(
+            &'a self,
+            lease: &'a mut HeldLease,
+            ttl: Duration,
+        ) -> BoxFuture<'a, Result<Renewal, LeaseError>> {
+            Box::pin(self.answer(self.store.renew(lease, ttl)))
+        }
+        fn checkpoint<'a>(
+            &'a self,
+            lease: &'a mut HeldLease,
+            sequence: &'a str,
+            ttl: Duration,
+        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+            Box::pin(self.answer(self.store.checkpoint(lease, sequence, ttl)))
+        }
+        fn release(&self, lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>> {
+            Box::pin(self.answer(self.store.release(lease)))
+        }
+        fn request_handoff<'a>(
+            &'a self,
+            key: &'a LeaseKey,
+            holder: &'a str,
+            taker: &'a str,
+        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+            self.store.request_handoff(key, holder, taker)
+        }
+        fn hand_off<'a>(
+            &'a self,
+            lease: HeldLease,
+            to: &'a str,
+        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+            Box::pin(self.answer(self.store.hand_off(lease, to)))
+        }
+        fn announce<'a>(
+            &'a self,
+            presence: &'a PresenceKey,
+            ttl: Duration,
+        ) -> BoxFuture<'a, Result<(), LeaseError>> {
+            self.store.announce(presence, ttl)
+        }
+        fn withdraw<'a>(
+            &'a self,
+            presence: &'a PresenceKey,
+            counter: Option<u64>,
+        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+            self.store.withdraw(presence, counter)
+        }
+        fn seed_checkpoint<'a>(
+            &'a self,
+            key: &'a LeaseKey,
+            checkpoint: &'a str,
+        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+            self.store.seed_checkpoint(key, checkpoint)
+        }
+    }
+
+    /// `a` takes the lease and a keeper keeps it.
+    async fn keeping(store: &Arc<Silenceable>) -> (Keeper, u64) {
+        let lease = store.acquire(&key(), "a", TTL, Claim::Free).await;
+        let lease = lease.ok().flatten().expect("a free lease");
+        let counter = lease.counter;
+        let metrics = LeaseMetrics::new("tenant", "app", "ledger", 100);
+        (
+            Keeper::spawn(store.clone(), lease, timing(), metrics),
+            counter,
+        )
+    }
+
+    async fn row(store: &Silenceable) -> LeaseRecord {
+        let row = store.read(&key()).await.ok().flatten();
+        row.expect("the lease row")
+    }
+
+    /// Waits until the keeper says why the worker must stop.
+    async fn stopped(keeper: &Keeper) -> Stop {
+        let mut stop = keeper.stop();
+        let said = stop
+            .wait_for(Option::is_some)
+            .await
+            .expect("the keeper's signal");
+        said.clone().expect("a reason")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_lease_is_renewed_every_interval_while_nothing_else_happens() {
+        let store = Arc::new(Silenceable::default());
+        let (keeper, taken) = keeping(&store).await;
+        // Time passes on purpose: nothing but renewals may happen in it.
+        tokio::time::sleep(RENEW * 10 + RENEW / 2).await;
+        let row = row(&store).await;
+        assert_eq!(row.owner.as_deref(), Some("a"));
+        assert_eq!(row.counter, taken + 10, "one renewal every {RENEW:?}");
+        assert_eq!(*keeper.stop().borrow(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_taken_over_is_noticed_at_the_next_renewal_and_nothing_more_is_written() {
+        let store = Arc::new(Silenceable::default());
+        let (keeper, taken) = keeping(&store).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // b observed the counter unchanged (a's renewals stuck somewhere) and takes over.
+        let b = store
+            .acquire(&key(), "b", TTL, Claim::Observed(taken))
+            .await;
+        let b = b.ok().flatten().expect("the observed counter is current");
+        let took = Instant::now();
+        assert_eq!(stopped(&keeper).await, Stop::Lost);
+        assert!(
+            took.elapsed() <= RENEW,
+            "noticed after {:?}",
+            took.elapsed()
+        );
+        keeper.checkpoint("99".to_owned());
+        keeper.finish(GRACE).await;
+        let row = row(&store).await;
+        assert_eq!((row.owner.as_deref(), row.counter), (Some("b"), b.counter));
+        assert_eq!(row.checkpoint, None, "a fenced holder writes nothing");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_store_costs_the_lease_before_anyone_may_take_it() {
+        let store = Arc::new(Silenceable::default());
+        let (keeper, _) = keeping(&store).await;
+        // The first renewal succeeds; then the store stops answering.
+        tokio::time::sleep(RENEW + Duration::from_millis(10)).await;
+        assert_eq!(*keeper.stop().borrow(), None);
+        let renewed = Instant::now() - Duration::from_millis(10);
+        store.silent.store(true, Ordering::SeqCst);
+        assert_eq!(stopped(&keeper).await, Stop::Lost);
+        let silent_for = renewed.elapsed();
+        let lost_after = timing().lost_after;
+        assert!(silent_for >= lost_after, "gave up after {silent_for:?}");
+        // Others judge it expired only once its counter stood still for a lease duration.
+        assert!(silent_for < TTL, "still delivering after {silent_for:?}");
+    }
+
+    /// Polls the row every 10 ms (paused time) until its checkpoint is `position`.
+    async fn stored(store: &Silenceable, position: &str) {
+        while row(store).await.checkpoint.as_deref() != Some(position) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn checkpoints_are_coalesced_to_the_latest_at_most_one_per_interval() {
+        let store = Arc::new(Silenceable::default());
+        let (keeper, taken) = keeping(&store).await;
+        keeper.checkpoint("1".to_owned());
+        stored(&store, "1").await;
+        let written = Instant::now();
+        for position in ["2", "3", "4"] {
+            keeper.checkpoint(position.to_owned());
+        }
+        // The next write waits for the interval, then stores the latest only.
+        stored(&store, "4").await;
+        assert!(written.elapsed() >= CHECKPOINT_EVERY - Duration::from_millis(10));
+        assert!(written.elapsed() < RENEW, "no renewal in between");
+        assert_eq!(
+            row(&store).await.counter,
+            taken + 2,
+            "two writes for four positions"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn finishing_flushes_the_latest_checkpoint_then_releases() {
+        let store = Arc::new(Silenceable::default());
+        let (keeper, _) = keeping(&store).await;
+        keeper.checkpoint("5".to_owned());
+        keeper.checkpoint("6".to_owned());
+        keeper.finish(GRACE).await;
+        let row = row(&store).await;
+        assert_eq!(row.checkpoint.as_deref(), Some("6"));
+        assert_eq!(row.owner, None, "released");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_final_flush_the_store_does_not_answer_leaves_the_lease_to_expire() {
+        let store = Arc::new(Silenceable::default());
+        let (keeper, taken) = keeping(&store).await;
+        store.silent.store(true, Ordering::SeqCst);
+        keeper.checkpoint("5".to_owned());
+        let started = Instant::now();
+        keeper.finish(GRACE).await;
+        // The grace, and at most a write that timed out before it began.
+        assert!(started.elapsed() <= GRACE + 2 * timing().call_timeout);
+        store.silent.store(false, Ordering::SeqCst);
+        let row = row(&store).await;
+        assert_eq!((row.owner.as_deref(), row.counter), (Some("a"), taken));
+        assert_eq!(
+            row.checkpoint, None,
+            "never released with a stale checkpoint"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handoff_request_stops_the_worker_and_the_lease_goes_with_its_checkpoint() {
+        let store = Arc::new(Silenceable::default());
+        let (keeper, _) = keeping(&store).await;
+        let asked = store.request_handoff(&key(), "a", "b").await;
+        assert_eq!(asked.ok(), Some(true));
+        let since = Instant::now();
+        assert_eq!(stopped(&keeper).await, Stop::HandOff("b".to_owned()));
+        assert!(since.elapsed() <= RENEW, "seen at the next renewal");
+        keeper.checkpoint("8".to_owned());
+        keeper.hand_off("b".to_owned(), GRACE).await;
+        let row = row(&store).await;
+        assert_eq!(row.owner.as_deref(), Some("b"));
+        assert_eq!(row.wanted_by, None);
+        assert_eq!(
+            row.checkpoint.as_deref(),
+            Some("8"),
+            "flushed before the handoff"
+        );
+        let b = store.acquire(&key(), "b", TTL, Claim::Free).await;
+        let b = b.ok().flatten().expect("b takes what it was handed");
+        assert_eq!(b.checkpoint.as_deref(), Some("8"));
+    }
+}

@@ -6,7 +6,9 @@
 
 use std::future::Future;
 
-use super::model::{AppVersionList, Deployed, HostStatus, SeekPosition, Undeployed};
+use super::model::{
+    AppVersionList, Deployed, HostStatus, RedriveRequest, SeekPosition, Undeployed,
+};
 
 /// The operations the admin API exposes, carried out by the host. Names (`tenant`, `app`,
 /// `subscriber`, `component`) come from the request path as the operator typed them: the
@@ -60,6 +62,19 @@ pub(crate) trait Control: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Deployed, ControlError>> + Send;
     /// The versions the host keeps of the app, newest first.
     fn versions(&self, tenant: &str, app: &str) -> Result<AppVersionList, ControlError>;
+    /// Starts a dead-letter redrive in the host (or, with `dry_run`, plans it) and answers
+    /// with its progress (or plan), as JSON.
+    fn start_redrive(
+        &self,
+        request: RedriveRequest,
+    ) -> impl Future<Output = Result<serde_json::Value, ControlError>> + Send {
+        let _ = request;
+        async { Err(ControlError::Redrive("this host runs no redrives".into())) }
+    }
+    /// The progress of a redrive this host started, as JSON.
+    fn redrive(&self, id: &str) -> Result<serde_json::Value, ControlError> {
+        Err(ControlError::UnknownRedrive(id.to_owned()))
+    }
 }
 
 /// Why the host did not carry out an operation. Each variant has its own HTTP status (see
@@ -165,6 +180,13 @@ pub(crate) enum ControlError {
         /// The live version's hash.
         hash: String,
     },
+    /// No redrive of that id was started on this host since it started (404).
+    #[error("this host started no redrive `{0}` (since it started)")]
+    UnknownRedrive(String),
+    /// The redrive cannot be started (409): how the host keeps leases, a bad time, another
+    /// run holding it.
+    #[error("cannot redrive: {0}")]
+    Redrive(String),
     /// The state directory failed (500); what runs is unchanged.
     #[error("{0}")]
     State(String),

@@ -51,7 +51,8 @@ fn status_of(error: &ControlError) -> StatusCode {
     match error {
         ControlError::UnknownTenant(_)
         | ControlError::UnknownApp { .. }
-        | ControlError::UnknownSubscriber { .. } => StatusCode::NOT_FOUND,
+        | ControlError::UnknownSubscriber { .. }
+        | ControlError::UnknownRedrive(_) => StatusCode::NOT_FOUND,
         ControlError::Refused { .. } | ControlError::Config(_) => StatusCode::UNPROCESSABLE_ENTITY,
         ControlError::UnknownVersion { .. } | ControlError::UnknownComponent { .. } => {
             StatusCode::NOT_FOUND
@@ -60,7 +61,8 @@ fn status_of(error: &ControlError) -> StatusCode {
         | ControlError::Seek(_)
         | ControlError::AmbiguousVersion { .. }
         | ControlError::AlreadyLive { .. }
-        | ControlError::Configured { .. } => StatusCode::CONFLICT,
+        | ControlError::Configured { .. }
+        | ControlError::Redrive(_) => StatusCode::CONFLICT,
         ControlError::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -24,8 +24,8 @@ use super::control::Control;
 use super::error::ApiError;
 use super::guard::{self, Guard};
 use super::model::{
-    AppVersionList, Deployed, HostStatus, Moved, PauseState, Readiness, RollbackTo, SeekPosition,
-    Undeployed,
+    AppVersionList, Deployed, HostStatus, Moved, PauseState, Readiness, RedriveRequest, RollbackTo,
+    SeekPosition, Undeployed,
 };
 
 /// The admin API over `control`, every request checked by `guard` first.
@@ -63,6 +63,8 @@ pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
             "/v1/tenants/{tenant}/apps/{app}/versions",
             get(versions::<C>),
         )
+        .route("/v1/redrives", post(start_redrive::<C>).layer(json()))
+        .route("/v1/redrives/{id}", get(redrive::<C>))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(guard, guard::host_and_token))
@@ -247,6 +249,21 @@ async fn versions<C: Control>(
     Names((tenant, app)): Names<(String, String)>,
 ) -> Answer<AppVersionList> {
     Ok(Json(control.versions(&tenant, &app)?))
+}
+
+async fn start_redrive<C: Control>(
+    State(control): State<Arc<C>>,
+    JsonBody(request): JsonBody<RedriveRequest>,
+) -> Answer<serde_json::Value> {
+    tracing::info!(stream = %quote(&request.stream), dry_run = request.dry_run, "admin: redrive");
+    Ok(Json(control.start_redrive(request).await?))
+}
+
+async fn redrive<C: Control>(
+    State(control): State<Arc<C>>,
+    Names(id): Names<String>,
+) -> Answer<serde_json::Value> {
+    Ok(Json(control.redrive(&id)?))
 }
 
 async fn not_found(uri: Uri) -> ApiError {

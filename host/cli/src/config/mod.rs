@@ -5,8 +5,12 @@
 //! lease_store = "dynamodb"              # or "memory" (the default)
 //! lease_table = "ruststream-{tenant}-{app}"
 //! create_lease_table = true
-//! compile_timeout_ms = 30000            # also compile_cpu_seconds, compile_memory_mib,
-//!                                       # compile_max_bytes, compile_max_functions,
+//! compile_timeout_ms = 30000            # also compile_cpu_seconds, their growth per MiB
+//!                                       # (compile_timeout_ms_per_mib,
+//!                                       # compile_cpu_seconds_per_mib) and ceilings
+//!                                       # (compile_timeout_max_ms, compile_cpu_max_seconds),
+//!                                       # compile_memory_mib, compile_max_bytes,
+//!                                       # compile_max_functions,
 //!                                       # compile_max_function_bytes, compile_cache
 //! state_dir = "/var/lib/ruststream"     # deploys, kept versions, the admin token
 //! keep_versions = 10                    # versions kept per app
@@ -64,6 +68,12 @@ pub(crate) struct HostSection {
     pub compile_cache: Option<PathBuf>,
     pub compile_timeout_ms: Option<u64>,
     pub compile_cpu_seconds: Option<u64>,
+    /// What each MiB of a component past the first adds to the compile budget.
+    pub compile_timeout_ms_per_mib: Option<u64>,
+    pub compile_cpu_seconds_per_mib: Option<u64>,
+    /// The compile budget's ceilings, whatever the component's size.
+    pub compile_timeout_max_ms: Option<u64>,
+    pub compile_cpu_max_seconds: Option<u64>,
     pub compile_memory_mib: Option<u64>,
     pub compile_max_bytes: Option<usize>,
     pub compile_max_functions: Option<usize>,
@@ -93,6 +103,18 @@ impl HostSection {
         if let Some(seconds) = self.compile_cpu_seconds {
             limits.cpu = Duration::from_secs(seconds);
         }
+        if let Some(ms) = self.compile_timeout_ms_per_mib {
+            limits.timeout_per_mib = Duration::from_millis(ms);
+        }
+        if let Some(seconds) = self.compile_cpu_seconds_per_mib {
+            limits.cpu_per_mib = Duration::from_secs(seconds);
+        }
+        if let Some(ms) = self.compile_timeout_max_ms {
+            limits.timeout_ceiling = Duration::from_millis(ms);
+        }
+        if let Some(seconds) = self.compile_cpu_max_seconds {
+            limits.cpu_ceiling = Duration::from_secs(seconds);
+        }
         if let Some(mib) = self.compile_memory_mib {
             limits.memory_bytes = mib << 20;
         }
@@ -108,6 +130,14 @@ impl HostSection {
         let zero = [
             ("compile_timeout_ms", self.compile_timeout_ms == Some(0)),
             ("compile_cpu_seconds", self.compile_cpu_seconds == Some(0)),
+            (
+                "compile_timeout_max_ms",
+                self.compile_timeout_max_ms == Some(0),
+            ),
+            (
+                "compile_cpu_max_seconds",
+                self.compile_cpu_max_seconds == Some(0),
+            ),
             ("compile_memory_mib", self.compile_memory_mib == Some(0)),
             ("compile_max_bytes", self.compile_max_bytes == Some(0)),
             (

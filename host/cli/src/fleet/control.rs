@@ -18,6 +18,17 @@ use crate::admin::model::{
 const PAUSED_BY_OPERATOR: &str = "paused by an operator";
 
 impl Control for Fleet {
+    async fn start_redrive(
+        &self,
+        request: model::RedriveRequest,
+    ) -> Result<serde_json::Value, ControlError> {
+        Fleet::start_redrive(self, request).await
+    }
+
+    fn redrive(&self, id: &str) -> Result<serde_json::Value, ControlError> {
+        self.redrive_progress(id)
+    }
+
     fn status(&self) -> HostStatus {
         let not_ready = self.not_ready();
         let tenants = self.with_tenants(|tenants| {

@@ -14,6 +14,7 @@
 //! since the host last saw them, else the version that was live (an upload, a rollback).
 
 mod control;
+mod redrives;
 mod versions;
 
 use std::collections::{BTreeMap, HashMap};
@@ -123,6 +124,8 @@ struct State {
     stopping: Vec<Arc<RunningApp>>,
     /// Why the last version that went live could not be recorded in the state directory.
     state_error: Option<String>,
+    /// The redrives started through the admin API, by id, and where each stands.
+    redrives: BTreeMap<String, Arc<Mutex<ruststream_host::redrive::RedriveReport>>>,
 }
 
 pub(crate) struct TenantRun {

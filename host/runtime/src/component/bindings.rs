@@ -1,11 +1,14 @@
-//! Host-side bindings generated from `wit/ruststream.wit`.
+//! Host-side bindings generated from `wit/ruststream.wit`, world `batch-subscriber`: the host's
+//! imports (`host`, `progress`) and both export interfaces (`handler`, `batch`). A component
+//! of world `subscriber` exports `handler` alone; the host loads each interface on its own
+//! (`GuestIndices`), so one set of bindings serves both forms.
 //!
 //! Exports take borrowed arguments so a batch is lifted into the guest straight from the host's
 //! own buffers, without an intermediate copy of every payload.
 
 wasmtime::component::bindgen!({
     path: "../../wit",
-    world: "subscriber-app",
+    world: "batch-subscriber",
     imports: {
         "ruststream:handler/host.publish": async,
         default: trappable,
@@ -22,13 +25,10 @@ use crate::settlement::Outcome;
 /// names it (with `wit/ruststream.wit`'s package line).
 macro_rules! contract_version {
     () => {
-        "0.5.0"
+        "1.0.0"
     };
 }
 pub(crate) use contract_version;
-
-/// [`contract_version!`] as a constant.
-pub(crate) const CONTRACT_VERSION: &str = contract_version!();
 
 impl From<ruststream::handler::types::HandlerOutcome> for Outcome {
     fn from(outcome: ruststream::handler::types::HandlerOutcome) -> Self {

@@ -1,4 +1,5 @@
-//! A live instance of a component, called once per batch, replaced after a trap.
+//! A live instance of a component, called once per batch (or once per record through
+//! `handle`: `handle.rs`), replaced after a trap.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,10 +10,10 @@ use wasmtime::{AsContext as _, AsContextMut as _, CallHook, Store, UpdateDeadlin
 use super::Runtime;
 use super::batch::BatchLayout;
 use super::bindings::exports::ruststream::handler::handler as wit;
-use super::bindings::{SubscriberApp, SubscriberAppPre};
+use super::exports::{CallForm, Exports, HandlerPre};
 use super::phase::LoadPhase;
 use super::progress::CallProgress;
-use super::state::{CallScope, HostState, board_outcomes, sync_progress};
+use super::state::{CallKind, CallScope, HostState, board_outcomes, sync_progress};
 use super::trap::{DeadlineExceeded, LeaseLost, TrapKind, classify};
 use crate::env::Env;
 use crate::escape::one_line;
@@ -77,7 +78,7 @@ impl std::error::Error for CallFailure {}
 /// is dropped and the next call runs in a fresh one (≈10-25 µs).
 pub struct HandlerInstance {
     runtime: Runtime,
-    pre: SubscriberAppPre<HostState>,
+    pre: HandlerPre,
     env: Env,
     live: Option<Live>,
     replacements: u64,
@@ -85,13 +86,13 @@ pub struct HandlerInstance {
     layout: BatchLayout,
 }
 
-struct Live {
-    store: Store<HostState>,
-    bindings: SubscriberApp,
+pub(super) struct Live {
+    pub(super) store: Store<HostState>,
+    pub(super) exports: Exports,
 }
 
 impl HandlerInstance {
-    pub(crate) fn new(runtime: Runtime, pre: SubscriberAppPre<HostState>, env: Env) -> Self {
+    pub(crate) fn new(runtime: Runtime, pre: HandlerPre, env: Env) -> Self {
         Self {
             runtime,
             pre,
@@ -107,36 +108,54 @@ impl HandlerInstance {
         self.replacements
     }
 
-    /// Calls `handle-batch` with every delivery of `call`; one outcome per delivery, in order.
+    /// Hands every delivery of `call` to the component, in order: in one `handle-batch` call
+    /// if it has the batch fast path, otherwise one `handle` call per record. One outcome per
+    /// delivery, in order.
     ///
-    /// Each record has the tenant's deadline (and fuel), counted from when the record before it
-    /// was reported: a batch of slow but healthy records never runs out of time.
+    /// Each record has the tenant's deadline (and fuel): counted from when the record before it
+    /// was reported in a batch (a batch of slow but healthy records never runs out of time),
+    /// from the start of its own call through `handle`.
     ///
     /// # Errors
-    /// When the call traps (panic, deadline, memory limit, stack overflow, ...) or returns
-    /// without reporting every record: the outcomes reported before that, which stand, and the
-    /// failure of the record after them. The instance is replaced before the next call.
+    /// When a call traps (panic, deadline, memory limit, stack overflow, ...) or a batch call
+    /// returns without reporting every record: the outcomes settled before that, which stand,
+    /// and the failure of the record after them. The instance is replaced before the next call.
     pub async fn handle_batch(
         &mut self,
         call: &BatchCall<'_>,
     ) -> Result<Vec<Outcome>, BatchFailure> {
-        let info = batch_info(call);
+        match self.pre.form() {
+            CallForm::Batch => self.call_batch(call).await,
+            CallForm::Handle => self.handle_each(call).await,
+        }
+    }
+
+    /// [`handle_batch`](Self::handle_batch) through `handle-batch`.
+    async fn call_batch(&mut self, call: &BatchCall<'_>) -> Result<Vec<Outcome>, BatchFailure> {
+        let info = call_info(call);
         let mut layout = std::mem::take(&mut self.layout);
         layout.fill(&call.deliveries);
         let expected = call.deliveries.len();
         let (result, reported) = self
-            .call(call, async |live: &mut Live| {
-                live.bindings
-                    .ruststream_handler_handler()
-                    .call_handle_batch(
-                        &mut live.store,
-                        info,
-                        &layout.arena,
-                        &layout.records,
-                        &layout.headers,
-                    )
-                    .await
-            })
+            .call(
+                CallKind::Batch,
+                call,
+                call.deliveries.clone(),
+                async |live: &mut Live| {
+                    let Some(batch) = &live.exports.batch else {
+                        return Err(wasmtime::Error::msg("the component exports no batch"));
+                    };
+                    batch
+                        .call_handle_batch(
+                            &mut live.store,
+                            info,
+                            &layout.arena,
+                            &layout.records,
+                            &layout.headers,
+                        )
+                        .await
+                },
+            )
             .await;
         layout.trim();
         self.layout = layout;
@@ -160,17 +179,19 @@ impl HandlerInstance {
         })
     }
 
-    /// Runs `body`, a call handing the component every delivery of `call`, under a deadline
-    /// and fuel per record, and the log budget of that many records. Returns how the call
-    /// went, and the outcomes the guest reported meanwhile.
-    async fn call(
+    /// Runs `body`, a call of `kind` handing the component `deliveries` (of `call`), under a
+    /// deadline and fuel per record, and the log budget of that many records. Returns how the
+    /// call went, and the outcomes the guest reported meanwhile (in a batch call).
+    pub(super) async fn call<R>(
         &mut self,
+        kind: CallKind,
         call: &BatchCall<'_>,
-        body: impl AsyncFnOnce(&mut Live) -> wasmtime::Result<()>,
-    ) -> (Result<(), CallFailure>, Vec<Outcome>) {
+        deliveries: Deliveries,
+        body: impl AsyncFnOnce(&mut Live) -> wasmtime::Result<R>,
+    ) -> (Result<R, CallFailure>, Vec<Outcome>) {
         let limits = self.env.policy.limits();
         let deadline = limits.call_deadline;
-        let records = call.deliveries.len();
+        let records = deliveries.len();
         let fuel = self.runtime.config().fuel.then(|| {
             limits
                 .fuel
@@ -183,13 +204,13 @@ impl HandlerInstance {
         let scope = CallScope {
             stream: call.stream.clone(),
             shard_id: call.shard_id.clone(),
-            deliveries: call.deliveries.clone(),
+            deliveries,
         };
         let stop = call.stop.cloned();
         let progress =
             live.store
                 .data_mut()
-                .begin_call(Some(scope), records, deadline, stop.clone());
+                .begin_call(kind, Some(scope), records, deadline, stop.clone());
         if let Some(fuel) = fuel
             && let Err(error) = live.store.set_fuel(fuel)
         {
@@ -309,11 +330,7 @@ fn settle_call<R>(
 /// while instantiating get the call deadline (blocked imports included), memory caps and fuel.
 /// Takes its inputs by value: a `HandlerInstance` is not `Sync`, so the future must not borrow
 /// one.
-async fn instantiate(
-    runtime: Runtime,
-    pre: SubscriberAppPre<HostState>,
-    env: Env,
-) -> Result<Live, CallFailure> {
+async fn instantiate(runtime: Runtime, pre: HandlerPre, env: Env) -> Result<Live, CallFailure> {
     let limits = env.policy.limits().clone();
     let deadline = limits.call_deadline;
     let mut store = Store::new(runtime.engine(), HostState::new(env));
@@ -350,11 +367,16 @@ async fn instantiate(
         }
         Ok(())
     });
-    let progress = store.data_mut().begin_call(None, 1, deadline, None);
-    let result = within_deadline(&progress, None, pre.instantiate_async(&mut store)).await;
+    let progress = store
+        .data_mut()
+        .begin_call(CallKind::Load, None, 1, deadline, None);
+    let result = within_deadline(&progress, None, pre.pre.instantiate_async(&mut store)).await;
     store.data_mut().end_call(None);
-    let bindings = settle_call(result, deadline)?;
-    Ok(Live { store, bindings })
+    let instance = settle_call(result, deadline)?;
+    let exports = pre
+        .exports(&mut store, &instance)
+        .map_err(|error| failed(one_line(&*error)))?;
+    Ok(Live { store, exports })
 }
 
 /// Instantiates `pre` once and asks the component to describe itself, each phase under the
@@ -364,25 +386,26 @@ async fn instantiate(
 /// The phase (instantiation or `describe`) and how it failed.
 pub(crate) async fn describe(
     runtime: &Runtime,
-    pre: &SubscriberAppPre<HostState>,
+    pre: &HandlerPre,
     env: Env,
 ) -> Result<wit::App, (LoadPhase, CallFailure)> {
     let deadline = env.policy.limits().call_deadline;
     let mut live = instantiate(runtime.clone(), pre.clone(), env)
         .await
         .map_err(|failure| (LoadPhase::Instantiate, failure))?;
-    let progress = live.store.data_mut().begin_call(None, 1, deadline, None);
-    let describing = live
-        .bindings
-        .ruststream_handler_handler()
-        .call_describe(&mut live.store);
+    let progress = live
+        .store
+        .data_mut()
+        .begin_call(CallKind::Load, None, 1, deadline, None);
+    let describing = live.exports.handler.call_describe(&mut live.store);
     let result = within_deadline(&progress, None, describing).await;
     live.store.data_mut().end_call(None);
     settle_call(result, deadline).map_err(|failure| (LoadPhase::Describe, failure))
 }
 
-fn batch_info<'a>(call: &'a BatchCall<'_>) -> wit::BatchInfo<'a> {
-    wit::BatchInfo {
+/// Where `call`'s records come from, as the contract says it.
+pub(super) fn call_info<'a>(call: &'a BatchCall<'_>) -> wit::CallInfo<'a> {
+    wit::CallInfo {
         subscription: call.subscription,
         stream: call.stream,
         shard_id: call.shard_id,

@@ -6,12 +6,14 @@ use std::sync::Arc;
 use wasmtime::component::Component;
 
 use super::Runtime;
-use super::bindings::{CONTRACT_VERSION, SubscriberAppPre, contract_version};
+use super::bindings::contract_version;
 use super::compile::{CompileError, LiveSlot};
 use super::declaration::app_spec;
+use super::exports::{CallForm, ExportRefusal, HandlerPre, call_form};
+use super::imports::{ImportAccess, import_access};
 use super::instance::{CallFailure, HandlerInstance, describe};
 use super::phase::LoadPhase;
-use super::state::HostState;
+use super::version::{self, CONTRACT_PREFIX, VersionRefusal};
 use crate::app::{AppSpec, DeclarationBounds, SpecError};
 use crate::clock::{Clock, SystemClock};
 use crate::env::Env;
@@ -21,10 +23,7 @@ use crate::policy::SandboxPolicy;
 use crate::publish::{BoxFuture, PublishError, Publisher};
 use crate::record::{OutgoingRecord, Published};
 
-/// The WIT package this host implements.
-pub const CONTRACT: &str = concat!("ruststream:handler@", contract_version!());
 const HANDLER_EXPORT: &str = concat!("ruststream:handler/handler@", contract_version!());
-const CONTRACT_PREFIX: &str = "ruststream:handler/";
 
 /// Why a component was refused: whose component, in which phase of loading, and why.
 ///
@@ -77,21 +76,22 @@ pub enum Refusal {
     /// The component does not export the handler interface of any contract version.
     #[error(
         "does not export `{HANDLER_EXPORT}` (it exports: {found}); is it built with the \
-         RustStream guest SDK?"
+         RustStream guest SDK, or bindings of wit/ruststream.wit?"
     )]
     MissingExport {
         /// What it exports instead, quoted, or `nothing`.
         found: String,
     },
-    /// The component exports or imports another version of the contract than [`CONTRACT`].
-    #[error("built against `{found}`, but this host implements {CONTRACT}")]
-    ContractVersion {
-        /// The export or import of the other version, quoted.
-        found: String,
-    },
-    /// The component imports an interface outside the host's and WASI 0.2's granted set
-    /// (sockets, HTTP, ...).
-    #[error("imports `{import}`, which this host does not grant")]
+    /// The component exports or imports a version of the contract this host does not run
+    /// (the rule: [`ContractVersion::runs`](super::ContractVersion::runs)).
+    #[error(transparent)]
+    ContractVersion(VersionRefusal),
+    /// The component imports an interface outside the host's contract and the WASI 0.2
+    /// interfaces the host serves or denies (see [`import_access`](super::import_access)).
+    #[error(
+        "imports `{import}`, which is neither WASI 0.2 nor the RustStream contract: this host \
+         cannot link it"
+    )]
     ForbiddenImport {
         /// The import, quoted.
         import: String,
@@ -113,8 +113,10 @@ pub struct LoadedComponent {
     name: Arc<str>,
     content_hash: Arc<str>,
     runtime: Runtime,
-    pre: SubscriberAppPre<HostState>,
+    pre: HandlerPre,
     app: AppSpec,
+    /// The imports linked to implementations that refuse every call, quoted.
+    denied: Arc<[String]>,
     /// Shares the compiled code with other loads of the same bytes while this one lives.
     _code: Arc<LiveSlot>,
 }
@@ -165,12 +167,12 @@ impl LoadedComponent {
             .await
             .map_err(|error| fail(LoadPhase::Compile, Refusal::Compile(error)))?;
         let component = &compiled.component;
-        check_exports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
-        check_imports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
+        let form = check_exports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
+        let denied = check_imports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
         let pre = runtime
             .linker()
             .instantiate_pre(component)
-            .and_then(SubscriberAppPre::new)
+            .and_then(|pre| HandlerPre::new(pre, form))
             .map_err(|error| fail(LoadPhase::Link, Refusal::Link(error.into())))?;
         let env = describe_env(name, policy, log);
         let described = describe(runtime, &pre, env).await;
@@ -188,6 +190,7 @@ impl LoadedComponent {
             runtime: runtime.clone(),
             pre,
             app,
+            denied: denied.into(),
             _code: compiled.slot,
         })
     }
@@ -206,6 +209,25 @@ impl LoadedComponent {
     /// The app and subscriptions the component declared.
     pub fn app(&self) -> &AppSpec {
         &self.app
+    }
+
+    /// The WASI interfaces it imports that the tenant is not granted (sockets, HTTP), quoted:
+    /// linked to implementations that refuse every call with the interface's access error.
+    pub fn denied_imports(&self) -> &[String] {
+        &self.denied
+    }
+
+    /// How the host calls it: in batches through `handle-batch`, or through `handle` one
+    /// record per call.
+    pub fn form(&self) -> CallForm {
+        self.pre.form()
+    }
+
+    /// The same component called through `handle`, one record per call, even if it exports
+    /// the batch fast path: for benchmarks and tests comparing the two forms on one build.
+    pub fn through_handle(mut self) -> Self {
+        self.pre = self.pre.without_batch();
+        self
     }
 
     /// A new instance (instantiated lazily, on its first call) acting on `env`.
@@ -275,74 +297,36 @@ fn check_header(bytes: &[u8]) -> Result<(), Refusal> {
     }
 }
 
-fn check_exports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal> {
-    let ty = compiled.component_type();
-    let names: Vec<&str> = ty.exports(runtime.engine()).map(|(name, _)| name).collect();
-    if names.contains(&HANDLER_EXPORT) {
-        return Ok(());
-    }
-    if let Some(other) = names.iter().find(|n| n.starts_with(CONTRACT_PREFIX)) {
-        return Err(Refusal::ContractVersion {
-            found: quote(other),
-        });
-    }
-    Err(Refusal::MissingExport {
-        found: if names.is_empty() {
-            "nothing".to_owned()
-        } else {
-            quote(&names.join(", "))
-        },
+fn check_exports(runtime: &Runtime, compiled: &Component) -> Result<CallForm, Refusal> {
+    call_form(runtime.engine(), compiled).map_err(|refusal| match refusal {
+        ExportRefusal::Missing(found) => Refusal::MissingExport { found },
+        ExportRefusal::Version(version) => Refusal::ContractVersion(version),
     })
 }
 
-fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<(), Refusal> {
+/// Checks the component's imports: the contract's at this host's version, and none that
+/// [`import_access`] refuses. Returns the denied ones (linked to implementations refusing every call).
+fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<Vec<String>, Refusal> {
     let ty = compiled.component_type();
+    let mut denied = Vec::new();
     for (name, _) in ty.imports(runtime.engine()) {
-        let (interface, version) = name.rsplit_once('@').unwrap_or((name, ""));
-        if interface.starts_with(CONTRACT_PREFIX) && version != CONTRACT_VERSION {
-            return Err(Refusal::ContractVersion { found: quote(name) });
+        let interface = name
+            .rsplit_once('@')
+            .map_or(name, |(interface, _)| interface);
+        if interface.starts_with(CONTRACT_PREFIX) {
+            version::check(name).map_err(Refusal::ContractVersion)?;
         }
-        if !import_allowed(interface, version) {
-            return Err(Refusal::ForbiddenImport {
-                import: quote(name),
-            });
+        match import_access(name) {
+            ImportAccess::Granted => {}
+            ImportAccess::Denied => denied.push(quote(name)),
+            ImportAccess::Refused => {
+                return Err(Refusal::ForbiddenImport {
+                    import: quote(name),
+                });
+            }
         }
     }
-    Ok(())
-}
-
-/// The interfaces a component may import: the host's own, and the WASI 0.2 interfaces that
-/// Rust's standard library needs, served by a context with no preopened directories, no
-/// environment, no arguments and no network. Sockets, HTTP and anything else are refused.
-const ALLOWED_IMPORTS: &[&str] = &[
-    "ruststream:handler/host",
-    "ruststream:handler/progress",
-    "ruststream:handler/types",
-    "wasi:io/error",
-    "wasi:io/poll",
-    "wasi:io/streams",
-    "wasi:cli/environment",
-    "wasi:cli/exit",
-    "wasi:cli/stdin",
-    "wasi:cli/stdout",
-    "wasi:cli/stderr",
-    "wasi:cli/terminal-input",
-    "wasi:cli/terminal-output",
-    "wasi:cli/terminal-stdin",
-    "wasi:cli/terminal-stdout",
-    "wasi:cli/terminal-stderr",
-    "wasi:clocks/wall-clock",
-    "wasi:clocks/monotonic-clock",
-    "wasi:random/random",
-    "wasi:random/insecure",
-    "wasi:random/insecure-seed",
-    "wasi:filesystem/types",
-    "wasi:filesystem/preopens",
-];
-
-fn import_allowed(interface: &str, version: &str) -> bool {
-    let wasi_p2 = !interface.starts_with("wasi:") || version.starts_with("0.2.");
-    wasi_p2 && ALLOWED_IMPORTS.contains(&interface)
+    Ok(denied)
 }
 
 /// The environment of the instance that answers `describe`: the tenant's limits and log

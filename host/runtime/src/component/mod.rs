@@ -3,12 +3,18 @@
 //! One [`Runtime`] holds the wasmtime engine and the linker with the host's imports. A
 //! [`LoadedComponent`] is a compiled, checked component with its declared [`AppSpec`]; each shard
 //! pipeline gets its own [`HandlerInstance`] of it, which replaces itself after a trap.
+//!
+//! A component is called in one of two forms ([`CallForm`]): through `handle`, one record per
+//! call (the base contract), or through `handle-batch` when it exports the batch fast path.
 
 mod batch;
 mod bindings;
 mod board;
 mod compile;
 mod declaration;
+mod exports;
+mod handle;
+mod imports;
 mod instance;
 mod loader;
 mod output;
@@ -16,12 +22,16 @@ mod phase;
 mod progress;
 mod state;
 mod trap;
+mod version;
 
 pub use compile::{CompileError, WORKER_COMMAND, compile_worker, content_hash};
+pub use exports::CallForm;
+pub use imports::{ImportAccess, import_access};
 pub use instance::{BatchCall, BatchFailure, CallFailure, HandlerInstance};
-pub use loader::{CONTRACT, LoadError, LoadedComponent, Refusal};
+pub use loader::{LoadError, LoadedComponent, Refusal};
 pub use phase::LoadPhase;
 pub use trap::TrapKind;
+pub use version::{CONTRACT, ContractVersion, VersionRefusal};
 
 use std::path::PathBuf;
 

@@ -12,6 +12,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::ruststream::handler::{host, types};
 use super::board::{self, Board};
+use super::imports::{self, DeniedHttp};
 use super::output::{LogBudget, OutputCapture};
 use super::progress::CallProgress;
 use super::trap::{MemoryLimitExceeded, TableLimitExceeded};
@@ -25,6 +26,18 @@ use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
 use crate::settlement::Outcome;
 use crate::stop::{Stop, is_lost};
 
+/// What a call is. Only a `handle-batch` call takes progress reports: one from anywhere else
+/// would give the guest a fresh deadline it has not earned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallKind {
+    /// Instantiating (start functions, `_initialize`) or `describe`: no records.
+    Load,
+    /// A `handle` call: one record, whose outcome it returns.
+    Handle,
+    /// A `handle-batch` call: records in order, outcomes reported as it goes.
+    Batch,
+}
+
 /// What a call is about, so the host can tag what the guest logs.
 pub(crate) struct CallScope {
     pub(crate) stream: Arc<str>,
@@ -36,18 +49,26 @@ pub(crate) struct CallScope {
 struct CallTags {
     tags: LogTags,
     deliveries: Deliveries,
+    /// A `handle` call: every line is about its one record.
+    handle: bool,
 }
 
 impl CallTags {
-    /// The delivery the guest means by record `index` of this call.
-    fn delivery(&self, index: u32) -> Option<&Delivery> {
-        self.deliveries.get(usize::try_from(index).ok()?)
+    /// The delivery a line the guest tagged `index` (if at all) is about: record `index` of a
+    /// batch; the record of a `handle` call whatever it says.
+    fn delivery(&self, index: Option<u32>) -> Option<&Delivery> {
+        if self.handle {
+            return self.deliveries.first();
+        }
+        self.deliveries.get(usize::try_from(index?).ok()?)
     }
 }
 
 /// Everything a component instance's store holds.
 pub(crate) struct HostState {
     wasi: WasiCtx,
+    /// `wasi:http`, linked for components that import it; every request denied.
+    http: DeniedHttp,
     table: ResourceTable,
     pub(crate) env: Env,
     /// Tags of the lines it logs outside a call (instantiating, describing).
@@ -55,6 +76,8 @@ pub(crate) struct HostState {
     call: Option<CallTags>,
     /// The call under way; its deadline is read by the epoch callback.
     progress: Option<CallProgress>,
+    /// Whether the call under way takes progress reports: a `handle-batch` call only.
+    takes_reports: bool,
     /// The lease keeper's signal for the call under way: once the lease is lost the call
     /// stops at its next check and publishes nothing more.
     stop: Option<watch::Receiver<Option<Stop>>>,
@@ -95,16 +118,18 @@ impl HostState {
         Self {
             // No preopened directories, no environment, no arguments, no network; stdout and
             // stderr become log lines. Clocks and randomness are the only ambient capabilities.
-            wasi: WasiCtx::builder()
+            wasi: imports::deny_network(&mut WasiCtx::builder())
                 .stdout(stdout.clone())
                 .stderr(stderr.clone())
                 .max_random_size(MAX_RANDOM_BYTES)
                 .build(),
+            http: DeniedHttp::default(),
             table,
             tags: LogTags::new(env.policy.tenant(), env.component.clone()),
             env,
             call: None,
             progress: None,
+            takes_reports: false,
             stop: None,
             outcomes: Vec::new(),
             board: None,
@@ -116,12 +141,13 @@ impl HostState {
         }
     }
 
-    /// Prepares a call of `records` records (tagged with `tags`; none while instantiating or
-    /// describing), each with `per_record` to finish, and its log budget; `stop` ends it early
-    /// once it says the lease is lost. Returns its progress, for the timer that bounds the
-    /// call from outside.
+    /// Prepares a call of `kind` of `records` records (tagged with `scope`; none while
+    /// instantiating or describing), each with `per_record` to finish, and its log budget;
+    /// `stop` ends it early once it says the lease is lost. Returns its progress, for the
+    /// timer that bounds the call from outside.
     pub(crate) fn begin_call(
         &mut self,
+        kind: CallKind,
         scope: Option<CallScope>,
         records: usize,
         per_record: Duration,
@@ -136,19 +162,21 @@ impl HostState {
         self.call = scope.map(|scope| CallTags {
             tags: self.tags.clone().on_shard(scope.stream, scope.shard_id),
             deliveries: scope.deliveries,
+            handle: kind == CallKind::Handle,
         });
         let progress = CallProgress::new(per_record);
         self.progress = Some(progress.clone());
+        self.takes_reports = kind == CallKind::Batch;
         self.outcomes = Vec::new();
         self.board = None;
         self.expected = records;
         progress
     }
 
-    /// Takes `board` as the call's reports, unless there is no call under way, a board is
-    /// shared already or the guest has reported by `record-outcome`.
+    /// Takes `board` as the call's reports, unless there is no `handle-batch` call under way,
+    /// a board is shared already or the guest has reported by `record-outcome`.
     pub(crate) fn share_board(&mut self, board: Board) {
-        if self.progress.is_some() && self.board.is_none() && self.outcomes.is_empty() {
+        if self.takes_reports && self.board.is_none() && self.outcomes.is_empty() {
             self.board = Some(board);
         }
     }
@@ -184,6 +212,7 @@ impl HostState {
         self.env.policy.host_lines().flush(&self.env.log);
         self.call = None;
         self.progress = None;
+        self.takes_reports = false;
         self.stop = None;
         self.board = None;
         let reported = std::mem::take(&mut self.outcomes);
@@ -225,11 +254,18 @@ impl HostState {
 
     fn tag(&self, level: Level, message: String, record: Option<u32>) -> LogLine {
         let call = self.call.as_ref();
-        let sequence = record
-            .and_then(|i| call?.delivery(i))
+        let sequence = call
+            .and_then(|c| c.delivery(record))
             .map(|d| d.sequence_number.as_str());
         let tags = call.map_or(&self.tags, |c| &c.tags);
         tags.line(level, Origin::Guest, sequence, message)
+    }
+}
+
+impl HostState {
+    /// The resource table and the `wasi:http` state, borrowed together.
+    pub(crate) fn http_parts(&mut self) -> (&mut ResourceTable, &mut DeniedHttp) {
+        (&mut self.table, &mut self.http)
     }
 }
 
@@ -336,15 +372,21 @@ pub(crate) fn sync_progress(store: StoreContextMut<'_, HostState>) {
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    imports::add_denied_to_linker(linker)?;
     // Interface by interface: `progress.share-outcomes` is defined by hand, because the
     // generated bindings would copy the list out of the guest, and the board is only useful
     // where the guest keeps writing it.
     types::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
     host::add_to_linker::<_, HasSelf<_>>(linker, |state| state)?;
-    linker.instance(board::INTERFACE)?.func_wrap(
-        "share-outcomes",
-        |mut store, (slots,): (WasmList<u64>,)| {
-            store.data_mut().share_board(Board::new(slots));
+    let mut progress = linker.instance(board::INTERFACE)?;
+    progress.func_wrap("share-outcomes", |mut store, (slots,): (WasmList<u64>,)| {
+        store.data_mut().share_board(Board::new(slots));
+        Ok(())
+    })?;
+    progress.func_wrap(
+        "record-outcome",
+        |mut store, (index, outcome): (u32, types::HandlerOutcome)| {
+            store.data_mut().record_outcome(index, outcome);
             Ok(())
         },
     )
@@ -352,16 +394,15 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 
 impl types::Host for HostState {}
 
-impl host::Host for HostState {
-    fn record_outcome(
-        &mut self,
-        index: u32,
-        outcome: types::HandlerOutcome,
-    ) -> wasmtime::Result<()> {
-        // Out of order, already reported, past the batch, outside a call or with a board:
-        // ignored.
+impl HostState {
+    /// `progress.record-outcome`: record `index`'s outcome, if it is the next one of a
+    /// `handle-batch` call that shared no board.
+    fn record_outcome(&mut self, index: u32, outcome: types::HandlerOutcome) {
+        // Out of order, already reported, past the batch, outside a batch call or with a
+        // board: ignored.
         let next = self.outcomes.len();
         if let Some(progress) = &self.progress
+            && self.takes_reports
             && self.board.is_none()
             && usize::try_from(index).ok() == Some(next)
             && next < self.expected
@@ -369,9 +410,10 @@ impl host::Host for HostState {
             self.outcomes.push(outcome.into());
             progress.reported(next + 1);
         }
-        Ok(())
     }
+}
 
+impl host::Host for HostState {
     fn log(&mut self, line: host::LogLine) -> wasmtime::Result<()> {
         let size = line.message.len()
             + line

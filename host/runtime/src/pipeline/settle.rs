@@ -286,6 +286,7 @@ impl ShardPipeline {
             sequence_number: delivery.sequence_number.to_string(),
             subscriber: self.subscription.name.clone(),
             tenant: self.env.tenant.name().to_owned(),
+            app: Some(self.app.to_string()),
             attempts: delivery.attempt(),
             reason: reason.to_owned(),
         };

@@ -34,7 +34,7 @@ use serde::Serialize;
 
 use crate::app::{AppSpec, MaxRecordAge, StartPosition, SubscriptionSpec};
 use crate::clock::{Clock, ManualClock};
-use crate::component::{LoadError, LoadedComponent, Runtime, RuntimeError};
+use crate::component::{CallForm, LoadError, LoadedComponent, Runtime, RuntimeError};
 use crate::limits::RuntimeConfig;
 use crate::log::{LogLine, LogSink};
 use crate::pipeline::{DeliveryReport, PipelineEnv, ShardPipeline};
@@ -223,6 +223,12 @@ impl TestApp {
     /// The app the component declared.
     pub fn app(&self) -> &AppSpec {
         self.component.app()
+    }
+
+    /// How the host calls the component: in batches (`handle-batch`), or one record per
+    /// `handle` call.
+    pub fn component_form(&self) -> CallForm {
+        self.component.form()
     }
 
     /// Creates a stream (subscribed and dead-letter streams exist from the start).

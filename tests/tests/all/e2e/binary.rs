@@ -174,6 +174,51 @@ fn check_prints_a_few_clean_lines_for_hostile_components() -> anyhow::Result<()>
     Ok(())
 }
 
+/// `ruststream check` on `component`, with the tests' compile cache: its exit and its output.
+fn check(component: &std::path::Path) -> anyhow::Result<(bool, String)> {
+    let out = Command::new(binary())
+        .arg("check")
+        .arg(component)
+        .arg("--compile-cache")
+        .arg(ruststream_tests::compile_cache_dir())
+        .output()?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    Ok((out.status.success(), text))
+}
+
+#[test]
+fn check_lists_denied_imports_and_refuses_unknown_ones() -> anyhow::Result<()> {
+    let (passed, text) = check(&guests::HOSTILE_NET.path())?;
+    assert!(passed, "{text}");
+    let denied: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(": imported, denied"))
+        .map(str::trim)
+        .collect();
+    assert!(
+        denied
+            .iter()
+            .any(|l| l.starts_with("wasi:sockets/tcp@0.2.")),
+        "{text}"
+    );
+    assert!(
+        denied.iter().all(|l| l.starts_with("wasi:sockets/")),
+        "{text}"
+    );
+    let (passed, text) = check(&guests::HOSTILE_VAULT.path())?;
+    assert!(!passed, "{text}");
+    let refused = text
+        .lines()
+        .find(|l| l.starts_with("error "))
+        .unwrap_or_default();
+    assert!(
+        refused.contains("imports `acme:vault/secrets@1.0.0`, which is neither WASI 0.2 nor"),
+        "{text}"
+    );
+    Ok(())
+}
+
 /// The peak resident memory of process `pid`, in KiB.
 fn peak_rss_kib(pid: u32) -> anyhow::Result<u64> {
     status_kib(&pid.to_string(), "VmHWM")
@@ -399,6 +444,7 @@ async fn a_second_interrupt_exits_at_once() -> anyhow::Result<()> {
         None,
     )
     .await?;
+    // Time for the slow record to be read and its call to start: nothing the host says marks that.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pid = running.0.id().to_string();
     Command::new("kill").args(["-INT", &pid]).status()?;

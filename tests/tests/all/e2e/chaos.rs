@@ -467,6 +467,7 @@ async fn produce(
             });
         }
         lock(&produced).extend(put);
+        // The producer's pace, not a wait.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(())
@@ -495,6 +496,7 @@ async fn sample(store: DynamoLeaseStore, samples: Arc<Mutex<Vec<Sample>>>) {
                 });
             }
         }
+        // The sampler's period, not a wait.
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

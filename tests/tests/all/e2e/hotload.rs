@@ -232,6 +232,7 @@ fn produce(
             let key = HASH_KEYS[(n % 2) as usize];
             put_json(&kinesis, "events", &json!({ "id": n }), Some(key)).await?;
             n += 1;
+            // The producer's pace, not a wait.
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         Ok(n)
@@ -408,6 +409,7 @@ async fn a_version_that_traps_on_every_record_is_rolled_back_and_loses_nothing()
     })
     .await;
     anyhow::ensure!(rolled_back, "no rollback: {}", host.output());
+    // The producer runs on for a while on purpose: records written after the rollback.
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
     let written = producer.await??;

@@ -101,15 +101,15 @@ async fn wait_handled(log: &Path, tenants: &[&str]) -> anyhow::Result<()> {
             s.sum("ruststream_records_total", &[("tenant", tenant)]) == ENTRIES as f64
         })
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while tokio::time::Instant::now() < deadline {
-        if handled(&scrape(log).await?) {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let output = std::fs::read_to_string(log).unwrap_or_default();
-    anyhow::bail!("not every tenant of {tenants:?} handled every record: {output}")
+    let done = poll_for(Duration::from_secs(60), async || match scrape(log).await {
+        Ok(scraped) => handled(&scraped).then_some(Ok(())),
+        Err(error) => Some(Err(error)),
+    })
+    .await;
+    done.unwrap_or_else(|| {
+        let output = std::fs::read_to_string(log).unwrap_or_default();
+        anyhow::bail!("not every tenant of {tenants:?} handled every record: {output}")
+    })
 }
 
 /// The access keys of the sessions STS handed out as `session`.

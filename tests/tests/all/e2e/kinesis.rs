@@ -138,6 +138,7 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
     let second = TestHost::new(client.clone(), "host-b")?;
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
     let reports = second.deliveries.wait_for(2, WAIT).await?;
+    // Time passes on purpose: a record delivered again would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let again: Vec<&str> = second
         .deliveries
@@ -181,6 +182,7 @@ async fn a_dropped_record_does_not_come_back_after_a_restart() -> anyhow::Result
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
     let (_, fresh) = put_json(&client, "ledger", &entry(2, 5), None).await?;
     let reports = second.deliveries.wait_for(1, WAIT).await?;
+    // Time passes on purpose: an older record delivered would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(second.deliveries.len(), 1, "{reports:#?}");
     assert_eq!(reports[0].sequence_number, fresh);
@@ -206,6 +208,7 @@ async fn a_restart_with_the_memory_store_opens_at_the_tip() -> anyhow::Result<()
     let app = second.run_in_memory(guests::SETTLEMENT, 1).await?;
     let (_, after_start) = put_json(&client, "ledger", &entry(3, 3), None).await?;
     let reports = second.deliveries.wait_for(1, WAIT).await?;
+    // Time passes on purpose: the record written while down would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let seen: Vec<String> = second
         .deliveries
@@ -240,6 +243,7 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     )
     .await?;
     put_json(&client, "positions.stamped", &json!({"id": "s-old"}), None).await?;
+    // Time passes on purpose: the stamp lies well after `s-old` arrived and before `s-new`.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let stamp = ruststream_runtime::Clock::now_ms(&ruststream_runtime::SystemClock);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -258,6 +262,7 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     let app = host.start(deployment, 3).await?;
     put_json(&client, "positions.latest", &json!({"id": "l-after"}), None).await?;
     host.deliveries.wait_for(3, WAIT).await?;
+    // Time passes on purpose: a record before a start position would show up in it.
     tokio::time::sleep(Duration::from_millis(800)).await;
     app.shutdown().await;
 
@@ -284,6 +289,7 @@ async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<
         .inject(&["GetRecords"], 1, Fault::expired_iterator());
     ledger.put_entries(2..=4).await?;
     ledger.host.deliveries.wait_for(4, WAIT).await?;
+    // Time passes on purpose: another iterator asked for would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     ledger.app.shutdown().await;
 
@@ -321,6 +327,7 @@ async fn a_read_answer_cut_short_is_read_again_and_loses_nothing() -> anyhow::Re
     ledger.faults.cut_answers_with_records(2);
     ledger.put_entries(1..=5).await?;
     ledger.host.deliveries.wait_for(5, WAIT).await?;
+    // Time passes on purpose: a record delivered twice would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     ledger.app.shutdown().await;
 
@@ -413,6 +420,7 @@ async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> any
     assert!(lost, "{:#?}", app.status());
 
     put_json(&client, "ledger", &entry(2, 2), None).await?;
+    // Time passes on purpose: the record put may not be delivered in it.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         host.deliveries.len(),
@@ -606,6 +614,7 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
     })
     .await;
     assert!(handled);
+    // Time passes on purpose: a record delivered twice would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(first.deliveries.len(), 2);
     assert_eq!(second.deliveries.len(), 2);

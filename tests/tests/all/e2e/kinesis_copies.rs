@@ -48,6 +48,7 @@ async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result
     let (shard, original) = put_json(&client, "refunds", &entry(7, -40), None).await?;
     let reports = host.deliveries.wait_for(3, WAIT).await?;
     let dead = wait_for_records(&client, "refunds.dead", 1).await?;
+    // Time passes on purpose: another attempt or dead letter would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     app.shutdown().await;
 
@@ -121,6 +122,7 @@ async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result
         store.clone(),
     ))?;
     let reports = second.deliveries.wait_for(1, WAIT).await?;
+    // Time passes on purpose: a second delivery would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     app.shutdown().await;
 
@@ -216,6 +218,7 @@ async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds() -> anyh
     }
     host.deliveries.wait_for(3, WAIT).await?;
     wait_for_records(&client, "refunds.dead", 1).await?;
+    // Time passes on purpose: another publish would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let status = app.status();
     app.shutdown().await;

@@ -65,15 +65,18 @@ impl Host {
     /// Scrapes until `done` holds for a scrape, for at most a minute; returns that scrape.
     async fn scrape_until(&self, done: impl Fn(&Scrape) -> bool) -> anyhow::Result<Scrape> {
         let mut last = Scrape::default();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        while tokio::time::Instant::now() < deadline {
-            last = self.scrape().await?;
-            if done(&last) {
-                return Ok(last);
+        let scraped = poll_for(Duration::from_secs(60), async || {
+            match self.scrape().await {
+                Ok(scrape) if done(&scrape) => Some(Ok(scrape)),
+                Ok(scrape) => {
+                    last = scrape;
+                    None
+                }
+                Err(error) => Some(Err(error)),
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        anyhow::bail!("the condition never held; last scrape: {last:?}")
+        })
+        .await;
+        scraped.unwrap_or_else(|| anyhow::bail!("the condition never held; last scrape: {last:?}"))
     }
 }
 

@@ -48,6 +48,7 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
             None,
         )
         .await?;
+        // The producer's pace, not a wait.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let refunds: BTreeSet<u64> = (1..=PAYMENTS)

@@ -1,15 +1,25 @@
 //! `ruststream test` through the binary: a component fed a records file and checked against an
 //! expectations file, with no Rust toolchain in the loop. Every example of the seed's
 //! settlement table runs the same shared files (`tests/fixtures/settlement/`): an example in
-//! another language is one more line in [`SETTLEMENT_EXAMPLES`].
+//! another language is one more line in [`settlement_examples`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ruststream_tests::{Guest, binary, guests};
+use ruststream_tests::toolchains::{SETTLEMENT_JS, SETTLEMENT_PYTHON};
+use ruststream_tests::{binary, guests};
 
-/// The components that answer the seed's settlement table, one per way of writing it.
-const SETTLEMENT_EXAMPLES: &[Guest] = &[guests::SETTLEMENT, guests::SETTLEMENT_MANUAL];
+/// The components that answer the seed's settlement table, one per way of writing it: the
+/// SDK's two forms, plain `wit-bindgen`, Python and JavaScript (built by their toolchains).
+fn settlement_examples() -> anyhow::Result<Vec<PathBuf>> {
+    Ok(vec![
+        guests::SETTLEMENT.path(),
+        guests::SETTLEMENT_MANUAL.path(),
+        guests::SETTLEMENT_PLAIN.path(),
+        SETTLEMENT_PYTHON.build()?,
+        SETTLEMENT_JS.build()?,
+    ])
+}
 
 /// What one run of `ruststream test` came to.
 struct Run {
@@ -47,17 +57,22 @@ fn ruststream_test(component: &Path, records: &Path, expect: &Path) -> anyhow::R
 }
 
 /// The settlement table's run of `guest` against the shared expectations file `expect`.
-fn settlement(guest: Guest, expect: &str) -> anyhow::Result<Run> {
+fn settlement(guest: &Path, expect: &str) -> anyhow::Result<Run> {
     let records = fixture("settlement/records.jsonl");
-    ruststream_test(&guest.path(), &records, &fixture(expect))
+    ruststream_test(guest, &records, &fixture(expect))
 }
 
 #[test]
 fn every_settlement_example_passes_the_seed_table_in_toml_and_json() -> anyhow::Result<()> {
-    for guest in SETTLEMENT_EXAMPLES {
+    for guest in settlement_examples()? {
         for expect in ["settlement/expect.toml", "settlement/expect.json"] {
-            let run = settlement(*guest, expect)?;
-            let said = format!("{guest}, {expect}:\n{}{}", run.stdout, run.stderr);
+            let run = settlement(&guest, expect)?;
+            let said = format!(
+                "{}, {expect}:\n{}{}",
+                guest.display(),
+                run.stdout,
+                run.stderr
+            );
             assert_eq!(run.code, Some(0), "{said}");
             assert!(run.stdout.contains("passed: 6 expectations held"), "{said}");
             assert!(!run.stdout.contains("FAIL"), "{said}");
@@ -68,9 +83,9 @@ fn every_settlement_example_passes_the_seed_table_in_toml_and_json() -> anyhow::
 
 #[test]
 fn a_wrong_outcome_names_the_record_and_both_outcomes() -> anyhow::Result<()> {
-    for guest in SETTLEMENT_EXAMPLES {
-        let run = settlement(*guest, "settlement/expect-wrong.toml")?;
-        let said = format!("{guest}:\n{}{}", run.stdout, run.stderr);
+    for guest in settlement_examples()? {
+        let run = settlement(&guest, "settlement/expect-wrong.toml")?;
+        let said = format!("{}:\n{}{}", guest.display(), run.stdout, run.stderr);
         assert_eq!(run.code, Some(1), "{said}");
         let failed: Vec<_> = run
             .stdout

@@ -8,5 +8,6 @@ mod deadlines;
 mod dev;
 mod holds;
 mod limits;
+mod polyglot;
 mod settlement;
 mod swap;

@@ -3,14 +3,19 @@
 use std::time::Duration;
 
 use ruststream_runtime::{
-    ATTEMPTS_EXHAUSTED, DeadLetterOrigin, Level, Origin, Outcome, SHARD_ID, TestApp,
+    ATTEMPTS_EXHAUSTED, CallForm, DeadLetterOrigin, Level, Origin, Outcome, SHARD_ID, TestApp,
 };
 use ruststream_tests::{Guest, guests};
 use serde_json::json;
 
-/// Both forms of the seed's example must behave the same.
-/// The seed's two ways to write the handler: the macro, and the manual `Handle` trait.
-const SETTLEMENT: [Guest; 2] = [guests::SETTLEMENT, guests::SETTLEMENT_MANUAL];
+/// Every form of the seed's example must behave the same: the seed's two ways to write the
+/// handler with the SDK (the macro, the manual `Handle` trait), both on the batch fast path,
+/// and plain `wit-bindgen` exporting only `handle` (one record per call).
+const SETTLEMENT: [Guest; 3] = [
+    guests::SETTLEMENT,
+    guests::SETTLEMENT_MANUAL,
+    guests::SETTLEMENT_PLAIN,
+];
 
 fn entry(id: u64, amount: i64) -> serde_json::Value {
     json!({ "id": id, "amount": amount })
@@ -102,26 +107,55 @@ async fn a_refund_holds_the_checkpoint_while_later_entries_are_booked() -> anyho
 
 #[tokio::test]
 async fn a_batch_is_settled_record_by_record() -> anyhow::Result<()> {
-    let mut app = start(guests::SETTLEMENT).await;
-    let published = app
-        .publish_batch(
-            "ledger",
-            &[entry(1, 5), entry(2, 0), entry(3, -1), entry(4, 2)],
-        )
-        .await?;
-    let ledger = app.subscriber("book")?;
+    for name in SETTLEMENT {
+        let mut app = start(name).await;
+        let published = app
+            .publish_batch(
+                "ledger",
+                &[entry(1, 5), entry(2, 0), entry(3, -1), entry(4, 2)],
+            )
+            .await?;
+        let ledger = app.subscriber("ledger")?;
+        assert_eq!(
+            ledger.outcomes(),
+            [Outcome::Ack, Outcome::Drop, Outcome::Retry, Outcome::Ack],
+            "{name}"
+        );
+        assert_eq!(
+            ledger.checkpoint(),
+            Some(published[1].sequence_number.as_str())
+        );
+        assert_eq!(
+            ledger.held_at(),
+            Some(published[2].sequence_number.as_str())
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn each_form_prints_the_seed_outcome_table() -> anyhow::Result<()> {
+    let entries = [entry(1, 5), entry(2, 0), entry(3, -3), entry(4, 9)];
+    let mut tables = Vec::new();
+    let mut forms = Vec::new();
+    for name in SETTLEMENT {
+        let mut app = start(name).await;
+        let form = app.component_form();
+        forms.push(form);
+        app.publish_batch("ledger", &entries).await?;
+        let outcomes = app.subscriber("ledger")?.outcomes();
+        println!("{name} ({form}):");
+        for (entry, outcome) in entries.iter().zip(&outcomes) {
+            println!("  {entry} -> {outcome:?}");
+        }
+        tables.push(outcomes);
+    }
     assert_eq!(
-        ledger.outcomes(),
+        tables[0],
         [Outcome::Ack, Outcome::Drop, Outcome::Retry, Outcome::Ack]
     );
-    assert_eq!(
-        ledger.checkpoint(),
-        Some(published[1].sequence_number.as_str())
-    );
-    assert_eq!(
-        ledger.held_at(),
-        Some(published[2].sequence_number.as_str())
-    );
+    assert!(tables.iter().all(|t| *t == tables[0]), "{tables:?}");
+    assert_eq!(forms, [CallForm::Batch, CallForm::Batch, CallForm::Handle]);
     Ok(())
 }
 

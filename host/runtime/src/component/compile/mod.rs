@@ -47,11 +47,17 @@ pub enum CompileError {
     /// Not valid WebAssembly, or not a component wasmtime can compile; the compiler's reason.
     #[error("not a valid component: {0}")]
     Invalid(String),
-    /// The worker ran out of wall time.
-    #[error("compiling took longer than {0:?} (`compile_timeout_ms`)")]
+    /// The worker ran out of wall time: the budget of the component's size.
+    #[error(
+        "compiling took longer than {0:?}, the budget for its size (`compile_timeout_ms`, \
+         `compile_timeout_ms_per_mib`, `compile_timeout_max_ms`)"
+    )]
     Timeout(Duration),
-    /// The worker ran out of CPU time.
-    #[error("compiling used more than {0:?} of CPU time (`compile_cpu_seconds`)")]
+    /// The worker ran out of CPU time: the budget of the component's size.
+    #[error(
+        "compiling used more than {0:?} of CPU time, the budget for its size \
+         (`compile_cpu_seconds`, `compile_cpu_seconds_per_mib`, `compile_cpu_max_seconds`)"
+    )]
     CpuTime(Duration),
     /// The worker ran out of memory (its limit, in MiB).
     #[error("compiling needed more than {0} MiB of memory (`compile_memory_mib`)")]

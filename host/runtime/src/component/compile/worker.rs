@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use super::CompileError;
 use crate::component::engine_config;
 use crate::escape::one_line;
-use crate::limits::{CompileLimits, RuntimeConfig};
+use crate::limits::{CompileBudget, CompileLimits, RuntimeConfig};
 
 /// The argument that makes a program a compile worker.
 pub const WORKER_COMMAND: &str = "compile-worker";
@@ -38,9 +38,10 @@ pub(crate) async fn compile(
     bytes: &[u8],
 ) -> Result<Vec<u8>, CompileError> {
     let limits = &config.compile.limits;
+    let budget = limits.budget(bytes.len());
     let mut child = tokio::process::Command::new(program)
         .arg(WORKER_COMMAND)
-        .args(flags(config))
+        .args(flags(config, budget))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -81,10 +82,16 @@ pub(crate) async fn compile(
             })?;
         Ok::<_, CompileError>((status, artifact, message))
     };
-    let (status, artifact, message) = tokio::time::timeout(limits.timeout, exchange)
+    let (status, artifact, message) = tokio::time::timeout(budget.timeout, exchange)
         .await
-        .map_err(|_elapsed| CompileError::Timeout(limits.timeout))??;
-    judge(status, artifact, &String::from_utf8_lossy(&message), limits)
+        .map_err(|_elapsed| CompileError::Timeout(budget.timeout))??;
+    judge(
+        status,
+        artifact,
+        &String::from_utf8_lossy(&message),
+        limits,
+        budget,
+    )
 }
 
 /// What the worker's exit says.
@@ -93,6 +100,7 @@ fn judge(
     artifact: Vec<u8>,
     message: &str,
     limits: &CompileLimits,
+    budget: CompileBudget,
 ) -> Result<Vec<u8>, CompileError> {
     use std::os::unix::process::ExitStatusExt as _;
     let last_line = message.lines().last().unwrap_or("").trim().to_owned();
@@ -101,7 +109,7 @@ fn judge(
         (Some(0), _) => Ok(artifact),
         (Some(code), _) if code == i32::from(EXIT_INVALID) => Err(CompileError::Invalid(last_line)),
         (Some(code), _) if code == i32::from(EXIT_MEMORY) => Err(memory()),
-        (_, Some(libc::SIGXCPU | libc::SIGKILL)) => Err(CompileError::CpuTime(limits.cpu)),
+        (_, Some(libc::SIGXCPU | libc::SIGKILL)) => Err(CompileError::CpuTime(budget.cpu)),
         // Rust aborts when an allocation fails under `RLIMIT_AS`.
         (_, Some(libc::SIGABRT)) if message.contains("memory allocation") => Err(memory()),
         (code, signal) => {
@@ -119,15 +127,16 @@ fn judge(
     }
 }
 
-/// The worker's flags for `config`: what its engine and its limits must be.
-fn flags(config: &RuntimeConfig) -> Vec<String> {
+/// The worker's flags for `config` and a component's `budget`: what its engine and its limits
+/// must be.
+fn flags(config: &RuntimeConfig, budget: CompileBudget) -> Vec<String> {
     let limits = &config.compile.limits;
     vec![
         format!("--deadlines={}", config.deadlines),
         format!("--fuel={}", config.fuel),
         format!("--max-wasm-stack={}", config.max_wasm_stack),
         format!("--max-bytes={}", limits.max_bytes),
-        format!("--cpu-seconds={}", limits.cpu.as_secs().max(1)),
+        format!("--cpu-seconds={}", budget.cpu.as_secs().max(1)),
         format!("--memory-bytes={}", limits.memory_bytes),
     ]
 }
@@ -264,7 +273,7 @@ mod tests {
             ..RuntimeConfig::default()
         };
         config.compile.limits.max_bytes = 1234;
-        let request = Request::parse(flags(&config))?;
+        let request = Request::parse(flags(&config, config.compile.limits.budget(1234)))?;
         assert!(request.config.fuel && request.config.deadlines);
         assert_eq!(request.config.max_wasm_stack, 1 << 20);
         assert_eq!(request.config.compile.limits.max_bytes, 1234);

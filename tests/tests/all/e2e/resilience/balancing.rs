@@ -153,6 +153,7 @@ fn produce(
                 let sequence = sequence.ok_or_else(|| anyhow::anyhow!("not put: {record:?}"))?;
                 written.push((put, sequence));
             }
+            // The producer's pace, not a wait.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Ok(written)
@@ -432,6 +433,7 @@ async fn a_live_host_that_takes_nothing_leaves_no_shard_unread_and_a_dead_one_is
         tokio::spawn(async move {
             loop {
                 let _ = store.announce(&ghost, Duration::from_secs(3)).await;
+                // The ghost's renewal period, not a wait.
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         })

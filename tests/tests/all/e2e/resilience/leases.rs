@@ -47,6 +47,7 @@ async fn a_host_stops_before_its_next_call_once_its_lease_is_lost() -> anyhow::R
         .wait_for(WAIT, |s| s.iter().any(|s| s.count(&ShardState::Lost) == 1))
         .await;
     assert!(lost, "{:#?}", app.status());
+    // Time passes on purpose: nothing more may be handled in it (a record takes 800 ms).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let handled = host.deliveries.len();
     assert!(
@@ -145,6 +146,7 @@ async fn a_lease_store_that_stops_answering_costs_the_lease_within_its_duration(
         hung.elapsed()
     );
     put_json(client, "ledger", &json!({"id": 2, "amount": 2}), None).await?;
+    // Time passes on purpose: the record put may not be delivered in it.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         host.deliveries.len(),
@@ -217,24 +219,28 @@ async fn balancing_hands_leases_over_without_a_record_handled_twice() -> anyhow:
                     .map(|n| json!({"id": round * 10 + n, "sleep_ms": 20}))
                     .collect();
                 put_json_batch(&client, "paced", &steps).await?;
+                // The producer's pace, not a wait.
                 tokio::time::sleep(Duration::from_millis(150)).await;
             }
             anyhow::Ok(())
         })
     };
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    let paced = |host: &TestHost| {
+        let all = host.deliveries.all().into_iter();
+        all.filter(|r| r.stream == "paced").count()
+    };
+    // The second host joins once records flow through the first.
+    let flowing = eventually(WAIT, || paced(&first) >= 20).await;
+    assert!(flowing, "{} paced records handled", paced(&first));
     let second = TestHost::new(client.clone(), "host-b")?;
     let b = second.host.start(ruststream_host::Deployment::new(
         second.load(guests::PACER).await?,
         store.clone(),
     ))?;
     producer.await??;
-    let paced = |host: &TestHost| {
-        let all = host.deliveries.all().into_iter();
-        all.filter(|r| r.stream == "paced").count()
-    };
     let all = eventually(WAIT, || paced(&first) + paced(&second) >= 400).await;
     assert!(all, "{} + {} of 400", paced(&first), paced(&second));
+    // Time passes on purpose: a record handled twice would show up in it.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let mut times: BTreeMap<String, usize> = BTreeMap::new();

@@ -131,6 +131,7 @@ async fn legacy_rows_are_refused_until_migrated() -> anyhow::Result<()> {
         "names the migration: {error}"
     );
     let (_, later) = put_json(client, "ledger", &entry(3, 3), None).await?;
+    // Time passes on purpose: nothing may be read in it.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(host.deliveries.is_empty(), "nothing read while refused");
     let key = LeaseKey::new("ledger", &shard);

@@ -82,6 +82,7 @@ async fn children_of_a_split_before_the_app_started_are_read_from_the_tip() -> a
     }
     let both = eventually(WAIT, || host.deliveries.len() >= 2).await;
     assert!(both, "{:#?}", app.status());
+    // Time passes on purpose: an older record delivered would show up in it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     app.shutdown().await;
     let delivered: BTreeSet<String> = host

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ruststream_runtime::{
     CONTRACT, Limits, LoadPhase, LoadedComponent, LogLimits, Origin, Outcome, Refusal, StreamGrant,
-    Tenant, TenantError, TrapKind, one_line,
+    Tenant, TenantError, TrapKind, VersionRefusal, one_line,
 };
 use ruststream_tests::e2e::read_all;
 use ruststream_tests::{Guest, guests};
@@ -61,6 +61,24 @@ async fn assert_contained_as(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_infinite_loop_ends_at_its_deadline() -> anyhow::Result<()> {
     assert_contained(guests::HOSTILE_SPIN, TrapKind::Deadline, "deadline").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reports_from_handle_win_no_fresh_deadline() -> anyhow::Result<()> {
+    // The handler stalls 600 ms, reports, stalls 600 ms more and acks: 1.2 s against a 1 s
+    // deadline. A report from `handle` moving the deadline would let it ack.
+    let tenant = evil().limits(Limits {
+        call_deadline: Duration::from_secs(1),
+        ..evil_limits()
+    });
+    assert_contained_as(
+        tenant,
+        guests::HOSTILE_REPORT_HANDLE,
+        TrapKind::Deadline,
+        "deadline",
+    )
+    .await?;
     Ok(())
 }
 
@@ -276,18 +294,51 @@ async fn the_environment_is_empty() -> anyhow::Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_component_that_imports_sockets_is_refused_at_load() -> anyhow::Result<()> {
+async fn a_component_that_imports_sockets_loads_and_every_connect_is_denied() -> anyhow::Result<()>
+{
     let arena = Arena::start().await?;
-    let refused = arena.load(guests::HOSTILE_NET, &Arc::new(evil())).await;
+    let loaded = arena.load(guests::HOSTILE_NET, &Arc::new(evil())).await?;
+    let denied = loaded.denied_imports();
+    assert!(
+        denied.iter().any(|i| i.starts_with("wasi:sockets/tcp")),
+        "{denied:?}"
+    );
+    let hostile = arena.run(guests::HOSTILE_NET, evil()).await?;
+    arena.traffic(1, 1).await?;
+    hostile.shutdown().await;
+    arena.assert_settlement_flows().await?;
+
+    let logs = arena.logs();
+    let dialled = logs
+        .iter()
+        .find(|l| l.field("op") == Some("connect 127.0.0.1:9"))
+        .expect("the guest reports what its connect got");
+    let result = dialled.field("result").unwrap_or_default();
+    assert!(
+        result.starts_with("Err(") && result.contains("PermissionDenied"),
+        "{dialled:#?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_outside_wasi_and_the_contract_is_refused_at_load() -> anyhow::Result<()> {
+    let arena = Arena::start().await?;
+    let refused = arena.load(guests::HOSTILE_VAULT, &Arc::new(evil())).await;
     let error = refused
         .err()
-        .expect("hostile-net must be refused for its socket import");
-    assert_eq!(error.component, "hostile_net");
+        .expect("hostile-vault must be refused for its acme:vault import");
+    assert_eq!(error.component, "hostile_vault");
     assert_eq!(error.phase, LoadPhase::Check);
     let Refusal::ForbiddenImport { import } = &error.refusal else {
         panic!("refused for another reason: {}", one_line(&error));
     };
-    assert!(import.starts_with("wasi:sockets/"), "{import}");
+    assert_eq!(import, "acme:vault/secrets@1.0.0");
+    let line = one_line(&error);
+    assert!(
+        line.contains("imports `acme:vault/secrets@1.0.0`, which is neither WASI 0.2 nor the RustStream contract"),
+        "{line}"
+    );
     arena.assert_settlement_flows().await?;
     Ok(())
 }
@@ -380,12 +431,24 @@ async fn malformed_components_are_refused_and_the_host_runs_on() -> anyhow::Resu
         }
         other => panic!("expected MissingExport, got {other:?}"),
     }
+    // The compatibility rule: a 1.0 host runs 1.0 components; a newer minor (1.1) and the
+    // 0.x line are refused at the check, each naming both versions and what to do.
     let future = std::fs::read(guests::FUTURE_CONTRACT.path())?;
-    match load("future_contract", future).await {
-        Some((LoadPhase::Check, Refusal::ContractVersion { found })) => {
-            assert_eq!(found, "ruststream:handler/handler@0.6.0");
+    match load("future_contract", future.clone()).await {
+        Some((
+            LoadPhase::Check,
+            Refusal::ContractVersion(VersionRefusal::TooNew { found, .. }),
+        )) => {
+            assert_eq!(found, "ruststream:handler/handler@1.1.0");
         }
-        other => panic!("expected ContractVersion, got {other:?}"),
+        other => panic!("expected a newer contract refused, got {other:?}"),
+    }
+    let past = std::fs::read(guests::PAST_CONTRACT.path())?;
+    match load("past_contract", past.clone()).await {
+        Some((LoadPhase::Check, Refusal::ContractVersion(VersionRefusal::TooOld { found }))) => {
+            assert_eq!(found, "ruststream:handler/handler@0.5.0");
+        }
+        other => panic!("expected an older contract refused, got {other:?}"),
     }
     // The error as one line, as the binary prints it.
     let refusal = async |name: &str, bytes: Vec<u8>| {
@@ -401,21 +464,28 @@ async fn malformed_components_are_refused_and_the_host_runs_on() -> anyhow::Resu
         .map(|e| one_line(&e))
         .unwrap_or_default()
     };
-    // Built before the batch layout changed: refused, naming both versions.
-    let refused = refusal(
-        "past_contract",
-        std::fs::read(guests::PAST_CONTRACT.path())?,
-    )
-    .await;
+    // Built against 0.5.0, before `handle` came back: rebuild it.
+    let refused = refusal("past_contract", past).await;
     assert!(
-        refused.contains("built against `ruststream:handler/handler@0.3.0`")
-            && refused.contains(&format!("this host implements {CONTRACT}")),
+        refused.contains("built against `ruststream:handler/handler@0.5.0`")
+            && refused.contains(&format!("it implements {CONTRACT}"))
+            && refused.contains("ruststream:handler 1.0 to 1.0")
+            && refused
+                .contains("rebuild the component with a RustStream guest SDK for contract 1.x"),
+        "{refused}"
+    );
+    // Built against 1.1.0: this host is too old for it.
+    let refused = refusal("future_contract", future).await;
+    assert!(
+        refused.contains("built against `ruststream:handler/handler@1.1.0`, newer than this host")
+            && refused.contains(&format!("it implements {CONTRACT}"))
+            && refused.contains("upgrade the host to one implementing 1.1 or later"),
         "{refused}"
     );
     let refused = refusal("not_ruststream", command).await;
     assert!(
         refused.starts_with("tenant `evil`, component `not_ruststream`: checking refused: ")
-            && refused.contains("ruststream:handler/handler@0.5.0"),
+            && refused.contains("ruststream:handler/handler@1.0.0"),
         "{refused}"
     );
 

@@ -11,6 +11,7 @@ use ruststream_runtime::{
     LoadedComponent, Refusal, Runtime, RuntimeConfig, Tenant, TrapKind, one_line,
 };
 use ruststream_tests::hostile;
+use ruststream_tests::toolchains::SETTLEMENT_PYTHON;
 use ruststream_tests::{Guest, guests};
 
 use super::{Arena, assert_printable, evil, evil_limits};
@@ -104,6 +105,55 @@ async fn code_that_blocks_or_spins_while_loading_is_refused_within_the_deadline(
     flowed
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reports_while_loading_win_no_fresh_deadline() -> anyhow::Result<()> {
+    // Each stalls 600 ms, reports, stalls 600 ms more, reports: 1.2 s against a 1 s deadline.
+    // Were a report outside `handle-batch` to move the deadline, it would load.
+    let arena = Arena::start().await?;
+    let deadline = Duration::from_secs(1);
+    let tenant = Arc::new(evil().limits(Limits {
+        call_deadline: deadline,
+        ..evil_limits()
+    }));
+    let cases = [
+        (
+            "hostile_report_initialize",
+            guest(guests::HOSTILE_REPORT_INITIALIZE)?,
+            LoadPhase::Instantiate,
+        ),
+        (
+            "hostile_report_describe",
+            guest(guests::HOSTILE_REPORT_DESCRIBE)?,
+            LoadPhase::Describe,
+        ),
+    ];
+    for (name, bytes, phase) in cases {
+        let runtime = &arena.host.runtime;
+        // The first load compiles (and caches); the second measures the refusal alone.
+        let first = load_bytes(&arena, runtime, &tenant, name, bytes.clone()).await;
+        assert!(first.is_err(), "{name} loaded");
+        let started = Instant::now();
+        let refused = load_bytes(&arena, runtime, &tenant, name, bytes).await;
+        let took = started.elapsed();
+        let error = refused.err().expect("refused");
+        let line = one_line(&error);
+        assert_eq!(error.phase, phase, "{line}");
+        assert!(
+            matches!(&error.refusal, Refusal::Trap(f) if f.kind == TrapKind::Deadline),
+            "{line}"
+        );
+        assert!(
+            took >= deadline,
+            "{name}: refused before its deadline, {took:?}"
+        );
+        assert!(
+            took < deadline + Duration::from_millis(700),
+            "{name}: {took:?}"
+        );
+    }
+    arena.assert_settlement_flows().await
+}
+
 /// A runtime whose components compile in the bounded worker with a small budget, uncached.
 fn bounded_runtime(limits: CompileLimits) -> anyhow::Result<Runtime> {
     Runtime::new(RuntimeConfig {
@@ -181,6 +231,54 @@ async fn compile_bombs_are_refused_within_the_compile_budget() -> anyhow::Result
     };
     let (refused, flowed) = tokio::join!(bombs, arena.assert_settlement_flows());
     refused?;
+    flowed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_budget_compiles_a_large_component_and_stops_a_small_bomb() -> anyhow::Result<()>
+{
+    let arena = Arena::start().await?;
+    let limits = CompileLimits::default();
+    let runtime = bounded_runtime(limits.clone())?;
+    let python = tokio::task::spawn_blocking(|| SETTLEMENT_PYTHON.build()).await??;
+    let python = std::fs::read(python)?;
+    let bomb = hostile::compile_bomb_cpu();
+    // The bomb is a few KB: it gets the small component's budget; CPython's 18 MB get more.
+    assert_eq!(limits.budget(bomb.len()).cpu, limits.cpu);
+    let budget = limits.budget(python.len());
+    assert!(budget.cpu > limits.cpu && budget.timeout > limits.timeout);
+    let tenant = Arc::new(Tenant::trusted("polyglot"));
+    let large = async {
+        let started = Instant::now();
+        let loaded = load_bytes(&arena, &runtime, &tenant, "settlement_python", python).await;
+        let loaded = loaded.map_err(|e| anyhow::anyhow!("{}", one_line(&e)))?;
+        eprintln!(
+            "settlement-python compiled and loaded in {:?} (budget {budget:?})",
+            started.elapsed()
+        );
+        assert_eq!(loaded.app().name, "ledger");
+        anyhow::Ok(())
+    };
+    let small = async {
+        let started = Instant::now();
+        let error = load_bytes(&arena, &runtime, &tenant, "cpu_bomb", bomb)
+            .await
+            .err()
+            .expect("refused");
+        eprintln!("the CPU bomb was stopped after {:?}", started.elapsed());
+        // Stopped by the small component's budget: its CPU time, or on a loaded machine (the
+        // worker niced) its wall time first.
+        let small_budget = match error.refusal {
+            Refusal::Compile(CompileError::CpuTime(cpu)) => cpu == limits.cpu,
+            Refusal::Compile(CompileError::Timeout(wall)) => wall == limits.timeout,
+            _ => false,
+        };
+        assert!(small_budget, "{}", one_line(&error));
+        anyhow::Ok(())
+    };
+    let (large, small, flowed) = tokio::join!(large, small, arena.assert_settlement_flows());
+    large?;
+    small?;
     flowed
 }
 

@@ -52,6 +52,7 @@ async fn tenants_whose_names_run_together_keep_their_own_leases() -> anyhow::Res
             "{rows:#?}"
         );
     }
+    // Time passes on purpose: a record delivered twice would show up in it.
     tokio::time::sleep(Duration::from_millis(300)).await;
     for (host, app, _) in running {
         assert_eq!(host.deliveries.len(), 6, "each entry once per tenant");

@@ -1,0 +1,118 @@
+//! Redrives the admin API starts (`POST /v1/redrives`): the engine `ruststream redrive` runs,
+//! run inside the host with the host's own tenants, so a redriven record draws on the very
+//! write quota the tenant's handlers draw on, and its grants are those the host enforces now.
+//! Progress is kept in the same DynamoDB table as the verb's, so either resumes the other.
+
+use std::sync::Arc;
+
+use ruststream_host::DynamoLeaseStore;
+use ruststream_host::redrive::filter::{RedriveFilter, Tenants, parse_time};
+use ruststream_host::redrive::{DEFAULT_TABLE, Redrive, RedriveSpec, RedriveState};
+use ruststream_runtime::internals::lock;
+use ruststream_runtime::one_line;
+
+use super::Fleet;
+use crate::admin::control::ControlError;
+use crate::admin::model::RedriveRequest;
+use crate::args::LeaseStoreKind;
+
+/// How many of the dead letters a dry run would move it lists.
+const LISTED: usize = 10;
+
+impl Fleet {
+    /// Plans (`dry_run`) or starts the redrive `request` asks for.
+    pub(super) async fn start_redrive(
+        &self,
+        request: RedriveRequest,
+    ) -> Result<serde_json::Value, ControlError> {
+        if self.inner.leases.kind != LeaseStoreKind::Dynamodb {
+            return Err(ControlError::Redrive(
+                "this host keeps its leases in memory, and a redrive's progress must outlive \
+                 the process: run the host with --lease-store dynamodb, or run `ruststream \
+                 redrive` against the servers"
+                    .into(),
+            ));
+        }
+        let redrive = self.redrive_for(request.clone()).await?;
+        let failed =
+            |error: ruststream_host::redrive::RedriveError| ControlError::Redrive(one_line(&error));
+        if request.dry_run {
+            let plan = redrive.dry_run(LISTED).await.map_err(failed)?;
+            return Ok(serde_json::to_value(plan).unwrap_or_default());
+        }
+        let id = redrive.id().to_owned();
+        let progress = redrive.progress();
+        {
+            let mut state = self.state();
+            if let Some(running) = state.redrives.get(&id)
+                && lock(running).state == RedriveState::Running
+            {
+                return Err(ControlError::Redrive(format!(
+                    "redrive `{id}` is running on this host already"
+                )));
+            }
+            state.redrives.insert(id.clone(), Arc::clone(&progress));
+        }
+        tokio::spawn(async move {
+            match redrive.run().await {
+                Ok(report) => tracing::info!(redrive = %report.id, redriven = report.redriven,
+                    skipped = report.skipped.values().sum::<u64>(), "redrive finished"),
+                Err(error) => tracing::warn!(redrive = %redrive.id(), error = %one_line(&error),
+                    "redrive stopped: starting it again resumes it"),
+            }
+        });
+        Ok(serde_json::to_value(&*lock(&progress)).unwrap_or_default())
+    }
+
+    /// The redrive of `request`, over the host's tenants, Kinesis client and redrive table.
+    async fn redrive_for(&self, request: RedriveRequest) -> Result<Redrive, ControlError> {
+        let time = |text: Option<String>| {
+            text.map(|text| parse_time(&text))
+                .transpose()
+                .map_err(|error| ControlError::Redrive(error.to_string()))
+        };
+        let filter = RedriveFilter {
+            tenant: request.tenant,
+            reason: request.reason,
+            since_ms: time(request.since)?,
+            until_ms: time(request.until)?,
+        };
+        let spec = RedriveSpec::new(&request.stream, filter, request.id);
+        let tenants: Tenants = self.with_tenants(|tenants| {
+            tenants
+                .iter()
+                .map(|(name, run)| (name.clone(), Arc::clone(&run.tenant)))
+                .collect()
+        });
+        let clients = self.inner.identities.base();
+        let store = DynamoLeaseStore::new(clients.dynamo.clone(), DEFAULT_TABLE);
+        if self.inner.leases.create_table {
+            store.create_table_if_missing().await.map_err(|error| {
+                ControlError::Redrive(format!(
+                    "creating redrive table `{DEFAULT_TABLE}`: {}",
+                    one_line(&error)
+                ))
+            })?;
+        }
+        let config = self.host().config();
+        let owner = format!("{}/redrive", config.owner_id);
+        Ok(Redrive::new(
+            clients.kinesis.clone(),
+            Arc::new(store),
+            tenants,
+            spec,
+            &owner,
+            config.lease_ttl,
+        ))
+    }
+
+    /// Where redrive `id`, started on this host, stands.
+    pub(super) fn redrive_progress(&self, id: &str) -> Result<serde_json::Value, ControlError> {
+        let state = self.state();
+        let progress = state
+            .redrives
+            .get(id)
+            .ok_or_else(|| ControlError::UnknownRedrive(id.to_owned()))?;
+        Ok(serde_json::to_value(&*lock(progress)).unwrap_or_default())
+    }
+}

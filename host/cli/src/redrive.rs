@@ -1,0 +1,163 @@
+//! `ruststream redrive DEAD_LETTER_STREAM`: dead letters written back to their origin
+//! streams by this process, against Kinesis and DynamoDB directly (like `tail` and `put`), so
+//! it needs no running host; a host's admin API runs the same engine (`POST /v1/redrives`).
+//! Both keep progress in the same table, so a redrive started by one resumes in the other.
+//!
+//! Grants and write quotas come from the tenants file (`--config`). A run prints its progress
+//! every half second and a summary at the end; stopped (even with `kill -9`) and run again
+//! with the same options, it resumes without writing anything twice.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ruststream_host::DynamoLeaseStore;
+use ruststream_host::redrive::filter::{RedriveFilter, Tenants};
+use ruststream_host::redrive::{DryRun, Redrive, RedriveReport, RedriveSpec, RedriveState};
+use ruststream_runtime::{Clock, SystemClock};
+
+use crate::args::RedriveArgs;
+use crate::config::Config;
+
+/// How many of the dead letters a dry run would move it lists.
+const LISTED: usize = 10;
+
+/// Set to N, the process aborts right after its Nth published batch, before that batch's
+/// checkpoint: the end-to-end tests' way of stopping a run at the worst moment.
+const ABORT_AFTER: &str = "RUSTSTREAM_REDRIVE_ABORT_AFTER_BATCHES";
+
+/// Runs (or with `--dry-run`, plans) the redrive.
+///
+/// # Errors
+/// The tenants file; the table; a failed call (running it again resumes).
+pub(crate) async fn redrive(args: RedriveArgs) -> anyhow::Result<()> {
+    let config = Config::load(&args.config)?;
+    let tenants: Tenants = config
+        .tenants
+        .iter()
+        .map(|section| (section.name.clone(), Arc::new(config.tenant(section))))
+        .collect();
+    let shared = args.aws.shared_config().await;
+    let kinesis = aws_sdk_kinesis::Client::new(&args.aws.kinesis(&shared));
+    let store = DynamoLeaseStore::new(
+        aws_sdk_dynamodb::Client::new(&args.aws.dynamodb(&shared)),
+        &args.redrive_table,
+    );
+    if args.create_redrive_table {
+        store
+            .create_table_if_missing()
+            .await
+            .with_context(|| format!("creating redrive table `{}`", args.redrive_table))?;
+    }
+    let filter = RedriveFilter {
+        tenant: args.tenant.clone(),
+        reason: args.reason.clone(),
+        since_ms: args.since,
+        until_ms: args.until,
+    };
+    let spec = RedriveSpec::new(&args.stream, filter, args.id.clone());
+    let owner = format!("redrive-{}-{}", std::process::id(), SystemClock.now_ms());
+    let ttl = Duration::from_millis(args.lease_ttl_ms.max(1_000));
+    let mut redrive = Redrive::new(kinesis, Arc::new(store), tenants, spec, &owner, ttl);
+    if args.dry_run {
+        let plan = redrive.dry_run(LISTED).await?;
+        print!("{}", render_plan(&args.stream, &plan));
+        return Ok(());
+    }
+    if let Some(after) = std::env::var(ABORT_AFTER)
+        .ok()
+        .and_then(|n| n.parse::<u64>().ok())
+    {
+        redrive = redrive.on_published(Arc::new(move |batches| {
+            if batches >= after {
+                std::process::abort();
+            }
+        }));
+    }
+    println!("redrive {} of `{}`", redrive.id(), args.stream);
+    let progress = redrive.progress();
+    let ticker = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = ruststream_runtime::internals::lock(&progress).clone();
+            println!("progress: {}", counts(&now));
+        }
+    });
+    let result = redrive.run().await;
+    ticker.abort();
+    let report = result?;
+    print!("{}", render_report(&report));
+    Ok(())
+}
+
+fn counts(report: &RedriveReport) -> String {
+    let skipped: u64 = report.skipped.values().sum();
+    format!(
+        "redriven {} (this run {}), skipped {skipped}",
+        report.redriven, report.redriven_now
+    )
+}
+
+/// The summary of a finished run: counts, then every refused dead letter listed.
+pub(crate) fn render_report(report: &RedriveReport) -> String {
+    let state = match report.state {
+        RedriveState::Running => "running",
+        RedriveState::Finished => "finished",
+        RedriveState::Failed => "failed",
+    };
+    let mut out = format!(
+        "redrive {} of `{}`: {state}\n{}\n",
+        report.id,
+        report.stream,
+        counts(report)
+    );
+    for (reason, count) in &report.skipped {
+        let _ = writeln!(out, "skipped {reason}: {count}");
+    }
+    for refused in &report.refused {
+        let _ = writeln!(
+            out,
+            "refused {} {}: origin `{}`, tenant `{}`: {}",
+            refused.shard,
+            refused.sequence,
+            refused.origin_stream.as_deref().unwrap_or("-"),
+            refused.tenant.as_deref().unwrap_or("-"),
+            refused.reason.label()
+        );
+    }
+    out
+}
+
+/// What a dry run found: per origin stream and reason, refusals, the first records.
+fn render_plan(stream: &str, plan: &DryRun) -> String {
+    let mut out = format!(
+        "dry run of redrive {} of `{stream}`: nothing is written\n",
+        plan.id
+    );
+    for (origin, reasons) in &plan.moves {
+        for (reason, count) in reasons {
+            let _ = writeln!(out, "would redrive {count} to `{origin}` ({reason})");
+        }
+    }
+    for (reason, count) in &plan.refused {
+        let _ = writeln!(out, "would refuse {count} ({reason})");
+    }
+    if plan.moves.is_empty() {
+        out.push_str("nothing to redrive\n");
+    }
+    for first in &plan.first {
+        let _ = writeln!(
+            out,
+            "  {} {} -> `{}` tenant `{}` subscriber `{}` ({}) key `{}`",
+            first.shard,
+            first.sequence,
+            first.origin_stream,
+            first.tenant,
+            first.subscriber,
+            first.reason,
+            first.partition_key
+        );
+    }
+    out
+}

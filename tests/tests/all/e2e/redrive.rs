@@ -1,0 +1,436 @@
+//! Dead-letter redrive through the binary: a broken version of an app dead-letters 500 entries
+//! of two streams, a fixed version takes over, and `ruststream redrive` writes the dead
+//! letters back, stopped twice on the way (once right after a publish, before its checkpoint,
+//! once with `kill -9` at whatever moment): every dead letter lands in its origin stream once,
+//! the fixed handler acks each once, and a dead letter forged for a stream its tenant may not
+//! write to is refused and reported. Also `--dry-run`, and the admin route running a redrive
+//! in the host.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use aws_sdk_kinesis::primitives::Blob;
+use ruststream_runtime::internals::envelope;
+use ruststream_runtime::{DeadLetterOrigin, Header};
+use ruststream_tests::http::AdminApi;
+use ruststream_tests::process::{Running, admin_addr, metrics_addr, run_host, state_dir};
+use ruststream_tests::scrape::Scrape;
+use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
+use ruststream_tests::wait::poll_for;
+use ruststream_tests::{binary, guests};
+use serde_json::Value;
+
+/// Entries written to each of the two origin streams.
+const PER_STREAM: usize = 250;
+
+/// The local servers and a folder for one test.
+struct Setup {
+    kinesis: LocalKinesis,
+    dynamo: LocalDynamo,
+    dir: PathBuf,
+}
+
+impl Setup {
+    async fn start(name: &str) -> anyhow::Result<Self> {
+        let kinesis = LocalKinesis::start().await?;
+        let dynamo = LocalDynamo::start().await?;
+        for (stream, shards) in [
+            ("orders", 1),
+            ("refunds", 1),
+            ("books.dead", 2),
+            ("books.acked", 1),
+            ("secrets", 1),
+        ] {
+            kinesis.create_stream(stream, shards).await?;
+        }
+        let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self {
+            kinesis,
+            dynamo,
+            dir,
+        })
+    }
+
+    /// A tenants file running `guest` for `acme`, writing at most `rate` records a second.
+    fn tenants(&self, name: &str, guest: &Path, rate: u32) -> anyhow::Result<PathBuf> {
+        let file = self.dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\n\
+                 subscribe = [\"orders\", \"refunds\"]\npublish = [\"books.dead\", \"books.acked\"]\n\
+                 limits = {{ write_records_per_second = {rate} }}\n",
+                guest.display()
+            ),
+        )?;
+        Ok(file)
+    }
+
+    /// `ruststream ARGS` against the servers, as a command to run.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(binary());
+        command
+            .args(args)
+            .args(["--kinesis-endpoint", &self.kinesis.endpoint()])
+            .args(["--dynamodb-endpoint", &self.dynamo.endpoint()])
+            .args(["--region", "us-east-1"])
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// `ruststream ARGS`: whether it succeeded, its stdout and stderr.
+    fn run(&self, args: &[&str]) -> anyhow::Result<(bool, String, String)> {
+        let out = self.command(args).output()?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    /// The records of `stream`, as `ruststream tail` shows them.
+    fn tail(&self, stream: &str) -> anyhow::Result<Vec<Value>> {
+        let out = Command::new(binary())
+            .args([
+                "tail",
+                stream,
+                "--kinesis-endpoint",
+                &self.kinesis.endpoint(),
+            ])
+            .args(["--region", "us-east-1"])
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "tail {stream}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect())
+    }
+
+    /// Waits until `stream` holds at least `count` records; returns them.
+    async fn wait_for(&self, stream: &str, count: usize) -> anyhow::Result<Vec<Value>> {
+        let mut last = 0;
+        let found = poll_for(Duration::from_secs(120), async || {
+            let records = self.tail(stream).ok()?;
+            last = records.len();
+            (records.len() >= count).then_some(records)
+        })
+        .await;
+        found.ok_or_else(|| anyhow::anyhow!("`{stream}` holds {last} records, not {count}"))
+    }
+
+    /// Writes `count` entries `{"id": n}` to `stream`.
+    fn put_entries(&self, stream: &str, count: usize) -> anyhow::Result<()> {
+        let file = self.dir.join(format!("{stream}.jsonl"));
+        let lines: Vec<String> = (0..count).map(|id| format!("{{\"id\":{id}}}")).collect();
+        std::fs::write(&file, lines.join("\n"))?;
+        let file = file.display().to_string();
+        let (ok, _, error) = self.run(&["put", stream, "--file", &file])?;
+        anyhow::ensure!(ok, "put {stream}: {error}");
+        Ok(())
+    }
+
+    /// Writes a dead letter straight into `books.dead`, as a host would have, for `origin`.
+    async fn forge_dead_letter(&self, origin: &DeadLetterOrigin, id: u64) -> anyhow::Result<()> {
+        let mut headers = vec![Header::new("trace", "forged")];
+        headers.extend(origin.headers());
+        let data = envelope::wrap(&headers, format!("{{\"id\":{id}}}").as_bytes());
+        self.kinesis
+            .client()
+            .await
+            .put_record()
+            .stream_name("books.dead")
+            .partition_key(id.to_string())
+            .data(Blob::new(data))
+            .send()
+            .await?;
+        Ok(())
+    }
+}
+
+/// A host running `tenants`, once its two subscriptions read their shards.
+async fn start_host(
+    setup: &Setup,
+    tenants: &Path,
+    name: &str,
+    args: &[&str],
+) -> anyhow::Result<(Running, PathBuf)> {
+    let log = setup.dir.join(format!("{name}.log"));
+    let running = run_host(tenants, &setup.kinesis, &log, args)?;
+    let reading = poll_for(Duration::from_secs(90), async || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        (text.matches("reading shard").count() >= 2).then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        reading.is_some(),
+        "{name} never read its shards: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    Ok((running, log))
+}
+
+fn origin(stream: &str, tenant: &str) -> DeadLetterOrigin {
+    DeadLetterOrigin {
+        stream: stream.into(),
+        shard_id: "shardId-000000000000".into(),
+        sequence_number: "1".into(),
+        subscriber: "orders".into(),
+        tenant: tenant.into(),
+        app: Some("books".into()),
+        attempts: 1,
+        reason: "attempts-exhausted".into(),
+    }
+}
+
+/// The redrive tags in `records`, each with how many records carry it.
+fn tags(records: &[Value]) -> BTreeMap<String, usize> {
+    let mut tags = BTreeMap::new();
+    for record in records {
+        if let Some(tag) = record["headers"][envelope::REDRIVE_HEADER].as_str() {
+            *tags.entry(tag.to_owned()).or_default() += 1;
+        }
+    }
+    tags
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyhow::Result<()> {
+    let setup = Setup::start("redrive").await?;
+    // The broken version dead-letters every entry of both streams.
+    let broken = setup.tenants("broken", &guests::BOOKS_BROKEN.path(), 10_000)?;
+    let (host, _) = start_host(&setup, &broken, "broken", &[]).await?;
+    setup.put_entries("orders", PER_STREAM)?;
+    setup.put_entries("refunds", PER_STREAM)?;
+    let dead = setup.wait_for("books.dead", 2 * PER_STREAM).await?;
+    assert!(
+        dead.iter().all(|d| d["dead_letter"]["tenant"] == "acme"),
+        "{:?}",
+        dead.first()
+    );
+    drop(host);
+    // A dead letter claiming to come from a stream `acme` may neither read nor write.
+    setup
+        .forge_dead_letter(&origin("secrets", "acme"), 9_999)
+        .await?;
+
+    // The fixed version takes over, reading from the tip. The redrive writes for `acme` at
+    // 100 records a second (the tenants file it is given says so): slow enough to be stopped
+    // midway.
+    let fixed = setup.tenants("fixed", &guests::BOOKS_FIXED.path(), 10_000)?;
+    let (_host, host_log) = start_host(&setup, &fixed, "fixed", &[]).await?;
+    let slow = setup.tenants("slow", &guests::BOOKS_FIXED.path(), 100)?;
+    let config = slow.display().to_string();
+    let redrive = [
+        "redrive",
+        "books.dead",
+        "--config",
+        &config,
+        "--create-redrive-table",
+        "--lease-ttl-ms",
+        "2000",
+    ];
+
+    // A dry run says what would move, and moves nothing.
+    let (ok, plan, error) = setup.run(&[&redrive[..], &["--dry-run"]].concat())?;
+    assert!(ok, "{error}");
+    println!("{plan}");
+    assert!(
+        plan.contains("would redrive 250 to `orders` (attempts-exhausted)"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("would redrive 250 to `refunds` (attempts-exhausted)"),
+        "{plan}"
+    );
+    assert!(plan.contains("would refuse 1 (not-granted)"), "{plan}");
+    assert!(
+        plan.lines().filter(|l| l.contains(" -> `")).count() == 10,
+        "{plan}"
+    );
+    assert_eq!(
+        setup.tail("orders")?.len(),
+        PER_STREAM,
+        "a dry run writes nothing"
+    );
+
+    // Stopped right after its second publish, before that batch's checkpoint.
+    let status = setup
+        .command(&redrive)
+        .env("RUSTSTREAM_REDRIVE_ABORT_AFTER_BATCHES", "2")
+        .stdout(Stdio::null())
+        .status()?;
+    assert!(!status.success(), "the first run was to stop");
+    // Killed with SIGKILL once it has written part of the rest.
+    let log = setup.dir.join("redrive-2.log");
+    let mut second = setup
+        .command(&redrive)
+        .stdout(std::fs::File::create(&log)?)
+        .spawn()?;
+    let midway = poll_for(Duration::from_secs(90), async || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let redriven = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("progress: redriven "))
+            .filter_map(|l| l.split_whitespace().next()?.parse::<usize>().ok())
+            .max()?;
+        (redriven >= 300).then_some(redriven)
+    })
+    .await;
+    second.kill()?;
+    second.wait()?;
+    let midway = midway.ok_or_else(|| {
+        anyhow::anyhow!(
+            "the second run never got past 300: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    })?;
+    assert!(midway < 2 * PER_STREAM, "killed before the end: {midway}");
+
+    // The third run finishes it.
+    let (ok, summary, error) = setup.run(&redrive)?;
+    assert!(ok, "{error}\n{summary}");
+    println!("killed at {midway}; then:\n{summary}");
+    assert!(summary.contains(": finished"), "{summary}");
+    assert!(summary.contains("redriven 500 "), "{summary}");
+    assert!(summary.contains("skipped not-granted: 1"), "{summary}");
+    assert!(
+        summary
+            .lines()
+            .any(|l| l.starts_with("refused ") && l.contains("origin `secrets`")),
+        "{summary}"
+    );
+
+    // Every dead letter is back in its origin stream once, none twice, nothing in `secrets`.
+    let mut back = BTreeMap::new();
+    for stream in ["orders", "refunds"] {
+        let records = setup.tail(stream)?;
+        let redriven: Vec<Value> = records
+            .into_iter()
+            .filter(|r| r["headers"][envelope::REDRIVE_HEADER].is_string())
+            .collect();
+        let ids: BTreeSet<u64> = redriven
+            .iter()
+            .filter_map(|r| r["payload"]["id"].as_u64())
+            .collect();
+        assert_eq!(redriven.len(), PER_STREAM, "{stream}");
+        assert_eq!(ids.len(), PER_STREAM, "{stream}: an entry twice");
+        assert!(
+            redriven.iter().all(|r| r.get("retry_count").is_none()),
+            "a fresh attempt count"
+        );
+        back.extend(tags(&redriven));
+    }
+    assert_eq!(back.len(), 2 * PER_STREAM);
+    assert!(back.values().all(|&n| n == 1), "a dead letter twice");
+    assert!(
+        setup.tail("secrets")?.is_empty(),
+        "nothing published elsewhere"
+    );
+
+    // The fixed handler acks each once.
+    let acked = setup.wait_for("books.acked", 2 * PER_STREAM).await?;
+    let mut handled = BTreeMap::new();
+    for record in &acked {
+        let key = (
+            record["payload"]["stream"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned(),
+            record["payload"]["id"].as_u64().unwrap_or(u64::MAX),
+        );
+        *handled.entry(key).or_insert(0) += 1;
+    }
+    assert_eq!(
+        handled.len(),
+        2 * PER_STREAM,
+        "{}",
+        std::fs::read_to_string(&host_log).unwrap_or_default()
+    );
+    assert!(handled.values().all(|&n| n == 1), "an entry handled twice");
+    // Nothing was dead-lettered again.
+    assert_eq!(setup.tail("books.dead")?.len(), 2 * PER_STREAM + 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_route_runs_a_redrive_in_the_host() -> anyhow::Result<()> {
+    let setup = Setup::start("redrive-admin").await?;
+    for id in 0..20 {
+        setup
+            .forge_dead_letter(&origin("orders", "acme"), id)
+            .await?;
+    }
+    let fixed = setup.tenants("fixed", &guests::BOOKS_FIXED.path(), 10_000)?;
+    let dynamo = setup.dynamo.endpoint();
+    let args = [
+        "--lease-store",
+        "dynamodb",
+        "--create-lease-table",
+        "--dynamodb-endpoint",
+        &dynamo,
+    ];
+    let (_host, log) = start_host(&setup, &fixed, "host", &args).await?;
+    let text = std::fs::read_to_string(&log)?;
+    let addr = admin_addr(&text).ok_or_else(|| anyhow::anyhow!("no admin API: {text}"))?;
+    let api = AdminApi::new(&addr, &state_dir(&fixed))?;
+    let json = Some("application/json");
+
+    let body = br#"{"stream": "books.dead", "dry_run": true}"#;
+    let (status, plan) = api.call("POST", "/v1/redrives", json, body)?;
+    assert_eq!(status, 200, "{plan}");
+    let plan: Value = serde_json::from_str(&plan)?;
+    assert_eq!(plan["moves"]["orders"]["attempts-exhausted"], 20, "{plan}");
+
+    let unauthorised = ruststream_tests::http::request(
+        &addr,
+        "POST",
+        "/v1/redrives",
+        &[("Content-Type", "application/json")],
+        br#"{"stream": "books.dead"}"#,
+    )?;
+    assert_eq!(unauthorised.0, 401, "{unauthorised:?}");
+
+    let (status, started) =
+        api.call("POST", "/v1/redrives", json, br#"{"stream": "books.dead"}"#)?;
+    assert_eq!(status, 200, "{started}");
+    let started: Value = serde_json::from_str(&started)?;
+    let id = started["id"].as_str().unwrap_or_default().to_owned();
+    let path = format!("/v1/redrives/{id}");
+    let done = poll_for(Duration::from_secs(60), async || {
+        let (_, body) = api.call("GET", &path, None, b"").ok()?;
+        let report: Value = serde_json::from_str(&body).ok()?;
+        (report["state"] != "running").then_some(report)
+    })
+    .await
+    .ok_or_else(|| anyhow::anyhow!("the redrive never finished"))?;
+    assert_eq!(done["state"], "finished", "{done}");
+    assert_eq!(done["redriven"], 20, "{done}");
+    let (status, _) = api.call("GET", "/v1/redrives/rd-none", None, b"")?;
+    assert_eq!(status, 404);
+
+    let acked = setup.wait_for("books.acked", 20).await?;
+    assert_eq!(acked.len(), 20);
+    let metrics = metrics_addr(&std::fs::read_to_string(&log)?)
+        .ok_or_else(|| anyhow::anyhow!("no metrics endpoint"))?;
+    let (_, text) = ruststream_tests::http::http(&metrics, "GET", "/metrics", b"")?;
+    let scrape = Scrape::parse(&text)?;
+    let redriven = scrape.sum(
+        "ruststream_redrive_records_total",
+        &[("redrive", id.as_str()), ("outcome", "redriven")],
+    );
+    assert_eq!(redriven, 20.0, "{text}");
+    Ok(())
+}
