@@ -1,8 +1,8 @@
 //! Hostile: tries to open a TCP connection to 127.0.0.1:9 on every record, logs the result,
 //! then acks.
 //!
-//! The host grants no network: it must refuse to load the component, naming its
-//! `wasi:sockets/*` import.
+//! The host grants no network: the component loads (its `wasi:sockets/*` imports are linked
+//! to implementations that deny every address), and every connect fails with an access error.
 
 use ruststream::prelude::*;
 use serde::Deserialize;
