@@ -12,14 +12,11 @@
 
 use std::future::Future;
 
-use wasmtime::component::Linker;
+use wasmtime::component::ResourceTable;
 use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi_http::{
     Error as HttpError, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks,
-    WasiHttpView,
 };
-
-use super::state::HostState;
 
 /// How the host treats one import of a component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,13 +106,6 @@ pub(crate) fn deny_network(builder: &mut WasiCtxBuilder) -> &mut WasiCtxBuilder 
         .socket_addr_check(|_, _| Box::pin(async { false }))
 }
 
-/// Links `wasi:http` (types and outgoing-handler) with every request denied. The sockets are
-/// linked with the rest of WASI (`wasmtime_wasi::p2::add_to_linker_async`), denied by the
-/// context ([`deny_network`]).
-pub(crate) fn add_denied_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
-}
-
 /// The `wasi:http` state of an instance: a context whose headers are small, and hooks that deny
 /// every outgoing request.
 pub(crate) struct DeniedHttp {
@@ -156,13 +146,13 @@ impl WasiHttpHooks for DenyRequests {
     }
 }
 
-impl WasiHttpView for HostState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        let (table, http) = self.http_parts();
+impl DeniedHttp {
+    /// What `wasi:http` serves an instance from: this state, over the instance's resources.
+    pub(crate) fn view<'a>(&'a mut self, table: &'a mut ResourceTable) -> WasiHttpCtxView<'a> {
         WasiHttpCtxView {
-            ctx: &mut http.ctx,
+            ctx: &mut self.ctx,
             table,
-            hooks: &mut http.hooks,
+            hooks: &mut self.hooks,
         }
     }
 }

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use wasmtime::component::{HasSelf, Linker, ResourceTable, WasmList};
 use wasmtime::{AsContext as _, ResourceLimiter, StoreContext, StoreContextMut, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::ruststream::handler::{host, types};
 use super::board::{self, Board};
@@ -262,10 +263,9 @@ impl HostState {
     }
 }
 
-impl HostState {
-    /// The resource table and the `wasi:http` state, borrowed together.
-    pub(crate) fn http_parts(&mut self) -> (&mut ResourceTable, &mut DeniedHttp) {
-        (&mut self.table, &mut self.http)
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        self.http.view(&mut self.table)
     }
 }
 
@@ -371,8 +371,10 @@ pub(crate) fn sync_progress(store: StoreContextMut<'_, HostState>) {
 }
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    // The sockets come with the rest of WASI, denied by the context (`imports::deny_network`);
+    // `wasi:http` (types and outgoing-handler) denies every request (`DeniedHttp`).
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
-    imports::add_denied_to_linker(linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
     // Interface by interface: `progress.share-outcomes` is defined by hand, because the
     // generated bindings would copy the list out of the guest, and the board is only useful
     // where the guest keeps writing it.
