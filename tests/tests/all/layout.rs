@@ -7,7 +7,7 @@ use ruststream_tests::imports::ImportGraph;
 /// Every crate of the workspace, by source root.
 const CRATES: &[&str] = &[
     "host/runtime/src",
-    "host/aws/src",
+    "host/host/src",
     "host/cli/src",
     "guest-sdk/src",
     "guest-sdk/macros/src",
