@@ -37,8 +37,9 @@ use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
+use ruststream_fleet::engine::{WORKER_COMMAND, compile_worker};
 use ruststream_fleet::json_log;
-use ruststream_runtime::{WORKER_COMMAND, compile_worker, one_line_within};
+use ruststream_runtime::one_line_within;
 
 use args::{Cli, Command, LogFormat};
 

@@ -82,9 +82,11 @@ struct WantedTenant {
     sources: Vec<ComponentSource>,
 }
 
-/// The tenants running on a host.
+/// The tenants running on a host, and the one path every change goes through (start, file
+/// change, SIGHUP, upload, rollback). Cloning it is cheap: clones share the same fleet. It is
+/// driven through [`Control`](crate::admin::control::Control), as the admin API drives it.
 #[derive(Clone)]
-pub(crate) struct Fleet {
+pub struct Fleet {
     inner: Arc<Inner>,
 }
 
