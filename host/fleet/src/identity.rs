@@ -82,11 +82,7 @@ impl Identities {
     /// # Errors
     /// The role cannot be assumed (not found, not trusted, STS unreachable), said in one line
     /// naming the role; nothing of the tenant should start then.
-    pub async fn for_tenant(
-        &self,
-        tenant: &str,
-        role: Option<&Role>,
-    ) -> Result<Clients, String> {
+    pub async fn for_tenant(&self, tenant: &str, role: Option<&Role>) -> Result<Clients, String> {
         let Some(role) = role else {
             return Ok(self.base.clone());
         };

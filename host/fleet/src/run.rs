@@ -1,9 +1,11 @@
-//! `ruststream run`: tenants' components against Kinesis until a stop signal, picking up new
-//! versions and tenants while it runs.
+//! The host: tenants' components against Kinesis, picking up new versions and tenants while it
+//! runs. [`RunningHost`] is the host embedded (started from [`RunOptions`], driven through its
+//! control, stopped when a future completes); [`run`] is `ruststream run`, the same host until
+//! a stop signal.
 //!
-//! Signal handlers come first, so a stop during start-up is as graceful as any other. Every
-//! change goes through the fleet's reload path: the first start, SIGHUP (the config and every
-//! component file read again) and uploads. Tenants load side by side, each app starting as soon
+//! `run` installs its signal handlers first, so a stop during start-up is as graceful as any
+//! other. Every change goes through the fleet's reload path: the first start, SIGHUP (the config
+//! and every component file read again) and uploads. Tenants load side by side, each app starting as soon
 //! as it is loaded: a tenant whose component is slow to compile or to instantiate delays nobody
 //! else. Apps stop side by side too.
 
