@@ -165,8 +165,9 @@ pub async fn run(options: RunOptions) -> anyhow::Result<()> {
 ///
 /// [`RunningHost::control`] drives it as the admin API does; [`RunningHost::run_until`] keeps
 /// it running (reloading when its files change) until a future completes, then stops it
-/// gracefully. Dropping it without `run_until` stops nothing gracefully: the servers and the
-/// apps' tasks are dropped with it.
+/// gracefully. Stop it that way: dropped otherwise, its servers stop and a load under way is
+/// aborted, but the apps already running (and the readiness probe) run on until the tokio
+/// runtime shuts down, with no checkpoint flushed and no lease released.
 pub struct RunningHost {
     fleet: Fleet,
     state_dir: StateDir,
