@@ -20,6 +20,7 @@ use std::path::PathBuf;
 pub mod bench;
 pub mod e2e;
 pub mod faults;
+pub mod fixture;
 pub mod hostile;
 pub mod http;
 pub mod imports;
