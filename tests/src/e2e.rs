@@ -96,6 +96,29 @@ impl Deliveries {
         Ok(all)
     }
 
+    /// Waits until every record of `sequences` was reported (each a marker put after the
+    /// records a test watches: a shard is read in order, so once its marker is handled, a
+    /// redelivery or a late delivery of what came before it would have been reported).
+    pub async fn wait_for_sequences(
+        &self,
+        sequences: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<DeliveryReport>> {
+        let all_seen = || {
+            let all = self.all();
+            sequences
+                .iter()
+                .all(|s| all.iter().any(|r| &r.sequence_number == s))
+        };
+        let waited = eventually(timeout, all_seen).await;
+        let all = self.all();
+        anyhow::ensure!(
+            waited,
+            "waited {timeout:?} for {sequences:?}, saw: {all:#?}"
+        );
+        Ok(all)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Vec<DeliveryReport>> {
         lock(&self.0)
     }

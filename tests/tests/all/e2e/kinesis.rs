@@ -62,6 +62,16 @@ impl FaultyLedger {
         Ok(())
     }
 
+    /// Puts entry `id` and waits until it is delivered: a marker behind what the test watches.
+    async fn put_marker(&self, id: u64) -> anyhow::Result<()> {
+        let (_, marker) = put_json(&self.client, "ledger", &entry(id, id as i64), None).await?;
+        self.host
+            .deliveries
+            .wait_for_sequences(&[marker], WAIT)
+            .await?;
+        Ok(())
+    }
+
     /// Every record delivered exactly once: `count` deliveries of `count` sequence numbers.
     fn assert_each_once(&self, count: usize) {
         let all = self.host.deliveries.all();
@@ -137,12 +147,14 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
 
     let second = TestHost::new(client.clone(), "host-b")?;
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let reports = second.deliveries.wait_for(2, WAIT).await?;
-    // Time passes on purpose: a record delivered again would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let again: Vec<&str> = second
+    // A marker behind them: once it is handled, the shard was read past everything a restart
+    // could deliver again.
+    let (_, marker) = put_json(&client, "ledger", &entry(4, 3), None).await?;
+    let reports = second
         .deliveries
-        .all()
+        .wait_for_sequences(std::slice::from_ref(&marker), WAIT)
+        .await?;
+    let again: Vec<&str> = reports
         .iter()
         .map(|r| r.sequence_number.as_str())
         .collect::<Vec<_>>()
@@ -152,12 +164,14 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
                 "sticky"
             } else if s == after {
                 "after"
+            } else if s == marker {
+                "marker"
             } else {
                 "other"
             }
         })
         .collect();
-    assert_eq!(again, ["sticky", "after"], "{reports:#?}");
+    assert_eq!(again, ["sticky", "after", "marker"], "{reports:#?}");
     app.shutdown().await;
     Ok(())
 }
@@ -180,11 +194,14 @@ async fn a_dropped_record_does_not_come_back_after_a_restart() -> anyhow::Result
 
     let second = TestHost::new(client.clone(), "host-b")?;
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
+    // The fresh record is the marker: the dropped one stands before it on the shard, so it
+    // would have been delivered first.
     let (_, fresh) = put_json(&client, "ledger", &entry(2, 5), None).await?;
-    let reports = second.deliveries.wait_for(1, WAIT).await?;
-    // Time passes on purpose: an older record delivered would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(second.deliveries.len(), 1, "{reports:#?}");
+    let reports = second
+        .deliveries
+        .wait_for_sequences(std::slice::from_ref(&fresh), WAIT)
+        .await?;
+    assert_eq!(reports.len(), 1, "{reports:#?}");
     assert_eq!(reports[0].sequence_number, fresh);
     app.shutdown().await;
     Ok(())
@@ -206,16 +223,14 @@ async fn a_restart_with_the_memory_store_opens_at_the_tip() -> anyhow::Result<()
 
     let second = TestHost::new(client.clone(), "host-b")?;
     let app = second.run_in_memory(guests::SETTLEMENT, 1).await?;
+    // The record written after the start is the marker: the one written while down stands
+    // before it on the shard, so it would have been delivered first.
     let (_, after_start) = put_json(&client, "ledger", &entry(3, 3), None).await?;
-    let reports = second.deliveries.wait_for(1, WAIT).await?;
-    // Time passes on purpose: the record written while down would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let seen: Vec<String> = second
+    let reports = second
         .deliveries
-        .all()
-        .into_iter()
-        .map(|r| r.sequence_number)
-        .collect();
+        .wait_for_sequences(std::slice::from_ref(&after_start), WAIT)
+        .await?;
+    let seen: Vec<String> = reports.iter().map(|r| r.sequence_number.clone()).collect();
     assert_eq!(seen, [after_start], "not {while_down}: {reports:#?}");
     app.shutdown().await;
     Ok(())
@@ -243,7 +258,8 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     )
     .await?;
     put_json(&client, "positions.stamped", &json!({"id": "s-old"}), None).await?;
-    // Time passes on purpose: the stamp lies well after `s-old` arrived and before `s-new`.
+    // Pacing the producer, not a wait: an `AT_TIMESTAMP` start needs the clock to move
+    // between two arrivals, so the stamp lies well after `s-old` arrived and before `s-new`.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let stamp = ruststream_runtime::Clock::now_ms(&ruststream_runtime::SystemClock);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -261,19 +277,28 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     deployment.settings.insert("stamped".into(), at_stamp);
     let app = host.start(deployment, 3).await?;
     put_json(&client, "positions.latest", &json!({"id": "l-after"}), None).await?;
-    host.deliveries.wait_for(3, WAIT).await?;
-    // Time passes on purpose: a record before a start position would show up in it.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Each stream's last record is its marker: a record before its start position stands
+    // before it on the shard, so it would have been seen first.
+    let seen = || {
+        let mut seen: Vec<String> = host
+            .log
+            .captured()
+            .iter()
+            .filter(|l| l.message == "seen")
+            .filter_map(|l| l.field("id").map(str::to_owned))
+            .collect();
+        seen.sort();
+        seen
+    };
+    let markers = ["h-before", "l-after", "s-new"];
+    let all_seen = eventually(WAIT, || {
+        let seen = seen();
+        markers.iter().all(|m| seen.iter().any(|s| s == m))
+    })
+    .await;
+    assert!(all_seen, "{:?}", seen());
     app.shutdown().await;
-
-    let mut seen: Vec<String> = host
-        .log
-        .captured()
-        .iter()
-        .filter(|l| l.message == "seen")
-        .filter_map(|l| l.field("id").map(str::to_owned))
-        .collect();
-    seen.sort();
+    let seen = seen();
     assert_eq!(seen, ["h-before", "l-after", "s-new"]);
     Ok(())
 }
@@ -289,8 +314,9 @@ async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<
         .inject(&["GetRecords"], 1, Fault::expired_iterator());
     ledger.put_entries(2..=4).await?;
     ledger.host.deliveries.wait_for(4, WAIT).await?;
-    // Time passes on purpose: another iterator asked for would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A marker read with the new iterator: the reader has moved on from the expiry, so a
+    // second reopen for it would have come before.
+    ledger.put_marker(5).await?;
     ledger.app.shutdown().await;
 
     assert_eq!(ledger.faults.injected("GetRecords"), 1);
@@ -299,7 +325,7 @@ async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<
         iterators_before + 1,
         "reopened once"
     );
-    ledger.assert_each_once(4);
+    ledger.assert_each_once(5);
     Ok(())
 }
 
@@ -326,9 +352,8 @@ async fn a_read_answer_cut_short_is_read_again_and_loses_nothing() -> anyhow::Re
     // iterator.
     ledger.faults.cut_answers_with_records(2);
     ledger.put_entries(1..=5).await?;
-    ledger.host.deliveries.wait_for(5, WAIT).await?;
-    // Time passes on purpose: a record delivered twice would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A marker behind them: a record delivered twice would have been delivered before it.
+    ledger.put_marker(6).await?;
     ledger.app.shutdown().await;
 
     assert_eq!(
@@ -336,7 +361,7 @@ async fn a_read_answer_cut_short_is_read_again_and_loses_nothing() -> anyhow::Re
         2,
         "two answers were cut"
     );
-    ledger.assert_each_once(5);
+    ledger.assert_each_once(6);
     Ok(())
 }
 
@@ -419,9 +444,13 @@ async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> any
         .await;
     assert!(lost, "{:#?}", app.status());
 
-    put_json(&client, "ledger", &entry(2, 2), None).await?;
-    // Time passes on purpose: the record put may not be delivered in it.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A witness reads the stream beside it (its own app, its own in-memory leases): once the
+    // witness has handled the record put now, a reader still polling would have had it too.
+    let witness = TestHost::new(client.clone(), "witness")?;
+    let watching = witness.run_in_memory(guests::SETTLEMENT, 1).await?;
+    let (_, late) = put_json(&client, "ledger", &entry(2, 2), None).await?;
+    witness.deliveries.wait_for_sequences(&[late], WAIT).await?;
+    watching.shutdown().await;
     assert_eq!(
         host.deliveries.len(),
         1,
@@ -606,18 +635,30 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
         "200000000000000000000000000000000000000",
         "300000000000000000000000000000000000000",
     ];
-    for (id, key) in (1..).zip(keys) {
-        put_json(&client, "ledger", &entry(id, id as i64), Some(key)).await?;
+    // Then a marker on each shard: a record delivered twice would have been delivered before
+    // its shard's marker.
+    let mut markers = Vec::new();
+    for (id, key) in (1..).zip(keys.iter().chain(&keys)) {
+        let (_, sequence) = put_json(&client, "ledger", &entry(id, id as i64), Some(key)).await?;
+        if id > 4 {
+            markers.push(sequence);
+        }
     }
     let handled = eventually(WAIT, || {
-        first.deliveries.len() + second.deliveries.len() >= 4
+        let all: Vec<_> = first
+            .deliveries
+            .all()
+            .into_iter()
+            .chain(second.deliveries.all())
+            .collect();
+        markers
+            .iter()
+            .all(|m| all.iter().any(|r| &r.sequence_number == m))
     })
     .await;
     assert!(handled);
-    // Time passes on purpose: a record delivered twice would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(first.deliveries.len(), 2);
-    assert_eq!(second.deliveries.len(), 2);
+    assert_eq!(first.deliveries.len(), 4);
+    assert_eq!(second.deliveries.len(), 4);
     a.shutdown().await;
     b.shutdown().await;
     Ok(())
