@@ -385,8 +385,19 @@ async fn a_version_that_traps_on_every_record_is_rolled_back_and_loses_nothing()
     })
     .await;
     anyhow::ensure!(rolled_back, "no rollback: {}", host.output());
-    // The producer runs on for a while on purpose: records written after the rollback.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The producer runs on until v1 has handled records written after the rollback.
+    let at_rollback = handled(&host.output()).iter().map(|h| h.n).max();
+    let after = eventually(Duration::from_secs(60), || {
+        handled(&host.output())
+            .iter()
+            .any(|h| h.version == "1" && Some(h.n) > at_rollback.map(|n| n + 10))
+    })
+    .await;
+    anyhow::ensure!(
+        after,
+        "v1 handled nothing after the rollback: {}",
+        host.output()
+    );
     stop.store(true, Ordering::Relaxed);
     let written = producer.await??;
     // Every record, those v4 trapped on included, is handled by v1 in the end.

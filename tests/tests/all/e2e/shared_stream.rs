@@ -112,8 +112,16 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
     }
 
     // The stream grows by the carries of one copy per refund, not by doubling: once the
-    // producer stops, nothing is handled behind the waiting copies and carrying stops.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // producer stops, nothing is handled behind the waiting copies and carrying stops. A carry
+    // ends a hold, so a hold of `acme`'s older than `max_hold` (2 s) proves that carrying
+    // stopped; were it going on, no hold would live that long and this wait would fail.
+    let outlived = poll_for(WAIT, async || {
+        let scrape = host.scrape().await.ok()?;
+        let age = scrape.max("ruststream_oldest_held_age_seconds", &[("tenant", "acme")])?;
+        (age >= 3.0).then_some(())
+    })
+    .await;
+    assert!(outlived.is_some(), "no hold of acme's outlived max_hold");
     let ledger = read_all(client, "ledger").await?;
     let defer_copies = copies_for(&ledger, "acme/shared-ledger/defer");
     let written_for = Duration::from_millis(200 * PAYMENTS + 3_000 + 5_000);
