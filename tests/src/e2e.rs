@@ -209,6 +209,30 @@ impl TestHost {
     }
 }
 
+/// Puts `payload` on the one-shard `stream` with a witness reading beside it: a host of its
+/// own (`guest` on in-memory leases, opened at the tip before the put). Returns once the
+/// witness has handled the record: by then a reader still polling the stream would have had
+/// it too, so a test can assert that a host that should have stopped did not deliver it.
+///
+/// # Errors
+/// The witness does not start, the put fails, or the witness never handles the record.
+pub async fn put_witnessed(
+    kinesis: &aws_sdk_kinesis::Client,
+    guest: Guest,
+    stream: &str,
+    payload: &serde_json::Value,
+) -> Result<String> {
+    let witness = TestHost::new(kinesis.clone(), "witness")?;
+    let watching = witness.run_in_memory(guest, 1).await?;
+    let (_, sequence) = put_json(kinesis, stream, payload, None).await?;
+    witness
+        .deliveries
+        .wait_for_sequences(std::slice::from_ref(&sequence), Duration::from_secs(30))
+        .await?;
+    watching.shutdown().await;
+    Ok(sequence)
+}
+
 /// A local Kinesis server with one stream, and a local DynamoDB server with a lease table.
 /// Both servers stop when this is dropped.
 pub struct Servers {
