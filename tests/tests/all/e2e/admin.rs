@@ -11,8 +11,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ruststream_tests::e2e::put_json;
+use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::http::{AdminApi, read_answer, request};
-use ruststream_tests::process::{Running, admin_addr, host_command, state_dir};
+use ruststream_tests::process::{Running, admin_addr, state_dir};
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::{eventually, poll_for};
 use ruststream_tests::{binary, guests};
@@ -23,18 +24,10 @@ use serde_json::{Value, json};
 const MAX_BYTES: usize = 400_000;
 
 /// The test certificate (127.0.0.1, localhost) and its key.
-fn fixture(name: &str) -> PathBuf {
+fn tls_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/admin-tls")
         .join(name)
-}
-
-/// A fresh folder for one test.
-fn scratch(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ruststream-admin-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 /// Tenant `acme` running `dir/versioned.wasm` (a copy of `versioned` v1 unless the file is
@@ -81,42 +74,31 @@ fn handled_by(log: &str, id: u64) -> Vec<String> {
         .collect()
 }
 
-/// A running host of one test, its log in `dir/host-N.log`.
+/// A running host of one test, its log in `host-N.log` in the fixture's folder.
 struct Host {
-    running: Running,
-    log: PathBuf,
+    host: BinaryHost,
+    /// Where it keeps its admin token and versions.
     state: PathBuf,
 }
 
 impl Host {
     /// Runs the host of `config` (its state in `state/` beside it), its `run`th start.
-    fn start(
-        config: &Path,
-        kinesis: &LocalKinesis,
-        run: u32,
-        args: &[&str],
-    ) -> anyhow::Result<Self> {
-        let log = config.with_file_name(format!("host-{run}.log"));
-        let mut command = host_command(config, &kinesis.endpoint(), args);
-        command
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .stdout(std::fs::File::create(&log)?);
-        Ok(Self {
-            running: Running(command.spawn()?),
-            log,
-            state: state_dir(config),
-        })
+    fn start(fixture: &Fixture, config: &Path, run: u32, args: &[&str]) -> anyhow::Result<Self> {
+        let host = fixture
+            .host(config)
+            .log(&format!("host-{run}.log"))
+            .args(args)
+            .start()?;
+        let state = host.state_dir();
+        Ok(Self { host, state })
     }
 
     fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.host.output()
     }
 
     async fn addr(&self) -> anyhow::Result<String> {
-        poll_for(Duration::from_secs(60), async || admin_addr(&self.output()))
-            .await
-            .ok_or_else(|| anyhow::anyhow!("no admin API: {}", self.output()))
+        self.host.admin_addr().await
     }
 
     async fn admin(&self) -> anyhow::Result<AdminApi> {
@@ -182,14 +164,7 @@ impl Host {
     }
 
     async fn stop(self) -> anyhow::Result<String> {
-        self.running.signal("TERM")?;
-        let Host {
-            mut running, log, ..
-        } = self;
-        let exit = tokio::task::spawn_blocking(move || running.0.wait()).await??;
-        let output = std::fs::read_to_string(&log).unwrap_or_default();
-        anyhow::ensure!(exit.success(), "exit {exit:?}: {output}");
-        Ok(output)
+        self.host.stop().await
     }
 }
 
@@ -236,11 +211,13 @@ async fn reading(host: &Host) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_without_the_token_a_json_body_or_the_hosts_name_are_refused_with_the_reason()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let dir = scratch("refusals")?;
-    let config = write_config(&dir, "")?;
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let fixture = Fixture::builder("admin-refusals")
+        .stream("events", 1)
+        .start()
+        .await?;
+    let dir = fixture.dir();
+    let config = write_config(dir, "")?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
     let addr = host.addr().await?;
     let without = request(&addr, "GET", "/v1/status", &[], b"")?;
     assert_eq!(without.0, 401, "{}", without.1);
@@ -356,12 +333,14 @@ fn upload_head(admin: &AdminApi, length: usize) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_are_bounded_by_the_compile_size_before_reading_and_taken_one_at_a_time()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("uploads")?;
-    let config = write_config(&dir, "")?;
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let fixture = Fixture::builder("admin-uploads")
+        .stream("events", 1)
+        .start()
+        .await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
+    let config = write_config(dir, "")?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
     let admin = host.admin().await?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
@@ -501,10 +480,13 @@ async fn refused_start(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() -> anyhow::Result<()>
 {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let dir = scratch("remote")?;
-    let config = write_config(&dir, "")?;
+    let fixture = Fixture::builder("admin-remote")
+        .stream("events", 1)
+        .start()
+        .await?;
+    let kinesis = &fixture.kinesis;
+    let dir = fixture.dir();
+    let config = write_config(dir, "")?;
     // (`--allow-remote-admin` on loopback here: a test listens on nothing else.)
     let remote = ["--admin-addr", "127.0.0.1:0", "--allow-remote-admin"];
     let text = refused_start(&config, &kinesis, &remote).await?;
@@ -520,7 +502,7 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
     let text = refused_start(&config, &kinesis, &["--admin-addr", "0.0.0.0:0"]).await?;
     assert!(text.contains("which is not a loopback address"), "{text}");
 
-    let (cert, key) = (fixture("cert.pem"), fixture("key.pem"));
+    let (cert, key) = (tls_file("cert.pem"), tls_file("key.pem"));
     let (cert, key) = (cert.to_string_lossy(), key.to_string_lossy());
     let tls = [
         "--allow-remote-admin",
@@ -529,7 +511,7 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
         "--admin-tls-key",
         &key,
     ];
-    let host = Host::start(&config, &kinesis, 1, &tls)?;
+    let host = Host::start(&fixture, &config, 1, &tls)?;
     let addr = host.addr().await?;
     assert!(host.output().contains("scheme=https"), "{}", host.output());
     let port = addr.rsplit(':').next().unwrap_or_default().to_owned();
@@ -562,26 +544,27 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_verbs_read_the_token_from_the_default_state_directory() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("default-token")?;
-    let config = write_config(&dir, "")?;
+    let fixture = Fixture::builder("admin-default-token")
+        .stream("events", 1)
+        .start()
+        .await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
+    let config = write_config(dir, "")?;
     let data = dir.join("data");
     let start = |run: u32| -> anyhow::Result<Host> {
-        let log = dir.join(format!("host-{run}.log"));
-        let mut command = host_command(&config, &kinesis.endpoint(), &[]);
-        command
-            .env_remove("RUSTSTREAM_STATE_DIR")
-            .env("XDG_DATA_HOME", &data)
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .stdout(std::fs::File::create(&log)?);
-        Ok(Host {
-            running: Running(command.spawn()?),
-            log,
-            state: data.join("ruststream"),
-        })
+        let data = data.clone();
+        let host = fixture
+            .host(&config)
+            .log(&format!("host-{run}.log"))
+            .adjust(move |command| {
+                command
+                    .env_remove("RUSTSTREAM_STATE_DIR")
+                    .env("XDG_DATA_HOME", data);
+            })
+            .start()?;
+        let state = fixture.dir().join("data/ruststream");
+        Ok(Host { host, state })
     };
     let verb = |host: &Host, args: &[&str]| -> anyhow::Result<Command> {
         let addr = admin_addr(&host.output()).ok_or_else(|| anyhow::anyhow!("no address"))?;
@@ -644,16 +627,18 @@ fn short(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("persist")?;
-    let config = write_config(&dir, "")?;
+    let fixture = Fixture::builder("admin-persist")
+        .stream("events", 1)
+        .start()
+        .await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
+    let config = write_config(dir, "")?;
     let v1 = std::fs::read(guests::VERSIONED_V1.path())?;
     let v2 = std::fs::read(guests::VERSIONED_V2.path())?;
     let v2_path = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
 
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
     let (ok, text) = host
@@ -664,7 +649,7 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
     host.stop().await?;
 
     // The file did not change: what was live (the upload) runs again.
-    let host = Host::start(&config, &kinesis, 2, &[])?;
+    let host = Host::start(&fixture, &config, 2, &[])?;
     reading(&host).await?;
     host.serves(&client, "2").await?;
     assert!(
@@ -717,8 +702,8 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
     host.stop().await?;
 
     // The rollback is what was live. (From here on, two versions are kept.)
-    write_config(&dir, "keep_versions = 2")?;
-    let host = Host::start(&config, &kinesis, 3, &[])?;
+    write_config(dir, "keep_versions = 2")?;
+    let host = Host::start(&fixture, &config, 3, &[])?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
     // No swap since the start: nothing to go back to without --to.
@@ -769,15 +754,17 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("precedence")?;
-    let config = write_config(&dir, "")?;
+    let fixture = Fixture::builder("admin-precedence")
+        .stream("events", 1)
+        .start()
+        .await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
+    let config = write_config(dir, "")?;
     let component = dir.join("versioned.wasm");
     let v2_path = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
 
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
     let (ok, text) = host
@@ -790,7 +777,7 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
     // While the host is down, the operator drops a new build of v1 in place: it runs.
     let v1b = with_custom_section(&std::fs::read(guests::VERSIONED_V1.path())?);
     std::fs::write(&component, &v1b)?;
-    let host = Host::start(&config, &kinesis, 2, &[])?;
+    let host = Host::start(&fixture, &config, 2, &[])?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
     assert!(
@@ -802,7 +789,7 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
 
     // A changed file that is refused: what was live runs, and the refusal is shown.
     std::fs::write(&component, b"\0asm\x0d\0\x01\0 not a component")?;
-    let host = Host::start(&config, &kinesis, 3, &[])?;
+    let host = Host::start(&fixture, &config, 3, &[])?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
     assert!(
@@ -831,16 +818,18 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("judged")?;
-    let config = write_config(&dir, "")?;
+    let fixture = Fixture::builder("admin-judged")
+        .stream("events", 1)
+        .start()
+        .await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
+    let config = write_config(dir, "")?;
     let judge = ["--rollout-calls", "4", "--rollout-margin", "0.2"];
     let trap = guests::VERSIONED_TRAP.path().to_string_lossy().into_owned();
     let v2 = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
 
-    let host = Host::start(&config, &kinesis, 1, &judge)?;
+    let host = Host::start(&fixture, &config, 1, &judge)?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
     let (ok, text) = host
@@ -866,7 +855,7 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
     // Stopped at once: what the judge returned to is recorded by the stop at the latest.
     host.stop().await?;
 
-    let host = Host::start(&config, &kinesis, 2, &judge)?;
+    let host = Host::start(&fixture, &config, 2, &judge)?;
     reading(&host).await?;
     host.serves(&client, "2").await?;
     let (ok, json) = host
@@ -892,18 +881,20 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeployed()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("upload-only")?;
-    let config = write_config(&dir, "")?;
+    let fixture = Fixture::builder("admin-upload-only")
+        .stream("events", 1)
+        .start()
+        .await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
+    let config = write_config(dir, "")?;
     // App `renamed` 3.0.0, reading `events` too: a new app, under a name the file does not list.
     let renamed = guests::VERSIONED_RENAMED
         .path()
         .to_string_lossy()
         .into_owned();
 
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
     let (ok, text) = host
@@ -921,7 +912,7 @@ async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeplo
     host.handle(&client, &["1", "3"]).await?;
     host.stop().await?;
 
-    let host = Host::start(&config, &kinesis, 2, &[])?;
+    let host = Host::start(&fixture, &config, 2, &[])?;
     reading(&host).await?;
     host.handle(&client, &["1", "3"]).await?;
     let (ok, text) = host.cli(&["undeploy", "acme", "versioned"]).await?;
@@ -944,7 +935,7 @@ async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeplo
     );
     host.stop().await?;
 
-    let host = Host::start(&config, &kinesis, 3, &[])?;
+    let host = Host::start(&fixture, &config, 3, &[])?;
     reading(&host).await?;
     host.serves(&client, "1").await?;
     let (ok, text) = host.cli(&["status"]).await?;
