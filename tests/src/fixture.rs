@@ -23,6 +23,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
@@ -68,7 +69,7 @@ impl FixtureBuilder {
     }
 
     /// Starts the servers (side by side), creates the streams and a fresh folder
-    /// `$TMPDIR/ruststream-<name>-<pid>`.
+    /// `$TMPDIR/ruststream-<name>-<pid>-<n>`.
     ///
     /// # Errors
     /// A server does not start, a stream is not created, or the folder cannot be made.
@@ -82,8 +83,14 @@ impl FixtureBuilder {
             kinesis.create_stream(stream, *shards).await?;
         }
         let client = kinesis.client().await;
-        let dir =
-            std::env::temp_dir().join(format!("ruststream-{}-{}", self.name, std::process::id()));
+        // Numbered too: fixtures of one name in one test process get folders of their own.
+        static STARTED: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ruststream-{}-{}-{}",
+            self.name,
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(Fixture {
