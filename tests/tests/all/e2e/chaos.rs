@@ -98,6 +98,7 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
     let kills = 6 * scale;
     let mut split = false;
     for kill in 0..kills {
+        // The chaos schedule's pace (this sleep and the two below), not a wait.
         tokio::time::sleep(Duration::from_millis(random.between(1_200, 2_500))).await;
         if !split && kill >= kills / 3 {
             split_a_shard(&client).await?;

@@ -740,7 +740,8 @@ async fn an_operator_s_pause_during_a_rollout_stays_paused() -> anyhow::Result<(
     anyhow::ensure!(trapping, "v4 never ran: {}", host.output());
     let (ok, text) = host.cli(&["pause", "acme"]).await?;
     anyhow::ensure!(ok, "{text}");
-    // The rollout judge looks every 20 ms: give it a second to act on the pause, wrongly.
+    // The rollout judge looks every 20 ms: give it a second to act on the pause, wrongly. A
+    // window, not a wait: a judge that looks and does nothing leaves no mark to wait on.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (ok, status) = host.cli(&["status"]).await?;
     assert!(ok, "{status}");

@@ -258,8 +258,8 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     )
     .await?;
     put_json(&client, "positions.stamped", &json!({"id": "s-old"}), None).await?;
-    // Pacing the producer, not a wait: an `AT_TIMESTAMP` start needs the clock to move
-    // between two arrivals, so the stamp lies well after `s-old` arrived and before `s-new`.
+    // Pacing the producer (both sleeps), not a wait: an `AT_TIMESTAMP` start needs the clock to
+    // move between two arrivals, so the stamp lies well after `s-old` arrived and before `s-new`.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let stamp = ruststream_runtime::Clock::now_ms(&ruststream_runtime::SystemClock);
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -181,7 +181,8 @@ async fn copies_that_cannot_go_out_stop_the_reading_until_they_drain() -> anyhow
     put_json_batch(&client, "refunds", &entries).await?;
     host.deliveries.wait_for(MAX_UNSENT_COPIES, WAIT).await?;
     // Reading stops there. Were it not stopped, the next 200 would be read within a second
-    // (reads of 100 records every 200 ms): give it three.
+    // (reads of 100 records every 200 ms): give it three. A window, not a wait: a reader that
+    // does not read marks nothing.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let read = host.deliveries.len();
     assert!(
