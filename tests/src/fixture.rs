@@ -246,6 +246,9 @@ impl Fixture {
     }
 }
 
+/// A change to a host's command before it is spawned.
+type Adjust = Box<dyn FnOnce(&mut std::process::Command)>;
+
 /// How to run one host: see [`Fixture::host`].
 #[must_use]
 pub struct HostBuilder<'a> {
@@ -254,7 +257,7 @@ pub struct HostBuilder<'a> {
     log: String,
     endpoint: Option<String>,
     dynamo_endpoint: Option<String>,
-    adjust: Option<Box<dyn FnOnce(&mut std::process::Command)>>,
+    adjust: Option<Adjust>,
     args: Vec<String>,
 }
 
