@@ -343,7 +343,7 @@ async fn uploads_are_bounded_by_the_compile_size_before_reading_and_taken_one_at
     let host = Host::start(&fixture, &config, 1, &[])?;
     let admin = host.admin().await?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
 
     // Ten megabytes announced, none sent: the answer comes without them.
     let mut stream = std::net::TcpStream::connect(&admin.addr)?;
@@ -411,7 +411,7 @@ async fn uploads_are_bounded_by_the_compile_size_before_reading_and_taken_one_at
         "{text}"
     );
     assert!(text.contains("(429 Too Many Requests)"), "{text}");
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     // The first upload ends (its client went away): the next one is taken.
     drop(first);
     let deployed = poll_for(Duration::from_secs(30), async || {
@@ -420,7 +420,7 @@ async fn uploads_are_bounded_by_the_compile_size_before_reading_and_taken_one_at
     })
     .await;
     assert!(deployed.is_some(), "{}", host.output());
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     host.stop().await?;
     Ok(())
 }
@@ -489,7 +489,7 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
     let config = write_config(dir, "")?;
     // (`--allow-remote-admin` on loopback here: a test listens on nothing else.)
     let remote = ["--admin-addr", "127.0.0.1:0", "--allow-remote-admin"];
-    let text = refused_start(&config, &kinesis, &remote).await?;
+    let text = refused_start(&config, kinesis, &remote).await?;
     assert!(
         text.contains(
             "--allow-remote-admin needs TLS: give --admin-tls-cert and --admin-tls-key (a \
@@ -499,7 +499,7 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
         "{text}"
     );
     // Without --allow-remote-admin, another address is refused before anything listens on it.
-    let text = refused_start(&config, &kinesis, &["--admin-addr", "0.0.0.0:0"]).await?;
+    let text = refused_start(&config, kinesis, &["--admin-addr", "0.0.0.0:0"]).await?;
     assert!(text.contains("which is not a loopback address"), "{text}");
 
     let (cert, key) = (tls_file("cert.pem"), tls_file("key.pem"));
@@ -601,7 +601,7 @@ async fn the_verbs_read_the_token_from_the_default_state_directory() -> anyhow::
         let (ok, text) = run_cli(verb(&host, args)?).await?;
         assert!(ok, "{args:?}: {text}");
     }
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     host.stop().await?;
 
     // Restarted: the same token, read back rather than made again.
@@ -640,18 +640,18 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
 
     let host = Host::start(&fixture, &config, 1, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &v2_path, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     host.stop().await?;
 
     // The file did not change: what was live (the upload) runs again.
     let host = Host::start(&fixture, &config, 2, &[])?;
     reading(&host).await?;
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     assert!(
         host.output().contains("running the version that was live"),
         "{}",
@@ -675,7 +675,7 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
         .cli(&["rollback", "acme", "versioned", "--to", &short(&v1)[..8]])
         .await?;
     assert!(ok && text.contains("acme/versioned 1.0.0"), "{text}");
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["rollback", "acme", "versioned", "--to", &short(&v1)])
         .await?;
@@ -705,7 +705,7 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
     write_config(dir, "keep_versions = 2")?;
     let host = Host::start(&fixture, &config, 3, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     // No swap since the start: nothing to go back to without --to.
     let (ok, text) = host.cli(&["rollback", "acme", "versioned"]).await?;
     assert!(!ok && text.contains("no previous version"), "{text}");
@@ -713,7 +713,7 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
         .cli(&["rollback", "acme", "versioned", "--to", &short(&v2)])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     // A third version: two are kept, the oldest that is not live goes, bytes and all.
     let v1b = with_custom_section(&v1);
     let v1b_path = dir.join("v1b.wasm");
@@ -723,11 +723,11 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
         .cli(&["deploy", "acme", &v1b_path, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     // The rollback without --to returns to the version the last swap replaced, as before.
     let (ok, text) = host.cli(&["rollback", "acme", "versioned"]).await?;
     assert!(ok && text.contains("2.0.0"), "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     let (ok, text) = host.cli(&["versions", "acme", "versioned"]).await?;
     let lines: Vec<&str> = text.lines().collect();
     assert!(
@@ -766,12 +766,12 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
 
     let host = Host::start(&fixture, &config, 1, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &v2_path, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     host.stop().await?;
 
     // While the host is down, the operator drops a new build of v1 in place: it runs.
@@ -779,7 +779,7 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
     std::fs::write(&component, &v1b)?;
     let host = Host::start(&fixture, &config, 2, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     assert!(
         !host.output().contains("running the version that was live"),
         "{}",
@@ -791,7 +791,7 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
     std::fs::write(&component, b"\0asm\x0d\0\x01\0 not a component")?;
     let host = Host::start(&fixture, &config, 3, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     assert!(
         host.output().contains("running the version that was live"),
         "{}",
@@ -831,19 +831,19 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
 
     let host = Host::start(&fixture, &config, 1, &judge)?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &v2, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &trap, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
     // Records for the trapping version to fail on, until the judge rolls it back to v2.
     let rolled_back = poll_for(Duration::from_secs(60), async || {
-        put_json(&client, "events", &json!({ "id": next_id() }), None)
+        put_json(client, "events", &json!({ "id": next_id() }), None)
             .await
             .ok()?;
         host.output()
@@ -857,7 +857,7 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
 
     let host = Host::start(&fixture, &config, 2, &judge)?;
     reading(&host).await?;
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     let (ok, json) = host
         .cli(&["versions", "acme", "versioned", "--json"])
         .await?;
@@ -896,7 +896,7 @@ async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeplo
 
     let host = Host::start(&fixture, &config, 1, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &renamed, "--name", "extra"])
         .await?;
@@ -905,16 +905,16 @@ async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeplo
         "{text}"
     );
     assert!(text.contains("started (new app)"), "{text}");
-    host.handle(&client, &["1", "3"]).await?;
+    host.handle(client, &["1", "3"]).await?;
     // A reload reads the tenants file again: the upload is not undone.
     let (ok, text) = host.cli(&["reload"]).await?;
     assert!(ok, "{text}");
-    host.handle(&client, &["1", "3"]).await?;
+    host.handle(client, &["1", "3"]).await?;
     host.stop().await?;
 
     let host = Host::start(&fixture, &config, 2, &[])?;
     reading(&host).await?;
-    host.handle(&client, &["1", "3"]).await?;
+    host.handle(client, &["1", "3"]).await?;
     let (ok, text) = host.cli(&["undeploy", "acme", "versioned"]).await?;
     assert!(
         !ok && text.contains("is listed in the tenants file"),
@@ -927,7 +927,7 @@ async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeplo
         text.trim(),
         "acme/extra (app renamed): stopped; a restart does not run it again"
     );
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host.cli(&["undeploy", "acme", "extra"]).await?;
     assert!(
         !ok && text.contains("runs no component `extra` (404 Not Found)"),
@@ -937,7 +937,7 @@ async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeplo
 
     let host = Host::start(&fixture, &config, 3, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host.cli(&["status"]).await?;
     assert!(ok && !text.contains("app renamed"), "{text}");
     host.stop().await?;

@@ -452,7 +452,7 @@ async fn bad_versions_are_refused_and_the_running_one_goes_on() -> anyhow::Resul
         .await;
         anyhow::ensure!(refused, "refusal {n} ({reason}) missing: {}", host.output());
         // v1 goes on serving.
-        put_json(&client, "events", &json!({ "id": n }), None).await?;
+        put_json(client, "events", &json!({ "id": n }), None).await?;
         let served = eventually(Duration::from_secs(30), || {
             handled(&host.output())
                 .iter()
@@ -551,7 +551,7 @@ async fn a_rollback_leaves_the_old_version_serving_unquarantined_and_handles_eac
     host.wait_reading(3).await?;
     let client = fixture.client();
     let warm: Vec<_> = (0..20).map(|n| json!({ "id": n })).collect();
-    put_json_batch(&client, "events", &warm).await?;
+    put_json_batch(client, "events", &warm).await?;
     host.wait_for_both_shards("1", 0).await?;
     // By the file: v4 drops `legacy`, and the rollback adds it again.
     host.land(&guests::VERSIONED_TRAP.path())?;
@@ -561,7 +561,7 @@ async fn a_rollback_leaves_the_old_version_serving_unquarantined_and_handles_eac
     .await;
     anyhow::ensure!(live, "v4 never went live: {}", host.output());
     let backlog: Vec<_> = (20..1_020).map(|n| json!({ "id": n })).collect();
-    put_json_batch(&client, "events", &backlog).await?;
+    put_json_batch(client, "events", &backlog).await?;
     let rolled_back = eventually(Duration::from_secs(60), || {
         host.count("rolled back to the previous version") == 1
     })
@@ -615,14 +615,14 @@ async fn a_rollback_on_a_fresh_stream_reads_what_the_bad_version_held_and_a_rest
     anyhow::ensure!(live, "v4 never went live: {}", host.output());
     let client = fixture.client();
     for n in 0..5 {
-        put_json(&client, "events", &json!({ "id": n }), None).await?;
+        put_json(client, "events", &json!({ "id": n }), None).await?;
     }
     let rolled_back = eventually(Duration::from_secs(60), || {
         host.count("rolled back to the previous version") == 1
     })
     .await;
     anyhow::ensure!(rolled_back, "no rollback: {}", host.output());
-    put_json(&client, "events", &json!({ "id": 5 }), None).await?;
+    put_json(client, "events", &json!({ "id": 5 }), None).await?;
     let six = eventually(Duration::from_secs(60), || {
         times_handled(&host.output()).len() == 6
     })
@@ -633,7 +633,7 @@ async fn a_rollback_on_a_fresh_stream_reads_what_the_bad_version_held_and_a_rest
     let second = fixture.dir().join("second");
     let again = HotHost::start_in(&fixture, &second, &["events", "legacy"], "", &args)?;
     again.wait_reading(2).await?;
-    put_json(&client, "events", &json!({ "id": 6 }), None).await?;
+    put_json(client, "events", &json!({ "id": 6 }), None).await?;
     let seventh = eventually(Duration::from_secs(60), || {
         times_handled(&again.output()).contains_key(&6)
     })
@@ -675,11 +675,11 @@ async fn a_sigterm_during_a_reload_that_stops_an_app_still_flushes_and_releases(
     let host = HotHost::start_with(&fixture, &["events", "legacy"], &beta, &[])?;
     host.wait_reading(4).await?;
     let client = fixture.client();
-    put_json(&client, "paced", &json!({ "id": 1 }), None).await?;
+    put_json(client, "paced", &json!({ "id": 1 }), None).await?;
     let slow: Vec<_> = (2..6)
         .map(|id| json!({ "id": id, "sleep_ms": 1500 }))
         .collect();
-    put_json_batch(&client, "paced", &slow).await?;
+    put_json_batch(client, "paced", &slow).await?;
     let busy = eventually(Duration::from_secs(60), || {
         host.count("ruststream::guest: paced") >= 2
     })
