@@ -99,29 +99,41 @@ impl Deliveries {
     /// Waits until every record of `sequences` was reported (each a marker put after the
     /// records a test watches: a shard is read in order, so once its marker is handled, a
     /// redelivery or a late delivery of what came before it would have been reported).
+    /// Returns every report so far.
     pub async fn wait_for_sequences(
         &self,
         sequences: &[String],
         timeout: Duration,
     ) -> Result<Vec<DeliveryReport>> {
-        let all_seen = || {
-            let all = self.all();
-            sequences
-                .iter()
-                .all(|s| all.iter().any(|r| &r.sequence_number == s))
-        };
-        let waited = eventually(timeout, all_seen).await;
-        let all = self.all();
-        anyhow::ensure!(
-            waited,
-            "waited {timeout:?} for {sequences:?}, saw: {all:#?}"
-        );
-        Ok(all)
+        wait_for_sequences_across(&[self], sequences, timeout).await?;
+        Ok(self.all())
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<DeliveryReport>> {
         lock(&self.0)
     }
+}
+
+/// [`Deliveries::wait_for_sequences`] for hosts that share a stream's shards: every record of
+/// `sequences` reported by one of `hosts`.
+pub async fn wait_for_sequences_across(
+    hosts: &[&Deliveries],
+    sequences: &[String],
+    timeout: Duration,
+) -> Result<()> {
+    let seen = || {
+        let all: Vec<DeliveryReport> = hosts.iter().flat_map(|h| h.all()).collect();
+        sequences
+            .iter()
+            .all(|s| all.iter().any(|r| &r.sequence_number == s))
+    };
+    let waited = eventually(timeout, seen).await;
+    anyhow::ensure!(
+        waited,
+        "waited {timeout:?} for {sequences:?}; the hosts saw {:?}",
+        hosts.iter().map(|h| h.len()).collect::<Vec<_>>()
+    );
+    Ok(())
 }
 
 /// A host on `kinesis` with quick timings, its deliveries and log captured.

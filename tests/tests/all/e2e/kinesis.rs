@@ -11,6 +11,7 @@ use ruststream_host::{
 use ruststream_runtime::{Outcome, StartPosition};
 use ruststream_tests::e2e::{
     Servers, TestHost, dynamo_store, put_json, put_witnessed, stored_checkpoint, take_over,
+    wait_for_sequences_across,
 };
 use ruststream_tests::faults::{Fault, Faults};
 use ruststream_tests::guests;
@@ -639,19 +640,7 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
             markers.push(sequence);
         }
     }
-    let handled = eventually(WAIT, || {
-        let all: Vec<_> = first
-            .deliveries
-            .all()
-            .into_iter()
-            .chain(second.deliveries.all())
-            .collect();
-        markers
-            .iter()
-            .all(|m| all.iter().any(|r| &r.sequence_number == m))
-    })
-    .await;
-    assert!(handled);
+    wait_for_sequences_across(&[&first.deliveries, &second.deliveries], &markers, WAIT).await?;
     assert_eq!(first.deliveries.len(), 4);
     assert_eq!(second.deliveries.len(), 4);
     a.shutdown().await;

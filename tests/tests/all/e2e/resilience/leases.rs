@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore, ShardState};
 use ruststream_tests::e2e::{
     Servers, TestHost, dynamo_store, put_json, put_json_batch, put_witnessed, quick_config,
-    take_over,
+    take_over, wait_for_sequences_across,
 };
 use ruststream_tests::faults::{Fault, Faults};
 use ruststream_tests::guests;
@@ -262,19 +262,7 @@ async fn balancing_hands_leases_over_without_a_record_handled_twice() -> anyhow:
         let marker = json!({"id": 1_000 + n, "quiet": true});
         markers.push(put_json(client, "paced", &marker, Some(key)).await?.1);
     }
-    let all_markers = eventually(WAIT, || {
-        let all: Vec<_> = first
-            .deliveries
-            .all()
-            .into_iter()
-            .chain(second.deliveries.all())
-            .collect();
-        markers
-            .iter()
-            .all(|m| all.iter().any(|r| &r.sequence_number == m))
-    })
-    .await;
-    assert!(all_markers, "a shard's marker was never handled");
+    wait_for_sequences_across(&[&first.deliveries, &second.deliveries], &markers, WAIT).await?;
 
     let mut times: BTreeMap<String, usize> = BTreeMap::new();
     for report in first
