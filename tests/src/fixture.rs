@@ -262,7 +262,7 @@ pub struct HostBuilder<'a> {
 }
 
 impl HostBuilder<'_> {
-    /// Its log file's name in the folder (`host.log` unless said).
+    /// Its log file, a path relative to the folder (`host.log` unless said).
     pub fn log(mut self, file: &str) -> Self {
         file.clone_into(&mut self.log);
         self

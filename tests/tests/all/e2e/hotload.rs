@@ -121,7 +121,7 @@ impl HotHost {
         let component = dir.join("versioned.wasm");
         replace_file(&guests::VERSIONED_V1.path(), &component)?;
         let config = write_config(dir, &component, streams, tenant_keys)?;
-        let log = dir.join("host.log");
+        let log = dir.strip_prefix(fixture.dir())?.join("host.log");
         let host = fixture
             .host(&config)
             .log(&log.display().to_string())
