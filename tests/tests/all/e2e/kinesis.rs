@@ -85,12 +85,8 @@ impl FaultyLedger {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -> anyhow::Result<()>
 {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 2, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 2, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let component = host.load(guests::SETTLEMENT).await?;
@@ -101,7 +97,7 @@ async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -
     let mut last_by_shard = BTreeMap::new();
     for (id, key) in [(1, SHARD_0_KEY), (2, SHARD_1_KEY), (3, SHARD_0_KEY)] {
         let (shard, sequence) =
-            put_json(&client, "ledger", &entry(id, 10 * id as i64), Some(key)).await?;
+            put_json(client, "ledger", &entry(id, 10 * id as i64), Some(key)).await?;
         last_by_shard.insert(shard, sequence);
     }
     assert_eq!(last_by_shard.len(), 2, "the entries span both shards");
@@ -125,18 +121,14 @@ async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let first = TestHost::new(client.clone(), "host-a")?;
     let app = first.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let (shard, one) = put_json(&client, "ledger", &entry(1, 1), None).await?;
-    let (_, sticky) = put_json(&client, "ledger", &entry(2, -1), None).await?;
-    let (_, after) = put_json(&client, "ledger", &entry(3, 2), None).await?;
+    let (shard, one) = put_json(client, "ledger", &entry(1, 1), None).await?;
+    let (_, sticky) = put_json(client, "ledger", &entry(2, -1), None).await?;
+    let (_, after) = put_json(client, "ledger", &entry(3, 2), None).await?;
     let reports = first.deliveries.wait_for(3, WAIT).await?;
     let outcomes: Vec<Outcome> = reports.iter().map(|r| r.outcome).collect();
     assert_eq!(outcomes, [Outcome::Ack, Outcome::Retry, Outcome::Ack]);
@@ -150,7 +142,7 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
     // A marker behind them: once it is handled, the shard was read past everything a restart
     // could deliver again.
-    let (_, marker) = put_json(&client, "ledger", &entry(4, 3), None).await?;
+    let (_, marker) = put_json(client, "ledger", &entry(4, 3), None).await?;
     let reports = second
         .deliveries
         .wait_for_sequences(std::slice::from_ref(&marker), WAIT)
@@ -179,16 +171,12 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_record_does_not_come_back_after_a_restart() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let first = TestHost::new(client.clone(), "host-a")?;
     let app = first.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    put_json(&client, "ledger", &entry(1, 0), None).await?;
+    put_json(client, "ledger", &entry(1, 0), None).await?;
     let reports = first.deliveries.wait_for(1, WAIT).await?;
     assert_eq!(reports[0].outcome, Outcome::Drop);
     app.shutdown().await;
@@ -197,7 +185,7 @@ async fn a_dropped_record_does_not_come_back_after_a_restart() -> anyhow::Result
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
     // The fresh record is the marker: the dropped one stands before it on the shard, so it
     // would have been delivered first.
-    let (_, fresh) = put_json(&client, "ledger", &entry(2, 5), None).await?;
+    let (_, fresh) = put_json(client, "ledger", &entry(2, 5), None).await?;
     let reports = second
         .deliveries
         .wait_for_sequences(std::slice::from_ref(&fresh), WAIT)
@@ -368,12 +356,8 @@ async fn a_read_answer_cut_short_is_read_again_and_loses_nothing() -> anyhow::Re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoint_writes_are_coalesced() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
@@ -424,16 +408,12 @@ async fn checkpoint_writes_are_coalesced() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let (shard, first) = put_json(&client, "ledger", &entry(1, 1), None).await?;
+    let (shard, first) = put_json(client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
     let key = LeaseKey::new("ledger", &shard);
     wait_for_checkpoint(store.as_ref(), &key, &first).await?;
@@ -446,7 +426,7 @@ async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> any
     assert!(lost, "{:#?}", app.status());
 
     // Handled by a witness beside it: a reader still polling would have had it too.
-    put_witnessed(&client, guests::SETTLEMENT, "ledger", &entry(2, 2)).await?;
+    put_witnessed(client, guests::SETTLEMENT, "ledger", &entry(2, 2)).await?;
     assert_eq!(
         host.deliveries.len(),
         1,
@@ -535,16 +515,12 @@ async fn wait_for_checkpoint(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -> anyhow::Result<()>
 {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let (parent, before) = put_json(&client, "ledger", &entry(1, 1), None).await?;
+    let (parent, before) = put_json(client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
 
     client
@@ -554,9 +530,9 @@ async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -
         .new_starting_hash_key("170141183460469231731687303715884105728")
         .send()
         .await?;
-    let low = put_json(&client, "ledger", &entry(2, 2), Some(SHARD_0_KEY)).await?;
+    let low = put_json(client, "ledger", &entry(2, 2), Some(SHARD_0_KEY)).await?;
     let high = put_json(
-        &client,
+        client,
         "ledger",
         &entry(3, 3),
         Some("200000000000000000000000000000000000000"),
@@ -593,12 +569,8 @@ async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 4, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 4, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let first = TestHost::new(client.clone(), "host-a")?;
     let a = first.run(guests::SETTLEMENT, store.clone(), 4).await?;
@@ -635,7 +607,7 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
     // its shard's marker.
     let mut markers = Vec::new();
     for (id, key) in (1..).zip(keys.iter().chain(&keys)) {
-        let (_, sequence) = put_json(&client, "ledger", &entry(id, id as i64), Some(key)).await?;
+        let (_, sequence) = put_json(client, "ledger", &entry(id, id as i64), Some(key)).await?;
         if id > 4 {
             markers.push(sequence);
         }
@@ -650,16 +622,12 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_stream_stops_its_subscription_with_a_clear_error() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let (shard, sequence) = put_json(&client, "ledger", &entry(1, 1), None).await?;
+    let (shard, sequence) = put_json(client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
     client.delete_stream().stream_name("ledger").send().await?;
 
