@@ -49,6 +49,17 @@ fn write_config(dir: &Path, host: &str) -> anyhow::Result<PathBuf> {
     Ok(config)
 }
 
+/// The servers, an `events` stream and a folder for test `name`, with [`write_config`]'s
+/// tenants file (no `[host]` additions) in it.
+async fn events(name: &str) -> anyhow::Result<(Fixture, PathBuf)> {
+    let fixture = Fixture::builder(&format!("admin-{name}"))
+        .stream("events", 1)
+        .start()
+        .await?;
+    let config = write_config(fixture.dir(), "")?;
+    Ok((fixture, config))
+}
+
 /// `bytes` (a component) with a custom section appended: the same app and version, other
 /// bytes, so another content hash.
 fn with_custom_section(bytes: &[u8]) -> Vec<u8> {
@@ -211,12 +222,8 @@ async fn reading(host: &Host) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_without_the_token_a_json_body_or_the_hosts_name_are_refused_with_the_reason()
 -> anyhow::Result<()> {
-    let fixture = Fixture::builder("admin-refusals")
-        .stream("events", 1)
-        .start()
-        .await?;
+    let (fixture, config) = events("refusals").await?;
     let dir = fixture.dir();
-    let config = write_config(dir, "")?;
     let host = Host::start(&fixture, &config, 1, &[])?;
     let addr = host.addr().await?;
     let without = request(&addr, "GET", "/v1/status", &[], b"")?;
@@ -333,13 +340,9 @@ fn upload_head(admin: &AdminApi, length: usize) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_are_bounded_by_the_compile_size_before_reading_and_taken_one_at_a_time()
 -> anyhow::Result<()> {
-    let fixture = Fixture::builder("admin-uploads")
-        .stream("events", 1)
-        .start()
-        .await?;
+    let (fixture, config) = events("uploads").await?;
     let client = fixture.client();
     let dir = fixture.dir();
-    let config = write_config(dir, "")?;
     let host = Host::start(&fixture, &config, 1, &[])?;
     let admin = host.admin().await?;
     reading(&host).await?;
@@ -480,13 +483,9 @@ async fn refused_start(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() -> anyhow::Result<()>
 {
-    let fixture = Fixture::builder("admin-remote")
-        .stream("events", 1)
-        .start()
-        .await?;
+    let (fixture, config) = events("remote").await?;
     let kinesis = &fixture.kinesis;
     let dir = fixture.dir();
-    let config = write_config(dir, "")?;
     // (`--allow-remote-admin` on loopback here: a test listens on nothing else.)
     let remote = ["--admin-addr", "127.0.0.1:0", "--allow-remote-admin"];
     let text = refused_start(&config, kinesis, &remote).await?;
@@ -544,13 +543,9 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_verbs_read_the_token_from_the_default_state_directory() -> anyhow::Result<()> {
-    let fixture = Fixture::builder("admin-default-token")
-        .stream("events", 1)
-        .start()
-        .await?;
+    let (fixture, config) = events("default-token").await?;
     let client = fixture.client();
     let dir = fixture.dir();
-    let config = write_config(dir, "")?;
     let data = dir.join("data");
     let start = |run: u32| -> anyhow::Result<Host> {
         let data = data.clone();
@@ -627,13 +622,9 @@ fn short(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version()
 -> anyhow::Result<()> {
-    let fixture = Fixture::builder("admin-persist")
-        .stream("events", 1)
-        .start()
-        .await?;
+    let (fixture, config) = events("persist").await?;
     let client = fixture.client();
     let dir = fixture.dir();
-    let config = write_config(dir, "")?;
     let v1 = std::fs::read(guests::VERSIONED_V1.path())?;
     let v2 = std::fs::read(guests::VERSIONED_V2.path())?;
     let v2_path = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
@@ -754,13 +745,9 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> anyhow::Result<()> {
-    let fixture = Fixture::builder("admin-precedence")
-        .stream("events", 1)
-        .start()
-        .await?;
+    let (fixture, config) = events("precedence").await?;
     let client = fixture.client();
     let dir = fixture.dir();
-    let config = write_config(dir, "")?;
     let component = dir.join("versioned.wasm");
     let v2_path = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
 
@@ -818,13 +805,8 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Result<()> {
-    let fixture = Fixture::builder("admin-judged")
-        .stream("events", 1)
-        .start()
-        .await?;
+    let (fixture, config) = events("judged").await?;
     let client = fixture.client();
-    let dir = fixture.dir();
-    let config = write_config(dir, "")?;
     let judge = ["--rollout-calls", "4", "--rollout-margin", "0.2"];
     let trap = guests::VERSIONED_TRAP.path().to_string_lossy().into_owned();
     let v2 = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
@@ -881,13 +863,8 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeployed()
 -> anyhow::Result<()> {
-    let fixture = Fixture::builder("admin-upload-only")
-        .stream("events", 1)
-        .start()
-        .await?;
+    let (fixture, config) = events("upload-only").await?;
     let client = fixture.client();
-    let dir = fixture.dir();
-    let config = write_config(dir, "")?;
     // App `renamed` 3.0.0, reading `events` too: a new app, under a name the file does not list.
     let renamed = guests::VERSIONED_RENAMED
         .path()
