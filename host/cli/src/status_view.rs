@@ -112,19 +112,24 @@ fn render_app(out: &mut String, app: &AppStatus, now_ms: u64) {
 }
 
 fn render_subscription(out: &mut String, subscription: &SubscriptionStatus, now_ms: u64) {
-    let (name, stream) = (text(&subscription.name), text(&subscription.stream));
+    let (name, stream) = (text(&subscription.subscriber), text(&subscription.stream));
     line(out, 2, format_args!("subscription {name} on `{stream}`"));
     if let Some(error) = &subscription.error {
         line(out, 3, format_args!("error: {}", text(error)));
     }
-    for shard in &subscription.shards {
-        line(out, 3, format_args!("{}", shard_line(shard, now_ms)));
+    for (shard_id, shard) in &subscription.shards {
+        line(
+            out,
+            3,
+            format_args!("{}", shard_line(shard_id, shard, now_ms)),
+        );
     }
 }
 
 /// One shard: id, state, owner, checkpoint, held record, delivered and settled counts, lag.
-fn shard_line(shard: &ShardStatus, now_ms: u64) -> String {
-    let mut parts = vec![format!("{} {}", text(&shard.shard_id), text(&shard.state))];
+fn shard_line(shard_id: &str, shard: &ShardStatus, now_ms: u64) -> String {
+    let state = shard.state.to_string();
+    let mut parts = vec![format!("{} {}", text(shard_id), text(&state))];
     parts.push(match &shard.owner {
         Some(owner) => format!("owner {}", text(owner)),
         None => "no owner".to_owned(),
@@ -288,7 +293,7 @@ tenant acme (running)
     subscription book on `ledger`
       shardId-000000000000 reading, owner host-a, checkpoint 4959, held at 4960 for 12s, \
 delivered 120 (ack 100, drop 2, retry 17, retry_after 0, trapped 1), 250 ms behind
-      shardId-000000000001 waiting, no owner, no checkpoint, delivered 0 (ack 0, drop 0, \
+      shardId-000000000001 stopped, no owner, no checkpoint, delivered 0 (ack 0, drop 0, \
 retry 0, retry_after 0, trapped 0), paused
   app fresh 1.0.0 (fresh.wasm, #abc)
     subscription audit on `secret`

@@ -47,5 +47,6 @@ pub use lease::{
 };
 pub use runner::{
     AppVersions, Deployment, Host, HostConfig, OperatorSettings, RolloutStatus, RunningApp,
-    SeekError, ShardState, ShardStatus, SubscriptionStatus, SwapError, Swapped, VersionInfo,
+    SeekError, ShardState, ShardStatus, SubscriptionStatus, SwapError, Swapped, UnknownShardState,
+    VersionInfo,
 };

@@ -2,13 +2,14 @@
 //! `acme`, running app `ledger` (subscriber `book` over two shards) and app `fresh`, which has
 //! no previous version. It records what it was asked and answers as a host would.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::control::{Control, ControlError};
 use super::model::{
     AppStatus, AppVersionList, Deployed, HostStatus, KeptVersion, OutcomeCounts, Refusal,
-    RolloutStatus, SeekPosition, ShardStatus, SubscriptionStatus, TenantStatus, Undeployed,
-    VersionInfo, VersionOrigin,
+    RolloutStatus, SeekPosition, ShardState, ShardStatus, SubscriptionStatus, TenantStatus,
+    Undeployed, VersionInfo, VersionOrigin,
 };
 
 /// The tenant the fake runs.
@@ -217,8 +218,7 @@ impl Control for FakeControl {
 /// nobody holds.
 pub fn sample_status() -> HostStatus {
     let held = ShardStatus {
-        shard_id: SHARDS[0].to_owned(),
-        state: "reading".to_owned(),
+        state: ShardState::Reading,
         owner: Some("host-a".to_owned()),
         checkpoint: Some("4959".to_owned()),
         held_at: Some("4960".to_owned()),
@@ -234,10 +234,13 @@ pub fn sample_status() -> HostStatus {
         },
         millis_behind_latest: Some(250),
         paused: false,
+        // Not sent over the admin API: zero, as a status parsed from JSON has them.
+        unhandled: 0,
+        copies_pending: 0,
+        iterator_age_ms: None,
     };
     let idle = ShardStatus {
-        shard_id: SHARDS[1].to_owned(),
-        state: "waiting".to_owned(),
+        state: ShardState::Stopped,
         owner: None,
         checkpoint: None,
         held_at: None,
@@ -246,6 +249,9 @@ pub fn sample_status() -> HostStatus {
         outcomes: OutcomeCounts::default(),
         millis_behind_latest: None,
         paused: true,
+        unhandled: 0,
+        copies_pending: 0,
+        iterator_age_ms: None,
     };
     let ledger = AppStatus {
         name: "ledger".to_owned(),
@@ -265,10 +271,10 @@ pub fn sample_status() -> HostStatus {
         }),
         rollbacks: 1,
         subscriptions: vec![SubscriptionStatus {
-            name: "book".to_owned(),
+            subscriber: "book".to_owned(),
             stream: "ledger".to_owned(),
             error: None,
-            shards: vec![held, idle],
+            shards: BTreeMap::from([(SHARDS[0].to_owned(), held), (SHARDS[1].to_owned(), idle)]),
         }],
     };
     let fresh = AppStatus {
@@ -280,10 +286,10 @@ pub fn sample_status() -> HostStatus {
         rollout: None,
         rollbacks: 0,
         subscriptions: vec![SubscriptionStatus {
-            name: "audit".to_owned(),
+            subscriber: "audit".to_owned(),
             stream: "secret".to_owned(),
             error: Some("stream `secret` is not granted to tenant `acme`".to_owned()),
-            shards: Vec::new(),
+            shards: BTreeMap::new(),
         }],
     };
     HostStatus {

@@ -70,67 +70,19 @@ pub struct AppStatus {
     pub subscriptions: Vec<SubscriptionStatus>,
 }
 
-/// One version of an app's component.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VersionInfo {
-    /// The component's file or upload name.
-    pub component: String,
-    /// The app version it declares.
-    pub version: String,
-    /// The hash of its bytes.
-    pub content_hash: String,
-}
+/// One version of an app's component: the runner's own type, sent as it is.
+pub use ruststream_host::VersionInfo;
 
-/// How a newly swapped-in version is being judged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RolloutStatus {
-    /// Calls made to the new version so far.
-    pub calls: u64,
-    /// Of those, the calls that trapped.
-    pub failures: u64,
-    /// How many calls the verdict is taken over.
-    pub judged_over: u32,
-    /// `pending`, `kept`, or `rolled back: <why>`.
-    pub verdict: String,
-}
+/// How a newly swapped-in version is being judged: the runner's own type, sent as it is.
+pub use ruststream_host::RolloutStatus;
 
-/// One subscription of an app and its shards.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubscriptionStatus {
-    /// The subscriber's name.
-    pub name: String,
-    /// The stream it reads.
-    pub stream: String,
-    /// Why the subscription is not running (a stream it may not read, a listing failure).
-    pub error: Option<String>,
-    /// The shards this host knows of for the subscription.
-    pub shards: Vec<ShardStatus>,
-}
+/// One subscription of an app and its shards: the runner's own status, whose serde attributes
+/// give the wire form (`name`, `stream`, `error`, `shards` as a list).
+pub use ruststream_host::SubscriptionStatus;
 
-/// One shard of a subscription as this host sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardStatus {
-    /// The Kinesis shard id.
-    pub shard_id: String,
-    /// The host's state of the shard (`reading`, `waiting`, `ended`, ...).
-    pub state: String,
-    /// The host holding its lease, if any.
-    pub owner: Option<String>,
-    /// The stored checkpoint: a sequence number or a start position.
-    pub checkpoint: Option<String>,
-    /// The sequence number of the unhandled record the checkpoint waits in front of.
-    pub held_at: Option<String>,
-    /// Since when that record holds the checkpoint.
-    pub held_since_ms: Option<u64>,
-    /// Records handed to the component since this host took the shard.
-    pub delivered: u64,
-    /// How those records were settled.
-    pub outcomes: OutcomeCounts,
-    /// How far the last read was behind the shard's tip, as Kinesis reported it.
-    pub millis_behind_latest: Option<i64>,
-    /// True while the shard's reading is paused.
-    pub paused: bool,
-}
+/// One shard of a subscription as this host sees it: the runner's own status (`shard_id`
+/// first, the state in words, `paused` for a paused or quarantined tenant).
+pub use ruststream_host::{ShardState, ShardStatus};
 
 /// Records counted by outcome: the runtime's own counts, sent as they are.
 pub use ruststream_runtime::OutcomeCounts;

@@ -2,16 +2,14 @@
 
 use std::sync::Arc;
 
-use ruststream_host::{
-    AppVersions, RunningApp, SeekError, ShardState, ShardStatus, SubscriptionStatus,
-};
+use ruststream_host::{AppVersions, RunningApp, SeekError, SubscriptionStatus};
 use ruststream_runtime::StartPosition;
 
 use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
 use crate::admin::model::{
-    self, AppStatus, AppVersionList, Deployed, HostStatus, Refusal, RolloutStatus, SeekPosition,
-    TenantStatus, Undeployed, VersionInfo,
+    AppStatus, AppVersionList, Deployed, HostStatus, Refusal, SeekPosition, TenantStatus,
+    Undeployed,
 };
 
 /// Why an operator paused a tenant, as status shows it.
@@ -20,7 +18,7 @@ const PAUSED_BY_OPERATOR: &str = "paused by an operator";
 impl Control for Fleet {
     async fn start_redrive(
         &self,
-        request: model::RedriveRequest,
+        request: crate::admin::model::RedriveRequest,
     ) -> Result<serde_json::Value, ControlError> {
         Fleet::start_redrive(self, request).await
     }
@@ -194,17 +192,8 @@ fn app_status(app: &RunningApp, paused: bool) -> AppStatus {
         component: current.component,
         version: current.version,
         content_hash: current.content_hash,
-        previous: previous.map(|p| VersionInfo {
-            component: p.component,
-            version: p.version,
-            content_hash: p.content_hash,
-        }),
-        rollout: rollout.map(|r| RolloutStatus {
-            calls: r.calls,
-            failures: r.failures,
-            judged_over: r.judged_over,
-            verdict: r.verdict,
-        }),
+        previous,
+        rollout,
         rollbacks,
         subscriptions: app
             .status()
@@ -214,42 +203,11 @@ fn app_status(app: &RunningApp, paused: bool) -> AppStatus {
     }
 }
 
-fn subscription_status(status: SubscriptionStatus, paused: bool) -> model::SubscriptionStatus {
-    model::SubscriptionStatus {
-        name: status.subscriber,
-        stream: status.stream,
-        error: status.error,
-        shards: status
-            .shards
-            .into_iter()
-            .map(|(shard_id, shard)| shard_status(shard_id, shard, paused))
-            .collect(),
+/// The runner's status as sent: a shard is paused if its worker saw its tenant stopped or the
+/// tenant is stopped now (the worker notices at its next turn).
+fn subscription_status(mut status: SubscriptionStatus, paused: bool) -> SubscriptionStatus {
+    for shard in status.shards.values_mut() {
+        shard.paused |= paused;
     }
-}
-
-fn shard_status(shard_id: String, shard: ShardStatus, paused: bool) -> model::ShardStatus {
-    model::ShardStatus {
-        shard_id,
-        state: state_name(&shard.state),
-        owner: shard.owner,
-        checkpoint: shard.checkpoint,
-        held_at: shard.held_at,
-        held_since_ms: shard.held_since_ms,
-        delivered: shard.delivered,
-        outcomes: shard.outcomes,
-        millis_behind_latest: shard.millis_behind_latest,
-        paused: paused || shard.quarantined,
-    }
-}
-
-fn state_name(state: &ShardState) -> String {
-    match state {
-        ShardState::Opening => "opening".to_owned(),
-        ShardState::Reading => "reading".to_owned(),
-        ShardState::Finished => "finished".to_owned(),
-        ShardState::Lost => "lost".to_owned(),
-        ShardState::HandedOver(to) => format!("handed over to {to}"),
-        ShardState::Stopped => "stopped".to_owned(),
-        ShardState::Failed(why) => format!("failed: {why}"),
-    }
+    status
 }

@@ -259,7 +259,7 @@ mod tests {
             outcomes: Default::default(),
             millis_behind_latest: Some(0),
             iterator_age_ms: Some(3),
-            quarantined: false,
+            paused: false,
         };
         assert_eq!(values(&shard, 61_000), [60.0, 0.003, 1.0, 60.0, 0.0]);
         let caught_up = ShardStatus {

@@ -19,7 +19,8 @@ pub use app::{RunningApp, SwapError, Swapped};
 pub use seek::SeekError;
 pub use settings::OperatorSettings;
 pub use status::{
-    AppVersions, RolloutStatus, ShardState, ShardStatus, SubscriptionStatus, VersionInfo,
+    AppVersions, RolloutStatus, ShardState, ShardStatus, SubscriptionStatus, UnknownShardState,
+    VersionInfo,
 };
 
 use std::collections::HashMap;

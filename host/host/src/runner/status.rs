@@ -1,14 +1,26 @@
 //! What a running subscription is doing, shard by shard.
+//!
+//! These types are also the admin API's JSON (`ruststream-fleet`'s `admin::model` re-exports
+//! them): the serde attributes give the wire form, the state in words
+//! ([`ShardState`]'s `Display`), a subscription's shards as a list each carrying its
+//! `shard_id`, and what only this process's metrics read (`unhandled`, `copies_pending`,
+//! `iterator_age_ms`) left out.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use ruststream_runtime::internals::lock;
 use ruststream_runtime::{Clock, OutcomeCounts, ShardPipeline, SystemClock};
 
 use crate::kinesis::ReadProgress;
 
-/// The state of one shard on this host.
+/// The state of one shard on this host; in JSON and on the status page, the words of its
+/// `Display` (`reading`, `handed over to host-b`, `failed: why`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShardState {
     /// Leased; the reader is opening its iterator.
@@ -27,49 +39,160 @@ pub enum ShardState {
     Failed(String),
 }
 
-/// One shard's status.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl fmt::Display for ShardState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Opening => f.write_str("opening"),
+            Self::Reading => f.write_str("reading"),
+            Self::Finished => f.write_str("finished"),
+            Self::Lost => f.write_str("lost"),
+            Self::HandedOver(to) => write!(f, "handed over to {to}"),
+            Self::Stopped => f.write_str("stopped"),
+            Self::Failed(why) => write!(f, "failed: {why}"),
+        }
+    }
+}
+
+/// A shard state's words that name no state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a shard state (opening, reading, finished, lost, handed over to HOST, stopped, failed: WHY)"
+)]
+pub struct UnknownShardState(pub String);
+
+impl FromStr for ShardState {
+    type Err = UnknownShardState;
+
+    /// Reads back what `Display` wrote.
+    fn from_str(words: &str) -> Result<Self, Self::Err> {
+        Ok(match words {
+            "opening" => Self::Opening,
+            "reading" => Self::Reading,
+            "finished" => Self::Finished,
+            "lost" => Self::Lost,
+            "stopped" => Self::Stopped,
+            _ => {
+                if let Some(to) = words.strip_prefix("handed over to ") {
+                    Self::HandedOver(to.to_owned())
+                } else if let Some(why) = words.strip_prefix("failed: ") {
+                    Self::Failed(why.to_owned())
+                } else {
+                    return Err(UnknownShardState(words.to_owned()));
+                }
+            }
+        })
+    }
+}
+
+impl Serialize for ShardState {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ShardState {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer)?
+            .parse()
+            .map_err(D::Error::custom)
+    }
+}
+
+/// One shard's status. The fields are in the order the admin API's JSON shows them; the ones
+/// marked `skip` are not sent (they read as zero/`None` in a status parsed from JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardStatus {
     /// Where its worker stands.
     pub state: ShardState,
     /// The host holding its lease while this host reads it.
     pub owner: Option<String>,
-    /// Records delivered to the component on this host.
-    pub delivered: u64,
     /// The checkpoint the pipeline reached (stored within the checkpoint interval).
     pub checkpoint: Option<String>,
     /// The first unhandled record, in front of which the checkpoint is held.
     pub held_at: Option<String>,
     /// Since when (ms since the epoch) the checkpoint has been held in front of `held_at`.
     pub held_since_ms: Option<u64>,
-    /// Records read and not handled yet: held, waiting for a due time, or whose copy is still
-    /// being published.
-    pub unhandled: u64,
-    /// Copies owed to a stream: waiting for their due time or being published.
-    pub copies_pending: u64,
+    /// Records delivered to the component on this host.
+    pub delivered: u64,
     /// How its deliveries settled on this host.
     pub outcomes: OutcomeCounts,
     /// How far behind the tip of the shard its last read was, as Kinesis reported it.
     pub millis_behind_latest: Option<i64>,
+    /// Delivery is paused: the component's tenant is quarantined or paused by an operator
+    /// (as of the worker's last turn; the fleet's status also sets it from the tenant's state
+    /// now).
+    pub paused: bool,
+    /// Records read and not handled yet: held, waiting for a due time, or whose copy is still
+    /// being published.
+    #[serde(skip)]
+    pub unhandled: u64,
+    /// Copies owed to a stream: waiting for their due time or being published.
+    #[serde(skip)]
+    pub copies_pending: u64,
     /// How old the last record of the last non-empty read was when it was read (ms): Lambda's
     /// iterator age.
+    #[serde(skip)]
     pub iterator_age_ms: Option<u64>,
-    /// Delivery is paused: the component's tenant is quarantined.
-    pub quarantined: bool,
 }
 
-/// One subscription's status.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// One subscription's status. In JSON the subscriber is `name` and the shards a list, each
+/// with its `shard_id` first.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SubscriptionStatus {
     /// The subscription.
+    #[serde(rename = "name")]
     pub subscriber: String,
     /// The stream it reads.
     pub stream: String,
-    /// Shards this host holds or held, by shard id.
-    pub shards: BTreeMap<String, ShardStatus>,
     /// Set when the subscription stopped as a whole (e.g. its stream was deleted), or takes
     /// no lease until an operator acts (its lease table holds legacy rows).
     pub error: Option<String>,
+    /// Shards this host holds or held, by shard id.
+    #[serde(with = "shard_list")]
+    pub shards: BTreeMap<String, ShardStatus>,
+}
+
+/// A subscription's shards as the JSON list `[{"shard_id": ..., <ShardStatus>}, ...]`.
+mod shard_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::ShardStatus;
+
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        shard_id: &'a str,
+        #[serde(flatten)]
+        shard: &'a ShardStatus,
+    }
+
+    #[derive(Deserialize)]
+    struct OwnedEntry {
+        shard_id: String,
+        #[serde(flatten)]
+        shard: ShardStatus,
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        shards: &BTreeMap<String, ShardStatus>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(
+            shards
+                .iter()
+                .map(|(shard_id, shard)| Entry { shard_id, shard }),
+        )
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<String, ShardStatus>, D::Error> {
+        Ok(Vec::<OwnedEntry>::deserialize(deserializer)?
+            .into_iter()
+            .map(|entry| (entry.shard_id, entry.shard))
+            .collect())
+    }
 }
 
 impl SubscriptionStatus {
@@ -141,7 +264,7 @@ impl StatusBoard {
                 outcomes: OutcomeCounts::default(),
                 millis_behind_latest: None,
                 iterator_age_ms: None,
-                quarantined: false,
+                paused: false,
             });
         change(shard);
     }
@@ -174,7 +297,7 @@ impl StatusBoard {
 }
 
 /// One version of an app's component.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VersionInfo {
     /// The component's name (its file stem, or the name it was uploaded under).
     pub component: String,
@@ -185,7 +308,7 @@ pub struct VersionInfo {
 }
 
 /// How the newest version of an app is doing against the one it replaced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RolloutStatus {
     /// Calls the new version made since it went live.
     pub calls: u64,
@@ -208,4 +331,70 @@ pub struct AppVersions {
     pub rollout: Option<RolloutStatus>,
     /// How many times the app was rolled back since the host started.
     pub rollbacks: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(state: ShardState) -> ShardStatus {
+        ShardStatus {
+            state,
+            owner: Some("host-a".to_owned()),
+            checkpoint: Some("4959".to_owned()),
+            held_at: None,
+            held_since_ms: Some(7),
+            delivered: 3,
+            outcomes: OutcomeCounts {
+                ack: 3,
+                ..OutcomeCounts::default()
+            },
+            millis_behind_latest: Some(-1),
+            paused: true,
+            unhandled: 0,
+            copies_pending: 0,
+            iterator_age_ms: None,
+        }
+    }
+
+    /// The admin API's JSON as it was when the model had its own copy of these types: field
+    /// order, `name`, `shard_id` first, the state in words.
+    #[test]
+    fn a_subscription_is_sent_as_the_admin_api_always_sent_it() {
+        let status = SubscriptionStatus {
+            subscriber: "book".to_owned(),
+            stream: "ledger".to_owned(),
+            error: None,
+            shards: BTreeMap::from([(
+                "shardId-1".to_owned(),
+                shard(ShardState::HandedOver("host-b".to_owned())),
+            )]),
+        };
+        let json = serde_json::to_string(&status).expect("serializes");
+        assert_eq!(
+            json,
+            r#"{"name":"book","stream":"ledger","error":null,"shards":[{"shard_id":"shardId-1","state":"handed over to host-b","owner":"host-a","checkpoint":"4959","held_at":null,"held_since_ms":7,"delivered":3,"outcomes":{"ack":3,"drop":0,"retry":0,"retry_after":0,"trapped":0,"foreign_copies":0},"millis_behind_latest":-1,"paused":true}]}"#
+        );
+        let back: SubscriptionStatus = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, status);
+    }
+
+    #[test]
+    fn every_state_reads_back_from_its_words() {
+        for state in [
+            ShardState::Opening,
+            ShardState::Reading,
+            ShardState::Finished,
+            ShardState::Lost,
+            ShardState::HandedOver("host-b".to_owned()),
+            ShardState::Stopped,
+            ShardState::Failed("stream deleted: gone".to_owned()),
+        ] {
+            assert_eq!(state.to_string().parse::<ShardState>(), Ok(state));
+        }
+        assert_eq!(
+            "waiting".parse::<ShardState>(),
+            Err(UnknownShardState("waiting".to_owned()))
+        );
+    }
 }

@@ -399,7 +399,7 @@ async fn read(
             .map(|ms| instant_at(ctx.clock.as_ref(), ms));
         // A quarantined tenant reads nothing more; what it read waits, parked.
         let paused = *quarantine.borrow_and_update();
-        ctx.status.update(&shard_id, |s| s.quarantined = paused);
+        ctx.status.update(&shard_id, |s| s.paused = paused);
         tokio::select! {
             biased;
             _ = stop.changed() => {}

@@ -169,7 +169,7 @@ async fn a_tenant_whose_calls_keep_failing_is_quarantined_until_resumed() -> any
     arena.traffic(4, 0).await?;
     let tenant = hostile.tenant().clone();
     let paused = hostile
-        .wait_for(WAIT, |s| s[0].shards.values().all(|x| x.quarantined))
+        .wait_for(WAIT, |s| s[0].shards.values().all(|x| x.paused))
         .await;
     assert!(paused, "{:#?}", hostile.status());
     assert!(tenant.is_quarantined());
