@@ -530,6 +530,7 @@ impl AwsArgs {
             kinesis_endpoint: self.kinesis_endpoint.clone(),
             dynamodb_endpoint: self.dynamodb_endpoint.clone(),
             sts_endpoint: self.sts_endpoint.clone(),
+            credentials: None,
         }
     }
 }

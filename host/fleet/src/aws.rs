@@ -1,6 +1,7 @@
 //! Where the AWS clients are configured: region and endpoints, resolved once for every service.
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_credential_types::provider::SharedCredentialsProvider;
 
 /// The region and the service endpoints AWS calls go to; `None` means the environment's
 /// region and AWS's own endpoints.
@@ -14,6 +15,10 @@ pub struct AwsOptions {
     pub dynamodb_endpoint: Option<String>,
     /// STS endpoint, where tenants' `role_arn`s are assumed (default: AWS).
     pub sts_endpoint: Option<String>,
+    /// The host's own credentials, for an embedder that has them in hand (default: the
+    /// environment's chain: variables, profile, SSO, instance role). Tenants' `role_arn`s are
+    /// assumed with them.
+    pub credentials: Option<SharedCredentialsProvider>,
 }
 
 impl AwsOptions {
@@ -21,6 +26,9 @@ impl AwsOptions {
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if let Some(region) = &self.region {
             loader = loader.region(Region::new(region.clone()));
+        }
+        if let Some(credentials) = &self.credentials {
+            loader = loader.credentials_provider(credentials.clone());
         }
         loader
     }

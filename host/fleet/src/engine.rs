@@ -1,5 +1,5 @@
-//! The runtime a command runs components on: compiled by this program's compile worker, cached
-//! where told.
+//! The runtime a command runs components on: compiled by this program's compile worker (or,
+//! when an embedder opts in, in this process), cached where told.
 
 use std::path::PathBuf;
 
@@ -9,6 +9,20 @@ use ruststream_runtime::{CompileConfig, CompileLimits, Compiler, RuntimeConfig};
 /// its first argument, it calls [`compile_worker`] with the arguments after it and exits with
 /// its status. Every runtime made here compiles components in such a child process.
 pub use ruststream_runtime::{WORKER_COMMAND, compile_worker};
+
+/// Where components are compiled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CompileIn {
+    /// A child process of this program ([`WORKER_COMMAND`]) under memory and CPU limits and a
+    /// timeout: a component that is a compile bomb costs the worker, not the host. The program
+    /// must serve the worker. What every verb and `ruststream run` use.
+    #[default]
+    Worker,
+    /// This process, bounded only by the size checks: for an embedder whose components are all
+    /// trusted (its own), and for tests (a test binary cannot serve the worker). A hostile
+    /// component can exhaust this process's memory or stall a compile thread.
+    ThisProcess,
+}
 
 /// Where compiled components are cached.
 #[derive(Debug, Clone, Default)]
@@ -49,12 +63,27 @@ pub(crate) fn runtime_config(
     cache: Option<PathBuf>,
     fuel: bool,
 ) -> anyhow::Result<RuntimeConfig> {
-    let program = std::env::current_exe().map_err(|error| {
-        anyhow::anyhow!("cannot find this program to run its compile worker: {error}")
-    })?;
+    runtime_config_in(CompileIn::Worker, limits, cache, fuel)
+}
+
+/// [`runtime_config`], compiling where `compile_in` says.
+pub(crate) fn runtime_config_in(
+    compile_in: CompileIn,
+    limits: CompileLimits,
+    cache: Option<PathBuf>,
+    fuel: bool,
+) -> anyhow::Result<RuntimeConfig> {
+    let compiler = match compile_in {
+        CompileIn::Worker => Compiler::Worker {
+            program: std::env::current_exe().map_err(|error| {
+                anyhow::anyhow!("cannot find this program to run its compile worker: {error}")
+            })?,
+        },
+        CompileIn::ThisProcess => Compiler::InProcess,
+    };
     Ok(RuntimeConfig {
         compile: CompileConfig {
-            compiler: Compiler::Worker { program },
+            compiler,
             limits,
             cache,
         },

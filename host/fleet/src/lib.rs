@@ -13,7 +13,11 @@
 //!
 //! [`run::RunningHost`] is what `ruststream run` runs: a tenants file in, the host's control
 //! surface out. The program must serve the compile worker ([`engine::WORKER_COMMAND`]), as
-//! every host compiles components in a child process of its own program.
+//! every host compiles components in a child process of its own program by default; an
+//! embedder whose components are all trusted may compile them in its own process instead
+//! ([`run::RunOptions::compile_in`] = [`engine::CompileIn::ThisProcess`]), and the host's
+//! credentials may be given in hand ([`aws::AwsOptions::credentials`]). The tests crate's
+//! `embed` tests run one that way against the local servers.
 //!
 //! ```no_run
 //! use std::process::ExitCode;

@@ -30,7 +30,7 @@ use crate::admin::token::AdminToken;
 use crate::admin::{self, AdminOptions};
 use crate::aws::AwsOptions;
 use crate::config::{Config, HostSection, LeaseStoreKind};
-use crate::engine::{CompileCache, runtime_config};
+use crate::engine::{CompileCache, CompileIn, runtime_config_in};
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::http_server::HttpServer;
 use crate::identity::Identities;
@@ -64,6 +64,9 @@ pub struct RunOptions {
     pub aws: AwsOptions,
     /// Where compiled components are cached.
     pub compile: CompileCache,
+    /// Where components are compiled: the bounded worker unless an embedder whose components
+    /// are all trusted opts in to this process.
+    pub compile_in: CompileIn,
     /// Where leases and checkpoints live.
     pub lease_store: Option<LeaseStoreKind>,
     /// DynamoDB lease table; `{tenant}` and `{app}` are replaced.
@@ -121,6 +124,7 @@ impl Default for RunOptions {
             config: None,
             aws: AwsOptions::default(),
             compile: CompileCache::default(),
+            compile_in: CompileIn::Worker,
             lease_store: None,
             lease_table: None,
             create_lease_table: false,
@@ -182,7 +186,8 @@ impl RunningHost {
     /// Reads the tenants file, opens (and locks) the state directory, starts the admin API and
     /// the metrics endpoint, and begins loading every tenant; it returns before the tenants are
     /// loaded (readiness says so meanwhile). Must be called within a multi-threaded tokio
-    /// runtime; the program must serve the compile worker (see [`crate::engine`]).
+    /// runtime; the program must serve the compile worker (see [`crate::engine`]) unless
+    /// [`RunOptions::compile_in`] is [`CompileIn::ThisProcess`].
     ///
     /// # Errors
     /// The tenants file (its first mistake, naming file, line and key), the state directory
@@ -193,7 +198,8 @@ impl RunningHost {
         let settings = Settings::new(&args, file.as_ref())?;
         // Before the runtime: its compiles are counted.
         let recorder = args.metrics_addr.map(|_| metrics::install()).transpose()?;
-        let runtime = Runtime::new(runtime_config(
+        let runtime = Runtime::new(runtime_config_in(
+            args.compile_in,
             settings.compile_limits.clone(),
             settings.compile_cache.clone(),
             settings.fuel,

@@ -1,13 +1,131 @@
-//! The host embedded through the library alone: a tenants file in, its control surface out,
-//! with no `ruststream` binary.
+//! The host embedded through `ruststream-fleet` alone, with no `ruststream` binary: a tenants
+//! file in, its control surface out. Components compile in this process
+//! ([`CompileIn::ThisProcess`]): a test binary cannot serve the compile worker.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use aws_sdk_kinesis::config::{Credentials, SharedCredentialsProvider};
 use ruststream_fleet::admin::control::{Control as _, ControlError};
 use ruststream_fleet::aws::AwsOptions;
+use ruststream_fleet::config::LeaseStoreKind;
+use ruststream_fleet::engine::{CompileCache, CompileIn};
 use ruststream_fleet::run::{RunOptions, RunningHost};
+use ruststream_host::{LeaseKey, LeaseStore as _};
+use ruststream_tests::fixture::Fixture;
+use ruststream_tests::wait::poll_for;
+use ruststream_tests::{compile_cache_dir, guests};
+use serde_json::json;
+
+/// How long the host may take to load, read and checkpoint on a loaded machine.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The fixture's servers, with the test credentials in hand (none from the environment).
+fn fixture_aws(fixture: &Fixture) -> AwsOptions {
+    AwsOptions {
+        region: Some("us-east-1".to_owned()),
+        kinesis_endpoint: Some(fixture.kinesis.endpoint()),
+        dynamodb_endpoint: Some(fixture.dynamo().endpoint()),
+        sts_endpoint: None,
+        credentials: Some(SharedCredentialsProvider::new(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "embed-test",
+        ))),
+    }
+}
+
+/// Tenant `acme` runs `versioned` v1 (`handle` on `events` acks `{"id": N}`); leases and
+/// checkpoints in DynamoDB-local; one record put; the host stopped by the embedder. What it
+/// handled is in its status, its checkpoint in the lease table, and its lease released.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_embedded_host_runs_a_component_from_a_tenants_file_and_stops_cleanly()
+-> anyhow::Result<()> {
+    let fixture = Fixture::builder("embed-runs")
+        .stream("events", 1)
+        .stream("legacy", 1)
+        .dynamo()
+        .start()
+        .await?;
+    let config = fixture.tenants(&format!(
+        "[[tenants]]\nname = \"acme\"\ncomponents = [{:?}]\nsubscribe = [\"events\", \"legacy\"]\n",
+        guests::VERSIONED_V1.path()
+    ))?;
+    let host = RunningHost::start(RunOptions {
+        config: Some(config),
+        aws: fixture_aws(&fixture),
+        compile: CompileCache {
+            compile_cache: Some(compile_cache_dir()),
+            no_compile_cache: false,
+        },
+        compile_in: CompileIn::ThisProcess,
+        lease_store: Some(LeaseStoreKind::Dynamodb),
+        create_lease_table: true,
+        owner_id: Some("embedder".to_owned()),
+        poll_interval_ms: Some(50),
+        checkpoint_interval_ms: Some(50),
+        state_dir: Some(fixture.dir().join("state")),
+        admin_addr: None,
+        metrics_addr: None,
+        ..RunOptions::default()
+    })
+    .await?;
+    assert_eq!(host.admin_addr(), None, "no admin API was asked for");
+    // The control outlives `run_until`'s hold on the host: the embedder drives it meanwhile.
+    let control = host.control().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(host.run_until(async {
+        let _ = stopped.await;
+    }));
+
+    let reading = poll_for(WAIT, async || {
+        let status = control.status();
+        let shards = status
+            .tenants
+            .first()?
+            .apps
+            .first()?
+            .subscriptions
+            .first()?;
+        (!shards.shards.is_empty()).then_some(())
+    })
+    .await;
+    assert!(reading.is_some(), "acme never read: {:?}", control.status());
+    let sequence = fixture.put("events", &json!({"id": 1})).await?;
+
+    let handled = poll_for(WAIT, async || {
+        let status = control.status();
+        let app = status.tenants.first()?.apps.first()?;
+        let events = app.subscriptions.iter().find(|s| s.stream == "events")?;
+        let shard = events.shards.values().next()?;
+        (shard.outcomes.ack == 1).then_some(())
+    })
+    .await;
+    assert!(
+        handled.is_some(),
+        "the record was never acked: {:?}",
+        control.status()
+    );
+    let store = fixture.lease_store("ruststream-acme-versioned").await;
+    let key = LeaseKey::new("events", "shardId-000000000000");
+    let checkpointed = poll_for(WAIT, async || {
+        let row = store.read(&key).await.ok()??;
+        (row.checkpoint.as_deref() == Some(sequence.as_str())).then_some(())
+    })
+    .await;
+    assert!(checkpointed.is_some(), "{:?}", store.read(&key).await?);
+
+    stop.send(())
+        .map_err(|()| anyhow::anyhow!("the host stopped by itself"))?;
+    running.await??;
+    let row = store.read(&key).await?.expect("the lease row stays");
+    assert_eq!(row.checkpoint.as_deref(), Some(sequence.as_str()));
+    assert_eq!(row.owner, None, "the lease is released at a clean stop");
+    Ok(())
+}
 
 /// A directory of this test's own, emptied first.
 fn scratch(name: &str) -> std::io::Result<PathBuf> {
@@ -25,6 +143,13 @@ fn no_aws() -> AwsOptions {
         kinesis_endpoint: nowhere.clone(),
         dynamodb_endpoint: nowhere.clone(),
         sts_endpoint: nowhere,
+        credentials: Some(SharedCredentialsProvider::new(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "embed-test",
+        ))),
     }
 }
 
@@ -43,6 +168,7 @@ async fn an_embedded_host_answers_its_control_and_reports_that_nothing_started()
         config: Some(config),
         aws: no_aws(),
         state_dir: Some(dir.join("state")),
+        compile_in: CompileIn::ThisProcess,
         admin_addr: Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))),
         metrics_addr: None,
         ..RunOptions::default()

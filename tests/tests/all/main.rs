@@ -4,12 +4,14 @@
 //!
 //! - `testapp`: components under `TestApp`, no server;
 //! - `e2e`: the host and the binary against local Kinesis and DynamoDB servers;
+//! - `embed`: the host embedded through `ruststream-fleet`, no binary;
 //! - `layout`: the shape of the workspace itself;
 //! - `lease_contract`: every `LeaseStore` case against the memory store and dynalite.
 //!
 //! Run one area with `cargo test --test all e2e::sandbox::`.
 
 mod e2e;
+mod embed;
 mod layout;
 mod lease_contract;
 mod testapp;

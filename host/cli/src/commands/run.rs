@@ -1,6 +1,7 @@
 //! `ruststream run`: the host, until SIGINT or SIGTERM (`ruststream_fleet::run`).
 
 use ruststream_fleet::config;
+use ruststream_fleet::engine::CompileIn;
 use ruststream_fleet::run::RunOptions;
 
 use crate::args::{LeaseStoreKind, RunArgs};
@@ -17,6 +18,8 @@ fn options(args: RunArgs) -> RunOptions {
         config: args.config,
         aws: args.aws.options(),
         compile: args.compile.options(),
+        // The tenants' components are untrusted: always the bounded worker.
+        compile_in: CompileIn::Worker,
         lease_store: args.lease_store.map(lease_store),
         lease_table: args.lease_table,
         create_lease_table: args.create_lease_table,
