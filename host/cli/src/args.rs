@@ -9,7 +9,7 @@ use ruststream_fleet::admin::model::SeekPosition;
 use ruststream_fleet::aws::AwsOptions;
 use ruststream_fleet::client::{self, parse_position};
 use ruststream_fleet::engine::CompileCache;
-use ruststream_runtime::quote;
+use ruststream_fleet::escape::quote;
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -296,12 +296,12 @@ pub(crate) struct RunArgs {
     pub shutdown_grace_ms: Option<u64>,
     /// How many calls of a swapped-in version are judged against the last calls of the
     /// version it replaced.
-    #[arg(long, default_value_t = ruststream_runtime::DEFAULT_ROLLOUT_CALLS,
+    #[arg(long, default_value_t = ruststream_fleet::run::DEFAULT_ROLLOUT_CALLS,
         value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub rollout_calls: u32,
     /// How much higher (0 to 1) a swapped-in version's failure rate may be than the old
     /// version's before it is rolled back.
-    #[arg(long, default_value_t = ruststream_runtime::DEFAULT_ROLLOUT_MARGIN, value_parser = parse_margin)]
+    #[arg(long, default_value_t = ruststream_fleet::run::DEFAULT_ROLLOUT_MARGIN, value_parser = parse_margin)]
     pub rollout_margin: f64,
     /// Where the admin API listens; `off` (or `none`) for no admin API. Loopback only,
     /// unless --allow-remote-admin.
@@ -469,7 +469,7 @@ pub(crate) struct RedriveArgs {
     #[arg(long)]
     pub id: Option<String>,
     /// The DynamoDB table redrives keep their progress in.
-    #[arg(long, default_value = ruststream_host::redrive::DEFAULT_TABLE)]
+    #[arg(long, default_value = ruststream_fleet::redrive::DEFAULT_TABLE)]
     pub redrive_table: String,
     /// Create the table if it does not exist.
     #[arg(long)]
@@ -482,7 +482,7 @@ pub(crate) struct RedriveArgs {
 }
 
 fn parse_redrive_time(text: &str) -> Result<u64, String> {
-    ruststream_host::redrive::filter::parse_time(text).map_err(|error| error.to_string())
+    ruststream_fleet::redrive::parse_time(text).map_err(|error| error.to_string())
 }
 
 /// `ruststream put`.

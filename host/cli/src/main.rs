@@ -25,7 +25,7 @@
 //! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
 //! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
 //! one line with their causes. Run as `ruststream compile-worker ...`, the program is the
-//! host's bounded compile worker (see `ruststream_runtime::compile_worker`).
+//! host's bounded compile worker (see `ruststream_fleet::engine::compile_worker`).
 
 #![forbid(unsafe_code)]
 
@@ -38,8 +38,8 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use ruststream_fleet::engine::{WORKER_COMMAND, compile_worker};
+use ruststream_fleet::escape::one_line_within;
 use ruststream_fleet::json_log;
-use ruststream_runtime::one_line_within;
 
 use args::{Cli, Command, LogFormat};
 

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use ruststream_runtime::escape_controls;
+use ruststream_fleet::escape::escape_controls;
 
 use ruststream_fleet::admin::model::{
     AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShardStatus,

@@ -71,7 +71,8 @@
 //! running and the reload path), [`identity`] and [`aws`] (the AWS clients, a tenant's assumed
 //! role), [`engine`] (the runtime components compile and run on), [`state`] (the state
 //! directory: token, kept versions), [`watch`] (the debounced file watch), [`metrics`]
-//! (`GET /metrics`), [`admin`] (the admin API) and [`json_log`] (`--log-format json`).
+//! (`GET /metrics`), [`admin`] (the admin API), [`json_log`] (`--log-format json`) and
+//! [`escape`] (text from components and the network made safe for an operator's terminal).
 //!
 //! What the other verbs do: [`client`] (the admin API's client), [`check`] (a component or a
 //! tenants file checked offline), [`dev`] (the developer's loop), [`testrun`] (a component
@@ -87,6 +88,7 @@ pub mod client;
 pub mod config;
 pub mod dev;
 pub mod engine;
+pub mod escape;
 pub mod fleet;
 mod http_server;
 pub mod identity;

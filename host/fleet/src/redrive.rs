@@ -21,6 +21,12 @@ use ruststream_runtime::{Clock, SystemClock};
 use crate::aws::AwsOptions;
 use crate::config::Config;
 
+/// The DynamoDB table redrives keep their progress in unless told otherwise.
+pub use ruststream_host::redrive::DEFAULT_TABLE;
+/// A `--since`/`--until` time (RFC 3339, or ms since the epoch) read, and what is wrong with
+/// one that is not.
+pub use ruststream_host::redrive::filter::{TimeError, parse_time};
+
 /// How many of the dead letters a dry run would move it lists.
 const LISTED: usize = 10;
 

@@ -39,6 +39,10 @@ use crate::state::versions::{DEFAULT_KEEP, VersionStore};
 use crate::watch::FileWatch;
 use crate::{metrics, state};
 
+/// How many calls of a swapped-in version are judged, and how much higher its failure rate
+/// may be, unless told otherwise ([`RunOptions::rollout_calls`], [`RunOptions::rollout_margin`]).
+pub use ruststream_runtime::{DEFAULT_ROLLOUT_CALLS, DEFAULT_ROLLOUT_MARGIN};
+
 /// How long changes to watched files must be quiet before a reload: a component file is
 /// replaced by one rename (or written and closed), which is one event, so a short wait only
 /// gathers the changes of one deploy.
@@ -136,8 +140,8 @@ impl Default for RunOptions {
             renew_interval_ms: None,
             shard_sync_interval_ms: None,
             shutdown_grace_ms: None,
-            rollout_calls: ruststream_runtime::DEFAULT_ROLLOUT_CALLS,
-            rollout_margin: ruststream_runtime::DEFAULT_ROLLOUT_MARGIN,
+            rollout_calls: DEFAULT_ROLLOUT_CALLS,
+            rollout_margin: DEFAULT_ROLLOUT_MARGIN,
             admin_addr: Some(admin::DEFAULT_ADDR),
             allow_remote_admin: false,
             admin_tls_cert: None,

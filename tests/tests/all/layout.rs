@@ -166,6 +166,17 @@ fn is_a_service_crate(name: &str) -> bool {
         || ["axum", "notify", "rustls", "tokio-rustls", "toml"].contains(&name)
 }
 
+/// Every crate the binary may depend on directly.
+const BINARY_DEPENDENCIES: &[&str] = &[
+    "ruststream-fleet",
+    "clap",
+    "tokio",
+    "anyhow",
+    "thiserror",
+    "serde_json",
+    "tracing-subscriber",
+];
+
 #[test]
 fn the_binary_depends_on_the_library_for_all_but_arguments_and_printing() -> std::io::Result<()> {
     let graph = lock_graph()?;
@@ -174,6 +185,17 @@ fn the_binary_depends_on_the_library_for_all_but_arguments_and_printing() -> std
         .expect("ruststream-cli is in the lock file");
     assert!(direct.iter().any(|d| d == "ruststream-fleet"), "{direct:?}");
     assert!(direct.iter().any(|d| d == "clap"), "{direct:?}");
+    // The library and what a command line needs: arguments, an async main, errors at the
+    // edge, JSON and the log subscriber printed to; no lower layer reached around the library.
+    let beside_the_library: Vec<_> = direct
+        .iter()
+        .filter(|d| !BINARY_DEPENDENCIES.contains(&d.as_str()))
+        .collect();
+    assert!(
+        beside_the_library.is_empty(),
+        "the binary depends on {beside_the_library:?} directly: re-export what it needs from \
+         ruststream-fleet"
+    );
     assert!(
         !dependencies_of("ruststream-fleet")?.contains("clap"),
         "the library parses command lines"
