@@ -487,7 +487,10 @@ impl HostState {
     /// The sequence number of the record the call under way is on: the first one not yet
     /// reported (a board is read into the progress on every host call, so it is current).
     fn record_under_way(&self) -> Option<String> {
-        let index = self.progress.as_ref().map_or(0, CallProgress::reported_so_far);
+        let index = self
+            .progress
+            .as_ref()
+            .map_or(0, CallProgress::reported_so_far);
         let call = self.call.as_ref()?;
         let delivery = call.delivery(u32::try_from(index).ok())?;
         Some(delivery.sequence_number.to_string())

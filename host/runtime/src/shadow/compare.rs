@@ -48,8 +48,7 @@ pub fn compare(live: &Handling, shadow: &Handling) -> Comparison {
     if shadow.trap.is_some() {
         return Comparison::Trap;
     }
-    if live.outcome == shadow.outcome && live.trap.is_none() && live.publishes == shadow.publishes
-    {
+    if live.outcome == shadow.outcome && live.trap.is_none() && live.publishes == shadow.publishes {
         return Comparison::Agree;
     }
     let only = |side: &str, these: &[RecordedPublish], others: &[RecordedPublish]| {

@@ -150,7 +150,11 @@ mod tests {
         log.note(Some("7".into()), b.clone());
         let by_record = log.take_by_record();
         assert_eq!(by_record.get("7"), Some(&vec![a, b]));
-        assert_eq!(by_record.len(), 1, "a publish outside any record is dropped");
+        assert_eq!(
+            by_record.len(),
+            1,
+            "a publish outside any record is dropped"
+        );
         assert!(log.take_by_record().is_empty(), "taken once");
     }
 

@@ -89,10 +89,7 @@ impl ShadowRun {
     }
 
     /// One call of `batch`: the outcome (and trap) of each record it settled.
-    async fn call(
-        &mut self,
-        batch: Deliveries,
-    ) -> Vec<(crate::Outcome, Option<crate::TrapKind>)> {
+    async fn call(&mut self, batch: Deliveries) -> Vec<(crate::Outcome, Option<crate::TrapKind>)> {
         let call = BatchCall {
             subscription: self.spec.index,
             stream: &self.stream,
