@@ -116,6 +116,7 @@ fn main() -> ExitCode {
                 name,
                 admin,
             } => verbs::undeploy(&admin, &tenant, &name).await,
+            Command::Promote { tenant, app, admin } => verbs::promote(&admin, &tenant, &app).await,
             Command::Rollback {
                 tenant,
                 app,

@@ -77,14 +77,36 @@ pub(crate) async fn pause(target: &AdminTarget, tenant: &str, pause: bool) -> an
 
 /// `ruststream deploy`: uploads the file as component `--name`, or as its file stem.
 pub(crate) async fn deploy(args: &DeployArgs) -> anyhow::Result<()> {
+    let client = client(&args.admin)?;
+    if let Some(app) = &args.abort_shadow {
+        let dropped = client.abort_shadow(&args.tenant, app).await?;
+        println!("{}", status_view::render_shadow_dropped(&dropped));
+        return Ok(());
+    }
+    let file = args
+        .file
+        .as_deref()
+        .context("give the component file to deploy")?;
     let name = match &args.name {
         Some(name) => name.clone(),
-        None => file_stem(&args.file)?,
+        None => file_stem(file)?,
     };
-    let wasm = read_component(&args.file)?;
-    let deployed = client(&args.admin)?
-        .deploy(&args.tenant, &name, wasm)
-        .await?;
+    let wasm = read_component(file)?;
+    if args.shadow {
+        let shadow = client
+            .deploy_shadow(&args.tenant, &name, wasm, args.sample)
+            .await?;
+        println!("{}", status_view::render_shadow_deployed(&shadow));
+        return Ok(());
+    }
+    let deployed = client.deploy(&args.tenant, &name, wasm).await?;
+    println!("{}", status_view::render_deployed(&deployed));
+    Ok(())
+}
+
+/// `ruststream promote`: the shadow swapped in.
+pub(crate) async fn promote(target: &AdminTarget, tenant: &str, app: &str) -> anyhow::Result<()> {
+    let deployed = client(target)?.promote(tenant, app).await?;
     println!("{}", status_view::render_deployed(&deployed));
     Ok(())
 }
