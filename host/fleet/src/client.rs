@@ -235,7 +235,11 @@ impl AdminClient {
     }
 
     /// Drops the shadow of `tenant`'s `app`.
-    pub async fn abort_shadow(&self, tenant: &str, app: &str) -> Result<ShadowDropped, ClientError> {
+    pub async fn abort_shadow(
+        &self,
+        tenant: &str,
+        app: &str,
+    ) -> Result<ShadowDropped, ClientError> {
         let path = format!(
             "/v1/tenants/{}/apps/{}/shadow",
             segment(tenant),

@@ -56,9 +56,7 @@ fn status_of(error: &ControlError) -> StatusCode {
         ControlError::Refused { .. } | ControlError::Config(_) => StatusCode::UNPROCESSABLE_ENTITY,
         ControlError::UnknownVersion { .. }
         | ControlError::UnknownComponent { .. }
-        | ControlError::NoShadow { .. } => {
-            StatusCode::NOT_FOUND
-        }
+        | ControlError::NoShadow { .. } => StatusCode::NOT_FOUND,
         ControlError::NothingToRollBack { .. }
         | ControlError::Seek(_)
         | ControlError::AmbiguousVersion { .. }

@@ -246,10 +246,7 @@ fn sample_percent(uri: &Uri) -> Result<u32, ApiError> {
         Ok(percent) if (1..=100).contains(&percent) => Ok(percent),
         _ => Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            format!(
-                "sample {} is not a percentage from 1 to 100",
-                quote(given)
-            ),
+            format!("sample {} is not a percentage from 1 to 100", quote(given)),
         )),
     }
 }

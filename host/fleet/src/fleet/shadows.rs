@@ -99,9 +99,7 @@ impl Fleet {
             app: app.to_owned(),
         };
         let shadow = running.shadow_component().ok_or_else(no_shadow)?;
-        let component = self
-            .component_of(tenant, &running)
-            .ok_or_else(no_shadow)?;
+        let component = self.component_of(tenant, &running).ok_or_else(no_shadow)?;
         let bytes = self
             .kept_bytes(shadow.content_hash())
             .await

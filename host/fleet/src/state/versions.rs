@@ -296,10 +296,12 @@ impl VersionStore {
     ) -> Result<(), StateError> {
         let _one = ruststream_runtime::internals::lock(&self.writing);
         let path = self.record_path(tenant, app);
-        let mut record = self.record(tenant, app)?.ok_or_else(|| StateError::Invalid {
-            path,
-            reason: "no record of the app: it never went live here".to_owned(),
-        })?;
+        let mut record = self
+            .record(tenant, app)?
+            .ok_or_else(|| StateError::Invalid {
+                path,
+                reason: "no record of the app: it never went live here".to_owned(),
+            })?;
         let before = std::mem::replace(&mut record.shadow, shadow);
         self.write(&record)?;
         let dropped: Vec<String> = before

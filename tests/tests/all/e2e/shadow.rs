@@ -102,7 +102,12 @@ struct Host {
 }
 
 impl Host {
-    async fn start(setup: &Setup, tenants: &Path, name: &str, shards: usize) -> anyhow::Result<Self> {
+    async fn start(
+        setup: &Setup,
+        tenants: &Path,
+        name: &str,
+        shards: usize,
+    ) -> anyhow::Result<Self> {
         let log = setup.dir.join(format!("{name}.log"));
         let running = run_host(tenants, &setup.kinesis, &log, &[])?;
         let addr = poll_for(Duration::from_secs(90), async || {
@@ -187,7 +192,11 @@ fn stem(path: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promoted()
 -> anyhow::Result<()> {
-    let setup = Setup::start("shadow", &["orders", "refunds", "books.dead", "books.acked"]).await?;
+    let setup = Setup::start(
+        "shadow",
+        &["orders", "refunds", "books.dead", "books.acked"],
+    )
+    .await?;
     let fixed = guests::BOOKS_FIXED.path();
     let tenants = setup.tenants(
         &fixed,
@@ -202,7 +211,10 @@ async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promo
         &["deploy", "acme", &reworked, "--name", &name, "--shadow"],
     )?;
     assert!(ok, "{text}");
-    assert!(text.contains("running as a shadow on 100% of records"), "{text}");
+    assert!(
+        text.contains("running as a shadow on 100% of records"),
+        "{text}"
+    );
 
     // Entries 1..=10: the shadow drops 5 and 10, and publishes another payload for 3, 6, 9.
     setup.put("orders", 1..=10)?;
@@ -224,12 +236,22 @@ async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promo
     .unwrap_or_default();
     assert_eq!(acked.len(), 10, "{acked:?}");
     assert_eq!(ids(&acked), (1..=10).map(|id| (id, 1)).collect());
-    assert!(acked.iter().all(|r| r["payload"]["rework"].is_null()), "{acked:?}");
+    assert!(
+        acked.iter().all(|r| r["payload"]["rework"].is_null()),
+        "{acked:?}"
+    );
     assert!(setup.tail("books.dead")?.is_empty(), "no dead letter");
-    let last = orders.last().map(|r| r["sequence"].clone()).unwrap_or_default();
+    let last = orders
+        .last()
+        .map(|r| r["sequence"].clone())
+        .unwrap_or_default();
     let checkpoint = poll_for(Duration::from_secs(30), async || {
         let app = host.app(&setup).ok()?;
-        let shards = app["subscriptions"].as_array()?.iter().find(|s| s["name"] == "orders")?["shards"].clone();
+        let shards = app["subscriptions"]
+            .as_array()?
+            .iter()
+            .find(|s| s["name"] == "orders")?["shards"]
+            .clone();
         let checkpoint = shards[0]["checkpoint"].clone();
         (checkpoint == last).then_some(checkpoint)
     })
@@ -239,7 +261,12 @@ async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promo
     // The disagreements name the entries they are about.
     let sequence_of: BTreeMap<String, u64> = orders
         .iter()
-        .filter_map(|r| Some((r["sequence"].as_str()?.to_owned(), r["payload"]["id"].as_u64()?)))
+        .filter_map(|r| {
+            Some((
+                r["sequence"].as_str()?.to_owned(),
+                r["payload"]["id"].as_u64()?,
+            ))
+        })
         .collect();
     let disagreed: BTreeSet<u64> = shadow["disagreements"]
         .as_array()
@@ -255,10 +282,25 @@ async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promo
         .find(|d| sequence_of.get(d["sequence_number"].as_str().unwrap_or("")) == Some(&5))
         .cloned()
         .unwrap_or_default();
-    assert!(five["live"].as_str().unwrap_or("").starts_with("ack, 1 publishes"), "{five}");
-    assert!(five["shadow"].as_str().unwrap_or("").starts_with("drop, 0 publishes"), "{five}");
     assert!(
-        five["publishes"][0].as_str().unwrap_or("").starts_with("live only: books.acked key=5"),
+        five["live"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("ack, 1 publishes"),
+        "{five}"
+    );
+    assert!(
+        five["shadow"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("drop, 0 publishes"),
+        "{five}"
+    );
+    assert!(
+        five["publishes"][0]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("live only: books.acked key=5"),
         "{five}"
     );
 
@@ -316,7 +358,10 @@ async fn a_trapping_shadow_never_touches_the_live_version() -> anyhow::Result<()
     let host = Host::start(&setup, &tenants, "host", 2).await?;
     let trap = guests::VERSIONED_TRAP.path().display().to_string();
     let name = stem(&v1);
-    let (ok, text) = host.cli(&setup, &["deploy", "acme", &trap, "--name", &name, "--shadow"])?;
+    let (ok, text) = host.cli(
+        &setup,
+        &["deploy", "acme", &trap, "--name", &name, "--shadow"],
+    )?;
     assert!(ok, "{text}");
 
     setup.put("events", 1..=10)?;
