@@ -53,23 +53,12 @@ impl Setup {
         Ok(file)
     }
 
-    /// `ruststream ARGS`: whether it succeeded, its stdout and stderr.
+    /// `ruststream ARGS` against the local Kinesis: whether it succeeded, its stdout and
+    /// stderr.
     fn run(&self, args: &[&str]) -> anyhow::Result<(bool, String)> {
-        let out = Command::new(binary())
-            .args(args)
-            .args(["--kinesis-endpoint", &self.kinesis.endpoint()])
-            .args(["--region", "us-east-1"])
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .output()?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok((out.status.success(), text))
+        let endpoint = self.kinesis.endpoint();
+        let kinesis = ["--kinesis-endpoint", &endpoint, "--region", "us-east-1"];
+        run(&[args, &kinesis].concat())
     }
 
     /// The records of `stream`, as `ruststream tail` shows them.
@@ -92,6 +81,23 @@ impl Setup {
         anyhow::ensure!(ok, "put {stream}: {text}");
         Ok(())
     }
+}
+
+/// `ruststream ARGS`: whether it succeeded, its stdout and stderr.
+fn run(args: &[&str]) -> anyhow::Result<(bool, String)> {
+    let out = Command::new(binary())
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((out.status.success(), text))
 }
 
 /// A host running `tenants`, once it reads `shards` shards, and how to reach its admin API.
@@ -134,9 +140,9 @@ impl Host {
     }
 
     /// `ruststream VERB ARGS` against this host's admin API.
-    fn cli(&self, setup: &Setup, args: &[&str]) -> anyhow::Result<(bool, String)> {
+    fn cli(&self, _setup: &Setup, args: &[&str]) -> anyhow::Result<(bool, String)> {
         let admin: Vec<&str> = self.admin.iter().map(String::as_str).collect();
-        setup.run(&[args, &admin].concat())
+        run(&[args, &admin].concat())
     }
 
     /// The app's status, as `ruststream status --json` shows it.
