@@ -58,7 +58,10 @@ impl std::fmt::Display for RecordedPublish {
 /// The publishes one instance had accepted, each with the sequence number of the record its
 /// call was on. Shared between the instance (which notes) and whoever compares (which takes).
 #[derive(Clone, Default)]
-pub struct PublishLog(Arc<Mutex<Vec<(Option<String>, RecordedPublish)>>>);
+pub struct PublishLog(Arc<Mutex<Vec<Noted>>>);
+
+/// A publish, with the sequence number of the record it was made for (none outside a record).
+type Noted = (Option<String>, RecordedPublish);
 
 impl PublishLog {
     /// Notes `publish`, made while the call was on record `sequence` (none outside a record).
