@@ -581,4 +581,32 @@ mod tests {
             "{error}"
         );
     }
+
+    #[test]
+    fn a_shadow_is_kept_across_versions_and_its_bytes_go_with_it() {
+        let store = store("shadow", 1);
+        live(&store, b"one", VersionOrigin::File);
+        let shadow = content_hash(b"candidate");
+        store.keep_bytes(&shadow, b"candidate").expect("kept");
+        let record = ShadowRecord {
+            hash: shadow.clone(),
+            sample_percent: 25,
+        };
+        store
+            .set_shadow("acme", "ledger", Some(record.clone()))
+            .expect("recorded");
+        // Another version goes live (pruning the first): the shadow and its bytes stay.
+        live(&store, b"two", VersionOrigin::Upload);
+        let read = store.record("acme", "ledger").expect("read");
+        assert_eq!(read.and_then(|r| r.shadow), Some(record));
+        assert!(store.has(&shadow), "a shadow's bytes are not pruned");
+        store.set_shadow("acme", "ledger", None).expect("cleared");
+        let read = store.record("acme", "ledger").expect("read");
+        assert_eq!(read.and_then(|r| r.shadow), None);
+        assert!(!store.has(&shadow), "bytes no record names are dropped");
+        assert!(
+            store.set_shadow("acme", "books", None).is_err(),
+            "an app that never went live has no record"
+        );
+    }
 }
