@@ -136,19 +136,25 @@ impl ShadowRelease {
         Some(feed)
     }
 
-    /// Whether the record with `sequence` is among the sampled ones: decided by its sequence
-    /// number alone, so every host samples the same records.
+    /// Whether the record with `sequence` is among the sampled ones.
     fn samples(&self, sequence: &str) -> bool {
-        if self.sample_rate >= 1.0 {
-            return true;
-        }
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in sequence.bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        (hash % 10_000) as f64 / 10_000.0 < self.sample_rate
+        sampled(self.sample_rate, sequence)
     }
+}
+
+/// Whether a record with `sequence` is among a `rate` share of records: decided by its
+/// sequence number alone (64-bit FNV-1a), so every host, and every restart, samples the same
+/// records.
+fn sampled(rate: f64, sequence: &str) -> bool {
+    if rate >= 1.0 {
+        return true;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in sequence.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash % 10_000) as f64 / 10_000.0 < rate
 }
 
 /// What an operator sees of a shadow version.
@@ -231,5 +237,28 @@ impl ShadowFeed {
         if skipped > 0 {
             shadow.tally.count(ShadowResult::Skipped, skipped as u64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampling_takes_about_the_share_asked_and_always_the_same_records() {
+        let sequences: Vec<String> = (0..10_000_u64)
+            .map(|n| format!("4962{:040}", n * 7))
+            .collect();
+        let taken = |rate: f64| sequences.iter().filter(|s| sampled(rate, s)).count();
+        assert_eq!(taken(1.0), 10_000);
+        let quarter = taken(0.25);
+        assert!((2_200..=2_800).contains(&quarter), "{quarter}");
+        assert_eq!(taken(0.25), quarter, "the same records every time");
+        assert!(
+            sequences
+                .iter()
+                .all(|s| sampled(0.5, s) || !sampled(0.25, s)),
+            "a smaller share is a subset of a larger one"
+        );
     }
 }
