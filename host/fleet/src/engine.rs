@@ -5,6 +5,11 @@ use std::path::PathBuf;
 
 use ruststream_runtime::{CompileConfig, CompileLimits, Compiler, RuntimeConfig};
 
+/// The compile worker a program embedding the host must serve: run with [`WORKER_COMMAND`] as
+/// its first argument, it calls [`compile_worker`] with the arguments after it and exits with
+/// its status. Every runtime made here compiles components in such a child process.
+pub use ruststream_runtime::{WORKER_COMMAND, compile_worker};
+
 /// Where compiled components are cached.
 #[derive(Debug, Clone, Default)]
 pub struct CompileCache {
@@ -38,8 +43,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// The runtime of a command: components compiled by this program's worker within `limits`,
 /// cached in `cache`; `fuel` turns fuel metering on (a tenant's `fuel` limit needs it).
 ///
-/// The program must serve the compile worker: run as
-/// `PROGRAM ruststream_runtime::WORKER_COMMAND ...`, it calls `ruststream_runtime::compile_worker`.
+/// The program must serve the compile worker ([`WORKER_COMMAND`]).
 pub(crate) fn runtime_config(
     limits: CompileLimits,
     cache: Option<PathBuf>,
