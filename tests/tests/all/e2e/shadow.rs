@@ -102,7 +102,7 @@ fn run(args: &[&str]) -> anyhow::Result<(bool, String)> {
 
 /// A host running `tenants`, once it reads `shards` shards, and how to reach its admin API.
 struct Host {
-    _running: Running,
+    running: Running,
     log: PathBuf,
     admin: Vec<String>,
 }
@@ -133,10 +133,22 @@ impl Host {
             state_dir(tenants).display().to_string(),
         ];
         Ok(Self {
-            _running: running,
+            running,
             log,
             admin,
         })
+    }
+
+    /// Stops the host with SIGTERM and waits until it has exited (its state directory free).
+    async fn stop(mut self) -> anyhow::Result<()> {
+        self.running.signal("TERM")?;
+        let child = &mut self.running.0;
+        let exited = poll_for(Duration::from_secs(30), async || {
+            child.try_wait().ok().flatten()
+        })
+        .await;
+        anyhow::ensure!(exited.is_some(), "the host did not stop on SIGTERM");
+        Ok(())
     }
 
     /// `ruststream VERB ARGS` against this host's admin API.
@@ -326,7 +338,7 @@ async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promo
     assert!(tree.contains("50.0% agree"), "{tree}");
 
     // A restart starts the shadow again, its counts from zero.
-    drop(host);
+    host.stop().await?;
     let host = Host::start(&setup, &tenants, "second", 2).await?;
     let app = host.app(&setup)?;
     assert_eq!(app["shadow"]["version"]["version"], "1.2.0", "{app}");
@@ -405,5 +417,45 @@ async fn a_trapping_shadow_never_touches_the_live_version() -> anyhow::Result<()
     })
     .await;
     assert!(acked.is_some(), "the live version goes on acking");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_shadow_never_holds_the_live_version_back() -> anyhow::Result<()> {
+    let setup = Setup::start("shadow-slow", &["events", "legacy"]).await?;
+    let v1 = guests::VERSIONED_V1.path();
+    let tenants = setup.tenants(&v1, "\"events\", \"legacy\"", "")?;
+    let host = Host::start(&setup, &tenants, "host", 2).await?;
+    let slow = guests::VERSIONED_SLOW.path().display().to_string();
+    let name = stem(&v1);
+    let (ok, text) = host.cli(
+        &setup,
+        &["deploy", "acme", &slow, "--name", &name, "--shadow"],
+    )?;
+    assert!(ok, "{text}");
+
+    // 60 records: the shadow needs 6 s for them, the live version far less.
+    setup.put("events", 1..=60)?;
+    let handled = |app: &Value| -> Option<u64> {
+        let subscriptions = app["subscriptions"].as_array()?;
+        let handle = subscriptions.iter().find(|s| s["name"] == "handle")?;
+        handle["shards"][0]["outcomes"]["ack"].as_u64()
+    };
+    let live_done = poll_for(Duration::from_secs(30), async || {
+        let app = host.app(&setup).ok()?;
+        (handled(&app) == Some(60)).then_some(app)
+    })
+    .await
+    .ok_or_else(|| anyhow::anyhow!("the live version never acked the 60 records"))?;
+    let shadow = &live_done["shadow"];
+    let compared = shadow["agree"].as_u64().unwrap_or(0) + shadow["disagree"].as_u64().unwrap_or(0);
+    assert!(
+        compared < 60,
+        "the live version waited for its shadow: {shadow}"
+    );
+
+    // The shadow catches up on what it was given and agrees: no outcome differs.
+    let app = host.compared(&setup, 60).await?;
+    assert_eq!(app["shadow"]["agree"], 60, "{app}");
     Ok(())
 }
