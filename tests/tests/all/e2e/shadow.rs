@@ -7,6 +7,8 @@
 //!   entries; the shadow survives a restart; `promote` swaps it in with nothing lost or twice.
 //! - `versioned-trap` shadowing `versioned-v1` traps on every record: the tenant is never
 //!   quarantined, and the live version acks every record.
+//! - `versioned-slow` (100 ms a record) shadowing `versioned-v1`: the live version acks 60
+//!   records before its shadow has compared them all, which then agrees on every one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
