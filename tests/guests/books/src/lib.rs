@@ -37,7 +37,7 @@ const VERSION: u8 = match env!("CARGO_PKG_NAME").as_bytes() {
 };
 
 /// Whether this package books entries at all.
-const FIXED: bool = VERSION > 0;
+const FIXED: bool = !matches!(VERSION, 0);
 
 /// Books an entry: the broken version never manages to; the fixed one says it did.
 fn book(stream: &str, entry: &Entry) -> HandlerOutcome {
@@ -45,13 +45,13 @@ fn book(stream: &str, entry: &Entry) -> HandlerOutcome {
         return HandlerOutcome::retry();
     }
     let reworked = VERSION == 2;
-    if reworked && entry.id % 5 == 0 {
+    if reworked && entry.id.is_multiple_of(5) {
         return HandlerOutcome::drop();
     }
     let record = match Record::json(&Acked {
         stream,
         id: entry.id,
-        rework: reworked && entry.id % 3 == 0,
+        rework: reworked && entry.id.is_multiple_of(3),
     }) {
         Ok(record) => record.partition_key(entry.id.to_string()),
         Err(error) => {
