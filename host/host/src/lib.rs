@@ -46,7 +46,7 @@ pub use lease::{
     TRIM_HORIZON, TableTemplate, TemplateError,
 };
 pub use runner::{
-    AppVersions, Deployment, Host, HostConfig, OperatorSettings, RolloutStatus, RunningApp,
-    SeekError, ShardState, ShardStatus, SubscriptionStatus, SwapError, Swapped, UnknownShardState,
-    VersionInfo,
+    AppVersions, Deployment, Host, HostConfig, KEPT_DISAGREEMENTS, OperatorSettings, RolloutStatus,
+    RunningApp, SeekError, ShadowStatus, ShardState, ShardStatus, SubscriptionStatus, SwapError,
+    Swapped, UnknownShardState, VersionInfo,
 };

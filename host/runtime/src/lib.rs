@@ -44,6 +44,7 @@ mod record;
 mod rollout;
 mod sequence;
 mod settlement;
+pub mod shadow;
 mod stop;
 mod sync;
 mod tenant;

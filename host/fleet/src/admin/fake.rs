@@ -270,6 +270,7 @@ pub fn sample_status() -> HostStatus {
             verdict: "pending".to_owned(),
         }),
         rollbacks: 1,
+        shadow: None,
         subscriptions: vec![SubscriptionStatus {
             subscriber: "book".to_owned(),
             stream: "ledger".to_owned(),
@@ -285,6 +286,7 @@ pub fn sample_status() -> HostStatus {
         previous: None,
         rollout: None,
         rollbacks: 0,
+        shadow: None,
         subscriptions: vec![SubscriptionStatus {
             subscriber: "audit".to_owned(),
             stream: "secret".to_owned(),

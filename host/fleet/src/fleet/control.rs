@@ -8,8 +8,8 @@ use ruststream_runtime::StartPosition;
 use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
 use crate::admin::model::{
-    AppStatus, AppVersionList, Deployed, HostStatus, Refusal, SeekPosition, TenantStatus,
-    Undeployed,
+    AppStatus, AppVersionList, Deployed, HostStatus, Refusal, SeekPosition, ShadowDeployed,
+    ShadowDisagreement, ShadowDropped, ShadowStatus, TenantStatus, Undeployed,
 };
 
 /// Why an operator paused a tenant, as status shows it.
@@ -120,6 +120,24 @@ impl Control for Fleet {
     fn versions(&self, tenant: &str, app: &str) -> Result<AppVersionList, ControlError> {
         Fleet::versions(self, tenant, app)
     }
+
+    async fn deploy_shadow(
+        &self,
+        tenant: &str,
+        component: &str,
+        wasm: Vec<u8>,
+        sample_percent: u32,
+    ) -> Result<ShadowDeployed, ControlError> {
+        Fleet::deploy_shadow(self, tenant, component, wasm, sample_percent).await
+    }
+
+    async fn abort_shadow(&self, tenant: &str, app: &str) -> Result<ShadowDropped, ControlError> {
+        Fleet::abort_shadow(self, tenant, app).await
+    }
+
+    async fn promote(&self, tenant: &str, app: &str) -> Result<Deployed, ControlError> {
+        Fleet::promote(self, tenant, app).await
+    }
 }
 
 impl Fleet {
@@ -195,10 +213,35 @@ fn app_status(app: &RunningApp, paused: bool) -> AppStatus {
         previous,
         rollout,
         rollbacks,
+        shadow: app.shadow().map(shadow_status),
         subscriptions: app
             .status()
             .into_iter()
             .map(|s| subscription_status(s, paused))
+            .collect(),
+    }
+}
+
+fn shadow_status(shadow: ruststream_host::ShadowStatus) -> ShadowStatus {
+    let counts = shadow.counts;
+    ShadowStatus {
+        version: shadow.version,
+        sample_percent: (shadow.sample_rate * 100.0).round() as u32,
+        agree: counts.agree,
+        disagree: counts.disagree,
+        trap: counts.trap,
+        skipped: counts.skipped,
+        publishes_recorded: shadow.publishes_recorded,
+        disagreements: shadow
+            .disagreements
+            .into_iter()
+            .map(|d| ShadowDisagreement {
+                shard_id: d.shard_id,
+                sequence_number: d.sequence_number,
+                live: d.live,
+                shadow: d.shadow,
+                publishes: d.publishes,
+            })
             .collect(),
     }
 }
