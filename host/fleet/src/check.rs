@@ -4,33 +4,65 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context as _;
-use ruststream_host::{DEFAULT_TABLE_TEMPLATE, TableTemplate};
+use ruststream_host::{DEFAULT_TABLE_TEMPLATE, TableTemplate, TemplateError};
 use ruststream_runtime::{
     CompileLimits, Limits, LoadedComponent, LogLimits, LogSink, Runtime, Tenant, describe_app,
     escape_controls, one_line,
 };
 
-use crate::config::Config;
-use crate::engine::{CompileCache, runtime_config};
+use crate::config::{Config, ConfigError};
+use crate::engine::{CompileCache, EngineError, runtime_config};
+
+/// Why a check failed: the tenants file, the engine, or the components refused (each refusal
+/// is printed on its own line before).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The tenants file cannot be read or has a mistake (file, line and key named).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The lease table template does not fit the tenants file's tenants and components.
+    #[error("config file {}, `host.lease_table`", path.display())]
+    LeaseTable {
+        /// The tenants file.
+        path: PathBuf,
+        /// Why the template does not fit.
+        #[source]
+        source: TemplateError,
+    },
+    /// The runtime the components are checked on cannot be made.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// Components were refused.
+    #[error("{failed} of {total} components refused")]
+    Refused {
+        /// How many were refused.
+        failed: usize,
+        /// How many were checked.
+        total: usize,
+    },
+}
 
 /// Loads each component as a tenant with the default limits would (bounded compile,
 /// instantiation and `describe` under the deadline) and prints one line per component, plus
 /// one per subscription of those accepted. A refusal is one line whatever the component holds.
-pub async fn check(components: &[PathBuf], compile: &CompileCache) -> anyhow::Result<()> {
+///
+/// # Errors
+/// The runtime cannot be made, or components were refused.
+pub async fn check(components: &[PathBuf], compile: &CompileCache) -> Result<(), CheckError> {
     let config = runtime_config(CompileLimits::default(), compile.cache_dir(None), false)?;
-    let runtime = Runtime::new(config)?;
+    let runtime = Runtime::new(config).map_err(EngineError::from)?;
     let tenant = Arc::new(Tenant::trusted("check").limits(quiet_limits()));
     let mut failed = 0;
     for path in components {
         let shown = escape_controls(&path.display().to_string()).into_owned();
         failed += usize::from(!check_one(&runtime, &tenant, path, &shown, false).await);
     }
-    anyhow::ensure!(
-        failed == 0,
-        "{failed} of {} components refused",
-        components.len()
-    );
+    if failed > 0 {
+        return Err(CheckError::Refused {
+            failed,
+            total: components.len(),
+        });
+    }
     Ok(())
 }
 
@@ -40,7 +72,7 @@ pub async fn check(components: &[PathBuf], compile: &CompileCache) -> anyhow::Re
 ///
 /// # Errors
 /// The file's first mistake, or how many components were refused.
-pub async fn check_config(path: &Path, compile: &CompileCache) -> anyhow::Result<()> {
+pub async fn check_config(path: &Path, compile: &CompileCache) -> Result<(), CheckError> {
     let config = Config::load(path)?;
     let host = &config.host;
     let template = host
@@ -48,14 +80,19 @@ pub async fn check_config(path: &Path, compile: &CompileCache) -> anyhow::Result
         .as_deref()
         .unwrap_or(DEFAULT_TABLE_TEMPLATE);
     let busiest = config.tenants.iter().map(|t| t.components.len()).max();
-    TableTemplate::new(template, config.tenants.len(), busiest.unwrap_or(0))
-        .with_context(|| format!("config file {}, `host.lease_table`", path.display()))?;
+    TableTemplate::new(template, config.tenants.len(), busiest.unwrap_or(0)).map_err(|source| {
+        CheckError::LeaseTable {
+            path: path.to_owned(),
+            source,
+        }
+    })?;
     let cache = compile.cache_dir(host.compile_cache.as_ref());
     let runtime = Runtime::new(runtime_config(
         host.compile_limits(),
         cache,
         config.uses_fuel(),
-    )?)?;
+    )?)
+    .map_err(EngineError::from)?;
     let (mut failed, mut total) = (0, 0);
     for section in &config.tenants {
         let tenant = Arc::new(config.tenant(section));
@@ -65,7 +102,9 @@ pub async fn check_config(path: &Path, compile: &CompileCache) -> anyhow::Result
             failed += usize::from(!check_one(&runtime, &tenant, component, &shown, true).await);
         }
     }
-    anyhow::ensure!(failed == 0, "{failed} of {total} components refused");
+    if failed > 0 {
+        return Err(CheckError::Refused { failed, total });
+    }
     println!(
         "ok    {}: {total} components of {} tenants",
         path.display(),

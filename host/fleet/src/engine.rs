@@ -3,12 +3,23 @@
 
 use std::path::PathBuf;
 
-use ruststream_runtime::{CompileConfig, CompileLimits, Compiler, RuntimeConfig};
+use ruststream_runtime::{CompileConfig, CompileLimits, Compiler, RuntimeConfig, RuntimeError};
 
 /// The compile worker a program embedding the host must serve: run with [`WORKER_COMMAND`] as
 /// its first argument, it calls [`compile_worker`] with the arguments after it and exits with
 /// its status. Every runtime made here compiles components in such a child process.
 pub use ruststream_runtime::{WORKER_COMMAND, compile_worker};
+
+/// Why the runtime a command runs components on cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// This program's own path cannot be found, so its compile worker cannot be run.
+    #[error("cannot find this program to run its compile worker: {0}")]
+    NoProgram(std::io::Error),
+    /// The engine refused its configuration.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
 
 /// Where components are compiled.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,7 +73,7 @@ pub(crate) fn runtime_config(
     limits: CompileLimits,
     cache: Option<PathBuf>,
     fuel: bool,
-) -> anyhow::Result<RuntimeConfig> {
+) -> Result<RuntimeConfig, EngineError> {
     runtime_config_in(CompileIn::Worker, limits, cache, fuel)
 }
 
@@ -72,12 +83,10 @@ pub(crate) fn runtime_config_in(
     limits: CompileLimits,
     cache: Option<PathBuf>,
     fuel: bool,
-) -> anyhow::Result<RuntimeConfig> {
+) -> Result<RuntimeConfig, EngineError> {
     let compiler = match compile_in {
         CompileIn::Worker => Compiler::Worker {
-            program: std::env::current_exe().map_err(|error| {
-                anyhow::anyhow!("cannot find this program to run its compile worker: {error}")
-            })?,
+            program: std::env::current_exe().map_err(EngineError::NoProgram)?,
         },
         CompileIn::ThisProcess => Compiler::InProcess,
     };

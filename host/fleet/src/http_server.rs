@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 /// Why a server could not be started, or failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ServeError {
+pub enum ServeError {
     /// The address could not be bound (in use, not local, not permitted).
     #[error("cannot listen for the {what} on {addr}")]
     Bind {

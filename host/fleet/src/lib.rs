@@ -59,7 +59,8 @@
 //!     host.run_until(async {
 //!         let _ = tokio::signal::ctrl_c().await;
 //!     })
-//!     .await
+//!     .await?;
+//!     Ok(())
 //! }
 //! ```
 //!

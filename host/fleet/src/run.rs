@@ -16,7 +16,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use ruststream_host::{DEFAULT_TABLE_TEMPLATE, Host, HostConfig, ReaderConfig};
 use ruststream_runtime::{CompileLimits, RolloutPolicy, Runtime};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -26,16 +25,16 @@ use crate::admin::allowed_hosts::HostName;
 use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
 use crate::admin::tls::TlsFiles;
-use crate::admin::token::AdminToken;
-use crate::admin::{self, AdminOptions};
+use crate::admin::token::{AdminToken, TokenError};
+use crate::admin::{self, AdminOptions, AdminStartError};
 use crate::aws::AwsOptions;
-use crate::config::{Config, HostSection, LeaseStoreKind};
-use crate::engine::{CompileCache, CompileIn, runtime_config_in};
+use crate::config::{Config, ConfigError, HostSection, LeaseStoreKind};
+use crate::engine::{CompileCache, CompileIn, EngineError, runtime_config_in};
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::http_server::HttpServer;
 use crate::identity::Identities;
-use crate::state::StateDir;
 use crate::state::versions::{DEFAULT_KEEP, VersionStore};
+use crate::state::{StateDir, StateError};
 use crate::watch::FileWatch;
 use crate::{metrics, state};
 
@@ -54,6 +53,63 @@ const SERVER_GRACE: Duration = Duration::from_secs(2);
 
 /// How often Kinesis and DynamoDB are probed for readiness.
 const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Why a host could not start, or stopped by itself: which step failed, with the input it
+/// failed on. The messages are what `ruststream run` prints (with `{:#}`, the sources too).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The tenants file cannot be read, or has a mistake (file, line and key named).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The tenants file read as a reload would read it fails: a lease table template that
+    /// does not fit, `fuel` set where the engine does not meter it, a component file missing.
+    /// (The fleet's reload path still reports in `anyhow`: its messages are built in many
+    /// places.)
+    #[error(transparent)]
+    Tenants(anyhow::Error),
+    /// A signal handler cannot be installed.
+    #[error("installing the {signal} handler")]
+    Signal {
+        /// `SIGTERM`, `SIGINT`, `SIGUSR1` or `SIGHUP`.
+        signal: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The lease renewal interval is not shorter than the lease's time to live.
+    #[error("--renew-interval-ms ({renew:?}) must be shorter than --lease-ttl-ms ({ttl:?})")]
+    Timing {
+        /// The renewal interval.
+        renew: Duration,
+        /// The lease's time to live.
+        ttl: Duration,
+    },
+    /// No state directory was given and none can be derived.
+    #[error(
+        "no state directory: HOME and XDG_DATA_HOME are unset; give --state-dir or `[host] \
+         state_dir`"
+    )]
+    NoStateDir,
+    /// The state directory cannot be used (held by another host, not writable).
+    #[error(transparent)]
+    StateDir(#[from] StateError),
+    /// The admin token file cannot be read or made.
+    #[error(transparent)]
+    AdminToken(#[from] TokenError),
+    /// The admin API cannot start (its address, TLS files, the bind).
+    #[error(transparent)]
+    Admin(#[from] AdminStartError),
+    /// The engine cannot be made (this program cannot be found for its compile worker, or the
+    /// engine's configuration is refused).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The metrics recorder cannot be installed or its endpoint cannot listen.
+    #[error(transparent)]
+    Metrics(anyhow::Error),
+    /// The first load started no component (every one refused: the log says why).
+    #[error("no component could be started")]
+    NothingStarted,
+}
 
 /// What `ruststream run` runs, and how: each `Option` left `None` takes the tenants file's
 /// `[host]` key, else the built-in default.
@@ -161,7 +217,7 @@ impl Default for RunOptions {
 /// # Errors
 /// The tenants file, the state directory, a server that cannot listen, or no component
 /// started.
-pub async fn run(options: RunOptions) -> anyhow::Result<()> {
+pub async fn run(options: RunOptions) -> Result<(), RunError> {
     // Signal handlers come first, so a stop during start-up is as graceful as any other.
     let mut signals = Signals::install()?;
     let host = RunningHost::start(options).await?;
@@ -196,26 +252,31 @@ impl RunningHost {
     /// # Errors
     /// The tenants file (its first mistake, naming file, line and key), the state directory
     /// (held by another host), a server that cannot listen, timing options that contradict.
-    pub async fn start(args: RunOptions) -> anyhow::Result<Self> {
+    pub async fn start(args: RunOptions) -> Result<Self, RunError> {
         // Read once for what `run` settles at start; the fleet reads it again on every reload.
         let file = args.config.as_deref().map(Config::load).transpose()?;
         let settings = Settings::new(&args, file.as_ref())?;
         // Before the runtime: its compiles are counted.
-        let recorder = args.metrics_addr.map(|_| metrics::install()).transpose()?;
-        let runtime = Runtime::new(runtime_config_in(
+        let recorder = args
+            .metrics_addr
+            .map(|_| metrics::install())
+            .transpose()
+            .map_err(RunError::Metrics)?;
+        let runtime = runtime_config_in(
             args.compile_in,
             settings.compile_limits.clone(),
             settings.compile_cache.clone(),
             settings.fuel,
-        )?)?;
+        )
+        .and_then(|config| Ok(Runtime::new(config)?))?;
         let identities = Identities::new(&args.aws).await;
         let config = host_config(&args, file.as_ref().map(|c| &c.host));
-        anyhow::ensure!(
-            config.renew_interval < config.lease_ttl,
-            "--renew-interval-ms ({:?}) must be shorter than --lease-ttl-ms ({:?})",
-            config.renew_interval,
-            config.lease_ttl
-        );
+        if config.renew_interval >= config.lease_ttl {
+            return Err(RunError::Timing {
+                renew: config.renew_interval,
+                ttl: config.lease_ttl,
+            });
+        }
         let fleet = Fleet::new(
             Host::new(identities.base().kinesis.clone(), config),
             identities,
@@ -225,7 +286,7 @@ impl RunningHost {
             settings.leases,
             VersionStore::new(&settings.state_dir, settings.keep_versions),
         );
-        fleet.check_config()?;
+        fleet.check_config().map_err(RunError::Tenants)?;
         // Locked for as long as this host runs: a second host on the same directory is refused.
         // Opened once the config is known to load, before anything is read from it or written.
         let state_dir = StateDir::open(&settings.state_dir)?;
@@ -241,7 +302,11 @@ impl RunningHost {
             None => None,
         };
         let metrics = match (args.metrics_addr, recorder) {
-            (Some(addr), Some(handle)) => Some(metrics::serve(addr, handle, fleet.clone()).await?),
+            (Some(addr), Some(handle)) => Some(
+                metrics::serve(addr, handle, fleet.clone())
+                    .await
+                    .map_err(RunError::Metrics)?,
+            ),
             _ => None,
         };
         let mut reloads = JoinSet::new();
@@ -276,12 +341,12 @@ impl RunningHost {
     ///
     /// # Errors
     /// No component could be started by the first load.
-    pub async fn run_until(self, stop: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+    pub async fn run_until(self, stop: impl Future<Output = ()> + Send) -> Result<(), RunError> {
         self.serve(Events::Until(std::pin::pin!(stop))).await
     }
 
     /// Reloads on file changes (and signals) until told to stop, then stops.
-    async fn serve(mut self, mut events: Events<'_>) -> anyhow::Result<()> {
+    async fn serve(mut self, mut events: Events<'_>) -> Result<(), RunError> {
         let fleet = self.fleet.clone();
         let mut files = Files::new(&fleet);
         let outcome = loop {
@@ -329,10 +394,12 @@ impl RunningHost {
 }
 
 /// What the first load left running: an error when nothing runs.
-fn first_load_done(fleet: &Fleet) -> anyhow::Result<()> {
+fn first_load_done(fleet: &Fleet) -> Result<(), RunError> {
     fleet.first_load_done();
     let apps = fleet.with_tenants(|t| t.values().map(|t| t.components.len()).sum::<usize>());
-    anyhow::ensure!(apps > 0, "no component could be started");
+    if apps == 0 {
+        return Err(RunError::NothingStarted);
+    }
     let left_out = fleet.not_started();
     if left_out.is_empty() {
         tracing::info!(apps, "every tenant is loaded");
@@ -354,7 +421,7 @@ fn admin_options(
     addr: std::net::SocketAddr,
     state_dir: &StateDir,
     max_upload: usize,
-) -> anyhow::Result<AdminOptions> {
+) -> Result<AdminOptions, RunError> {
     let token_path = args
         .admin_token_file
         .clone()
@@ -548,7 +615,7 @@ struct Settings {
 }
 
 impl Settings {
-    fn new(args: &RunOptions, config: Option<&Config>) -> anyhow::Result<Self> {
+    fn new(args: &RunOptions, config: Option<&Config>) -> Result<Self, RunError> {
         let host = config.map(|c| &c.host);
         let template = args
             .lease_table
@@ -575,10 +642,7 @@ impl Settings {
                 .clone()
                 .or_else(|| host.and_then(|h| h.state_dir.clone()))
                 .or_else(state::default_dir)
-                .context(
-                    "no state directory: HOME and XDG_DATA_HOME are unset; give --state-dir \
-                     or `[host] state_dir`",
-                )?,
+                .ok_or(RunError::NoStateDir)?,
             keep_versions: host.and_then(|h| h.keep_versions).unwrap_or(DEFAULT_KEEP),
         })
     }
@@ -617,9 +681,13 @@ enum Received {
 }
 
 impl Signals {
-    fn install() -> anyhow::Result<Self> {
-        let install =
-            |kind, name| signal(kind).with_context(|| format!("installing the {name} handler"));
+    fn install() -> Result<Self, RunError> {
+        let install = |kind, name| {
+            signal(kind).map_err(|source| RunError::Signal {
+                signal: name,
+                source,
+            })
+        };
         Ok(Self {
             terminate: install(SignalKind::terminate(), "SIGTERM")?,
             interrupt: install(SignalKind::interrupt(), "SIGINT")?,

@@ -15,8 +15,9 @@ pub(crate) async fn check(
 ) -> anyhow::Result<()> {
     match config {
         Some(config) if components.is_empty() => {
-            check::check_config(config, &compile.options()).await
+            check::check_config(config, &compile.options()).await?;
         }
-        _ => check::check(components, &compile.options()).await,
+        _ => check::check(components, &compile.options()).await?,
     }
+    Ok(())
 }

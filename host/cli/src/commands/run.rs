@@ -8,7 +8,7 @@ use crate::args::{LeaseStoreKind, RunArgs};
 
 /// Runs the host with the flags' options.
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
-    ruststream_fleet::run::run(options(args)).await
+    Ok(ruststream_fleet::run::run(options(args)).await?)
 }
 
 /// The flags as the library takes them.

@@ -37,7 +37,7 @@ pub const DEFAULT_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::
 
 /// Why the admin API was not started.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum AdminStartError {
+pub enum AdminStartError {
     /// A non-loopback address without remote admin allowed.
     #[error(
         "the admin API would listen on {addr}, which is not a loopback address: listen on \

@@ -35,7 +35,7 @@ pub(crate) struct TlsFiles {
 
 /// Why the admin API cannot serve TLS with the files given.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum TlsError {
+pub enum TlsError {
     /// A file cannot be read.
     #[error("cannot read the admin TLS {what} {}", path.display())]
     Read {

@@ -33,7 +33,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use ruststream_host::OperatorSettings;
 use ruststream_runtime::{
     CompileLimits, Limits, MAX_BATCH_LIMIT, StartPosition, StreamGrant, SubscriptionSpec, Tenant,
@@ -669,19 +668,44 @@ impl std::fmt::Display for ComponentSource {
     }
 }
 
+/// Why a tenants file cannot be used; each message names the file (and the line and key of a
+/// mistake in it).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read config file {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not TOML of the tenants file's shape: what and where, with the accepted keys or
+    /// values.
+    #[error("{0}")]
+    Parse(String),
+    /// A value the host refuses (a tenant named twice, an invalid stream, a zero limit): what
+    /// and where.
+    #[error("{0}")]
+    Mistake(String),
+}
+
 impl Config {
     /// Reads and checks the file at `path`; component paths become relative to its folder.
     ///
     /// # Errors
     /// When the file cannot be read, is not valid TOML of this shape (the error says where),
     /// or names a tenant twice, an invalid stream, or a zero limit.
-    pub(crate) fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read config file {}", path.display()))?;
+    pub(crate) fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
         let mut config: Config = toml::from_str(&text)
-            .map_err(|error| anyhow::anyhow!(parse_error::describe(path, &text, &error)))?;
+            .map_err(|error| ConfigError::Parse(parse_error::describe(path, &text, &error)))?;
         if let Err(mistake) = config.check() {
-            anyhow::bail!(mistake.in_file(path, &text));
+            return Err(ConfigError::Mistake(mistake.in_file(path, &text)));
         }
         let base = path.parent().unwrap_or(Path::new("."));
         for (index, tenant) in config.tenants.iter_mut().enumerate() {

@@ -24,7 +24,7 @@ pub const TOKEN_FILE: &str = "admin-token";
 
 /// Why the state directory cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum StateError {
+pub enum StateError {
     /// A file or directory of it cannot be created, read or written.
     #[error("state directory: cannot {action} {}", path.display())]
     Io {
