@@ -25,7 +25,8 @@ use ruststream_host::{
     Deployment, Host, HostConfig, MIN_READ_INTERVAL, MemoryLeaseStore, OperatorSettings,
 };
 use ruststream_runtime::{
-    DeliveryReport, LoadedComponent, LogSink, Runtime, RuntimeConfig, StartPosition, Tenant,
+    LoadedComponent, Runtime, RuntimeConfig, Tenant, app::StartPosition, log::LogSink,
+    pipeline::DeliveryReport,
 };
 use ruststream_tests::e2e::put_json_batch;
 use ruststream_tests::guests;

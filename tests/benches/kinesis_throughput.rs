@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType};
 use ruststream_host::{Deployment, MemoryLeaseStore, OperatorSettings};
-use ruststream_runtime::StartPosition;
+use ruststream_runtime::app::StartPosition;
 use ruststream_tests::e2e::TestHost;
 use ruststream_tests::guests;
 use ruststream_tests::servers::LocalKinesis;

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use ruststream_host::{Deployment, Host, HostConfig, MemoryLeaseStore, RunningApp, ShardState};
 use ruststream_runtime::{
-    Bytes, Delivery, DeliveryReport, LoadedComponent, LogSink, Runtime, RuntimeConfig, Tenant, Text,
+    Delivery, LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink,
+    pipeline::DeliveryReport, record::Bytes, text::Text,
 };
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;

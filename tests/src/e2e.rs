@@ -12,10 +12,13 @@ use ruststream_host::{
     Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore, MemoryLeaseStore, ReaderConfig,
     RunningApp, ShardState,
 };
-use ruststream_runtime::internals::lock;
+use ruststream_runtime::sync::lock;
 use ruststream_runtime::{
-    CompileConfig, CompileLimits, Compiler, DeliveryReport, LoadedComponent, LogSink, Observer,
-    RolloutPolicy, Runtime, RuntimeConfig, Tenant,
+    LoadedComponent, Runtime, RuntimeConfig, Tenant,
+    component::compile::{CompileConfig, CompileLimits, Compiler},
+    log::LogSink,
+    pipeline::{DeliveryReport, Observer},
+    rollout::RolloutPolicy,
 };
 
 /// The engine settings of the binary: components compiled by the `ruststream` binary's bounded
@@ -328,8 +331,8 @@ pub struct ReadBack {
 
 impl ReadBack {
     /// Payload and headers, as the host reads them from the envelope.
-    pub fn envelope(&self) -> ruststream_runtime::internals::envelope::Unwrapped {
-        ruststream_runtime::internals::envelope::unwrap(&self.data)
+    pub fn envelope(&self) -> ruststream_runtime::envelope::Unwrapped {
+        ruststream_runtime::envelope::unwrap(&self.data)
     }
 }
 

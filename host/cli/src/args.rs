@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use ruststream_runtime::quote;
+use ruststream_runtime::escape::quote;
 
 use crate::admin::DEFAULT_ADDR;
 use crate::admin::allowed_hosts::{HostName, parse_host_name};
@@ -297,12 +297,12 @@ pub(crate) struct RunArgs {
     pub shutdown_grace_ms: Option<u64>,
     /// How many calls of a swapped-in version are judged against the last calls of the
     /// version it replaced.
-    #[arg(long, default_value_t = ruststream_runtime::DEFAULT_ROLLOUT_CALLS,
+    #[arg(long, default_value_t = ruststream_runtime::rollout::DEFAULT_ROLLOUT_CALLS,
         value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub rollout_calls: u32,
     /// How much higher (0 to 1) a swapped-in version's failure rate may be than the old
     /// version's before it is rolled back.
-    #[arg(long, default_value_t = ruststream_runtime::DEFAULT_ROLLOUT_MARGIN, value_parser = parse_margin)]
+    #[arg(long, default_value_t = ruststream_runtime::rollout::DEFAULT_ROLLOUT_MARGIN, value_parser = parse_margin)]
     pub rollout_margin: f64,
     /// Where the admin API listens; `off` (or `none`) for no admin API. Loopback only,
     /// unless --allow-remote-admin.

@@ -7,8 +7,11 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use ruststream_host::{DEFAULT_TABLE_TEMPLATE, TableTemplate};
 use ruststream_runtime::{
-    CompileLimits, Limits, LoadedComponent, LogLimits, LogSink, Runtime, Tenant, describe_app,
-    escape_controls, one_line,
+    LoadedComponent, Runtime, Tenant,
+    component::{compile::CompileLimits, describe_app},
+    escape::{escape_controls, one_line},
+    log::LogSink,
+    tenant::{Limits, LogLimits},
 };
 
 use crate::args::CompileArgs;

@@ -27,7 +27,7 @@
 //! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
 //! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
 //! one line with their causes. Run as `ruststream compile-worker ...`, the program is the
-//! host's bounded compile worker (see `ruststream_runtime::compile_worker`).
+//! host's bounded compile worker (see `ruststream_runtime::component::compile::compile_worker`).
 
 #![forbid(unsafe_code)]
 
@@ -59,8 +59,9 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use ruststream_runtime::{
-    CompileConfig, CompileLimits, Compiler, RuntimeConfig, WORKER_COMMAND, compile_worker,
-    one_line_within,
+    RuntimeConfig,
+    component::compile::{CompileConfig, CompileLimits, Compiler, WORKER_COMMAND, compile_worker},
+    escape::one_line_within,
 };
 
 use args::{Cli, Command, LogFormat};

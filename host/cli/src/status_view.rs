@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use ruststream_runtime::escape_controls;
+use ruststream_runtime::escape::escape_controls;
 
 use crate::admin::model::{
     AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShardStatus,

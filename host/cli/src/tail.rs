@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use ruststream_host::list_shards;
-use ruststream_runtime::DeadLetterOrigin;
-use ruststream_runtime::internals::envelope;
+use ruststream_runtime::dead_letter::DeadLetterOrigin;
+use ruststream_runtime::envelope;
 use serde_json::{Map, Value, json};
 
 use crate::args::{TailArgs, TailFrom};
@@ -150,7 +150,7 @@ fn describe(
 
 #[cfg(test)]
 mod tests {
-    use ruststream_runtime::Header;
+    use ruststream_runtime::record::Header;
 
     use super::*;
 

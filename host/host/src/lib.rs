@@ -9,7 +9,7 @@
 //! # async fn demo(kinesis: aws_sdk_kinesis::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use ruststream_host::{Deployment, Host, HostConfig, MemoryLeaseStore};
-//! use ruststream_runtime::{LoadedComponent, LogSink, Runtime, RuntimeConfig, Tenant};
+//! use ruststream_runtime::{LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink};
 //!
 //! let runtime = Runtime::new(RuntimeConfig::default())?;
 //! let tenant = Arc::new(Tenant::trusted("acme"));

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::settlement::{Outcome, RetryPolicy};
+use crate::outcome::{Outcome, RetryPolicy};
 
 /// Most records one GetRecords call may return, and so the largest batch a subscription may ask for.
 pub const MAX_BATCH_LIMIT: u32 = 10_000;

@@ -24,86 +24,38 @@
 //! # Ok(()) }
 //! ```
 
-mod app;
-mod backoff;
+pub mod app;
+pub mod backoff;
 mod checkpoint;
-mod clock;
-mod component;
-mod dead_letter;
-mod env;
-mod envelope;
-mod escape;
+pub mod clock;
+pub mod component;
+pub mod dead_letter;
+pub mod env;
+pub mod envelope;
+pub mod escape;
 mod limits;
-mod log;
+pub mod log;
 pub mod metrics;
-mod pipeline;
-mod policy;
-mod publish;
+pub mod outcome;
+pub mod pipeline;
+pub mod policy;
+pub mod publish;
 mod quota;
-mod record;
-mod rollout;
+pub mod record;
+pub mod rollout;
 mod sequence;
-mod settlement;
 mod stop;
-mod sync;
-mod tenant;
+pub mod sync;
+pub mod tenant;
 #[cfg(feature = "testing")]
-mod testapp;
-mod text;
+pub mod testing;
+pub mod text;
 
-pub use app::{
-    AppSpec, DeclarationBounds, MAX_BATCH_LIMIT, MaxRecordAge, SpecError, StartPosition,
-    SubscriptionSpec, valid_name,
-};
-/// The shared byte buffer a [`Delivery`]'s payload is a slice of.
-pub use bytes::Bytes;
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use component::{
-    CONTRACT, CallFailure, CallForm, CompileError, ContractVersion, ImportAccess, LoadError,
-    LoadPhase, LoadedComponent, Refusal, Runtime, RuntimeError, TrapKind, VersionRefusal,
-    WORKER_COMMAND, compile_worker, content_hash, describe_app, import_access,
-};
-pub use dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
-pub use env::Env;
-pub use escape::{escape_controls, one_line, one_line_within, quote};
-pub use limits::{
-    CompileBudget, CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits,
-    RuntimeConfig, WriteLimits,
-};
-pub use log::{Level, LogLine, LogSink, Origin, parse_field_list};
-pub use pipeline::{
-    DEFAULT_BATCH_LIMIT, DeliveryReport, MAX_UNSENT_BYTES, MAX_UNSENT_COPIES, Observer,
-    OutcomeCounts, PipelineEnv, ShardPipeline, Stop,
-};
-pub use policy::{SandboxPolicy, StreamGrant};
-pub use publish::{BoxFuture, MAX_RECORD_BYTES, PublishError, Publisher, check_size};
-pub use record::{CopyOrigin, CopyOwner, Delivery, Header, KPL_MAGIC, OutgoingRecord, Published};
-pub use rollout::{
-    CallStats, DEFAULT_ROLLOUT_CALLS, DEFAULT_ROLLOUT_MARGIN, RolloutPolicy, Verdict,
-};
-pub use settlement::{Outcome, RetryPolicy};
-pub use tenant::{Tenant, TenantError};
+// The core types, at the root as well as in their modules (as wasmtime's `Engine` and `Store`).
+pub use component::{LoadedComponent, Runtime, RuntimeConfig};
+pub use outcome::Outcome;
+pub use pipeline::ShardPipeline;
+pub use record::Delivery;
+pub use tenant::Tenant;
 #[cfg(feature = "testing")]
-pub use testapp::{
-    InProcessStreams, SHARD_ID, StoredRecord, SubscriberView, TestApp, TestAppBuilder, TestAppError,
-};
-pub use text::Text;
-
-/// Internals that transports, benchmarks and the end-to-end tests of this workspace use. Not
-/// part of the API: they change without notice.
-#[doc(hidden)]
-pub mod internals {
-    pub use crate::backoff::Backoff;
-    pub use crate::component::{BatchCall, BatchFailure, HandlerInstance};
-    pub use crate::record::Deliveries;
-    pub use crate::sync::{lock, sleep_until};
-
-    /// The `RSK2` record envelope, as written to and read from streams.
-    pub mod envelope {
-        pub use crate::envelope::{
-            COPY_FOR_HEADER, COPY_OF_HEADER, DUE_AT_HEADER, FIRST_ARRIVAL_HEADER, REDRIVE_HEADER,
-            RESERVED_PREFIX, RETRY_COUNT_HEADER, Unwrapped, is_reserved, origin_headers, unwrap,
-            wrap,
-        };
-    }
-}
+pub use testing::TestApp;

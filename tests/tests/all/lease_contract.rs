@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result, ensure};
 use ruststream_host::{
     Checkpoint, Claim, HeldLease, LeaseKey, LeaseStore, MemoryLeaseStore, PresenceKey,
 };
-use ruststream_runtime::{Clock as _, SystemClock};
+use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_tests::e2e::dynamo_store;
 use ruststream_tests::servers::LocalDynamo;
 

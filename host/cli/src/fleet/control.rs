@@ -5,7 +5,7 @@ use std::sync::Arc;
 use ruststream_host::{
     AppVersions, RunningApp, SeekError, ShardState, ShardStatus, SubscriptionStatus,
 };
-use ruststream_runtime::StartPosition;
+use ruststream_runtime::app::StartPosition;
 
 use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
@@ -70,7 +70,7 @@ impl Control for Fleet {
                     app: app.to_owned(),
                     subscriber: subscriber.to_owned(),
                 },
-                other => ControlError::Seek(ruststream_runtime::one_line(&other)),
+                other => ControlError::Seek(ruststream_runtime::escape::one_line(&other)),
             })
     }
 

@@ -3,8 +3,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ruststream_runtime::internals::lock;
-use ruststream_runtime::{Clock, OutcomeCounts, ShardPipeline, SystemClock};
+use ruststream_runtime::sync::lock;
+use ruststream_runtime::{
+    ShardPipeline,
+    clock::{Clock, SystemClock},
+    pipeline::OutcomeCounts,
+};
 
 use crate::kinesis::ReadProgress;
 

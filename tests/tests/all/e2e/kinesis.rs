@@ -8,7 +8,7 @@ use std::time::Duration;
 use ruststream_host::{
     Deployment, LeaseKey, LeaseStore, MemoryLeaseStore, OperatorSettings, RunningApp, ShardState,
 };
-use ruststream_runtime::{Outcome, StartPosition};
+use ruststream_runtime::{Outcome, app::StartPosition};
 use ruststream_tests::e2e::{
     Servers, TestHost, dynamo_store, put_json, stored_checkpoint, take_over,
 };
@@ -245,7 +245,7 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     put_json(&client, "positions.stamped", &json!({"id": "s-old"}), None).await?;
     // Time passes on purpose: the stamp lies well after `s-old` arrived and before `s-new`.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let stamp = ruststream_runtime::Clock::now_ms(&ruststream_runtime::SystemClock);
+    let stamp = ruststream_runtime::clock::Clock::now_ms(&ruststream_runtime::clock::SystemClock);
     tokio::time::sleep(Duration::from_millis(200)).await;
     put_json(&client, "positions.stamped", &json!({"id": "s-new"}), None).await?;
 

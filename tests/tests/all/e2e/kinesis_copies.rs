@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use ruststream_host::{Deployment, SeekError};
-use ruststream_runtime::MAX_UNSENT_COPIES;
-use ruststream_runtime::internals::envelope;
-use ruststream_runtime::{Header, Outcome, StartPosition, escape_controls};
+use ruststream_runtime::envelope;
+use ruststream_runtime::pipeline::MAX_UNSENT_COPIES;
+use ruststream_runtime::{Outcome, app::StartPosition, escape::escape_controls, record::Header};
 use ruststream_tests::e2e::{
     TestHost, dynamo_store, put_json, put_json_batch, put_raw, quick_config, read_all,
     stored_checkpoint,

@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use aws_sdk_kinesis::primitives::Blob;
-use ruststream_runtime::internals::envelope;
-use ruststream_runtime::{DeadLetterOrigin, Header};
+use ruststream_runtime::envelope;
+use ruststream_runtime::{dead_letter::DeadLetterOrigin, record::Header};
 use ruststream_tests::http::AdminApi;
 use ruststream_tests::process::{Running, admin_addr, metrics_addr, run_host, state_dir};
 use ruststream_tests::scrape::Scrape;

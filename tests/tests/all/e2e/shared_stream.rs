@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ruststream_host::{DynamoLeaseStore, LeaseStore};
-use ruststream_runtime::DeadLetterOrigin;
+use ruststream_runtime::dead_letter::DeadLetterOrigin;
 use ruststream_tests::e2e::{ReadBack, put_json, read_all};
 use ruststream_tests::guests;
 use ruststream_tests::http::http;

@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use ruststream_runtime::{
-    Limits, LoadPhase, Outcome, Refusal, RuntimeConfig, Tenant, TestApp, TestAppError, TrapKind,
+    Outcome, RuntimeConfig, Tenant, TestApp,
+    component::{LoadPhase, Refusal, TrapKind},
+    tenant::Limits,
+    testing::TestAppError,
 };
 use ruststream_tests::{Guest, guests};
 use serde_json::json;

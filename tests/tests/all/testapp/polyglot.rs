@@ -2,7 +2,12 @@
 //! `settlement-js`), built by componentize-py and componentize-js from their registries, in
 //! TestApp under the default limits: the same outcome table as the Rust component.
 
-use ruststream_runtime::{CompileConfig, Level, Origin, Outcome, RuntimeConfig, SHARD_ID, TestApp};
+use ruststream_runtime::{
+    Outcome, RuntimeConfig, TestApp,
+    component::compile::CompileConfig,
+    log::{Level, Origin},
+    testing::SHARD_ID,
+};
 use ruststream_tests::toolchains::{PolyglotGuest, SETTLEMENT_JS, SETTLEMENT_PYTHON};
 use serde_json::json;
 
@@ -20,7 +25,13 @@ async fn start(guest: PolyglotGuest) -> anyhow::Result<TestApp> {
         ..RuntimeConfig::default()
     };
     let app = TestApp::builder(&path).runtime(runtime).start().await;
-    app.map_err(|e| anyhow::anyhow!("{}: {}", guest.name, ruststream_runtime::one_line(&e)))
+    app.map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {}",
+            guest.name,
+            ruststream_runtime::escape::one_line(&e)
+        )
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,8 @@ mod worker;
 pub use cache::content_hash;
 pub use worker::{WORKER_COMMAND, compile_worker};
 
+pub use crate::limits::{CompileBudget, CompileConfig, CompileLimits, Compiler};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -18,7 +20,6 @@ use wasmtime::component::Component;
 
 use super::Runtime;
 use crate::escape::one_line;
-use crate::limits::{CompileConfig, Compiler};
 use crate::sync::lock;
 use cache::ArtifactCache;
 

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use ruststream_host::{Deployment, LeaseError, LeaseKey, LeaseStore, ShardState};
-use ruststream_runtime::{Clock, Outcome, SystemClock};
+use ruststream_runtime::{
+    Outcome,
+    clock::{Clock, SystemClock},
+};
 use ruststream_tests::e2e::{Servers, TestHost, put_json, stored_checkpoint};
 use ruststream_tests::guests;
 use ruststream_tests::skew::kinesis_client_ahead;

@@ -25,7 +25,8 @@ use ruststream_host::{
     Deployment, DynamoLeaseStore, LeaseStore, RunningApp, ShardState, TableTemplate,
 };
 use ruststream_runtime::{
-    DeliveryReport, Limits, LoadError, LoadedComponent, LogLine, StreamGrant, Tenant,
+    LoadedComponent, Tenant, component::LoadError, log::LogLine, pipeline::DeliveryReport,
+    policy::StreamGrant, tenant::Limits,
 };
 use ruststream_tests::e2e::{TestHost, dynamo_store, put_json};
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
