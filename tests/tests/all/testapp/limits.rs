@@ -15,7 +15,8 @@ async fn with_fuel(guest: Guest, fuel: u64) -> Result<TestApp, TestAppError> {
     TestApp::builder(guest.path())
         .runtime(RuntimeConfig {
             fuel: true,
-            ..RuntimeConfig::default()
+            // In process, as `TestApp` compiles by default: the test binary serves no worker.
+            ..RuntimeConfig::in_process()
         })
         .tenant(Tenant::trusted("metered").limits(Limits {
             fuel: Some(fuel),

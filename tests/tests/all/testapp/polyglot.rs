@@ -20,7 +20,8 @@ async fn start(guest: PolyglotGuest) -> anyhow::Result<TestApp> {
     let runtime = RuntimeConfig {
         compile: CompileConfig {
             cache: Some(ruststream_tests::compile_cache_dir()),
-            ..CompileConfig::default()
+            // In process, as `TestApp` compiles by default: the test binary serves no worker.
+            ..CompileConfig::in_process()
         },
         ..RuntimeConfig::default()
     };

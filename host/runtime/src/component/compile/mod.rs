@@ -1,5 +1,10 @@
 //! Compiling components: bounded before (size), bounded while (a worker process under
 //! `setrlimit` and a timeout), and cached after (by content hash and engine configuration).
+//!
+//! Who compiles is the [`Compiler`] of the runtime's [`CompileConfig`]: by default the bounded
+//! worker run as this program, which the program's `main` serves through [`WORKER_COMMAND`]
+//! and [`compile_worker`] (the crate docs, "The compile worker", show how);
+//! [`Compiler::InProcess`] is the explicit opt-in for trusted code.
 
 mod bounds;
 mod cache;
