@@ -218,7 +218,8 @@ async fn load(cache: &Path, deadlines: bool) -> anyhow::Result<LoadedComponent> 
         deadlines,
         compile: CompileConfig {
             cache: Some(cache.to_owned()),
-            // In process: our own guest examples are trusted, and a bench binary does not serve the compile worker.
+            // In process: our own guest examples are trusted, and a bench binary does not
+            // serve the compile worker.
             ..CompileConfig::in_process()
         },
         ..RuntimeConfig::default()

@@ -86,7 +86,8 @@ async fn run() -> anyhow::Result<()> {
 async fn load(deadlines: bool) -> anyhow::Result<LoadedComponent> {
     let config = RuntimeConfig {
         deadlines,
-        // In process: our own guest examples are trusted, and a bench binary does not serve the compile worker.
+        // In process: our own guest examples are trusted, and a bench binary does not
+        // serve the compile worker.
         ..RuntimeConfig::in_process()
     };
     let runtime = Runtime::new(config)?;

@@ -130,7 +130,8 @@ fn median(runs: &mut [Run]) -> Run {
 }
 
 async fn host_read(client: &aws_sdk_kinesis::Client, records: usize) -> anyhow::Result<Run> {
-    // In process: our own guest examples are trusted, and a bench binary does not serve the compile worker.
+    // In process: our own guest examples are trusted, and a bench binary does not
+    // serve the compile worker.
     let runtime = Runtime::new(RuntimeConfig::in_process())?;
     let tenant = Arc::new(Tenant::trusted("bench"));
     let log = LogSink::new();

@@ -147,7 +147,8 @@ fn runtime(cache: &Path) -> anyhow::Result<Runtime> {
     Ok(Runtime::new(RuntimeConfig {
         compile: CompileConfig {
             cache: Some(cache.to_owned()),
-            // In process: our own guest examples are trusted, and a bench binary does not serve the compile worker.
+            // In process: our own guest examples are trusted, and a bench binary does not
+            // serve the compile worker.
             ..CompileConfig::in_process()
         },
         ..RuntimeConfig::default()

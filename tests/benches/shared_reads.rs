@@ -67,7 +67,8 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?
         .block_on(async {
-            // In process: our own guest examples are trusted, and a bench binary does not serve the compile worker.
+            // In process: our own guest examples are trusted, and a bench binary does not
+            // serve the compile worker.
             let runtime = Runtime::new(RuntimeConfig::in_process())?;
             let mut all = Vec::new();
             for &subscriptions in &sizes {

@@ -8,7 +8,7 @@
 
 /// Records settled, by `outcome` (`ack`, `drop`, `retry`, `retry_after`).
 pub const RECORDS: &str = "ruststream_records_total";
-/// Calls that trapped, by `kind` (see [`TrapKind::label`](crate::TrapKind::label)).
+/// Calls that trapped, by `kind` (see [`TrapKind::label`](crate::component::TrapKind::label)).
 pub const TRAPS: &str = "ruststream_traps_total";
 /// How long each handler call took, in seconds.
 pub const CALL_DURATION: &str = "ruststream_call_duration_seconds";

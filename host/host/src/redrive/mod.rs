@@ -1,13 +1,15 @@
 //! Dead-letter redrive: the dead letters of a stream written back, each exactly once, to the
 //! stream they came from, once the handler that gave up on them is fixed.
 //!
-//! A dead letter carries its origin in its envelope ([`DeadLetterOrigin`]). A redrive reads
+//! A dead letter carries its origin in its envelope
+//! ([`DeadLetterOrigin`](ruststream_runtime::dead_letter::DeadLetterOrigin)). A redrive reads
 //! the dead-letter stream shard by shard, chooses dead letters by its [`RedriveFilter`],
 //! refuses those whose origin its tenant may not have records in ([`filter::judge`]), and
 //! writes the rest back to their origin stream: the original payload, key and user headers, a
 //! fresh attempt count, addressed (as a counted copy is) to the subscription that gave up on
-//! it, and tagged with the redrive ([`REDRIVE_HEADER`](ruststream_runtime::envelope::REDRIVE_HEADER):
-//! `id/shard/sequence` of the dead letter). Each write draws on its tenant's write quota.
+//! it, and tagged with the redrive
+//! ([`REDRIVE_HEADER`](ruststream_runtime::envelope::REDRIVE_HEADER): `id/shard/sequence` of
+//! the dead letter). Each write draws on its tenant's write quota.
 //!
 //! **Exactly once.** Progress is kept per dead-letter shard in a lease store
 //! ([`progress`]): a lease, fenced like a subscription's, whose checkpoint says up to which

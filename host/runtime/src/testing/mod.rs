@@ -6,7 +6,7 @@
 //! loading, sandbox, batching and settlement as on Kinesis.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), ruststream_runtime::TestAppError> {
+//! # async fn demo() -> Result<(), ruststream_runtime::testing::TestAppError> {
 //! use ruststream_runtime::{Outcome, TestApp};
 //!
 //! let mut app = TestApp::start("settlement.wasm").await?;
