@@ -1,15 +1,22 @@
 //! Command-line arguments of `ruststream`.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use ruststream_fleet::admin::DEFAULT_ADDR;
+use ruststream_fleet::admin::allowed_hosts::{HostName, parse_host_name};
+use ruststream_fleet::admin::model::SeekPosition;
+use ruststream_fleet::aws::AwsOptions;
+use ruststream_fleet::client::{self, parse_position};
+use ruststream_fleet::config;
+use ruststream_fleet::dev::DevOptions;
+use ruststream_fleet::engine::CompileCache;
+use ruststream_fleet::put::PutOptions;
+use ruststream_fleet::redrive::RedriveOptions;
+use ruststream_fleet::run::RunOptions;
+use ruststream_fleet::tail::{self, TailOptions};
+use ruststream_fleet::testrun::TestOptions;
 use ruststream_runtime::escape::quote;
-
-use crate::admin::DEFAULT_ADDR;
-use crate::admin::allowed_hosts::{HostName, parse_host_name};
-use crate::admin::model::SeekPosition;
-use crate::client::{self, parse_position};
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -231,8 +238,7 @@ pub(crate) struct NewArgs {
     pub git: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum LeaseStoreKind {
     /// In memory: checkpoints are forgotten on restart (shards reopen at their start position).
     Memory,
@@ -347,8 +353,7 @@ pub(crate) struct RunArgs {
 }
 
 /// Where the metrics endpoint listens unless told otherwise: loopback, port 9464.
-pub(crate) const METRICS_ADDR: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9464));
+pub(crate) const METRICS_ADDR: SocketAddr = ruststream_fleet::metrics::DEFAULT_ADDR;
 
 /// `--admin-addr`, `--metrics-addr`: the address to serve on, or `None` for no server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -406,23 +411,13 @@ pub(crate) struct CompileArgs {
 }
 
 impl CompileArgs {
-    /// The cache directory: the flag, else `configured`, else the user's cache directory.
-    pub(crate) fn cache_dir(&self, configured: Option<&PathBuf>) -> Option<PathBuf> {
-        if self.no_compile_cache {
-            return None;
+    /// The flags as the library takes them.
+    pub(crate) fn options(&self) -> CompileCache {
+        CompileCache {
+            compile_cache: self.compile_cache.clone(),
+            no_compile_cache: self.no_compile_cache,
         }
-        self.compile_cache
-            .clone()
-            .or_else(|| configured.cloned())
-            .or_else(default_cache_dir)
     }
-}
-
-fn default_cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
-    Some(base.join("ruststream").join("compiled"))
 }
 
 /// `ruststream tail`.
@@ -535,45 +530,124 @@ pub(crate) struct AwsArgs {
 }
 
 impl AwsArgs {
-    async fn base(&self) -> aws_config::ConfigLoader {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
-        if let Some(region) = &self.region {
-            loader = loader.region(Region::new(region.clone()));
+    /// The flags as the library takes them.
+    pub(crate) fn options(&self) -> AwsOptions {
+        AwsOptions {
+            region: self.region.clone(),
+            kinesis_endpoint: self.kinesis_endpoint.clone(),
+            dynamodb_endpoint: self.dynamodb_endpoint.clone(),
+            sts_endpoint: self.sts_endpoint.clone(),
         }
-        loader
-    }
-
-    /// Region and credentials, resolved once for every service: one credentials chain (one
-    /// `credential_process` run, one SSO token read) serves all the clients made from it.
-    pub(crate) async fn shared_config(&self) -> SdkConfig {
-        self.base().await.load().await
-    }
-
-    /// `shared` calling Kinesis at `--kinesis-endpoint`, else at AWS.
-    pub(crate) fn kinesis(&self, shared: &SdkConfig) -> SdkConfig {
-        at(shared, self.kinesis_endpoint.as_deref())
-    }
-
-    /// `shared` calling DynamoDB at `--dynamodb-endpoint`, else at AWS.
-    pub(crate) fn dynamodb(&self, shared: &SdkConfig) -> SdkConfig {
-        at(shared, self.dynamodb_endpoint.as_deref())
-    }
-
-    /// `shared` calling STS at `--sts-endpoint`, else at AWS.
-    pub(crate) fn sts(&self, shared: &SdkConfig) -> SdkConfig {
-        at(shared, self.sts_endpoint.as_deref())
-    }
-
-    /// The Kinesis configuration alone (`put`, `tail`).
-    pub(crate) async fn kinesis_config(&self) -> SdkConfig {
-        self.kinesis(&self.shared_config().await)
     }
 }
 
-fn at(shared: &SdkConfig, endpoint: Option<&str>) -> SdkConfig {
-    match endpoint {
-        Some(endpoint) => shared.to_builder().endpoint_url(endpoint).build(),
-        None => shared.clone(),
+impl From<LeaseStoreKind> for config::LeaseStoreKind {
+    fn from(kind: LeaseStoreKind) -> Self {
+        match kind {
+            LeaseStoreKind::Memory => Self::Memory,
+            LeaseStoreKind::Dynamodb => Self::Dynamodb,
+        }
+    }
+}
+
+impl From<RunArgs> for RunOptions {
+    fn from(args: RunArgs) -> Self {
+        Self {
+            components: args.components,
+            config: args.config,
+            aws: args.aws.options(),
+            compile: args.compile.options(),
+            lease_store: args.lease_store.map(Into::into),
+            lease_table: args.lease_table,
+            create_lease_table: args.create_lease_table,
+            owner_id: args.owner_id,
+            get_records_limit: args.get_records_limit,
+            poll_interval_ms: args.poll_interval_ms,
+            checkpoint_interval_ms: args.checkpoint_interval_ms,
+            lease_ttl_ms: args.lease_ttl_ms,
+            renew_interval_ms: args.renew_interval_ms,
+            shard_sync_interval_ms: args.shard_sync_interval_ms,
+            shutdown_grace_ms: args.shutdown_grace_ms,
+            rollout_calls: args.rollout_calls,
+            rollout_margin: args.rollout_margin,
+            admin_addr: args.admin_addr.0,
+            allow_remote_admin: args.allow_remote_admin,
+            admin_tls_cert: args.admin_tls_cert,
+            admin_tls_key: args.admin_tls_key,
+            admin_hosts: args.admin_hosts,
+            admin_token_file: args.admin_token_file,
+            state_dir: args.state_dir,
+            metrics_addr: args.metrics_addr.0,
+        }
+    }
+}
+
+impl From<DevArgs> for DevOptions {
+    fn from(args: DevArgs) -> Self {
+        Self {
+            path: args.path,
+            records: args.records,
+            stream: args.stream,
+            watch: args.watch,
+            compile: args.compile.options(),
+        }
+    }
+}
+
+impl From<TestArgs> for TestOptions {
+    fn from(args: TestArgs) -> Self {
+        Self {
+            component: args.component,
+            records: args.records,
+            expect: args.expect,
+            compile: args.compile.options(),
+        }
+    }
+}
+
+impl From<TailArgs> for TailOptions {
+    fn from(args: TailArgs) -> Self {
+        Self {
+            stream: args.stream,
+            from: match args.from {
+                TailFrom::Horizon => tail::TailFrom::Horizon,
+                TailFrom::Latest => tail::TailFrom::Latest,
+            },
+            follow: args.follow,
+            aws: args.aws.options(),
+        }
+    }
+}
+
+impl From<PutArgs> for PutOptions {
+    fn from(args: PutArgs) -> Self {
+        Self {
+            stream: args.stream,
+            records: args.records,
+            file: args.file,
+            key: args.key,
+            headers: args.headers,
+            aws: args.aws.options(),
+        }
+    }
+}
+
+impl From<RedriveArgs> for RedriveOptions {
+    fn from(args: RedriveArgs) -> Self {
+        Self {
+            stream: args.stream,
+            config: args.config,
+            tenant: args.tenant,
+            reason: args.reason,
+            since: args.since,
+            until: args.until,
+            dry_run: args.dry_run,
+            id: args.id,
+            redrive_table: args.redrive_table,
+            create_redrive_table: args.create_redrive_table,
+            lease_ttl_ms: args.lease_ttl_ms,
+            aws: args.aws.options(),
+        }
     }
 }
 

@@ -31,38 +31,18 @@
 
 #![forbid(unsafe_code)]
 
-mod admin;
 mod args;
-mod check;
-mod client;
-mod config;
-mod dev;
-mod fleet;
-mod http_server;
-mod identity;
-mod json_log;
-mod metrics;
-mod new;
-mod put;
-mod redrive;
-mod run;
-mod state;
 mod status_view;
-mod tail;
-mod testrun;
 mod verbs;
-mod watch;
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use ruststream_runtime::{
-    RuntimeConfig,
-    component::compile::{CompileConfig, CompileLimits, Compiler, WORKER_COMMAND, compile_worker},
-    escape::one_line_within,
-};
+use ruststream_fleet::{check, dev, json_log, new, put, redrive, run, tail, testrun};
+use ruststream_runtime::component::compile::{WORKER_COMMAND, compile_worker};
+use ruststream_runtime::escape::one_line_within;
 
 use args::{Cli, Command, LogFormat};
 
@@ -110,21 +90,21 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         let done = match cli.command {
             // `test` has exit statuses of its own: a failed expectation is not bad input.
-            Command::Test(args) => return Ok(testrun::test(args).await),
+            Command::Test(args) => return Ok(testrun::test(args.into()).await),
             Command::Check {
                 components,
                 config: Some(config),
                 compile,
-            } if components.is_empty() => check::check_config(&config, &compile).await,
+            } if components.is_empty() => check::check_config(&config, &compile.options()).await,
             Command::Check {
                 components,
                 compile,
                 ..
-            } => check::check(&components, &compile).await,
-            Command::Run(args) => run::run(*args).await,
-            Command::Tail(args) => tail::tail(args).await,
-            Command::Put(args) => put::put(args).await,
-            Command::Redrive(args) => redrive::redrive(args).await,
+            } => check::check(&components, &compile.options()).await,
+            Command::Run(args) => run::run((*args).into()).await,
+            Command::Tail(args) => tail::tail(args.into()).await,
+            Command::Put(args) => put::put(args.into()).await,
+            Command::Redrive(args) => redrive::redrive(args.into()).await,
             Command::New(args) => new(&args),
             Command::Status { json, admin } => verbs::status(&admin, json).await,
             Command::Seek(args) => verbs::seek(&args).await,
@@ -149,7 +129,7 @@ fn main() -> ExitCode {
                 json,
                 admin,
             } => verbs::versions(&admin, &tenant, &app, json).await,
-            Command::Dev(args) => dev::dev(args).await,
+            Command::Dev(args) => dev::dev(args.into()).await,
         };
         done.map(|()| ExitCode::SUCCESS)
     });
@@ -197,25 +177,4 @@ const REPORT_CHARS: usize = 4_000;
 fn report(error: &anyhow::Error) -> ExitCode {
     eprintln!("error: {}", one_line_within(&**error, REPORT_CHARS));
     ExitCode::FAILURE
-}
-
-/// The runtime of a command: components compiled by this program's worker within `limits`,
-/// cached in `cache`; `fuel` turns fuel metering on (a tenant's `fuel` limit needs it).
-fn runtime_config(
-    limits: CompileLimits,
-    cache: Option<PathBuf>,
-    fuel: bool,
-) -> anyhow::Result<RuntimeConfig> {
-    let program = std::env::current_exe().map_err(|error| {
-        anyhow::anyhow!("cannot find this program to run its compile worker: {error}")
-    })?;
-    Ok(RuntimeConfig {
-        compile: CompileConfig {
-            compiler: Compiler::Worker { program },
-            limits,
-            cache,
-        },
-        fuel,
-        ..RuntimeConfig::default()
-    })
 }

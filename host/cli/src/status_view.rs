@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use ruststream_runtime::escape::escape_controls;
 
-use crate::admin::model::{
+use ruststream_fleet::admin::model::{
     AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShardStatus,
     SubscriptionStatus, TenantStatus, Undeployed,
 };
@@ -273,7 +273,7 @@ fn age(now_ms: u64, since_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::fake::sample_status;
+    use ruststream_fleet::admin::fake::sample_status;
 
     #[test]
     fn the_status_tree() {
@@ -338,7 +338,7 @@ tenant acme (paused: quarantined: 3 traps)
 
     #[test]
     fn kept_versions() {
-        use crate::admin::model::{KeptVersion, VersionOrigin};
+        use ruststream_fleet::admin::model::{KeptVersion, VersionOrigin};
         let kept = |hash: &str, version: &str, at_ms, came_by, live| KeptVersion {
             content_hash: hash.to_owned(),
             version: version.to_owned(),

@@ -8,10 +8,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 
-use crate::admin::token::AdminToken;
+use ruststream_fleet::admin::token::AdminToken;
+use ruststream_fleet::client::{AdminClient, Credentials};
+use ruststream_fleet::state;
+
 use crate::args::{AdminTarget, DeployArgs, SeekArgs};
-use crate::client::{AdminClient, Credentials};
-use crate::{state, status_view};
+use crate::status_view;
 
 /// Where the verbs read the token: `--admin-token-file`, else `admin-token` in `--state-dir`,
 /// else in the default state directory.

@@ -8,6 +8,7 @@ use ruststream_tests::imports::ImportGraph;
 const CRATES: &[&str] = &[
     "host/runtime/src",
     "host/host/src",
+    "host/fleet/src",
     "host/cli/src",
     "guest-sdk/src",
     "guest-sdk/macros/src",

@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 
 use super::*;
 use crate::lease::MemoryLeaseStore;
-use crate::metrics::LeaseMetrics;
 use crate::lease::keeper::Keeper;
+use crate::metrics::LeaseMetrics;
 use ruststream_runtime::pipeline::Stop;
 use ruststream_runtime::sync::lock;
 

@@ -27,8 +27,7 @@ use ruststream_runtime::{
     testing::TestAppError,
 };
 
-use crate::args::TestArgs;
-use crate::runtime_config;
+use crate::engine::{CompileCache, runtime_config};
 
 /// Exit status of a run whose expectations do not all hold.
 const FAILED: u8 = 1;
@@ -119,9 +118,22 @@ fn read_text(file: &Path) -> Result<String, TestRunError> {
     })
 }
 
+/// What `ruststream test` runs and checks.
+#[derive(Debug, Clone)]
+pub struct TestOptions {
+    /// The component file (`.wasm`).
+    pub component: PathBuf,
+    /// The records, one JSON object a line.
+    pub records: PathBuf,
+    /// The expectations: TOML, or JSON for a `.json` file.
+    pub expect: PathBuf,
+    /// Where compiled components are cached.
+    pub compile: CompileCache,
+}
+
 /// Runs `ruststream test` and prints its report; the exit status says how it went (0 all
 /// expectations held, 1 one did not, 2 bad input).
-pub(crate) async fn test(args: TestArgs) -> ExitCode {
+pub async fn test(args: TestOptions) -> ExitCode {
     match run_and_report(&args).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(FAILED),
@@ -134,7 +146,7 @@ pub(crate) async fn test(args: TestArgs) -> ExitCode {
 
 /// Reads both files, runs the component and prints the report; whether every expectation
 /// held.
-async fn run_and_report(args: &TestArgs) -> Result<bool, TestRunError> {
+async fn run_and_report(args: &TestOptions) -> Result<bool, TestRunError> {
     let records = records::read(&args.records)?;
     let expected = expect::read(&args.expect)?;
     let config = runtime_config(

@@ -47,8 +47,17 @@ use serde::Deserialize;
 
 mod parse_error;
 
-use crate::args::LeaseStoreKind;
 use crate::identity::Role;
+
+/// Where leases and checkpoints live (`[host] lease_store`, `--lease-store`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LeaseStoreKind {
+    /// In memory: checkpoints are forgotten on restart (shards reopen at their start position).
+    Memory,
+    /// A DynamoDB table per app: checkpoints survive restarts, hosts share shards.
+    Dynamodb,
+}
 
 /// The whole file.
 #[derive(Debug, Deserialize)]

@@ -16,7 +16,7 @@ use ruststream_runtime::escape::quote;
 /// A name the admin API also answers to (`--admin-host`): `NAME` (with the listening port)
 /// or `NAME:PORT` (exactly).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HostName {
+pub struct HostName {
     name: String,
     port: Option<u16>,
 }
@@ -25,7 +25,7 @@ pub(crate) struct HostName {
 ///
 /// # Errors
 /// When it is not a host name with an optional port.
-pub(crate) fn parse_host_name(input: &str) -> Result<HostName, String> {
+pub fn parse_host_name(input: &str) -> Result<HostName, String> {
     let bad = || {
         format!(
             "`{}` is not a host name: give NAME or NAME:PORT",

@@ -21,7 +21,7 @@ use tracing_subscriber::registry::LookupSpan;
 const FIELD_LIST_TARGETS: [&str; 2] = ["ruststream::guest", "ruststream::runtime"];
 
 /// The layer writing JSON lines to what `make_writer` returns, once per line.
-pub(crate) struct JsonLayer<W> {
+pub struct JsonLayer<W> {
     make_writer: W,
 }
 
@@ -29,7 +29,7 @@ impl<W> JsonLayer<W>
 where
     W: Fn() -> Box<dyn Write> + Send + Sync + 'static,
 {
-    pub(crate) fn new(make_writer: W) -> Self {
+    pub fn new(make_writer: W) -> Self {
         Self { make_writer }
     }
 }

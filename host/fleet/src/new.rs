@@ -14,7 +14,7 @@ use anyhow::{Context as _, bail};
 
 /// Where the tenant crate takes RustStream's crates from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Source {
+pub enum Source {
     /// A checkout of this repository.
     Checkout(PathBuf),
     /// A git repository holding this workspace.
@@ -23,7 +23,7 @@ pub(crate) enum Source {
 
 impl Source {
     /// The checkout the binary was built from, when it is still there.
-    pub(crate) fn built_from() -> Option<Self> {
+    pub fn built_from() -> Option<Self> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let root = root.canonicalize().ok()?;
         root.join("guest-sdk/Cargo.toml")
@@ -47,7 +47,7 @@ impl Source {
 ///
 /// # Errors
 /// When `name` is not a valid crate name, `dir` holds files, or a file cannot be written.
-pub(crate) fn write_tenant_crate(name: &str, dir: &Path, source: &Source) -> anyhow::Result<()> {
+pub fn write_tenant_crate(name: &str, dir: &Path, source: &Source) -> anyhow::Result<()> {
     check_name(name)?;
     let occupied = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
     if occupied {

@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 
 /// How a kept version came to be live (`file`, `upload`, `rollback`): the state directory's
 /// word, shown as is.
-pub(crate) use crate::state::versions::VersionOrigin;
+pub use crate::state::versions::VersionOrigin;
 
 /// `GET /v1/status`: this host, whether it is ready, and every tenant it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct HostStatus {
+pub struct HostStatus {
     /// This host's lease owner id.
     pub owner: String,
     /// True when `not_ready` is empty.
@@ -25,7 +25,7 @@ pub(crate) struct HostStatus {
 
 /// One tenant: paused or not, its apps, and the components it was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct TenantStatus {
+pub struct TenantStatus {
     /// The tenant's name as configured.
     pub name: String,
     /// True while the tenant's handlers receive no records (paused or quarantined).
@@ -40,7 +40,7 @@ pub(crate) struct TenantStatus {
 
 /// A component the host refused to load, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     /// The component's file or upload name.
     pub component: String,
     /// Why it was refused, one line.
@@ -51,7 +51,7 @@ pub(crate) struct Refusal {
 
 /// One running app: the version serving it, the one before, and how the newest is judged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct AppStatus {
+pub struct AppStatus {
     /// The app's name as its component declares it.
     pub name: String,
     /// The component's file or upload name.
@@ -72,7 +72,7 @@ pub(crate) struct AppStatus {
 
 /// One version of an app's component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct VersionInfo {
+pub struct VersionInfo {
     /// The component's file or upload name.
     pub component: String,
     /// The app version it declares.
@@ -83,7 +83,7 @@ pub(crate) struct VersionInfo {
 
 /// How a newly swapped-in version is being judged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct RolloutStatus {
+pub struct RolloutStatus {
     /// Calls made to the new version so far.
     pub calls: u64,
     /// Of those, the calls that trapped.
@@ -96,7 +96,7 @@ pub(crate) struct RolloutStatus {
 
 /// One subscription of an app and its shards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SubscriptionStatus {
+pub struct SubscriptionStatus {
     /// The subscriber's name.
     pub name: String,
     /// The stream it reads.
@@ -109,7 +109,7 @@ pub(crate) struct SubscriptionStatus {
 
 /// One shard of a subscription as this host sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ShardStatus {
+pub struct ShardStatus {
     /// The Kinesis shard id.
     pub shard_id: String,
     /// The host's state of the shard (`reading`, `waiting`, `ended`, ...).
@@ -134,7 +134,7 @@ pub(crate) struct ShardStatus {
 
 /// Records counted by outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct OutcomeCounts {
+pub struct OutcomeCounts {
     /// Acknowledged.
     pub ack: u64,
     /// Dropped (retired without being handled).
@@ -152,7 +152,7 @@ pub(crate) struct OutcomeCounts {
 
 /// A component version the host loaded (`PUT .../components/{name}`, reload, rollback).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Deployed {
+pub struct Deployed {
     /// The tenant it was loaded for.
     pub tenant: String,
     /// The app it declares.
@@ -169,7 +169,7 @@ pub(crate) struct Deployed {
 
 /// `DELETE /v1/tenants/{tenant}/components/{name}`: what stopped for good.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Undeployed {
+pub struct Undeployed {
     /// The tenant.
     pub tenant: String,
     /// The component.
@@ -181,7 +181,7 @@ pub(crate) struct Undeployed {
 /// `GET /v1/tenants/{tenant}/apps/{app}/versions`: the versions the host keeps of an app,
 /// newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct AppVersionList {
+pub struct AppVersionList {
     /// The tenant.
     pub tenant: String,
     /// The app.
@@ -192,7 +192,7 @@ pub(crate) struct AppVersionList {
 
 /// One kept version of an app.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct KeptVersion {
+pub struct KeptVersion {
     /// The hex SHA-256 of its bytes: what `rollback --to` takes (or a prefix of it).
     pub content_hash: String,
     /// The app version it declares.
@@ -211,7 +211,7 @@ pub(crate) struct KeptVersion {
 /// no body (or `{}`) for the version the last swap replaced.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RollbackTo {
+pub struct RollbackTo {
     /// The content hash (or a unique prefix of it) of the version to return to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
@@ -225,7 +225,7 @@ pub(crate) struct RollbackTo {
 /// record on (inclusive).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "at", rename_all = "snake_case")]
-pub(crate) enum SeekPosition {
+pub enum SeekPosition {
     /// The oldest record each shard still holds.
     Horizon,
     /// The tip: only records written from now on.
@@ -246,14 +246,14 @@ pub(crate) enum SeekPosition {
 
 /// `POST .../seek`: the shards that moved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Moved {
+pub struct Moved {
     /// Their shard ids.
     pub moved: Vec<String>,
 }
 
 /// `POST /v1/tenants/{tenant}/pause` and `.../resume`: the tenant's state afterwards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct PauseState {
+pub struct PauseState {
     /// The tenant.
     pub tenant: String,
     /// Whether it is now paused.
@@ -263,7 +263,7 @@ pub(crate) struct PauseState {
 /// `GET /readyz`: `{"ready":true}`, or `{"ready":false,"reasons":[...]}`; `notices` says what
 /// is worth knowing without making the host unready (a tenant an operator paused).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Readiness {
+pub struct Readiness {
     /// True when the host is ready.
     pub ready: bool,
     /// Why it is not; absent when ready.
@@ -279,7 +279,7 @@ pub(crate) struct Readiness {
 /// the plan; otherwise the redrive starts in the host and the answer is its first progress.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RedriveRequest {
+pub struct RedriveRequest {
     /// The dead-letter stream.
     pub stream: String,
     /// Only this tenant's dead letters.
@@ -304,7 +304,7 @@ pub(crate) struct RedriveRequest {
 
 /// The body of every error response: `{"error":"<one line>"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ErrorBody {
+pub struct ErrorBody {
     /// What went wrong, one line without control characters.
     pub error: String,
 }

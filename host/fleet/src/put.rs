@@ -1,7 +1,7 @@
 //! `ruststream put STREAM`: JSON records written to a stream, with headers (in the `RSK2`
 //! envelope the host reads) and a partition key, from arguments or a JSON-lines file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -11,12 +11,29 @@ use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use ruststream_runtime::envelope;
 use ruststream_runtime::record::Header;
 
-use crate::args::PutArgs;
+use crate::aws::AwsOptions;
 
 /// Records per PutRecords call: Kinesis's own maximum.
 const PER_CALL: usize = 500;
 /// Tries of the records a call did not take (throttled), with a growing pause between.
 const TRIES: u32 = 5;
+
+/// What `ruststream put` writes, and where.
+#[derive(Debug, Clone)]
+pub struct PutOptions {
+    /// The stream.
+    pub stream: String,
+    /// Records, each a JSON text.
+    pub records: Vec<String>,
+    /// A file of records, one JSON text per line (instead of `records`).
+    pub file: Option<PathBuf>,
+    /// The partition key of every record (default: each record's position).
+    pub key: Option<String>,
+    /// Headers of every record, `NAME=VALUE` (not `x-ruststream-*`).
+    pub headers: Vec<String>,
+    /// Where Kinesis is.
+    pub aws: AwsOptions,
+}
 
 /// Writes each record (arguments, or the lines of `--file`), in order, and prints where each
 /// went.
@@ -24,7 +41,7 @@ const TRIES: u32 = 5;
 /// # Errors
 /// A record that is not JSON (naming it), a reserved header, or records Kinesis would not take
 /// after several tries.
-pub(crate) async fn put(args: PutArgs) -> anyhow::Result<()> {
+pub async fn put(args: PutOptions) -> anyhow::Result<()> {
     let payloads = match &args.file {
         Some(file) => read_lines(file)?,
         None => checked(

@@ -18,7 +18,7 @@ use aws_credential_types::Credentials;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider, future};
 use ruststream_runtime::escape::one_line;
 
-use crate::args::AwsArgs;
+use crate::aws::AwsOptions;
 
 /// The role a tenant's calls assume.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -49,7 +49,7 @@ pub(crate) struct Identities {
 
 impl Identities {
     /// The host's identity as `aws` and the environment describe it.
-    pub(crate) async fn new(aws: &AwsArgs) -> Self {
+    pub(crate) async fn new(aws: &AwsOptions) -> Self {
         let shared = aws.shared_config().await;
         let (kinesis, dynamo, sts) = (
             aws.kinesis(&shared),

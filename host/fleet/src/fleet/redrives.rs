@@ -14,7 +14,7 @@ use ruststream_runtime::sync::lock;
 use super::Fleet;
 use crate::admin::control::ControlError;
 use crate::admin::model::RedriveRequest;
-use crate::args::LeaseStoreKind;
+use crate::config::LeaseStoreKind;
 
 /// How many of the dead letters a dry run would move it lists.
 const LISTED: usize = 10;

@@ -21,8 +21,7 @@ use ruststream_runtime::{
 };
 use tokio::sync::mpsc;
 
-use crate::args::DevArgs;
-use crate::runtime_config;
+use crate::engine::{CompileCache, runtime_config};
 use crate::watch::FileWatch;
 
 /// The target tenant components are built for.
@@ -31,12 +30,29 @@ const TARGET: &str = "wasm32-wasip2";
 /// Lines read ahead of the app from the records' input.
 const READ_AHEAD: usize = 64;
 
+/// What `ruststream dev` runs and how.
+#[derive(Debug, Clone)]
+pub struct DevOptions {
+    /// A tenant crate (a directory with Cargo.toml, built with `cargo build --release --target
+    /// wasm32-wasip2` into its own target/), or a component file (`.wasm`).
+    pub path: PathBuf,
+    /// Read the records, one JSON value a line, from this file instead of stdin.
+    pub records: Option<PathBuf>,
+    /// The stream the records are published to [default: the stream of the component's
+    /// first subscription].
+    pub stream: Option<String>,
+    /// Rebuild (or reload the component file) on every change and swap the new version in.
+    pub watch: bool,
+    /// Where compiled components are cached.
+    pub compile: CompileCache,
+}
+
 /// Runs `ruststream dev`: until the records end, or with `--watch` until Ctrl-C.
 ///
 /// # Errors
 /// When the first build or load fails, the records file cannot be opened or read, or no
 /// stream is named and the component subscribes to none.
-pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<()> {
+pub async fn dev(args: DevOptions) -> anyhow::Result<()> {
     let source = Source::at(&args.path)?;
     let input = open_records(args.records.as_deref())?;
     let component = source.build().await?;

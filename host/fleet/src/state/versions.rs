@@ -21,7 +21,7 @@ use super::{StateError, create_private_dir, file_name, write_atomic};
 /// How a version came to be live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum VersionOrigin {
+pub enum VersionOrigin {
     /// Read from the configured component file (at a start, on a change, on a reload).
     File,
     /// Uploaded through the admin API (`ruststream deploy`).
@@ -32,7 +32,7 @@ pub(crate) enum VersionOrigin {
 
 impl VersionOrigin {
     /// The word `ruststream versions` shows.
-    pub(crate) fn word(self) -> &'static str {
+    pub fn word(self) -> &'static str {
         match self {
             Self::File => "file",
             Self::Upload => "upload",

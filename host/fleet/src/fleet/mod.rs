@@ -35,8 +35,7 @@ use tokio::task::JoinSet;
 
 use crate::admin::control::ControlError;
 use crate::admin::model::{Deployed, VersionOrigin};
-use crate::args::LeaseStoreKind;
-use crate::config::{ComponentSource, Config, OperatorConfig};
+use crate::config::{ComponentSource, Config, LeaseStoreKind, OperatorConfig};
 use crate::identity::{Clients, Identities, Role};
 use crate::state::versions::VersionStore;
 

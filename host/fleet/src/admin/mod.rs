@@ -9,18 +9,18 @@
 //! address needs `--allow-remote-admin`, and remote admin needs TLS (`tls`). The host's side
 //! is the [`Control`] trait; this module is only the HTTP layer over it.
 
-pub(crate) mod allowed_hosts;
-pub(crate) mod control;
+pub mod allowed_hosts;
+pub mod control;
 mod error;
-#[cfg(test)]
-pub(crate) mod fake;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
 mod guard;
-pub(crate) mod model;
+pub mod model;
 mod routes;
 #[cfg(test)]
 pub(crate) mod tests;
-pub(crate) mod tls;
-pub(crate) mod token;
+pub mod tls;
+pub mod token;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
@@ -33,8 +33,7 @@ use token::AdminToken;
 use crate::http_server::{self, HttpServer};
 
 /// Where the admin API listens unless told otherwise: loopback, port 9465.
-pub(crate) const DEFAULT_ADDR: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9465));
+pub const DEFAULT_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9465));
 
 /// Why the admin API was not started.
 #[derive(Debug, thiserror::Error)]

@@ -12,17 +12,39 @@ use ruststream_runtime::dead_letter::DeadLetterOrigin;
 use ruststream_runtime::envelope;
 use serde_json::{Map, Value, json};
 
-use crate::args::{TailArgs, TailFrom};
+use crate::aws::AwsOptions;
 
 /// How long `--follow` waits after a read that found nothing new.
 const FOLLOW_PAUSE: Duration = Duration::from_secs(1);
+
+/// What `ruststream tail` reads.
+#[derive(Debug, Clone)]
+pub struct TailOptions {
+    /// The stream.
+    pub stream: String,
+    /// Where each shard is read from.
+    pub from: TailFrom,
+    /// Keep reading new records instead of stopping at the tip.
+    pub follow: bool,
+    /// Where Kinesis is.
+    pub aws: AwsOptions,
+}
+
+/// Where `tail` reads each shard from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailFrom {
+    /// The oldest record each shard keeps.
+    Horizon,
+    /// Only records written from now on.
+    Latest,
+}
 
 /// Prints every record of every shard of the stream from where `--from` says, shard after
 /// shard; without `--follow` it stops once each shard is read up to its tip.
 ///
 /// # Errors
 /// When the stream cannot be listed or a shard cannot be read.
-pub(crate) async fn tail(args: TailArgs) -> anyhow::Result<()> {
+pub async fn tail(args: TailOptions) -> anyhow::Result<()> {
     let client = Client::new(&args.aws.kinesis_config().await);
     let shards = list_shards(&client, &args.stream).await?;
     let kind = match args.from {

@@ -14,14 +14,13 @@ use ruststream_runtime::{
     tenant::{Limits, LogLimits},
 };
 
-use crate::args::CompileArgs;
 use crate::config::Config;
-use crate::runtime_config;
+use crate::engine::{CompileCache, runtime_config};
 
 /// Loads each component as a tenant with the default limits would (bounded compile,
 /// instantiation and `describe` under the deadline) and prints one line per component, plus
 /// one per subscription of those accepted. A refusal is one line whatever the component holds.
-pub(crate) async fn check(components: &[PathBuf], compile: &CompileArgs) -> anyhow::Result<()> {
+pub async fn check(components: &[PathBuf], compile: &CompileCache) -> anyhow::Result<()> {
     let config = runtime_config(CompileLimits::default(), compile.cache_dir(None), false)?;
     let runtime = Runtime::new(config)?;
     let tenant = Arc::new(Tenant::trusted("check").limits(quiet_limits()));
@@ -44,7 +43,7 @@ pub(crate) async fn check(components: &[PathBuf], compile: &CompileArgs) -> anyh
 ///
 /// # Errors
 /// The file's first mistake, or how many components were refused.
-pub(crate) async fn check_config(path: &Path, compile: &CompileArgs) -> anyhow::Result<()> {
+pub async fn check_config(path: &Path, compile: &CompileCache) -> anyhow::Result<()> {
     let config = Config::load(path)?;
     let host = &config.host;
     let template = host

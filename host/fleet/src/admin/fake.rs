@@ -12,13 +12,13 @@ use super::model::{
 };
 
 /// The tenant the fake runs.
-pub(crate) const TENANT: &str = "acme";
+pub const TENANT: &str = "acme";
 /// The shards of `acme`/`ledger`/`book`.
-pub(crate) const SHARDS: [&str; 2] = ["shardId-000000000000", "shardId-000000000001"];
+pub const SHARDS: [&str; 2] = ["shardId-000000000000", "shardId-000000000001"];
 
 /// A host in memory: see the module doc for what it runs.
 #[derive(Debug, Default)]
-pub(crate) struct FakeControl {
+pub struct FakeControl {
     /// Reasons `not_ready` gives.
     pub not_ready: Mutex<Vec<String>>,
     /// Whether `acme` is paused.
@@ -215,7 +215,7 @@ impl Control for FakeControl {
 
 /// A host status with one of everything: a refusal, a rollout, a held shard and a shard
 /// nobody holds.
-pub(crate) fn sample_status() -> HostStatus {
+pub fn sample_status() -> HostStatus {
     let held = ShardStatus {
         shard_id: SHARDS[0].to_owned(),
         state: "reading".to_owned(),

@@ -11,7 +11,7 @@
 //! Where it is: `--state-dir`, else `[host] state_dir`, else [`default_dir`]. Every file is
 //! written whole ([`write_atomic`]): a crash leaves the old file or the new one, never a part.
 
-pub(crate) mod versions;
+pub mod versions;
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write as _};
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The admin token's file name in the state directory.
-pub(crate) const TOKEN_FILE: &str = "admin-token";
+pub const TOKEN_FILE: &str = "admin-token";
 
 /// Why the state directory cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +69,7 @@ impl StateError {
 
 /// The default state directory: `$XDG_DATA_HOME/ruststream`, else
 /// `~/.local/share/ruststream`; `None` when neither variable is set.
-pub(crate) fn default_dir() -> Option<PathBuf> {
+pub fn default_dir() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_DATA_HOME")
         .filter(|dir| !dir.is_empty())
         .map(PathBuf::from)

@@ -33,7 +33,7 @@ use crate::admin::model::{
 use crate::admin::token::AdminToken;
 
 /// The admin URL used when none is given.
-pub(crate) const DEFAULT_URL: &str = "http://127.0.0.1:9465";
+pub const DEFAULT_URL: &str = "http://127.0.0.1:9465";
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -47,7 +47,7 @@ const MAX_ANSWER_BYTES: usize = 64 << 20;
 
 /// Why a request to the admin API failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ClientError {
+pub enum ClientError {
     /// The admin URL is not one this client can use.
     #[error("admin URL `{url}` cannot be used: {reason}")]
     BadUrl {
@@ -114,7 +114,7 @@ pub(crate) enum ClientError {
 
 /// What a client proves itself with, and whom it trusts.
 #[derive(Debug, Clone)]
-pub(crate) struct Credentials {
+pub struct Credentials {
     /// The host's admin token.
     pub token: AdminToken,
     /// Where it was read, for a refusal's message.
@@ -125,7 +125,7 @@ pub(crate) struct Credentials {
 
 /// A connection to one host's admin API.
 #[derive(Debug, Clone)]
-pub(crate) struct AdminClient {
+pub struct AdminClient {
     /// The base URL without a trailing `/`; request paths are appended to it.
     base: String,
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
@@ -140,7 +140,7 @@ impl AdminClient {
     /// # Errors
     /// [`ClientError::BadUrl`] for a URL it cannot use, [`ClientError::Tls`] when the
     /// certificates to trust cannot be read.
-    pub(crate) fn new(url: &str, credentials: Credentials) -> Result<Self, ClientError> {
+    pub fn new(url: &str, credentials: Credentials) -> Result<Self, ClientError> {
         let (base, https) = base_url(url)?;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
@@ -160,13 +160,13 @@ impl AdminClient {
     }
 
     /// `GET /v1/status`.
-    pub(crate) async fn status(&self) -> Result<HostStatus, ClientError> {
+    pub async fn status(&self) -> Result<HostStatus, ClientError> {
         self.call(Method::GET, "/v1/status", None, QUICK_TIMEOUT)
             .await
     }
 
     /// Moves `tenant`'s `app`'s `subscriber` to `position`; returns the shards moved.
-    pub(crate) async fn seek(
+    pub async fn seek(
         &self,
         tenant: &str,
         app: &str,
@@ -187,19 +187,19 @@ impl AdminClient {
     }
 
     /// Pauses `tenant`.
-    pub(crate) async fn pause(&self, tenant: &str) -> Result<PauseState, ClientError> {
+    pub async fn pause(&self, tenant: &str) -> Result<PauseState, ClientError> {
         let path = format!("/v1/tenants/{}/pause", segment(tenant));
         self.call(Method::POST, &path, None, QUICK_TIMEOUT).await
     }
 
     /// Resumes `tenant`.
-    pub(crate) async fn resume(&self, tenant: &str) -> Result<PauseState, ClientError> {
+    pub async fn resume(&self, tenant: &str) -> Result<PauseState, ClientError> {
         let path = format!("/v1/tenants/{}/resume", segment(tenant));
         self.call(Method::POST, &path, None, QUICK_TIMEOUT).await
     }
 
     /// Uploads `wasm` as component `name` of `tenant`.
-    pub(crate) async fn deploy(
+    pub async fn deploy(
         &self,
         tenant: &str,
         name: &str,
@@ -216,11 +216,7 @@ impl AdminClient {
     }
 
     /// Stops component `name` of `tenant` (one that came by upload only) for good.
-    pub(crate) async fn undeploy(
-        &self,
-        tenant: &str,
-        name: &str,
-    ) -> Result<Undeployed, ClientError> {
+    pub async fn undeploy(&self, tenant: &str, name: &str) -> Result<Undeployed, ClientError> {
         let path = format!(
             "/v1/tenants/{}/components/{}",
             segment(tenant),
@@ -230,14 +226,14 @@ impl AdminClient {
     }
 
     /// Has the host re-read its config and component files; returns what it loaded.
-    pub(crate) async fn reload(&self) -> Result<Vec<Deployed>, ClientError> {
+    pub async fn reload(&self) -> Result<Vec<Deployed>, ClientError> {
         self.call(Method::POST, "/v1/reload", None, LOAD_TIMEOUT)
             .await
     }
 
     /// Swaps `tenant`'s `app` back to its previous version, or to the kept version `to` (a
     /// content hash or a unique prefix of one).
-    pub(crate) async fn rollback(
+    pub async fn rollback(
         &self,
         tenant: &str,
         app: &str,
@@ -261,11 +257,7 @@ impl AdminClient {
     }
 
     /// The versions the host keeps of `tenant`'s `app`, newest first.
-    pub(crate) async fn versions(
-        &self,
-        tenant: &str,
-        app: &str,
-    ) -> Result<AppVersionList, ClientError> {
+    pub async fn versions(&self, tenant: &str, app: &str) -> Result<AppVersionList, ClientError> {
         let path = format!(
             "/v1/tenants/{}/apps/{}/versions",
             segment(tenant),
@@ -468,7 +460,7 @@ fn segment(name: &str) -> String {
     "`{input}` is not a position: {reason}; give horizon, latest, at-timestamp:MS or \
      at-sequence:SHARD:SEQ"
 )]
-pub(crate) struct PositionError {
+pub struct PositionError {
     /// The argument, quoted.
     input: String,
     /// What is wrong with it.
@@ -477,7 +469,7 @@ pub(crate) struct PositionError {
 
 /// Parses the CLI's POSITION: `horizon`, `latest`, `at-timestamp:MS` (milliseconds since the
 /// Unix epoch) or `at-sequence:SHARD:SEQ` (one shard, from sequence number SEQ on).
-pub(crate) fn parse_position(input: &str) -> Result<SeekPosition, PositionError> {
+pub fn parse_position(input: &str) -> Result<SeekPosition, PositionError> {
     let error = |reason| PositionError {
         input: quote(input),
         reason,

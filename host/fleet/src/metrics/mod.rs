@@ -1,5 +1,5 @@
 //! The metrics endpoint of `ruststream run`: Prometheus text at `GET /metrics`, on
-//! `--metrics-addr` (`args::METRICS_ADDR`, 127.0.0.1:9464, by default).
+//! `--metrics-addr` ([`DEFAULT_ADDR`], 127.0.0.1:9464, by default).
 //!
 //! Two sources make up a scrape. Events (records by outcome, traps, call durations, copies,
 //! checkpoint writes, leases taken and lost, compiles, swaps, rollbacks) are counted where
@@ -10,7 +10,7 @@
 
 mod shards;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -24,6 +24,9 @@ use ruststream_runtime::metrics::{CALL_DURATION, CALL_DURATION_BUCKETS};
 
 use crate::fleet::Fleet;
 use crate::http_server::{self, HttpServer};
+
+/// Where the metrics endpoint listens unless told otherwise: loopback, port 9464.
+pub const DEFAULT_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9464));
 
 /// How often histograms are compacted between scrapes, so that no scrape for a while cannot
 /// grow them without bound.

@@ -7,6 +7,7 @@
 //! as it is loaded: a tenant whose component is slow to compile or to instantiate delays nobody
 //! else. Apps stop side by side too.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,20 +18,22 @@ use ruststream_runtime::{Runtime, component::compile::CompileLimits, rollout::Ro
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
 
+use crate::admin::allowed_hosts::HostName;
 use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
 use crate::admin::tls::TlsFiles;
 use crate::admin::token::AdminToken;
 use crate::admin::{self, AdminOptions};
-use crate::args::{LeaseStoreKind, RunArgs};
-use crate::config::{Config, HostSection};
+use crate::aws::AwsOptions;
+use crate::config::{Config, HostSection, LeaseStoreKind};
+use crate::engine::{CompileCache, runtime_config};
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::http_server::HttpServer;
 use crate::identity::Identities;
 use crate::state::StateDir;
 use crate::state::versions::{DEFAULT_KEEP, VersionStore};
 use crate::watch::FileWatch;
-use crate::{metrics, runtime_config, state};
+use crate::{metrics, state};
 
 /// How long changes to watched files must be quiet before a reload: a component file is
 /// replaced by one rename (or written and closed), which is one event, so a short wait only
@@ -44,17 +47,113 @@ const SERVER_GRACE: Duration = Duration::from_secs(2);
 /// How often Kinesis and DynamoDB are probed for readiness.
 const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
-pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
+/// What `ruststream run` runs, and how: each `Option` left `None` takes the tenants file's
+/// `[host]` key, else the built-in default.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Component files (`.wasm`) to run for one trusted tenant, `default`, granted every
+    /// stream; untrusted tenants are configured with `config` instead.
+    pub components: Vec<PathBuf>,
+    /// A TOML file of tenants: their components, grants and limits.
+    pub config: Option<PathBuf>,
+    /// Where AWS is.
+    pub aws: AwsOptions,
+    /// Where compiled components are cached.
+    pub compile: CompileCache,
+    /// Where leases and checkpoints live.
+    pub lease_store: Option<LeaseStoreKind>,
+    /// DynamoDB lease table; `{tenant}` and `{app}` are replaced.
+    pub lease_table: Option<String>,
+    /// Create lease tables that do not exist.
+    pub create_lease_table: bool,
+    /// This host's lease owner id (default: unique per process).
+    pub owner_id: Option<String>,
+    /// Most records per GetRecords (1-10000).
+    pub get_records_limit: Option<i32>,
+    /// Pause after an empty read, in milliseconds.
+    pub poll_interval_ms: Option<u64>,
+    /// Least time between two checkpoint writes of a shard, in milliseconds.
+    pub checkpoint_interval_ms: Option<u64>,
+    /// How long a lease lives without renewal, in milliseconds.
+    pub lease_ttl_ms: Option<u64>,
+    /// How often a held lease is renewed, in milliseconds.
+    pub renew_interval_ms: Option<u64>,
+    /// How often shards are re-listed and leases balanced, in milliseconds.
+    pub shard_sync_interval_ms: Option<u64>,
+    /// How long a stop waits for calls to finish and checkpoints to be flushed, in
+    /// milliseconds.
+    pub shutdown_grace_ms: Option<u64>,
+    /// How many calls of a swapped-in version are judged against the last calls of the
+    /// version it replaced.
+    pub rollout_calls: u32,
+    /// How much higher (0 to 1) a swapped-in version's failure rate may be than the old
+    /// version's before it is rolled back.
+    pub rollout_margin: f64,
+    /// Where the admin API listens; `None` for no admin API.
+    pub admin_addr: Option<SocketAddr>,
+    /// Let the admin API listen on a non-loopback address (needs TLS).
+    pub allow_remote_admin: bool,
+    /// The certificate chain (PEM) the admin API serves TLS with.
+    pub admin_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `admin_tls_cert`.
+    pub admin_tls_key: Option<PathBuf>,
+    /// Names the admin API answers to besides its address.
+    pub admin_hosts: Vec<HostName>,
+    /// The file holding the admin token, made at the first start if missing [default:
+    /// admin-token in the state directory].
+    pub admin_token_file: Option<PathBuf>,
+    /// Where the host keeps its state [default: `[host] state_dir`, else
+    /// $XDG_DATA_HOME/ruststream, or ~/.local/share/ruststream].
+    pub state_dir: Option<PathBuf>,
+    /// Where Prometheus metrics are served; `None` for nowhere.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+impl Default for RunOptions {
+    /// No component, no tenants file; the admin API and the metrics on their loopback ports.
+    fn default() -> Self {
+        Self {
+            components: Vec::new(),
+            config: None,
+            aws: AwsOptions::default(),
+            compile: CompileCache::default(),
+            lease_store: None,
+            lease_table: None,
+            create_lease_table: false,
+            owner_id: None,
+            get_records_limit: None,
+            poll_interval_ms: None,
+            checkpoint_interval_ms: None,
+            lease_ttl_ms: None,
+            renew_interval_ms: None,
+            shard_sync_interval_ms: None,
+            shutdown_grace_ms: None,
+            rollout_calls: ruststream_runtime::rollout::DEFAULT_ROLLOUT_CALLS,
+            rollout_margin: ruststream_runtime::rollout::DEFAULT_ROLLOUT_MARGIN,
+            admin_addr: Some(admin::DEFAULT_ADDR),
+            allow_remote_admin: false,
+            admin_tls_cert: None,
+            admin_tls_key: None,
+            admin_hosts: Vec::new(),
+            admin_token_file: None,
+            state_dir: None,
+            metrics_addr: Some(metrics::DEFAULT_ADDR),
+        }
+    }
+}
+
+/// Runs the host until SIGINT or SIGTERM.
+///
+/// # Errors
+/// The tenants file, the state directory, a server that cannot listen, or no component
+/// started.
+pub async fn run(args: RunOptions) -> anyhow::Result<()> {
     let mut signals = Signals::install()?;
     // Read once for what `run` settles at start; the fleet reads it again on every reload.
     let file = args.config.as_deref().map(Config::load).transpose()?;
     let settings = Settings::new(&args, file.as_ref())?;
     // Before the runtime: its compiles are counted.
-    let recorder = args
-        .metrics_addr
-        .0
-        .map(|_| metrics::install())
-        .transpose()?;
+    let recorder = args.metrics_addr.map(|_| metrics::install()).transpose()?;
     let runtime = Runtime::new(runtime_config(
         settings.compile_limits.clone(),
         settings.compile_cache.clone(),
@@ -84,7 +183,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!(state_dir = %state_dir.root().display(), "state directory");
     // Before the first load: readiness says the host is still loading, and the metrics count
     // the first compiles.
-    let admin = match args.admin_addr.0 {
+    let admin = match args.admin_addr {
         Some(addr) => {
             let max_upload = settings.compile_limits.max_bytes;
             let options = admin_options(&args, addr, &state_dir, max_upload)?;
@@ -92,7 +191,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let metrics = match (args.metrics_addr.0, recorder) {
+    let metrics = match (args.metrics_addr, recorder) {
         (Some(addr), Some(handle)) => Some(metrics::serve(addr, handle, fleet.clone()).await?),
         _ => None,
     };
@@ -157,7 +256,7 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// How the admin API is served: the token (made at the first start), TLS, names, and the
 /// largest upload (the compile size bound).
 fn admin_options(
-    args: &RunArgs,
+    args: &RunOptions,
     addr: std::net::SocketAddr,
     state_dir: &StateDir,
     max_upload: usize,
@@ -283,7 +382,7 @@ fn resume(fleet: &Fleet) {
 
 /// The host's settings: each flag (or its environment variable) over the tenants file's
 /// `[host]` key, over the built-in default.
-fn host_config(args: &RunArgs, file: Option<&HostSection>) -> HostConfig {
+fn host_config(args: &RunOptions, file: Option<&HostSection>) -> HostConfig {
     let defaults = HostConfig::default();
     let timing = |flag: Option<u64>, key: fn(&HostSection) -> Option<Duration>, default| {
         flag.map(Duration::from_millis)
@@ -351,7 +450,7 @@ struct Settings {
 }
 
 impl Settings {
-    fn new(args: &RunArgs, config: Option<&Config>) -> anyhow::Result<Self> {
+    fn new(args: &RunOptions, config: Option<&Config>) -> anyhow::Result<Self> {
         let host = config.map(|c| &c.host);
         let template = args
             .lease_table
@@ -429,23 +528,18 @@ impl Signals {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
-
     use super::*;
-    use crate::args::{Cli, Command};
 
     #[test]
     fn a_flag_wins_over_the_file_which_wins_over_the_default() -> anyhow::Result<()> {
         let file: crate::config::Config = toml::from_str(
             "[host]\nlease_ttl = \"20s\"\nrenew_interval = \"5s\"\nget_records_limit = 500\n[[tenants]]\nname = \"a\"\ncomponents = [\"a.wasm\"]",
         )?;
-        let run =
-            match Cli::try_parse_from(["ruststream", "run", "x.wasm", "--lease-ttl-ms", "30000"])?
-                .command
-            {
-                Command::Run(run) => *run,
-                _ => anyhow::bail!("not a run"),
-            };
+        let run = RunOptions {
+            components: vec![PathBuf::from("x.wasm")],
+            lease_ttl_ms: Some(30_000),
+            ..RunOptions::default()
+        };
         let config = host_config(&run, Some(&file.host));
         assert_eq!(config.lease_ttl, Duration::from_secs(30));
         assert_eq!(config.renew_interval, Duration::from_secs(5));

@@ -18,7 +18,7 @@ const MIN_TOKEN_CHARS: usize = 32;
 
 /// Why there is no usable token.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum TokenError {
+pub enum TokenError {
     /// No token file there.
     #[error(
         "no admin token at {}: a host makes it at its first start; point at the host's with \
@@ -67,7 +67,7 @@ pub(crate) enum TokenError {
 
 /// A bearer token. Never shown: its `Debug` says only that it is one.
 #[derive(Clone)]
-pub(crate) struct AdminToken(String);
+pub struct AdminToken(String);
 
 impl std::fmt::Debug for AdminToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -82,7 +82,7 @@ impl AdminToken {
     /// # Errors
     /// When the file cannot be read or made, when others may read or write it, or when it
     /// holds no token of at least 32 visible ASCII characters.
-    pub(crate) fn load_or_create(path: &Path) -> Result<(Self, bool), TokenError> {
+    pub fn load_or_create(path: &Path) -> Result<(Self, bool), TokenError> {
         let created = match std::fs::metadata(path) {
             Ok(_) => false,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -139,7 +139,7 @@ impl AdminToken {
     /// # Errors
     /// [`TokenError::Missing`] when there is no such file; otherwise when it cannot be read or
     /// holds no token of at least 32 visible ASCII characters.
-    pub(crate) fn read(path: &Path) -> Result<Self, TokenError> {
+    pub fn read(path: &Path) -> Result<Self, TokenError> {
         let bytes = std::fs::read(path).map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => TokenError::Missing {
                 path: path.to_owned(),
@@ -174,13 +174,13 @@ impl AdminToken {
     }
 
     /// The token, for an `Authorization` header.
-    pub(crate) fn secret(&self) -> &str {
+    pub fn secret(&self) -> &str {
         &self.0
     }
 
     /// Whether `presented` is this token, compared in constant time (only the length can
     /// show through the timing, and every token the host makes has the same length).
-    pub(crate) fn matches(&self, presented: &[u8]) -> bool {
+    pub fn matches(&self, presented: &[u8]) -> bool {
         self.0.as_bytes().ct_eq(presented).into()
     }
 }

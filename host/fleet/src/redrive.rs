@@ -8,6 +8,7 @@
 //! with the same options, it resumes without writing anything twice.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use ruststream_host::redrive::filter::{RedriveFilter, Tenants};
 use ruststream_host::redrive::{DryRun, Redrive, RedriveReport, RedriveSpec, RedriveState};
 use ruststream_runtime::clock::{Clock, SystemClock};
 
-use crate::args::RedriveArgs;
+use crate::aws::AwsOptions;
 use crate::config::Config;
 
 /// How many of the dead letters a dry run would move it lists.
@@ -27,11 +28,43 @@ const LISTED: usize = 10;
 /// checkpoint: the end-to-end tests' way of stopping a run at the worst moment.
 const ABORT_AFTER: &str = "RUSTSTREAM_REDRIVE_ABORT_AFTER_BATCHES";
 
+/// What `ruststream redrive` moves, and where it keeps its progress.
+#[derive(Debug, Clone)]
+pub struct RedriveOptions {
+    /// The dead-letter stream.
+    pub stream: String,
+    /// The tenants file: whose dead letters may go back where (their grants), and at what
+    /// rate (their write quota).
+    pub config: PathBuf,
+    /// Only the dead letters of this tenant.
+    pub tenant: Option<String>,
+    /// Only those dead-lettered for this reason.
+    pub reason: Option<String>,
+    /// Only those that reached the dead-letter stream at or after this time (ms since the
+    /// Unix epoch).
+    pub since: Option<u64>,
+    /// Only those that reached it at or before this time [default: when the redrive first
+    /// started].
+    pub until: Option<u64>,
+    /// Say what would move and what would be refused; write nothing.
+    pub dry_run: bool,
+    /// The redrive's name [default: derived from the stream and the options].
+    pub id: Option<String>,
+    /// The DynamoDB table redrives keep their progress in.
+    pub redrive_table: String,
+    /// Create the table if it does not exist.
+    pub create_redrive_table: bool,
+    /// How long a stopped run holds the redrive before another may resume it, in ms.
+    pub lease_ttl_ms: u64,
+    /// Where Kinesis and DynamoDB are.
+    pub aws: AwsOptions,
+}
+
 /// Runs (or with `--dry-run`, plans) the redrive.
 ///
 /// # Errors
 /// The tenants file; the table; a failed call (running it again resumes).
-pub(crate) async fn redrive(args: RedriveArgs) -> anyhow::Result<()> {
+pub async fn redrive(args: RedriveOptions) -> anyhow::Result<()> {
     let config = Config::load(&args.config)?;
     let tenants: Tenants = config
         .tenants

@@ -1,0 +1,60 @@
+//! Where the AWS clients are configured: region and endpoints, resolved once for every service.
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+
+/// The region and the service endpoints AWS calls go to; `None` means the environment's
+/// region and AWS's own endpoints.
+#[derive(Debug, Clone, Default)]
+pub struct AwsOptions {
+    /// AWS region (default: from the environment).
+    pub region: Option<String>,
+    /// Kinesis endpoint, e.g. a local server (default: AWS).
+    pub kinesis_endpoint: Option<String>,
+    /// DynamoDB endpoint (default: AWS).
+    pub dynamodb_endpoint: Option<String>,
+    /// STS endpoint, where tenants' `role_arn`s are assumed (default: AWS).
+    pub sts_endpoint: Option<String>,
+}
+
+impl AwsOptions {
+    async fn base(&self) -> aws_config::ConfigLoader {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(region) = &self.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        loader
+    }
+
+    /// Region and credentials, resolved once for every service: one credentials chain (one
+    /// `credential_process` run, one SSO token read) serves all the clients made from it.
+    pub(crate) async fn shared_config(&self) -> SdkConfig {
+        self.base().await.load().await
+    }
+
+    /// `shared` calling Kinesis at `--kinesis-endpoint`, else at AWS.
+    pub(crate) fn kinesis(&self, shared: &SdkConfig) -> SdkConfig {
+        at(shared, self.kinesis_endpoint.as_deref())
+    }
+
+    /// `shared` calling DynamoDB at `--dynamodb-endpoint`, else at AWS.
+    pub(crate) fn dynamodb(&self, shared: &SdkConfig) -> SdkConfig {
+        at(shared, self.dynamodb_endpoint.as_deref())
+    }
+
+    /// `shared` calling STS at `--sts-endpoint`, else at AWS.
+    pub(crate) fn sts(&self, shared: &SdkConfig) -> SdkConfig {
+        at(shared, self.sts_endpoint.as_deref())
+    }
+
+    /// The Kinesis configuration alone (`put`, `tail`).
+    pub(crate) async fn kinesis_config(&self) -> SdkConfig {
+        self.kinesis(&self.shared_config().await)
+    }
+}
+
+fn at(shared: &SdkConfig, endpoint: Option<&str>) -> SdkConfig {
+    match endpoint {
+        Some(endpoint) => shared.to_builder().endpoint_url(endpoint).build(),
+        None => shared.clone(),
+    }
+}
