@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ruststream_host::{Deployment, Host, HostConfig, MemoryLeaseStore, RunningApp, ShardState};
+use ruststream_host::{
+    Deployment, Host, HostConfig, MemoryLeaseStore, RunningApp, runner::ShardState,
+};
 use ruststream_runtime::{
     Delivery, LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink,
     pipeline::DeliveryReport, record::Bytes, text::Text,

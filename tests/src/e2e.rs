@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use aws_sdk_kinesis::primitives::Blob;
 use ruststream_host::{
-    Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore, MemoryLeaseStore, ReaderConfig,
-    RunningApp, ShardState,
+    Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore, MemoryLeaseStore, RunningApp,
+    kinesis::ReaderConfig, runner::ShardState,
 };
 use ruststream_runtime::sync::lock;
 use ruststream_runtime::{
@@ -235,7 +235,7 @@ pub async fn stored_checkpoint(
     stream: &str,
     shard: &str,
 ) -> Result<Option<String>> {
-    let key = ruststream_host::LeaseKey::new(stream, shard);
+    let key = ruststream_host::lease::LeaseKey::new(stream, shard);
     Ok(store.read(&key).await?.and_then(|row| row.checkpoint))
 }
 
@@ -247,13 +247,13 @@ pub async fn stored_checkpoint(
 /// No claim succeeded within `within`.
 pub async fn take_over(
     store: &dyn LeaseStore,
-    key: &ruststream_host::LeaseKey,
+    key: &ruststream_host::lease::LeaseKey,
     owner: &str,
     within: Duration,
-) -> Result<ruststream_host::HeldLease> {
+) -> Result<ruststream_host::lease::HeldLease> {
     crate::wait::poll_for(within, async || {
         let row = store.read(key).await.ok()??;
-        let claim = ruststream_host::Claim::Observed(row.counter);
+        let claim = ruststream_host::lease::Claim::Observed(row.counter);
         store
             .acquire(key, owner, Duration::from_secs(30), claim)
             .await
@@ -339,7 +339,7 @@ impl ReadBack {
 /// Every record of every shard of `stream`, from the horizon, in shard order.
 pub async fn read_all(kinesis: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<ReadBack>> {
     let mut out = Vec::new();
-    let shards = ruststream_host::list_shards(kinesis, stream).await?;
+    let shards = ruststream_host::kinesis::list_shards(kinesis, stream).await?;
     for shard in shards {
         let mut iterator = kinesis
             .get_shard_iterator()

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use ruststream_host::{DEFAULT_TABLE_TEMPLATE, TableTemplate};
+use ruststream_host::lease::{DEFAULT_TABLE_TEMPLATE, TableTemplate};
 use ruststream_runtime::{
     LoadedComponent, Runtime, Tenant,
     component::{compile::CompileLimits, describe_app},

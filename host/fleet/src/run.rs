@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ruststream_host::{DEFAULT_TABLE_TEMPLATE, Host, HostConfig, ReaderConfig};
+use ruststream_host::{Host, HostConfig, kinesis::ReaderConfig, lease::DEFAULT_TABLE_TEMPLATE};
 use ruststream_runtime::{Runtime, component::compile::CompileLimits, rollout::RolloutPolicy};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;

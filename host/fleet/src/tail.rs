@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::types::ShardIteratorType;
-use ruststream_host::list_shards;
+use ruststream_host::kinesis::list_shards;
 use ruststream_runtime::dead_letter::DeadLetterOrigin;
 use ruststream_runtime::envelope;
 use serde_json::{Map, Value, json};

@@ -39,7 +39,10 @@ fn no_module_of_any_crate_is_on_an_import_cycle() -> std::io::Result<()> {
 fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if path.is_dir() {
             if name != "target" && !name.starts_with('.') {
                 rust_files(&path, files)?;
@@ -92,7 +95,10 @@ fn the_runtime_s_root_re_exports_only_its_core_types() -> std::io::Result<()> {
             names.push(leaf.rsplit("::").next().unwrap_or(leaf).to_owned());
         }
     }
-    assert!(names.contains(&"Runtime".to_owned()), "root re-exports read: {names:?}");
+    assert!(
+        names.contains(&"Runtime".to_owned()),
+        "root re-exports read: {names:?}"
+    );
     assert!(names.len() <= 10, "the root re-exports {names:?}");
     assert!(
         !lib.contains("#[doc(hidden)]"),

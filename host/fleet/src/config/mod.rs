@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ruststream_host::OperatorSettings;
+use ruststream_host::runner::OperatorSettings;
 use ruststream_runtime::{
     Tenant,
     app::{MAX_BATCH_LIMIT, StartPosition, SubscriptionSpec, valid_name},

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use ruststream_host::{
-    AppVersions, RunningApp, SeekError, ShardState, ShardStatus, SubscriptionStatus,
+    RunningApp,
+    runner::{AppVersions, SeekError, ShardState, ShardStatus, SubscriptionStatus},
 };
 use ruststream_runtime::app::StartPosition;
 

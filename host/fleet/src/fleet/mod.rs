@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ruststream_host::{
-    Deployment, DynamoLeaseStore, Host, LeaseStore, MemoryLeaseStore, RunningApp, TableTemplate,
+    Deployment, DynamoLeaseStore, Host, LeaseStore, MemoryLeaseStore, RunningApp,
+    lease::TableTemplate,
 };
 use ruststream_runtime::{
     LoadedComponent, Runtime, Tenant,

@@ -324,7 +324,7 @@ impl Redrive {
     }
 
     /// The shards of the dead-letter stream, in the order Kinesis lists them.
-    async fn shards(&self) -> Result<Vec<crate::ShardInfo>, RedriveError> {
+    async fn shards(&self) -> Result<Vec<crate::kinesis::ShardInfo>, RedriveError> {
         crate::kinesis::list_shards(&self.kinesis, &self.spec.stream)
             .await
             .map_err(|error| RedriveError::Kinesis {

@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore};
+use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey};
 use ruststream_tests::bench::status_kib;
 use ruststream_tests::binary;
 use ruststream_tests::e2e::put_json;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_host::{
-    Deployment, LeaseKey, LeaseStore, MemoryLeaseStore, OperatorSettings, RunningApp, ShardState,
+    Deployment, LeaseStore, MemoryLeaseStore, RunningApp,
+    lease::LeaseKey,
+    runner::{OperatorSettings, ShardState},
 };
 use ruststream_runtime::{Outcome, app::StartPosition};
 use ruststream_tests::e2e::{
@@ -494,7 +496,7 @@ async fn wait_for_checkpoint(
     store: &dyn LeaseStore,
     key: &LeaseKey,
     sequence: &str,
-) -> anyhow::Result<ruststream_host::LeaseRecord> {
+) -> anyhow::Result<ruststream_host::lease::LeaseRecord> {
     let reached = poll_for(Duration::from_secs(5), async || {
         let row = store.read(key).await;
         row.map(|row| row.filter(|row| row.checkpoint.as_deref() == Some(sequence)))
@@ -557,7 +559,7 @@ async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -
         stored_checkpoint(store.as_ref(), "ledger", &parent)
             .await?
             .as_deref(),
-        Some(ruststream_host::SHARD_END)
+        Some(ruststream_host::lease::SHARD_END)
     );
     assert_eq!(
         stored_checkpoint(store.as_ref(), "ledger", &low.0).await?,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore};
+use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey};
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::process::run_host;
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
