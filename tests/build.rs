@@ -1,8 +1,10 @@
-//! Builds the guest components in `guest-examples/` for `wasm32-wasip2`, as wasmtime's
-//! test-programs do, so `cargo test` always runs against components built from this tree.
+//! Builds the guest components for `wasm32-wasip2`, as wasmtime's test-programs do, so
+//! `cargo test` always runs against components built from this tree: the examples a tenant
+//! reads (`guest-examples/`) and the components that exist only for tests (`tests/guests/`),
+//! two cargo workspaces.
 //!
-//! The guests build in their own target dir (`<target>/guests`): a nested cargo on the outer
-//! build's target dir would wait on its lock forever.
+//! Both build, one after the other, in one target dir of their own (`<target>/guests`): a
+//! nested cargo on the outer build's target dir would wait on its lock forever.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ fn main() {
     let root = manifest_dir
         .parent()
         .expect("tests/ lives in the repo root");
-    for watched in ["guest-examples", "guest-sdk", "wit"] {
+    for watched in ["guest-examples", "tests/guests", "guest-sdk", "wit"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
@@ -32,21 +34,29 @@ fn main() {
         })
         .unwrap_or_else(|| root.join("target"))
         .join("guests");
-    build_guests(root, &target_dir);
+    let mut guests = Vec::new();
+    for workspace in WORKSPACES {
+        build_guests(root, workspace, &target_dir);
+        guests.extend(members(root, workspace).into_iter().map(|m| (workspace, m)));
+    }
     let out = target_dir.join(TARGET).join("release");
     println!("cargo:rustc-env=RUSTSTREAM_GUEST_DIR={}", out.display());
-    write_constants(&members(root), &out);
+    write_constants(&guests, &out);
 }
 
-/// The crates of the guest workspace, as its `Cargo.toml` lists them.
-fn members(root: &Path) -> Vec<String> {
-    let manifest = std::fs::read_to_string(root.join("guest-examples/Cargo.toml"))
-        .expect("guest-examples/Cargo.toml is readable");
+/// The guest workspaces, relative to the repo root: the examples, then the test fixtures.
+const WORKSPACES: [&str; 2] = ["guest-examples", "tests/guests"];
+
+/// The crates of the guest workspace `workspace`, as its `Cargo.toml` lists them.
+fn members(root: &Path, workspace: &str) -> Vec<String> {
+    let path = root.join(workspace).join("Cargo.toml");
+    let manifest = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} is not readable: {e}", path.display()));
     let list = manifest
         .split_once("members = [")
         .and_then(|(_, rest)| rest.split_once(']'))
         .map(|(list, _)| list)
-        .expect("guest-examples/Cargo.toml lists its members");
+        .unwrap_or_else(|| panic!("{} lists no members", path.display()));
     list.lines()
         .map(|line| line.split('#').next().unwrap_or_default())
         .flat_map(|line| line.split(','))
@@ -57,9 +67,9 @@ fn members(root: &Path) -> Vec<String> {
 
 /// One constant per guest component (`SETTLEMENT`, `HOSTILE_SPIN`, ...) in
 /// `$OUT_DIR/guests.rs`, so a test naming a component that does not exist does not compile.
-fn write_constants(members: &[String], built: &Path) {
+fn write_constants(members: &[(&str, String)], built: &Path) {
     let mut code = String::new();
-    for member in members {
+    for (workspace, member) in members {
         let file = built.join(format!("{}.wasm", member.replace('-', "_")));
         assert!(
             file.exists(),
@@ -68,7 +78,7 @@ fn write_constants(members: &[String], built: &Path) {
         );
         let constant = member.to_uppercase().replace('-', "_");
         code.push_str(&format!(
-            "/// `guest-examples/{member}`.\npub const {constant}: Guest = Guest::new({member:?});\n"
+            "/// `{workspace}/{member}`.\npub const {constant}: Guest = Guest::new({member:?});\n"
         ));
     }
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo")).join("guests.rs");
@@ -93,11 +103,12 @@ fn require_target() {
     }
 }
 
-fn build_guests(root: &Path, target_dir: &Path) {
+/// Builds the guest workspace `workspace` into `target_dir`; the caller runs one at a time.
+fn build_guests(root: &Path, workspace: &str, target_dir: &Path) {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .args(["build", "--release", "--target", TARGET, "--manifest-path"])
-        .arg(root.join("guest-examples/Cargo.toml"))
+        .arg(root.join(workspace).join("Cargo.toml"))
         .arg("--target-dir")
         .arg(target_dir)
         // Flags meant for the host build (coverage, sanitizers) must not reach the guests.
@@ -106,12 +117,12 @@ fn build_guests(root: &Path, target_dir: &Path) {
         .env_remove("CARGO_BUILD_RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
         // `cargo clippy` on the tests wraps rustc with clippy-driver (and -D warnings): the
-        // guests are examples, linted by their own workspace, not rebuilt under it.
+        // guests are linted by their own workspaces, not rebuilt under it.
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .env_remove("CLIPPY_ARGS")
         .status()
         .expect("cannot run cargo to build the guest components");
     if !status.success() {
-        panic!("building the guest components in guest-examples/ failed (see the output above)");
+        panic!("building the guest components in {workspace}/ failed (see the output above)");
     }
 }

@@ -7,7 +7,7 @@
 //! the measured function is counted (`--toggle-collect`): building the records a transport
 //! would have read is the harness's part, not the host's. The workload is the seed's own
 //! `consume_json` benchmark: a two-field JSON body `{"id":1000000,"amount":37}` decoded by the
-//! seed's `book` handler (`guest-examples/bench-book/src/book.rs`).
+//! seed's `book` handler (`tests/guests/bench-book/src/book.rs`).
 //!
 //! - `native`: that handler compiled into this binary, called per message: the baseline;
 //! - `instance`: one `handle-batch` call per 1 000 messages on a component instance, default
@@ -23,7 +23,7 @@
 //!
 //! The callgrind profiles stay in `<target>/callgrind/` for `callgrind_annotate`.
 
-#[path = "../../guest-examples/bench-book/src/book.rs"]
+#[path = "../guests/bench-book/src/book.rs"]
 #[allow(
     unreachable_pub,
     reason = "the guest's own items, public in the guest crate"

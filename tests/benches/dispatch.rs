@@ -12,7 +12,7 @@
 //! the sandbox's limits cost. The machine is noisy: rounds are interleaved so drift hits every
 //! variant alike, and medians are reported.
 
-#[path = "../../guest-examples/bench-ledger/src/ledger.rs"]
+#[path = "../guests/bench-ledger/src/ledger.rs"]
 #[allow(
     unreachable_pub,
     reason = "the guest's own items, public in the guest crate"

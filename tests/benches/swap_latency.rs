@@ -4,7 +4,7 @@
 //! with a cold compile.
 //!
 //! `cargo build --release -p ruststream-cli && cargo bench -p ruststream-tests --bench
-//! swap_latency`. One tenant runs the `versioned` app (`guest-examples/versioned`) on a
+//! swap_latency`. One tenant runs the `versioned` app (`tests/guests/versioned`) on a
 //! two-shard stream of kinesis-local while a producer writes a record every few milliseconds.
 //! The host's log is read through a pipe and each line is timed as it arrives. A cold version
 //! is a known one with a custom section appended (a nonce): the same code, bytes never seen, so

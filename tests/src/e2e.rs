@@ -99,9 +99,44 @@ impl Deliveries {
         Ok(all)
     }
 
+    /// Waits until every record of `sequences` was reported (each a marker put after the
+    /// records a test watches: a shard is read in order, so once its marker is handled, a
+    /// redelivery or a late delivery of what came before it would have been reported).
+    /// Returns every report so far.
+    pub async fn wait_for_sequences(
+        &self,
+        sequences: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<DeliveryReport>> {
+        wait_for_sequences_across(&[self], sequences, timeout).await?;
+        Ok(self.all())
+    }
+
     fn lock(&self) -> MutexGuard<'_, Vec<DeliveryReport>> {
         lock(&self.0)
     }
+}
+
+/// [`Deliveries::wait_for_sequences`] for hosts that share a stream's shards: every record of
+/// `sequences` reported by one of `hosts`.
+pub async fn wait_for_sequences_across(
+    hosts: &[&Deliveries],
+    sequences: &[String],
+    timeout: Duration,
+) -> Result<()> {
+    let seen = || {
+        let all: Vec<DeliveryReport> = hosts.iter().flat_map(|h| h.all()).collect();
+        sequences
+            .iter()
+            .all(|s| all.iter().any(|r| &r.sequence_number == s))
+    };
+    let waited = eventually(timeout, seen).await;
+    anyhow::ensure!(
+        waited,
+        "waited {timeout:?} for {sequences:?}; the hosts saw {:?}",
+        hosts.iter().map(|h| h.len()).collect::<Vec<_>>()
+    );
+    Ok(())
 }
 
 /// A host on `kinesis` with quick timings, its deliveries and log captured.
@@ -187,6 +222,30 @@ impl TestHost {
         );
         Ok(app)
     }
+}
+
+/// Puts `payload` on the one-shard `stream` with a witness reading beside it: a host of its
+/// own (`guest` on in-memory leases, opened at the tip before the put). Returns once the
+/// witness has handled the record: by then a reader still polling the stream would have had
+/// it too, so a test can assert that a host that should have stopped did not deliver it.
+///
+/// # Errors
+/// The witness does not start, the put fails, or the witness never handles the record.
+pub async fn put_witnessed(
+    kinesis: &aws_sdk_kinesis::Client,
+    guest: Guest,
+    stream: &str,
+    payload: &serde_json::Value,
+) -> Result<String> {
+    let witness = TestHost::new(kinesis.clone(), "witness")?;
+    let watching = witness.run_in_memory(guest, 1).await?;
+    let (_, sequence) = put_json(kinesis, stream, payload, None).await?;
+    witness
+        .deliveries
+        .wait_for_sequences(std::slice::from_ref(&sequence), Duration::from_secs(30))
+        .await?;
+    watching.shutdown().await;
+    Ok(sequence)
 }
 
 /// A local Kinesis server with one stream, and a local DynamoDB server with a lease table.

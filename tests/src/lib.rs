@@ -2,7 +2,8 @@
 //! servers, hosts running against them, fault injection, hostile components, and waiting for
 //! a condition.
 //!
-//! `build.rs` builds every crate of `guest-examples/` for `wasm32-wasip2` before the tests
+//! `build.rs` builds every crate of `guest-examples/` (what a tenant reads) and of
+//! `tests/guests/` (components that exist only for tests) for `wasm32-wasip2` before the tests
 //! compile, and writes one constant per component in [`guests`]:
 //!
 //! ```
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 pub mod bench;
 pub mod e2e;
 pub mod faults;
+pub mod fixture;
 pub mod hostile;
 pub mod http;
 pub mod imports;
@@ -34,7 +36,8 @@ pub mod wait;
 /// Directory holding the compiled guest components.
 pub const GUEST_DIR: &str = env!("RUSTSTREAM_GUEST_DIR");
 
-/// One compiled component of `guest-examples/`; the constants of [`guests`] name them all.
+/// One compiled component of `guest-examples/` or `tests/guests/`; the constants of [`guests`]
+/// name them all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Guest {
     name: &'static str,
@@ -45,7 +48,7 @@ impl Guest {
         Self { name }
     }
 
-    /// Its crate name in `guest-examples/`.
+    /// Its crate name in `guest-examples/` or `tests/guests/`.
     pub fn name(self) -> &'static str {
         self.name
     }

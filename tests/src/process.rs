@@ -57,11 +57,20 @@ pub fn run_host_at(
     args: &[&str],
 ) -> anyhow::Result<Running> {
     let mut command = host_command(config, kinesis_endpoint, args);
+    log_to(&mut command, log)?;
+    Ok(Running(command.spawn()?))
+}
+
+/// Gives `command` (from [`host_command`]) the test credentials and `log` as its stdout.
+///
+/// # Errors
+/// When the log file cannot be created.
+pub fn log_to(command: &mut Command, log: &Path) -> anyhow::Result<()> {
     command
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .stdout(std::fs::File::create(log)?);
-    Ok(Running(command.spawn()?))
+    Ok(())
 }
 
 /// The command [`run_host_at`] spawns, before its credentials and log are set: for a test

@@ -2,7 +2,9 @@
 //! GetRecords with its shard (followed through the iterators GetShardIterator and GetRecords
 //! hand out) and when it ran; one on the lease store's DynamoDB client notes when each lease
 //! row changed owner. Tests measure how long a shard goes unread during a handoff with them,
-//! from what the hosts actually sent, not from what they log.
+//! from what the hosts actually sent, not from what they log. The Kinesis interceptor also
+//! counts each host's ListShards calls: one per shard-sync round, so a test can wait for
+//! rounds to pass.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,6 +15,7 @@ use aws_sdk_kinesis::operation::get_records::{GetRecordsInput, GetRecordsOutput}
 use aws_sdk_kinesis::operation::get_shard_iterator::{
     GetShardIteratorInput, GetShardIteratorOutput,
 };
+use aws_sdk_kinesis::operation::list_shards::ListShardsInput;
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::{
@@ -74,6 +77,8 @@ struct State {
     reads: Vec<Read>,
     /// Each lease row's owner as last written.
     owners: HashMap<String, String>,
+    /// ListShards calls sent, per host.
+    listings: HashMap<String, usize>,
     changes: Vec<OwnerChange>,
 }
 
@@ -103,6 +108,13 @@ impl ReadLog {
             .interceptor(NotingOwners { log: self.clone() })
             .build();
         aws_sdk_dynamodb::Client::from_conf(config)
+    }
+
+    /// How many ListShards calls `host` has sent: a host lists its stream's shards once per
+    /// shard-sync round (its listings live half a round), before it reads the lease table and
+    /// takes or hands over leases in that round.
+    pub fn listings(&self, host: &str) -> usize {
+        self.lock().listings.get(host).copied().unwrap_or(0)
     }
 
     /// Every read so far, in the order they ended.
@@ -236,6 +248,15 @@ impl Intercept for Noting {
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let input = context.input();
+        if input.downcast_ref::<ListShardsInput>().is_some() {
+            *self
+                .log
+                .lock()
+                .listings
+                .entry(self.host.clone())
+                .or_default() += 1;
+            return Ok(());
+        }
         let (read, shard_id) = if let Some(input) = input.downcast_ref::<GetShardIteratorInput>() {
             (false, input.shard_id.clone())
         } else if let Some(input) = input.downcast_ref::<GetRecordsInput>() {

@@ -11,8 +11,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ruststream_tests::e2e::put_json;
+use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::http::{AdminApi, read_answer, request};
-use ruststream_tests::process::{Running, admin_addr, host_command, state_dir};
+use ruststream_tests::process::{Running, admin_addr, state_dir};
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::{eventually, poll_for};
 use ruststream_tests::{binary, guests};
@@ -23,18 +24,10 @@ use serde_json::{Value, json};
 const MAX_BYTES: usize = 400_000;
 
 /// The test certificate (127.0.0.1, localhost) and its key.
-fn fixture(name: &str) -> PathBuf {
+fn tls_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/admin-tls")
         .join(name)
-}
-
-/// A fresh folder for one test.
-fn scratch(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ruststream-admin-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 /// Tenant `acme` running `dir/versioned.wasm` (a copy of `versioned` v1 unless the file is
@@ -54,6 +47,17 @@ fn write_config(dir: &Path, host: &str) -> anyhow::Result<PathBuf> {
         ),
     )?;
     Ok(config)
+}
+
+/// The servers, an `events` stream and a folder for test `name`, with [`write_config`]'s
+/// tenants file (no `[host]` additions) in it.
+async fn events(name: &str) -> anyhow::Result<(Fixture, PathBuf)> {
+    let fixture = Fixture::builder(&format!("admin-{name}"))
+        .stream("events", 1)
+        .start()
+        .await?;
+    let config = write_config(fixture.dir(), "")?;
+    Ok((fixture, config))
 }
 
 /// `bytes` (a component) with a custom section appended: the same app and version, other
@@ -81,42 +85,31 @@ fn handled_by(log: &str, id: u64) -> Vec<String> {
         .collect()
 }
 
-/// A running host of one test, its log in `dir/host-N.log`.
+/// A running host of one test, its log in `host-N.log` in the fixture's folder.
 struct Host {
-    running: Running,
-    log: PathBuf,
+    host: BinaryHost,
+    /// Where it keeps its admin token and versions.
     state: PathBuf,
 }
 
 impl Host {
     /// Runs the host of `config` (its state in `state/` beside it), its `run`th start.
-    fn start(
-        config: &Path,
-        kinesis: &LocalKinesis,
-        run: u32,
-        args: &[&str],
-    ) -> anyhow::Result<Self> {
-        let log = config.with_file_name(format!("host-{run}.log"));
-        let mut command = host_command(config, &kinesis.endpoint(), args);
-        command
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .stdout(std::fs::File::create(&log)?);
-        Ok(Self {
-            running: Running(command.spawn()?),
-            log,
-            state: state_dir(config),
-        })
+    fn start(fixture: &Fixture, config: &Path, run: u32, args: &[&str]) -> anyhow::Result<Self> {
+        let host = fixture
+            .host(config)
+            .log(&format!("host-{run}.log"))
+            .args(args)
+            .start()?;
+        let state = host.state_dir();
+        Ok(Self { host, state })
     }
 
     fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.host.output()
     }
 
     async fn addr(&self) -> anyhow::Result<String> {
-        poll_for(Duration::from_secs(60), async || admin_addr(&self.output()))
-            .await
-            .ok_or_else(|| anyhow::anyhow!("no admin API: {}", self.output()))
+        self.host.admin_addr().await
     }
 
     async fn admin(&self) -> anyhow::Result<AdminApi> {
@@ -182,14 +175,7 @@ impl Host {
     }
 
     async fn stop(self) -> anyhow::Result<String> {
-        self.running.signal("TERM")?;
-        let Host {
-            mut running, log, ..
-        } = self;
-        let exit = tokio::task::spawn_blocking(move || running.0.wait()).await??;
-        let output = std::fs::read_to_string(&log).unwrap_or_default();
-        anyhow::ensure!(exit.success(), "exit {exit:?}: {output}");
-        Ok(output)
+        self.host.stop().await
     }
 }
 
@@ -236,11 +222,9 @@ async fn reading(host: &Host) -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_without_the_token_a_json_body_or_the_hosts_name_are_refused_with_the_reason()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let dir = scratch("refusals")?;
-    let config = write_config(&dir, "")?;
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let (fixture, config) = events("refusals").await?;
+    let dir = fixture.dir();
+    let host = Host::start(&fixture, &config, 1, &[])?;
     let addr = host.addr().await?;
     let without = request(&addr, "GET", "/v1/status", &[], b"")?;
     assert_eq!(without.0, 401, "{}", without.1);
@@ -356,15 +340,13 @@ fn upload_head(admin: &AdminApi, length: usize) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_are_bounded_by_the_compile_size_before_reading_and_taken_one_at_a_time()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("uploads")?;
-    let config = write_config(&dir, "")?;
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let (fixture, config) = events("uploads").await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
+    let host = Host::start(&fixture, &config, 1, &[])?;
     let admin = host.admin().await?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
 
     // Ten megabytes announced, none sent: the answer comes without them.
     let mut stream = std::net::TcpStream::connect(&admin.addr)?;
@@ -432,7 +414,7 @@ async fn uploads_are_bounded_by_the_compile_size_before_reading_and_taken_one_at
         "{text}"
     );
     assert!(text.contains("(429 Too Many Requests)"), "{text}");
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     // The first upload ends (its client went away): the next one is taken.
     drop(first);
     let deployed = poll_for(Duration::from_secs(30), async || {
@@ -441,7 +423,7 @@ async fn uploads_are_bounded_by_the_compile_size_before_reading_and_taken_one_at
     })
     .await;
     assert!(deployed.is_some(), "{}", host.output());
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     host.stop().await?;
     Ok(())
 }
@@ -501,13 +483,12 @@ async fn refused_start(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() -> anyhow::Result<()>
 {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let dir = scratch("remote")?;
-    let config = write_config(&dir, "")?;
+    let (fixture, config) = events("remote").await?;
+    let kinesis = &fixture.kinesis;
+    let dir = fixture.dir();
     // (`--allow-remote-admin` on loopback here: a test listens on nothing else.)
     let remote = ["--admin-addr", "127.0.0.1:0", "--allow-remote-admin"];
-    let text = refused_start(&config, &kinesis, &remote).await?;
+    let text = refused_start(&config, kinesis, &remote).await?;
     assert!(
         text.contains(
             "--allow-remote-admin needs TLS: give --admin-tls-cert and --admin-tls-key (a \
@@ -517,10 +498,10 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
         "{text}"
     );
     // Without --allow-remote-admin, another address is refused before anything listens on it.
-    let text = refused_start(&config, &kinesis, &["--admin-addr", "0.0.0.0:0"]).await?;
+    let text = refused_start(&config, kinesis, &["--admin-addr", "0.0.0.0:0"]).await?;
     assert!(text.contains("which is not a loopback address"), "{text}");
 
-    let (cert, key) = (fixture("cert.pem"), fixture("key.pem"));
+    let (cert, key) = (tls_file("cert.pem"), tls_file("key.pem"));
     let (cert, key) = (cert.to_string_lossy(), key.to_string_lossy());
     let tls = [
         "--allow-remote-admin",
@@ -529,7 +510,7 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
         "--admin-tls-key",
         &key,
     ];
-    let host = Host::start(&config, &kinesis, 1, &tls)?;
+    let host = Host::start(&fixture, &config, 1, &tls)?;
     let addr = host.addr().await?;
     assert!(host.output().contains("scheme=https"), "{}", host.output());
     let port = addr.rsplit(':').next().unwrap_or_default().to_owned();
@@ -562,26 +543,23 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_verbs_read_the_token_from_the_default_state_directory() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("default-token")?;
-    let config = write_config(&dir, "")?;
+    let (fixture, config) = events("default-token").await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
     let data = dir.join("data");
     let start = |run: u32| -> anyhow::Result<Host> {
-        let log = dir.join(format!("host-{run}.log"));
-        let mut command = host_command(&config, &kinesis.endpoint(), &[]);
-        command
-            .env_remove("RUSTSTREAM_STATE_DIR")
-            .env("XDG_DATA_HOME", &data)
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .stdout(std::fs::File::create(&log)?);
-        Ok(Host {
-            running: Running(command.spawn()?),
-            log,
-            state: data.join("ruststream"),
-        })
+        let data = data.clone();
+        let host = fixture
+            .host(&config)
+            .log(&format!("host-{run}.log"))
+            .adjust(move |command| {
+                command
+                    .env_remove("RUSTSTREAM_STATE_DIR")
+                    .env("XDG_DATA_HOME", data);
+            })
+            .start()?;
+        let state = fixture.dir().join("data/ruststream");
+        Ok(Host { host, state })
     };
     let verb = |host: &Host, args: &[&str]| -> anyhow::Result<Command> {
         let addr = admin_addr(&host.output()).ok_or_else(|| anyhow::anyhow!("no address"))?;
@@ -618,7 +596,7 @@ async fn the_verbs_read_the_token_from_the_default_state_directory() -> anyhow::
         let (ok, text) = run_cli(verb(&host, args)?).await?;
         assert!(ok, "{args:?}: {text}");
     }
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     host.stop().await?;
 
     // Restarted: the same token, read back rather than made again.
@@ -644,29 +622,27 @@ fn short(bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("persist")?;
-    let config = write_config(&dir, "")?;
+    let (fixture, config) = events("persist").await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
     let v1 = std::fs::read(guests::VERSIONED_V1.path())?;
     let v2 = std::fs::read(guests::VERSIONED_V2.path())?;
     let v2_path = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
 
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &v2_path, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     host.stop().await?;
 
     // The file did not change: what was live (the upload) runs again.
-    let host = Host::start(&config, &kinesis, 2, &[])?;
+    let host = Host::start(&fixture, &config, 2, &[])?;
     reading(&host).await?;
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     assert!(
         host.output().contains("running the version that was live"),
         "{}",
@@ -690,7 +666,7 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
         .cli(&["rollback", "acme", "versioned", "--to", &short(&v1)[..8]])
         .await?;
     assert!(ok && text.contains("acme/versioned 1.0.0"), "{text}");
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["rollback", "acme", "versioned", "--to", &short(&v1)])
         .await?;
@@ -717,10 +693,10 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
     host.stop().await?;
 
     // The rollback is what was live. (From here on, two versions are kept.)
-    write_config(&dir, "keep_versions = 2")?;
-    let host = Host::start(&config, &kinesis, 3, &[])?;
+    write_config(dir, "keep_versions = 2")?;
+    let host = Host::start(&fixture, &config, 3, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     // No swap since the start: nothing to go back to without --to.
     let (ok, text) = host.cli(&["rollback", "acme", "versioned"]).await?;
     assert!(!ok && text.contains("no previous version"), "{text}");
@@ -728,7 +704,7 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
         .cli(&["rollback", "acme", "versioned", "--to", &short(&v2)])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     // A third version: two are kept, the oldest that is not live goes, bytes and all.
     let v1b = with_custom_section(&v1);
     let v1b_path = dir.join("v1b.wasm");
@@ -738,11 +714,11 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
         .cli(&["deploy", "acme", &v1b_path, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     // The rollback without --to returns to the version the last swap replaced, as before.
     let (ok, text) = host.cli(&["rollback", "acme", "versioned"]).await?;
     assert!(ok && text.contains("2.0.0"), "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     let (ok, text) = host.cli(&["versions", "acme", "versioned"]).await?;
     let lines: Vec<&str> = text.lines().collect();
     assert!(
@@ -772,30 +748,28 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("precedence")?;
-    let config = write_config(&dir, "")?;
+    let (fixture, config) = events("precedence").await?;
+    let client = fixture.client();
+    let dir = fixture.dir();
     let component = dir.join("versioned.wasm");
     let v2_path = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
 
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &v2_path, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     host.stop().await?;
 
     // While the host is down, the operator drops a new build of v1 in place: it runs.
     let v1b = with_custom_section(&std::fs::read(guests::VERSIONED_V1.path())?);
     std::fs::write(&component, &v1b)?;
-    let host = Host::start(&config, &kinesis, 2, &[])?;
+    let host = Host::start(&fixture, &config, 2, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     assert!(
         !host.output().contains("running the version that was live"),
         "{}",
@@ -805,9 +779,9 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
 
     // A changed file that is refused: what was live runs, and the refusal is shown.
     std::fs::write(&component, b"\0asm\x0d\0\x01\0 not a component")?;
-    let host = Host::start(&config, &kinesis, 3, &[])?;
+    let host = Host::start(&fixture, &config, 3, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     assert!(
         host.output().contains("running the version that was live"),
         "{}",
@@ -834,30 +808,27 @@ async fn the_file_on_disk_wins_only_when_it_changed_since_the_host_saw_it() -> a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("judged")?;
-    let config = write_config(&dir, "")?;
+    let (fixture, config) = events("judged").await?;
+    let client = fixture.client();
     let judge = ["--rollout-calls", "4", "--rollout-margin", "0.2"];
     let trap = guests::VERSIONED_TRAP.path().to_string_lossy().into_owned();
     let v2 = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
 
-    let host = Host::start(&config, &kinesis, 1, &judge)?;
+    let host = Host::start(&fixture, &config, 1, &judge)?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &v2, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &trap, "--name", "versioned"])
         .await?;
     assert!(ok, "{text}");
     // Records for the trapping version to fail on, until the judge rolls it back to v2.
     let rolled_back = poll_for(Duration::from_secs(60), async || {
-        put_json(&client, "events", &json!({ "id": next_id() }), None)
+        put_json(client, "events", &json!({ "id": next_id() }), None)
             .await
             .ok()?;
         host.output()
@@ -869,9 +840,9 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
     // Stopped at once: what the judge returned to is recorded by the stop at the latest.
     host.stop().await?;
 
-    let host = Host::start(&config, &kinesis, 2, &judge)?;
+    let host = Host::start(&fixture, &config, 2, &judge)?;
     reading(&host).await?;
-    host.serves(&client, "2").await?;
+    host.serves(client, "2").await?;
     let (ok, json) = host
         .cli(&["versions", "acme", "versioned", "--json"])
         .await?;
@@ -897,20 +868,17 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeployed()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    let client = kinesis.client().await;
-    let dir = scratch("upload-only")?;
-    let config = write_config(&dir, "")?;
+    let (fixture, config) = events("upload-only").await?;
+    let client = fixture.client();
     // App `renamed` 3.0.0, reading `events` too: a new app, under a name the file does not list.
     let renamed = guests::VERSIONED_RENAMED
         .path()
         .to_string_lossy()
         .into_owned();
 
-    let host = Host::start(&config, &kinesis, 1, &[])?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host
         .cli(&["deploy", "acme", &renamed, "--name", "extra"])
         .await?;
@@ -919,16 +887,16 @@ async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeplo
         "{text}"
     );
     assert!(text.contains("started (new app)"), "{text}");
-    host.handle(&client, &["1", "3"]).await?;
+    host.handle(client, &["1", "3"]).await?;
     // A reload reads the tenants file again: the upload is not undone.
     let (ok, text) = host.cli(&["reload"]).await?;
     assert!(ok, "{text}");
-    host.handle(&client, &["1", "3"]).await?;
+    host.handle(client, &["1", "3"]).await?;
     host.stop().await?;
 
-    let host = Host::start(&config, &kinesis, 2, &[])?;
+    let host = Host::start(&fixture, &config, 2, &[])?;
     reading(&host).await?;
-    host.handle(&client, &["1", "3"]).await?;
+    host.handle(client, &["1", "3"]).await?;
     let (ok, text) = host.cli(&["undeploy", "acme", "versioned"]).await?;
     assert!(
         !ok && text.contains("is listed in the tenants file"),
@@ -941,7 +909,7 @@ async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeplo
         text.trim(),
         "acme/extra (app renamed): stopped; a restart does not run it again"
     );
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host.cli(&["undeploy", "acme", "extra"]).await?;
     assert!(
         !ok && text.contains("runs no component `extra` (404 Not Found)"),
@@ -949,9 +917,9 @@ async fn an_app_that_came_by_upload_only_runs_after_restarts_until_it_is_undeplo
     );
     host.stop().await?;
 
-    let host = Host::start(&config, &kinesis, 3, &[])?;
+    let host = Host::start(&fixture, &config, 3, &[])?;
     reading(&host).await?;
-    host.serves(&client, "1").await?;
+    host.serves(client, "1").await?;
     let (ok, text) = host.cli(&["status"]).await?;
     assert!(ok && !text.contains("app renamed"), "{text}");
     host.stop().await?;

@@ -5,120 +5,74 @@
 use std::process::Command;
 use std::time::Duration;
 
-use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey};
+use ruststream_host::LeaseStore;
 use ruststream_tests::bench::status_kib;
 use ruststream_tests::binary;
-use ruststream_tests::e2e::put_json;
+use ruststream_tests::fixture::Fixture;
 use ruststream_tests::guests;
-use ruststream_tests::process::run_host;
-use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
-use ruststream_tests::wait::{eventually, poll_for};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_runs_tenants_and_stops_gracefully_on_sigterm() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    kinesis.create_stream("secrets", 1).await?;
-    let client = kinesis.client().await;
+    let fixture = Fixture::builder("binary")
+        .stream("ledger", 1)
+        .stream("secrets", 1)
+        .dynamo()
+        .start()
+        .await?;
+    let tenants = fixture.tenants(&format!(
+        r#"
+        [[tenants]]
+        name = "good"
+        components = ["{settlement}"]
+        subscribe = ["ledger"]
 
-    let dir = std::env::temp_dir().join(format!("ruststream-binary-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let config = dir.join("ruststream.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-            [host]
-            lease_store = "dynamodb"
-            create_lease_table = true
+        [[tenants]]
+        name = "evil"
+        components = ["{snoop}"]
+        subscribe = ["hostile"]
+        "#,
+        settlement = guests::SETTLEMENT.path().display(),
+        snoop = guests::HOSTILE_SUBSCRIBE.path().display(),
+    ))?;
+    let host = fixture
+        .host(&tenants)
+        .dynamo_leases()
+        .owner("binary-host")
+        .args(&["--checkpoint-interval-ms", "200"])
+        .start()?;
 
-            [[tenants]]
-            name = "good"
-            components = ["{settlement}"]
-            subscribe = ["ledger"]
-
-            [[tenants]]
-            name = "evil"
-            components = ["{snoop}"]
-            subscribe = ["hostile"]
-            "#,
-            settlement = guests::SETTLEMENT.path().display(),
-            snoop = guests::HOSTILE_SUBSCRIBE.path().display(),
-        ),
-    )?;
-    let log = dir.join("ruststream.log");
-    let mut running = run_host(
-        &config,
-        &kinesis,
-        &log,
-        &[
-            "--dynamodb-endpoint",
-            &dynamo.endpoint(),
-            "--owner-id",
-            "binary-host",
-            "--checkpoint-interval-ms",
-            "200",
-        ],
-    )?;
-
-    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-good-ledger");
-    let output = || std::fs::read_to_string(&log).unwrap_or_default();
     // Records put once the shard is open at the tip are read.
-    let (shard, key) = wait_for_lease(&store, &output).await?;
-    let reading = eventually(Duration::from_secs(15), || {
-        output().contains("reading shard")
-    })
-    .await;
-    assert!(reading, "{}", output());
-    let (_, sequence) = put_json(&client, "ledger", &json!({"id": 1, "amount": 5}), None).await?;
-    let booked = eventually(Duration::from_secs(20), || output().contains("booked")).await;
-    assert!(booked, "{}", output());
+    let table = "ruststream-good-ledger";
+    let key = fixture
+        .wait_for_lease(table, "ledger", "binary-host")
+        .await?;
+    host.wait_for_log("reading shard", 1).await?;
+    let sequence = fixture
+        .put("ledger", &json!({"id": 1, "amount": 5}))
+        .await?;
+    host.wait_for_log("booked", 1).await?;
     // Tenants load side by side: the refused one may still be loading.
-    let refused = eventually(Duration::from_secs(30), || {
-        output().contains("tenant `evil`")
-    })
-    .await;
-    assert!(refused, "{}", output());
+    host.wait_for_log("tenant `evil`", 1).await?;
 
-    let status = Command::new("kill")
-        .args(["-TERM", &running.0.id().to_string()])
-        .status()?;
-    assert!(status.success());
-    let exit = tokio::task::spawn_blocking(move || running.0.wait()).await??;
-    assert!(exit.success(), "exit {exit:?}: {}", output());
-
-    let row = store.read(&key).await?.expect("the lease row");
+    let text = host.stop().await?;
+    let row = fixture
+        .lease_store(table)
+        .await
+        .read(&key)
+        .await?
+        .expect("the lease row");
     assert_eq!(
         row.checkpoint.as_deref(),
         Some(sequence.as_str()),
         "flushed on shutdown"
     );
-    assert_eq!(row.owner, None, "released on shutdown ({shard})");
-    let text = output();
+    assert_eq!(row.owner, None, "released on shutdown ({key:?})");
     assert!(
         text.contains("tenant `evil`") && text.contains("secrets"),
         "the refusal names tenant and stream: {text}"
     );
     Ok(())
-}
-
-async fn wait_for_lease(
-    store: &DynamoLeaseStore,
-    output: &impl Fn() -> String,
-) -> anyhow::Result<(String, LeaseKey)> {
-    let lease = poll_for(Duration::from_secs(30), async || {
-        let rows = store.list().await.ok()?;
-        let row = rows
-            .into_iter()
-            .find(|r| r.owner.as_deref() == Some("binary-host"))?;
-        let shard = row.key.trim_start_matches("ledger:").to_owned();
-        let key = LeaseKey::new("ledger", &shard);
-        Some((shard, key))
-    })
-    .await;
-    lease.ok_or_else(|| anyhow::anyhow!("the binary never took the lease: {}", output()))
 }
 
 /// Output a person reads: no control character but line breaks, no Rust backtrace.
@@ -230,15 +184,13 @@ const HOST_PEAK_RSS_KIB: u64 = 150 << 10;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_tenants_neither_delay_nor_bloat_the_others() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    for stream in ["ledger", "hostile"] {
-        kinesis.create_stream(stream, 1).await?;
-    }
-    let client = kinesis.client().await;
-    let dir = std::env::temp_dir().join(format!("ruststream-bombs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let fixture = Fixture::builder("bombs")
+        .stream("ledger", 1)
+        .stream("hostile", 1)
+        .start()
+        .await?;
     let write = |name: &str, bytes: Vec<u8>| -> anyhow::Result<std::path::PathBuf> {
-        let path = dir.join(name);
+        let path = fixture.dir().join(name);
         std::fs::write(&path, bytes)?;
         Ok(path)
     };
@@ -250,62 +202,59 @@ async fn hostile_tenants_neither_delay_nor_bloat_the_others() -> anyhow::Result<
         "memory_bomb.wasm",
         ruststream_tests::hostile::compile_bomb_memory(),
     )?;
-    let config = dir.join("tenants.toml");
     // The hostile tenants come first: they must not hold up the one after them. The slow one
     // is refused after its 15 s deadline, long after a compile of the good one, even with the
     // bombs compiling beside it on two cores (7 s seen).
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-            [host]
-            compile_cpu_seconds = 4
-            compile_memory_mib = 512
-            compile_timeout_ms = 30000
+    let tenants = fixture.tenants(&format!(
+        r#"
+        [host]
+        compile_cpu_seconds = 4
+        compile_memory_mib = 512
+        compile_timeout_ms = 30000
 
-            [[tenants]]
-            name = "bombs"
-            components = ["{cpu}", "{memory}"]
-            subscribe = ["hostile"]
+        [[tenants]]
+        name = "bombs"
+        components = ["{cpu}", "{memory}"]
+        subscribe = ["hostile"]
 
-            [[tenants]]
-            name = "slow"
-            components = ["{slow}"]
-            subscribe = ["hostile"]
-            limits = {{ call_deadline_ms = 15000 }}
+        [[tenants]]
+        name = "slow"
+        components = ["{slow}"]
+        subscribe = ["hostile"]
+        limits = {{ call_deadline_ms = 15000 }}
 
-            [[tenants]]
-            name = "good"
-            components = ["{settlement}"]
-            subscribe = ["ledger"]
-            "#,
-            cpu = cpu.display(),
-            memory = memory.display(),
-            slow = guests::HOSTILE_INITIALIZE_SLEEP.path().display(),
-            settlement = guests::SETTLEMENT.path().display(),
-        ),
-    )?;
-    let log = dir.join("ruststream.log");
-    let mut running = run_host(&config, &kinesis, &log, &["--no-compile-cache"])?;
-    let pid = running.0.id();
-    let output = || std::fs::read_to_string(&log).unwrap_or_default();
-    let seen =
-        async |text: &str| eventually(Duration::from_secs(60), || output().contains(text)).await;
+        [[tenants]]
+        name = "good"
+        components = ["{settlement}"]
+        subscribe = ["ledger"]
+        "#,
+        cpu = cpu.display(),
+        memory = memory.display(),
+        slow = guests::HOSTILE_INITIALIZE_SLEEP.path().display(),
+        settlement = guests::SETTLEMENT.path().display(),
+    ))?;
+    let host = fixture
+        .host(&tenants)
+        .args(&["--no-compile-cache"])
+        .start()?;
+    let pid = host.pid();
 
     // The good tenant reads, and books, while the others are still being refused.
-    assert!(seen("reading shard").await, "{}", output());
-    put_json(&client, "ledger", &json!({"id": 1, "amount": 5}), None).await?;
-    assert!(seen("booked").await, "{}", output());
-    let booked_at = output().find("booked").unwrap_or(usize::MAX);
+    host.wait_for_log("reading shard", 1).await?;
+    fixture
+        .put("ledger", &json!({"id": 1, "amount": 5}))
+        .await?;
+    host.wait_for_log("booked", 1).await?;
+    let booked_at = host.output().find("booked").unwrap_or(usize::MAX);
     let refused = [
         "tenant `slow`, component `hostile_initialize_sleep`: instantiation refused",
         "tenant `bombs`, component `cpu_bomb`: compiling refused",
         "tenant `bombs`, component `memory_bomb`: compiling refused",
     ];
     for line in refused {
-        assert!(seen(line).await, "{line}: {}", output());
+        host.wait_for_log(line, 1).await?;
     }
-    let text = output();
+    let text = host.output();
     let slow_refused = text.find(refused[0]).unwrap_or(0);
     assert!(
         booked_at < slow_refused,
@@ -325,85 +274,56 @@ async fn hostile_tenants_neither_delay_nor_bloat_the_others() -> anyhow::Result<
     assert!(peak < HOST_PEAK_RSS_KIB, "the host peaked at {peak} KiB");
     println!("host peak RSS while refusing compile bombs: {peak} KiB");
 
-    let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()?;
-    assert!(status.success());
-    let exit = tokio::task::spawn_blocking(move || running.0.wait()).await??;
-    assert!(exit.success(), "exit {exit:?}: {}", output());
-    assert_clean(&output());
+    assert_clean(&host.stop().await?);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_during_start_up_is_graceful() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    for stream in ["ledger", "hostile"] {
-        kinesis.create_stream(stream, 1).await?;
-    }
-    let dir = std::env::temp_dir().join(format!("ruststream-early-stop-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let config = dir.join("tenants.toml");
+    let fixture = Fixture::builder("early-stop")
+        .stream("ledger", 1)
+        .stream("hostile", 1)
+        .dynamo()
+        .start()
+        .await?;
     // The slow tenant is still instantiating (its deadline is long) when the stop comes.
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-            [host]
-            lease_store = "dynamodb"
-            create_lease_table = true
+    let tenants = fixture.tenants(&format!(
+        r#"
+        [[tenants]]
+        name = "slow"
+        components = ["{slow}"]
+        subscribe = ["hostile"]
+        limits = {{ call_deadline_ms = 60000 }}
 
-            [[tenants]]
-            name = "slow"
-            components = ["{slow}"]
-            subscribe = ["hostile"]
-            limits = {{ call_deadline_ms = 60000 }}
-
-            [[tenants]]
-            name = "good"
-            components = ["{settlement}"]
-            subscribe = ["ledger"]
-            "#,
-            slow = guests::HOSTILE_INITIALIZE_SLEEP.path().display(),
-            settlement = guests::SETTLEMENT.path().display(),
-        ),
-    )?;
-    let log = dir.join("ruststream.log");
-    let dynamo_endpoint = dynamo.endpoint();
-    let args = [
-        "--dynamodb-endpoint",
-        &dynamo_endpoint,
-        "--owner-id",
-        "early",
-    ];
-    let mut running = run_host(&config, &kinesis, &log, &args)?;
-    let output = || std::fs::read_to_string(&log).unwrap_or_default();
-    let started = eventually(Duration::from_secs(60), || {
-        output().contains("reading shard")
-    })
-    .await;
-    assert!(started, "{}", output());
+        [[tenants]]
+        name = "good"
+        components = ["{settlement}"]
+        subscribe = ["ledger"]
+        "#,
+        slow = guests::HOSTILE_INITIALIZE_SLEEP.path().display(),
+        settlement = guests::SETTLEMENT.path().display(),
+    ))?;
+    let host = fixture
+        .host(&tenants)
+        .dynamo_leases()
+        .owner("early")
+        .start()?;
+    host.wait_for_log("reading shard", 1).await?;
     assert!(
-        !output().contains("every tenant is loaded"),
+        !host.output().contains("every tenant is loaded"),
         "still starting: {}",
-        output()
+        host.output()
     );
 
-    let pid = running.0.id();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()?;
-    assert!(status.success());
-    let exit = tokio::time::timeout(
-        Duration::from_secs(20),
-        tokio::task::spawn_blocking(move || running.0.wait()),
-    )
-    .await???;
-    assert!(exit.success(), "exit {exit:?}: {}", output());
-    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-good-ledger");
-    let rows = store.list().await?;
-    assert!(!rows.is_empty(), "{}", output());
+    host.signal("TERM")?;
+    let (exit, output) = host.exit(Duration::from_secs(20)).await?;
+    assert!(exit.success(), "exit {exit:?}: {output}");
+    let rows = fixture
+        .lease_store("ruststream-good-ledger")
+        .await
+        .list()
+        .await?;
+    assert!(!rows.is_empty(), "{output}");
     assert!(
         rows.iter().all(|r| r.owner.is_none()),
         "released: {rows:#?}"
@@ -413,51 +333,38 @@ async fn a_stop_during_start_up_is_graceful() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_interrupt_exits_at_once() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    for stream in ["paced", "singly"] {
-        kinesis.create_stream(stream, 1).await?;
-    }
-    let client = kinesis.client().await;
-    let dir = std::env::temp_dir().join(format!("ruststream-interrupt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let config = dir.join("tenants.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[tenants]]\nname = \"slow\"\ncomponents = [\"{}\"]\nsubscribe = [\"paced\", \"singly\"]\nlimits = {{ call_deadline_ms = 60000 }}\n",
-            guests::PACER.path().display()
-        ),
-    )?;
-    let log = dir.join("ruststream.log");
-    let mut running = run_host(&config, &kinesis, &log, &["--shutdown-grace-ms", "60000"])?;
-    let output = || std::fs::read_to_string(&log).unwrap_or_default();
-    let reading = eventually(Duration::from_secs(60), || {
-        output().matches("reading shard").count() == 2
+    let fixture = Fixture::builder("interrupt")
+        .stream("paced", 1)
+        .stream("singly", 1)
+        .start()
+        .await?;
+    let tenants = fixture.tenants(&format!(
+        "[[tenants]]\nname = \"slow\"\ncomponents = [\"{}\"]\nsubscribe = [\"paced\", \"singly\"]\nlimits = {{ call_deadline_ms = 60000 }}\n",
+        guests::PACER.path().display()
+    ))?;
+    let host = fixture
+        .host(&tenants)
+        .args(&["--shutdown-grace-ms", "60000"])
+        .start()?;
+    host.wait_for_log("reading shard", 2).await?;
+    // A record whose call takes a minute: a graceful stop would wait for it. The guest says
+    // when the call has begun.
+    fixture
+        .put(
+            "paced",
+            &json!({"id": 1, "sleep_ms": 60_000, "announce": true}),
+        )
+        .await?;
+    host.wait_for_log("step started", 1).await?;
+    host.signal("INT")?;
+    host.wait_until(Duration::from_secs(10), "stopping", |log| {
+        log.contains("stopping")
     })
-    .await;
-    assert!(reading, "{}", output());
-    // A record whose call takes a minute: a graceful stop would wait for it.
-    put_json(
-        &client,
-        "paced",
-        &json!({"id": 1, "sleep_ms": 60_000}),
-        None,
-    )
     .await?;
-    // Time for the slow record to be read and its call to start: nothing the host says marks that.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let pid = running.0.id().to_string();
-    Command::new("kill").args(["-INT", &pid]).status()?;
-    let stopping = eventually(Duration::from_secs(10), || output().contains("stopping")).await;
-    assert!(stopping, "{}", output());
     let interrupted = std::time::Instant::now();
-    Command::new("kill").args(["-INT", &pid]).status()?;
-    let exit = tokio::time::timeout(
-        Duration::from_secs(10),
-        tokio::task::spawn_blocking(move || running.0.wait()),
-    )
-    .await???;
-    assert_eq!(exit.code(), Some(130), "{}", output());
+    host.signal("INT")?;
+    let (exit, output) = host.exit(Duration::from_secs(10)).await?;
+    assert_eq!(exit.code(), Some(130), "{output}");
     assert!(interrupted.elapsed() < Duration::from_secs(5));
     Ok(())
 }

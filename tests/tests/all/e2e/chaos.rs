@@ -25,8 +25,8 @@ use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use ruststream_host::{DynamoLeaseStore, LeaseStore};
 use ruststream_runtime::sync::lock;
 use ruststream_tests::binary;
+use ruststream_tests::fixture::Fixture;
 use ruststream_tests::guests;
-use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use serde_json::json;
 
 const LEASE_TTL_MS: u64 = 3_000;
@@ -44,36 +44,34 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
     let mut random = Random(seed | 1);
     let records = 1_500 * scale;
 
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 4).await?;
-    let client = kinesis.client().await;
-    let dir = std::env::temp_dir().join(format!("ruststream-chaos-{}-{seed}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let config = dir.join("tenants.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[host]\nlease_store = \"dynamodb\"\ncreate_lease_table = true\n\n\
-             [[tenants]]\nname = \"good\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n\n\
-             [[tenants]]\nname = \"other\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n",
-            guests::SETTLEMENT.path().display(),
-            guests::RECHECK.path().display(),
-        ),
-    )?;
+    let fixture = Fixture::builder(&format!("chaos-{seed}"))
+        .stream("ledger", 4)
+        .dynamo()
+        .start()
+        .await?;
+    let client = fixture.client().clone();
+    let config = fixture.tenants(&format!(
+        "[host]\nlease_store = \"dynamodb\"\ncreate_lease_table = true\n\n\
+         [[tenants]]\nname = \"good\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n\n\
+         [[tenants]]\nname = \"other\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n",
+        guests::SETTLEMENT.path().display(),
+        guests::RECHECK.path().display(),
+    ))?;
+    // A fleet of its own rather than the fixture's host: hosts killed with `kill -9` and
+    // restarted under the same owner, each with its own state directory.
     let mut fleet = Fleet {
-        dir: dir.clone(),
+        dir: fixture.dir().to_owned(),
         config,
-        kinesis: kinesis.endpoint(),
-        dynamo: dynamo.endpoint(),
+        kinesis: fixture.kinesis.endpoint(),
+        dynamo: fixture.dynamo().endpoint(),
         instances: Vec::new(),
     };
     for host in 0..HOSTS {
         fleet.start(&format!("h{host}"))?;
     }
     // The subscription starts at the tip: produce once every shard is open somewhere.
-    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-good-ledger");
-    let other = DynamoLeaseStore::new(dynamo.client().await, "ruststream-other-recheck");
+    let store = fixture.lease_store("ruststream-good-ledger").await;
+    let other = fixture.lease_store("ruststream-other-recheck").await;
     let open = ruststream_tests::wait::eventually_async(Duration::from_secs(60), async || {
         let mut open = 0;
         for store in [&store, &other] {
@@ -100,6 +98,7 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
     let kills = 6 * scale;
     let mut split = false;
     for kill in 0..kills {
+        // The chaos schedule's pace (this sleep and the two below), not a wait.
         tokio::time::sleep(Duration::from_millis(random.between(1_200, 2_500))).await;
         if !split && kill >= kills / 3 {
             split_a_shard(&client).await?;

@@ -3,12 +3,11 @@
 //! shows the dead letter with its origin and the producer's own headers. And the operator's
 //! settings in the tenants file winning over what the component declares.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::http::AdminApi;
-use ruststream_tests::process::{Running, admin_addr, run_host, state_dir};
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{binary, guests};
@@ -34,72 +33,43 @@ fn ruststream(kinesis: &LocalKinesis, args: &[&str]) -> anyhow::Result<(bool, St
     ))
 }
 
-/// A host running the tenants file `config` (TOML) against `kinesis`, from a fresh folder
-/// named for `name`, once `shards` shards are read.
-struct Host {
-    _running: Running,
-    log: PathBuf,
-    /// Where it keeps its admin token.
-    state: PathBuf,
+/// A host running the tenants file `config` (TOML), once `shards` shards are read.
+async fn start_host(fixture: &Fixture, config: &str, shards: usize) -> anyhow::Result<BinaryHost> {
+    let host = fixture.host(&fixture.tenants(config)?).start()?;
+    host.wait_for_log("reading shard", shards).await?;
+    Ok(host)
 }
 
-impl Host {
-    async fn start(
-        name: &str,
-        kinesis: &LocalKinesis,
-        config: &str,
-        shards: usize,
-    ) -> anyhow::Result<Self> {
-        let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let file = dir.join("tenants.toml");
-        std::fs::write(&file, config)?;
-        let log = dir.join("host.log");
-        let host = Self {
-            _running: run_host(&file, kinesis, &log, &[])?,
-            log,
-            state: state_dir(&file),
-        };
-        let reading = poll_for(Duration::from_secs(60), async || {
-            (host.output().matches("reading shard").count() >= shards).then_some(())
-        })
-        .await;
-        anyhow::ensure!(reading.is_some(), "shards never opened: {}", host.output());
-        Ok(host)
-    }
-
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The first record of `stream` as `ruststream tail` shows it, once there is one.
-    async fn first_record(&self, kinesis: &LocalKinesis, stream: &str) -> anyhow::Result<Value> {
-        let first = poll_for(Duration::from_secs(60), async || {
-            let (ok, text, _) = ruststream(kinesis, &["tail", stream]).ok()?;
-            let line = text.lines().next().filter(|_| ok)?;
-            serde_json::from_str(line).ok()
-        })
-        .await;
-        first.ok_or_else(|| anyhow::anyhow!("nothing in `{stream}`: {}", self.output()))
-    }
+/// The first record of `stream` as `ruststream tail` shows it, once there is one.
+async fn first_record(fixture: &Fixture, host: &BinaryHost, stream: &str) -> anyhow::Result<Value> {
+    let first = poll_for(Duration::from_secs(60), async || {
+        let (ok, text, _) = ruststream(&fixture.kinesis, &["tail", stream]).ok()?;
+        let line = text.lines().next().filter(|_| ok)?;
+        serde_json::from_str(line).ok()
+    })
+    .await;
+    first.ok_or_else(|| anyhow::anyhow!("nothing in `{stream}`: {}", host.output()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_carries_its_origin_and_tail_shows_it() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    for stream in ["refunds", "refunds.dead", "payouts", "audit"] {
-        kinesis.create_stream(stream, 1).await?;
-    }
+    let fixture = Fixture::builder("dead")
+        .stream("refunds", 1)
+        .stream("refunds.dead", 1)
+        .stream("payouts", 1)
+        .stream("audit", 1)
+        .start()
+        .await?;
+    let kinesis = &fixture.kinesis;
     let config = format!(
         "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\nsubscribe = [\"refunds\", \"payouts\", \"audit\"]\npublish = [\"refunds.dead\"]\n",
         guests::SETTLEMENT_RETRIES.path().display()
     );
-    let host = Host::start("dead", &kinesis, &config, 3).await?;
+    let host = start_host(&fixture, &config, 3).await?;
 
     // A payout that is fine, and a refund `reconcile` retries until its 3 attempts are spent.
     let (ok, written, error) = ruststream(
-        &kinesis,
+        kinesis,
         &[
             "put",
             "refunds",
@@ -116,7 +86,7 @@ async fn a_dead_letter_carries_its_origin_and_tail_shows_it() -> anyhow::Result<
         .map(|(s, q)| (s.to_owned(), q.trim().to_owned()))
         .ok_or_else(|| anyhow::anyhow!("put printed no position: {written}"))?;
 
-    let dead = host.first_record(&kinesis, "refunds.dead").await?;
+    let dead = first_record(&fixture, &host, "refunds.dead").await?;
     assert_eq!(dead["payload"]["id"], 9, "{dead}");
     assert_eq!(dead["partition_key"], "customer-9", "{dead}");
     assert_eq!(dead["headers"]["trace"], "abc", "{dead}");
@@ -134,7 +104,7 @@ async fn a_dead_letter_carries_its_origin_and_tail_shows_it() -> anyhow::Result<
     );
 
     // `tail` of the source stream shows the original and its two counted copies.
-    let (ok, text, error) = ruststream(&kinesis, &["tail", "refunds"])?;
+    let (ok, text, error) = ruststream(kinesis, &["tail", "refunds"])?;
     assert!(ok, "{error}");
     let lines: Vec<Value> = text
         .lines()
@@ -144,19 +114,24 @@ async fn a_dead_letter_carries_its_origin_and_tail_shows_it() -> anyhow::Result<
     assert_eq!(lines[0]["sequence"], sequence.as_str());
     assert_eq!(lines[2]["retry_count"], 2, "{text}");
     // Bad input is refused before anything is written.
-    let (ok, _, error) = ruststream(&kinesis, &["put", "refunds", "{not json"])?;
+    let (ok, _, error) = ruststream(kinesis, &["put", "refunds", "{not json"])?;
     assert!(!ok && error.contains("record 1 is not JSON"), "{error}");
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operators_settings_win_over_the_components() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    for stream in ["refunds", "refunds.dead", "refunds.ops", "payouts", "audit"] {
-        kinesis.create_stream(stream, 1).await?;
-    }
+    let fixture = Fixture::builder("operator")
+        .stream("refunds", 1)
+        .stream("refunds.dead", 1)
+        .stream("refunds.ops", 1)
+        .stream("payouts", 1)
+        .stream("audit", 1)
+        .start()
+        .await?;
+    let kinesis = &fixture.kinesis;
     // Written before the host starts: read only because the operator says `trim_horizon`.
-    let (ok, _, error) = ruststream(&kinesis, &["put", "refunds", r#"{"id": 4, "amount": -1}"#])?;
+    let (ok, _, error) = ruststream(kinesis, &["put", "refunds", r#"{"id": 4, "amount": -1}"#])?;
     assert!(ok, "{error}");
     let config = format!(
         r#"
@@ -173,13 +148,13 @@ async fn the_operators_settings_win_over_the_components() -> anyhow::Result<()> 
         "#,
         guests::SETTLEMENT_RETRIES.path().display()
     );
-    let host = Host::start("operator", &kinesis, &config, 2).await?;
+    let host = start_host(&fixture, &config, 2).await?;
 
     // The component's three attempts lowered to two (one retry); its dead letter redirected.
-    let dead = host.first_record(&kinesis, "refunds.ops").await?;
+    let dead = first_record(&fixture, &host, "refunds.ops").await?;
     assert_eq!(dead["payload"]["id"], 4, "{dead}");
     assert_eq!(dead["dead_letter"]["attempts"], 2, "{dead}");
-    let (_, declared, _) = ruststream(&kinesis, &["tail", "refunds.dead"])?;
+    let (_, declared, _) = ruststream(kinesis, &["tail", "refunds.dead"])?;
     assert_eq!(
         declared.trim(),
         "",
@@ -200,10 +175,12 @@ async fn the_operators_settings_win_over_the_components() -> anyhow::Result<()> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_past_its_maximum_age_moves_a_held_shard_on() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    for stream in ["ledger", "ledger.dead"] {
-        kinesis.create_stream(stream, 1).await?;
-    }
+    let fixture = Fixture::builder("max-age")
+        .stream("ledger", 1)
+        .stream("ledger.dead", 1)
+        .start()
+        .await?;
+    let kinesis = &fixture.kinesis;
     // The seed's `book` holds every refund; the operator gives a hold three seconds.
     let config = format!(
         r#"
@@ -217,9 +194,9 @@ async fn a_record_past_its_maximum_age_moves_a_held_shard_on() -> anyhow::Result
         "#,
         guests::SETTLEMENT.path().display()
     );
-    let host = Host::start("max-age", &kinesis, &config, 1).await?;
+    let host = start_host(&fixture, &config, 1).await?;
     let entries = [r#"{"id": 1, "amount": -5}"#, r#"{"id": 2, "amount": 7}"#];
-    let (ok, written, error) = ruststream(&kinesis, &[&["put", "ledger"][..], &entries].concat())?;
+    let (ok, written, error) = ruststream(kinesis, &[&["put", "ledger"][..], &entries].concat())?;
     assert!(ok, "{error}");
     let last = written
         .lines()
@@ -229,7 +206,7 @@ async fn a_record_past_its_maximum_age_moves_a_held_shard_on() -> anyhow::Result
         .ok_or_else(|| anyhow::anyhow!("put printed no position: {written}"))?;
 
     // Held at first, then given up on with a dead letter that says why.
-    let dead = host.first_record(&kinesis, "ledger.dead").await?;
+    let dead = first_record(&fixture, &host, "ledger.dead").await?;
     assert_eq!(dead["payload"]["id"], 1, "{dead}");
     assert_eq!(
         dead["dead_letter"]["reason"], "record-age-exceeded",
@@ -247,10 +224,8 @@ async fn a_record_past_its_maximum_age_moves_a_held_shard_on() -> anyhow::Result
     );
 
     // The checkpoint passes the refund: the shard is no longer held.
-    let addr = poll_for(Duration::from_secs(30), async || admin_addr(&host.output()))
-        .await
-        .ok_or_else(|| anyhow::anyhow!("no admin API"))?;
-    let admin = AdminApi::new(&addr, &host.state)?;
+    let addr = host.admin_addr().await?;
+    let admin = AdminApi::new(&addr, &host.state_dir())?;
     let moved = poll_for(Duration::from_secs(30), async || {
         let (_, body) = admin.call("GET", "/v1/status", None, b"").ok()?;
         let status: Value = serde_json::from_str(&body).ok()?;

@@ -9,13 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey};
+use ruststream_host::{LeaseStore, lease::LeaseKey};
 use ruststream_tests::binary;
 use ruststream_tests::e2e::{put_json, put_json_batch};
+use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
 use ruststream_tests::http::{AdminApi, http};
-use ruststream_tests::process::{Running, admin_addr, run_host, state_dir};
-use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use ruststream_tests::wait::{eventually, eventually_async, poll_for};
 use serde_json::json;
 
@@ -66,10 +65,6 @@ fn write_config(
         &config,
         format!(
             r#"
-            [host]
-            lease_store = "dynamodb"
-            create_lease_table = true
-
             [[tenants]]
             name = "acme"
             components = ["{component}"]
@@ -92,65 +87,53 @@ fn replace_file(source: &Path, target: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn temp_dir(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
-/// A host running `versioned` (v1) for tenant `acme` from `dir`, its leases in `dynamo`.
+/// A host running `versioned` (v1) for tenant `acme` from the fixture's folder, its leases
+/// in the fixture's DynamoDB.
 struct HotHost {
-    running: Running,
-    log: PathBuf,
+    host: BinaryHost,
     component: PathBuf,
-    /// Where it keeps its admin token and versions.
-    state: PathBuf,
 }
 
 impl HotHost {
-    fn start(
-        dir: &Path,
-        kinesis: &LocalKinesis,
-        dynamo: &LocalDynamo,
-        streams: &[&str],
-        args: &[&str],
-    ) -> anyhow::Result<Self> {
-        Self::start_with(dir, kinesis, dynamo, streams, "", args)
+    fn start(fixture: &Fixture, streams: &[&str], args: &[&str]) -> anyhow::Result<Self> {
+        Self::start_with(fixture, streams, "", args)
     }
 
     /// [`start`](Self::start) with `tenant_keys` in the tenant's section.
     fn start_with(
-        dir: &Path,
-        kinesis: &LocalKinesis,
-        dynamo: &LocalDynamo,
+        fixture: &Fixture,
         streams: &[&str],
         tenant_keys: &str,
         args: &[&str],
     ) -> anyhow::Result<Self> {
+        Self::start_in(fixture, fixture.dir(), streams, tenant_keys, args)
+    }
+
+    /// [`start_with`](Self::start_with) from `dir`, a folder of the fixture's.
+    fn start_in(
+        fixture: &Fixture,
+        dir: &Path,
+        streams: &[&str],
+        tenant_keys: &str,
+        args: &[&str],
+    ) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)?;
         let component = dir.join("versioned.wasm");
         replace_file(&guests::VERSIONED_V1.path(), &component)?;
         let config = write_config(dir, &component, streams, tenant_keys)?;
-        let log = dir.join("host.log");
-        let mut all = vec![
-            "--dynamodb-endpoint".to_owned(),
-            dynamo.endpoint(),
-            "--checkpoint-interval-ms".to_owned(),
-            "200".to_owned(),
-        ];
-        all.extend(args.iter().map(|a| (*a).to_owned()));
-        let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        let running = run_host(&config, kinesis, &log, &all)?;
-        Ok(Self {
-            running,
-            log,
-            component,
-            state: state_dir(&config),
-        })
+        let log = dir.strip_prefix(fixture.dir())?.join("host.log");
+        let host = fixture
+            .host(&config)
+            .log(&log.display().to_string())
+            .dynamo_leases()
+            .args(&["--checkpoint-interval-ms", "200"])
+            .args(args)
+            .start()?;
+        Ok(Self { host, component })
     }
 
     fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.host.output()
     }
 
     fn count(&self, text: &str) -> usize {
@@ -194,14 +177,12 @@ impl HotHost {
     /// (the verb reads the host's token in its state directory); returns whether it succeeded
     /// and what it printed.
     async fn cli(&self, args: &[&str]) -> anyhow::Result<(bool, String)> {
-        let addr = poll_for(Duration::from_secs(30), async || admin_addr(&self.output()))
-            .await
-            .ok_or_else(|| anyhow::anyhow!("no admin API: {}", self.output()))?;
+        let addr = self.host.admin_addr().await?;
         let out = std::process::Command::new(binary())
             .args(args)
             .args(["--admin", &format!("http://{addr}")])
             .arg("--state-dir")
-            .arg(&self.state)
+            .arg(self.host.state_dir())
             .output()?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
@@ -209,14 +190,7 @@ impl HotHost {
     }
 
     async fn stop(self) -> anyhow::Result<String> {
-        self.running.signal("TERM")?;
-        let HotHost {
-            mut running, log, ..
-        } = self;
-        let exit = tokio::task::spawn_blocking(move || running.0.wait()).await??;
-        let output = std::fs::read_to_string(&log).unwrap_or_default();
-        anyhow::ensure!(exit.success(), "exit {exit:?}: {output}");
-        Ok(output)
+        self.host.stop().await
     }
 }
 
@@ -241,19 +215,20 @@ fn produce(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_swaps_under_load_lose_nothing_and_handle_nothing_twice() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    for (stream, shards) in [("events", 2), ("legacy", 1), ("audit", 1)] {
-        kinesis.create_stream(stream, shards).await?;
-    }
-    let dir = temp_dir("hotload-swaps")?;
+    let fixture = Fixture::builder("hotload-swaps")
+        .stream("events", 2)
+        .stream("legacy", 1)
+        .stream("audit", 1)
+        .dynamo()
+        .start()
+        .await?;
     let streams = ["events", "legacy", "audit"];
-    let host = HotHost::start(&dir, &kinesis, &dynamo, &streams, &[])?;
+    let host = HotHost::start(&fixture, &streams, &[])?;
     host.wait_reading(3).await?;
-    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-acme-versioned");
+    let store = fixture.lease_store("ruststream-acme-versioned").await;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let producer = produce(kinesis.client().await, stop.clone());
+    let producer = produce(fixture.client().clone(), stop.clone());
     let versions = [
         (guests::VERSIONED_V2, "2"),
         (guests::VERSIONED_V1, "1"),
@@ -379,17 +354,18 @@ async fn three_swaps_under_load_lose_nothing_and_handle_nothing_twice() -> anyho
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_that_traps_on_every_record_is_rolled_back_and_loses_nothing()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("events", 2).await?;
-    kinesis.create_stream("legacy", 1).await?;
-    let dir = temp_dir("hotload-rollback")?;
+    let fixture = Fixture::builder("hotload-rollback")
+        .stream("events", 2)
+        .stream("legacy", 1)
+        .dynamo()
+        .start()
+        .await?;
     let args = ["--rollout-calls", "10", "--rollout-margin", "0.2"];
-    let host = HotHost::start(&dir, &kinesis, &dynamo, &["events", "legacy"], &args)?;
+    let host = HotHost::start(&fixture, &["events", "legacy"], &args)?;
     host.wait_reading(3).await?;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let producer = produce(kinesis.client().await, stop.clone());
+    let producer = produce(fixture.client().clone(), stop.clone());
     let warmed = eventually(Duration::from_secs(60), || {
         handled(&host.output()).len() >= 20
     })
@@ -409,8 +385,19 @@ async fn a_version_that_traps_on_every_record_is_rolled_back_and_loses_nothing()
     })
     .await;
     anyhow::ensure!(rolled_back, "no rollback: {}", host.output());
-    // The producer runs on for a while on purpose: records written after the rollback.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The producer runs on until v1 has handled records written after the rollback.
+    let at_rollback = handled(&host.output()).iter().map(|h| h.n).max();
+    let after = eventually(Duration::from_secs(60), || {
+        handled(&host.output())
+            .iter()
+            .any(|h| h.version == "1" && Some(h.n) > at_rollback.map(|n| n + 10))
+    })
+    .await;
+    anyhow::ensure!(
+        after,
+        "v1 handled nothing after the rollback: {}",
+        host.output()
+    );
     stop.store(true, Ordering::Relaxed);
     let written = producer.await??;
     // Every record, those v4 trapped on included, is handled by v1 in the end.
@@ -434,17 +421,18 @@ async fn a_version_that_traps_on_every_record_is_rolled_back_and_loses_nothing()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_versions_are_refused_and_the_running_one_goes_on() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    kinesis.create_stream("legacy", 1).await?;
-    let dir = temp_dir("hotload-refusals")?;
+    let fixture = Fixture::builder("hotload-refusals")
+        .stream("events", 1)
+        .stream("legacy", 1)
+        .dynamo()
+        .start()
+        .await?;
     // Not granted `audit`, which v2 reads.
-    let host = HotHost::start(&dir, &kinesis, &dynamo, &["events", "legacy"], &[])?;
+    let host = HotHost::start(&fixture, &["events", "legacy"], &[])?;
     host.wait_reading(2).await?;
-    let client = kinesis.client().await;
+    let client = fixture.client();
 
-    let garbage = dir.join("garbage.wasm");
+    let garbage = fixture.dir().join("garbage.wasm");
     std::fs::write(&garbage, b"\0asm\x0d\0\x01\0 not really a component")?;
     let refusals = [
         (garbage, "not a valid component"),
@@ -453,7 +441,7 @@ async fn bad_versions_are_refused_and_the_running_one_goes_on() -> anyhow::Resul
     ];
     for (n, (source, reason)) in refusals.iter().enumerate() {
         host.land(source)?;
-        host.running.signal("HUP")?;
+        host.host.signal("HUP")?;
         let refused = eventually(Duration::from_secs(60), || {
             host.output()
                 .lines()
@@ -464,7 +452,7 @@ async fn bad_versions_are_refused_and_the_running_one_goes_on() -> anyhow::Resul
         .await;
         anyhow::ensure!(refused, "refusal {n} ({reason}) missing: {}", host.output());
         // v1 goes on serving.
-        put_json(&client, "events", &json!({ "id": n }), None).await?;
+        put_json(client, "events", &json!({ "id": n }), None).await?;
         let served = eventually(Duration::from_secs(30), || {
             handled(&host.output())
                 .iter()
@@ -487,16 +475,15 @@ async fn bad_versions_are_refused_and_the_running_one_goes_on() -> anyhow::Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenant_is_paused_and_resumed_and_readiness_names_a_missing_stream()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
     // `legacy`, which v1 also reads, does not exist.
-    kinesis.create_stream("events", 1).await?;
-    let dir = temp_dir("hotload-admin")?;
-    let host = HotHost::start(&dir, &kinesis, &dynamo, &["events", "legacy"], &[])?;
+    let fixture = Fixture::builder("hotload-admin")
+        .stream("events", 1)
+        .dynamo()
+        .start()
+        .await?;
+    let host = HotHost::start(&fixture, &["events", "legacy"], &[])?;
     host.wait_reading(1).await?;
-    let addr = poll_for(Duration::from_secs(30), async || admin_addr(&host.output()))
-        .await
-        .ok_or_else(|| anyhow::anyhow!("no admin API"))?;
+    let addr = host.host.admin_addr().await?;
     let (code, body) = http(&addr, "GET", "/healthz", b"")?;
     assert_eq!(code, 200, "{body}");
     let unready = poll_for(Duration::from_secs(60), async || {
@@ -518,7 +505,7 @@ async fn one_tenant_is_paused_and_resumed_and_readiness_names_a_missing_stream()
         status.contains("tenant acme (paused: paused by an operator)"),
         "{status}"
     );
-    put_json(&kinesis.client().await, "events", &json!({ "id": 1 }), None).await?;
+    put_json(fixture.client(), "events", &json!({ "id": 1 }), None).await?;
     let (ok, text) = host.cli(&["resume", "acme"]).await?;
     assert!(ok, "{text}");
     let handled_after_resume = eventually(Duration::from_secs(30), || {
@@ -526,7 +513,7 @@ async fn one_tenant_is_paused_and_resumed_and_readiness_names_a_missing_stream()
     })
     .await;
     assert!(handled_after_resume, "{}", host.output());
-    let admin = AdminApi::new(&addr, &host.state)?;
+    let admin = AdminApi::new(&addr, &host.host.state_dir())?;
     let (code, _) = admin.call("POST", "/v1/tenants/nobody/pause", None, b"")?;
     assert_eq!(code, 404);
     host.stop().await?;
@@ -545,27 +532,26 @@ fn times_handled(log: &str) -> BTreeMap<u64, usize> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_leaves_the_old_version_serving_unquarantined_and_handles_each_record_once()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("events", 2).await?;
-    kinesis.create_stream("legacy", 1).await?;
-    let dir = temp_dir("hotload-rollback-quarantine")?;
+    let fixture = Fixture::builder("hotload-rollback-quarantine")
+        .stream("events", 2)
+        .stream("legacy", 1)
+        .dynamo()
+        .start()
+        .await?;
     // Three failed calls decide the rollout; sixty in a row quarantine the tenant. A thousand
     // records reach the trapping version in two reads: the rest of what it is handed when the
     // rollback is decided must neither run on it nor quarantine the version restored.
     let args = ["--rollout-calls", "10", "--rollout-margin", "0.2"];
     let host = HotHost::start_with(
-        &dir,
-        &kinesis,
-        &dynamo,
+        &fixture,
         &["events", "legacy"],
         "quarantine_after = 60",
         &args,
     )?;
     host.wait_reading(3).await?;
-    let client = kinesis.client().await;
+    let client = fixture.client();
     let warm: Vec<_> = (0..20).map(|n| json!({ "id": n })).collect();
-    put_json_batch(&client, "events", &warm).await?;
+    put_json_batch(client, "events", &warm).await?;
     host.wait_for_both_shards("1", 0).await?;
     // By the file: v4 drops `legacy`, and the rollback adds it again.
     host.land(&guests::VERSIONED_TRAP.path())?;
@@ -575,7 +561,7 @@ async fn a_rollback_leaves_the_old_version_serving_unquarantined_and_handles_eac
     .await;
     anyhow::ensure!(live, "v4 never went live: {}", host.output());
     let backlog: Vec<_> = (20..1_020).map(|n| json!({ "id": n })).collect();
-    put_json_batch(&client, "events", &backlog).await?;
+    put_json_batch(client, "events", &backlog).await?;
     let rolled_back = eventually(Duration::from_secs(60), || {
         host.count("rolled back to the previous version") == 1
     })
@@ -611,13 +597,14 @@ async fn a_rollback_leaves_the_old_version_serving_unquarantined_and_handles_eac
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_on_a_fresh_stream_reads_what_the_bad_version_held_and_a_restart_loses_nothing()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("events", 1).await?;
-    kinesis.create_stream("legacy", 1).await?;
-    let dir = temp_dir("hotload-rollback-fresh")?;
+    let fixture = Fixture::builder("hotload-rollback-fresh")
+        .stream("events", 1)
+        .stream("legacy", 1)
+        .dynamo()
+        .start()
+        .await?;
     let args = ["--rollout-calls", "10", "--rollout-margin", "0.2"];
-    let host = HotHost::start(&dir, &kinesis, &dynamo, &["events", "legacy"], &args)?;
+    let host = HotHost::start(&fixture, &["events", "legacy"], &args)?;
     host.wait_reading(2).await?;
     // Nothing was ever checkpointed on `events`: the trapping version holds its first five.
     host.land(&guests::VERSIONED_TRAP.path())?;
@@ -626,16 +613,16 @@ async fn a_rollback_on_a_fresh_stream_reads_what_the_bad_version_held_and_a_rest
     })
     .await;
     anyhow::ensure!(live, "v4 never went live: {}", host.output());
-    let client = kinesis.client().await;
+    let client = fixture.client();
     for n in 0..5 {
-        put_json(&client, "events", &json!({ "id": n }), None).await?;
+        put_json(client, "events", &json!({ "id": n }), None).await?;
     }
     let rolled_back = eventually(Duration::from_secs(60), || {
         host.count("rolled back to the previous version") == 1
     })
     .await;
     anyhow::ensure!(rolled_back, "no rollback: {}", host.output());
-    put_json(&client, "events", &json!({ "id": 5 }), None).await?;
+    put_json(client, "events", &json!({ "id": 5 }), None).await?;
     let six = eventually(Duration::from_secs(60), || {
         times_handled(&host.output()).len() == 6
     })
@@ -643,10 +630,10 @@ async fn a_rollback_on_a_fresh_stream_reads_what_the_bad_version_held_and_a_rest
     anyhow::ensure!(six, "v1 never handled all six: {}", host.output());
     let first = host.stop().await?;
     // The file on disk is v4 again at the restart: put v1 back, as an operator would.
-    let dir2 = temp_dir("hotload-rollback-fresh-2")?;
-    let again = HotHost::start(&dir2, &kinesis, &dynamo, &["events", "legacy"], &args)?;
+    let second = fixture.dir().join("second");
+    let again = HotHost::start_in(&fixture, &second, &["events", "legacy"], "", &args)?;
     again.wait_reading(2).await?;
-    put_json(&client, "events", &json!({ "id": 6 }), None).await?;
+    put_json(client, "events", &json!({ "id": 6 }), None).await?;
     let seventh = eventually(Duration::from_secs(60), || {
         times_handled(&again.output()).contains_key(&6)
     })
@@ -672,40 +659,42 @@ async fn a_rollback_on_a_fresh_stream_reads_what_the_bad_version_held_and_a_rest
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigterm_during_a_reload_that_stops_an_app_still_flushes_and_releases()
 -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    for stream in ["events", "legacy", "paced", "singly"] {
-        kinesis.create_stream(stream, 1).await?;
-    }
-    let dir = temp_dir("hotload-sigterm-reload")?;
+    let fixture = Fixture::builder("hotload-sigterm-reload")
+        .stream("events", 1)
+        .stream("legacy", 1)
+        .stream("paced", 1)
+        .stream("singly", 1)
+        .dynamo()
+        .start()
+        .await?;
     // A second tenant, `beta`, runs the pacer: its calls take seconds, so stopping it does.
     let beta = format!(
         "\n[[tenants]]\nname = \"beta\"\ncomponents = [\"{}\"]\nsubscribe = [\"paced\", \"singly\"]\n",
         guests::PACER.path().display()
     );
-    let host = HotHost::start_with(&dir, &kinesis, &dynamo, &["events", "legacy"], &beta, &[])?;
+    let host = HotHost::start_with(&fixture, &["events", "legacy"], &beta, &[])?;
     host.wait_reading(4).await?;
-    let client = kinesis.client().await;
-    put_json(&client, "paced", &json!({ "id": 1 }), None).await?;
+    let client = fixture.client();
+    put_json(client, "paced", &json!({ "id": 1 }), None).await?;
     let slow: Vec<_> = (2..6)
         .map(|id| json!({ "id": id, "sleep_ms": 1500 }))
         .collect();
-    put_json_batch(&client, "paced", &slow).await?;
+    put_json_batch(client, "paced", &slow).await?;
     let busy = eventually(Duration::from_secs(60), || {
         host.count("ruststream::guest: paced") >= 2
     })
     .await;
     anyhow::ensure!(busy, "the pacer never started: {}", host.output());
     // `beta` leaves the file; the reload stops its app, and SIGTERM comes while it does.
-    write_config(&dir, &host.component, &["events", "legacy"], "")?;
-    host.running.signal("HUP")?;
+    write_config(fixture.dir(), &host.component, &["events", "legacy"], "")?;
+    host.host.signal("HUP")?;
     let stopping = eventually(Duration::from_secs(30), || {
         host.count("tenant removed or reconfigured: stopping its apps") == 1
     })
     .await;
     anyhow::ensure!(stopping, "the reload never stopped beta: {}", host.output());
     let output = host.stop().await?;
-    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-beta-pacer");
+    let store = fixture.lease_store("ruststream-beta-pacer").await;
     let rows = store.list().await?;
     let paced = rows
         .iter()
@@ -724,25 +713,24 @@ async fn a_sigterm_during_a_reload_that_stops_an_app_still_flushes_and_releases(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_s_pause_during_a_rollout_stays_paused() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("events", 2).await?;
-    kinesis.create_stream("legacy", 1).await?;
-    let dir = temp_dir("hotload-pause-rollout")?;
+    let fixture = Fixture::builder("hotload-pause-rollout")
+        .stream("events", 2)
+        .stream("legacy", 1)
+        .dynamo()
+        .start()
+        .await?;
     // A rollout that takes long to decide by failure rate: what stops the trapping version
     // here is the operator's pause, which is not a verdict.
     let args = ["--rollout-calls", "1000", "--rollout-margin", "0.9"];
     let host = HotHost::start_with(
-        &dir,
-        &kinesis,
-        &dynamo,
+        &fixture,
         &["events", "legacy"],
         "quarantine_after = 1000",
         &args,
     )?;
     host.wait_reading(3).await?;
     let stop = Arc::new(AtomicBool::new(false));
-    let producer = produce(kinesis.client().await, stop.clone());
+    let producer = produce(fixture.client().clone(), stop.clone());
     host.wait_for_both_shards("1", 0).await?;
     host.land(&guests::VERSIONED_TRAP.path())?;
     let trapping = eventually(Duration::from_secs(60), || {
@@ -752,7 +740,8 @@ async fn an_operator_s_pause_during_a_rollout_stays_paused() -> anyhow::Result<(
     anyhow::ensure!(trapping, "v4 never ran: {}", host.output());
     let (ok, text) = host.cli(&["pause", "acme"]).await?;
     anyhow::ensure!(ok, "{text}");
-    // The rollout judge looks every 20 ms: give it a second to act on the pause, wrongly.
+    // The rollout judge looks every 20 ms: give it a second to act on the pause, wrongly. A
+    // window, not a wait: a judge that looks and does nothing leaves no mark to wait on.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (ok, status) = host.cli(&["status"]).await?;
     assert!(ok, "{status}");

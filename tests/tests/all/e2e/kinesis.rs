@@ -12,7 +12,8 @@ use ruststream_host::{
 };
 use ruststream_runtime::{Outcome, app::StartPosition};
 use ruststream_tests::e2e::{
-    Servers, TestHost, dynamo_store, put_json, stored_checkpoint, take_over,
+    Servers, TestHost, dynamo_store, put_json, put_witnessed, stored_checkpoint, take_over,
+    wait_for_sequences_across,
 };
 use ruststream_tests::faults::{Fault, Faults};
 use ruststream_tests::guests;
@@ -64,6 +65,16 @@ impl FaultyLedger {
         Ok(())
     }
 
+    /// Puts entry `id` and waits until it is delivered: a marker behind what the test watches.
+    async fn put_marker(&self, id: u64) -> anyhow::Result<()> {
+        let (_, marker) = put_json(&self.client, "ledger", &entry(id, id as i64), None).await?;
+        self.host
+            .deliveries
+            .wait_for_sequences(&[marker], WAIT)
+            .await?;
+        Ok(())
+    }
+
     /// Every record delivered exactly once: `count` deliveries of `count` sequence numbers.
     fn assert_each_once(&self, count: usize) {
         let all = self.host.deliveries.all();
@@ -76,12 +87,8 @@ impl FaultyLedger {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -> anyhow::Result<()>
 {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 2, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 2, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let component = host.load(guests::SETTLEMENT).await?;
@@ -92,7 +99,7 @@ async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -
     let mut last_by_shard = BTreeMap::new();
     for (id, key) in [(1, SHARD_0_KEY), (2, SHARD_1_KEY), (3, SHARD_0_KEY)] {
         let (shard, sequence) =
-            put_json(&client, "ledger", &entry(id, 10 * id as i64), Some(key)).await?;
+            put_json(client, "ledger", &entry(id, 10 * id as i64), Some(key)).await?;
         last_by_shard.insert(shard, sequence);
     }
     assert_eq!(last_by_shard.len(), 2, "the entries span both shards");
@@ -116,18 +123,14 @@ async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let first = TestHost::new(client.clone(), "host-a")?;
     let app = first.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let (shard, one) = put_json(&client, "ledger", &entry(1, 1), None).await?;
-    let (_, sticky) = put_json(&client, "ledger", &entry(2, -1), None).await?;
-    let (_, after) = put_json(&client, "ledger", &entry(3, 2), None).await?;
+    let (shard, one) = put_json(client, "ledger", &entry(1, 1), None).await?;
+    let (_, sticky) = put_json(client, "ledger", &entry(2, -1), None).await?;
+    let (_, after) = put_json(client, "ledger", &entry(3, 2), None).await?;
     let reports = first.deliveries.wait_for(3, WAIT).await?;
     let outcomes: Vec<Outcome> = reports.iter().map(|r| r.outcome).collect();
     assert_eq!(outcomes, [Outcome::Ack, Outcome::Retry, Outcome::Ack]);
@@ -139,12 +142,14 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
 
     let second = TestHost::new(client.clone(), "host-b")?;
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let reports = second.deliveries.wait_for(2, WAIT).await?;
-    // Time passes on purpose: a record delivered again would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let again: Vec<&str> = second
+    // A marker behind them: once it is handled, the shard was read past everything a restart
+    // could deliver again.
+    let (_, marker) = put_json(client, "ledger", &entry(4, 3), None).await?;
+    let reports = second
         .deliveries
-        .all()
+        .wait_for_sequences(std::slice::from_ref(&marker), WAIT)
+        .await?;
+    let again: Vec<&str> = reports
         .iter()
         .map(|r| r.sequence_number.as_str())
         .collect::<Vec<_>>()
@@ -154,39 +159,40 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
                 "sticky"
             } else if s == after {
                 "after"
+            } else if s == marker {
+                "marker"
             } else {
                 "other"
             }
         })
         .collect();
-    assert_eq!(again, ["sticky", "after"], "{reports:#?}");
+    assert_eq!(again, ["sticky", "after", "marker"], "{reports:#?}");
     app.shutdown().await;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_record_does_not_come_back_after_a_restart() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let first = TestHost::new(client.clone(), "host-a")?;
     let app = first.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    put_json(&client, "ledger", &entry(1, 0), None).await?;
+    put_json(client, "ledger", &entry(1, 0), None).await?;
     let reports = first.deliveries.wait_for(1, WAIT).await?;
     assert_eq!(reports[0].outcome, Outcome::Drop);
     app.shutdown().await;
 
     let second = TestHost::new(client.clone(), "host-b")?;
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let (_, fresh) = put_json(&client, "ledger", &entry(2, 5), None).await?;
-    let reports = second.deliveries.wait_for(1, WAIT).await?;
-    // Time passes on purpose: an older record delivered would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(second.deliveries.len(), 1, "{reports:#?}");
+    // The fresh record is the marker: the dropped one stands before it on the shard, so it
+    // would have been delivered first.
+    let (_, fresh) = put_json(client, "ledger", &entry(2, 5), None).await?;
+    let reports = second
+        .deliveries
+        .wait_for_sequences(std::slice::from_ref(&fresh), WAIT)
+        .await?;
+    assert_eq!(reports.len(), 1, "{reports:#?}");
     assert_eq!(reports[0].sequence_number, fresh);
     app.shutdown().await;
     Ok(())
@@ -208,16 +214,14 @@ async fn a_restart_with_the_memory_store_opens_at_the_tip() -> anyhow::Result<()
 
     let second = TestHost::new(client.clone(), "host-b")?;
     let app = second.run_in_memory(guests::SETTLEMENT, 1).await?;
+    // The record written after the start is the marker: the one written while down stands
+    // before it on the shard, so it would have been delivered first.
     let (_, after_start) = put_json(&client, "ledger", &entry(3, 3), None).await?;
-    let reports = second.deliveries.wait_for(1, WAIT).await?;
-    // Time passes on purpose: the record written while down would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let seen: Vec<String> = second
+    let reports = second
         .deliveries
-        .all()
-        .into_iter()
-        .map(|r| r.sequence_number)
-        .collect();
+        .wait_for_sequences(std::slice::from_ref(&after_start), WAIT)
+        .await?;
+    let seen: Vec<String> = reports.iter().map(|r| r.sequence_number.clone()).collect();
     assert_eq!(seen, [after_start], "not {while_down}: {reports:#?}");
     app.shutdown().await;
     Ok(())
@@ -245,7 +249,8 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     )
     .await?;
     put_json(&client, "positions.stamped", &json!({"id": "s-old"}), None).await?;
-    // Time passes on purpose: the stamp lies well after `s-old` arrived and before `s-new`.
+    // Pacing the producer (both sleeps), not a wait: an `AT_TIMESTAMP` start needs the clock to
+    // move between two arrivals, so the stamp lies well after `s-old` arrived and before `s-new`.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let stamp = ruststream_runtime::clock::Clock::now_ms(&ruststream_runtime::clock::SystemClock);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -263,19 +268,28 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     deployment.settings.insert("stamped".into(), at_stamp);
     let app = host.start(deployment, 3).await?;
     put_json(&client, "positions.latest", &json!({"id": "l-after"}), None).await?;
-    host.deliveries.wait_for(3, WAIT).await?;
-    // Time passes on purpose: a record before a start position would show up in it.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Each stream's last record is its marker: a record before its start position stands
+    // before it on the shard, so it would have been seen first.
+    let seen = || {
+        let mut seen: Vec<String> = host
+            .log
+            .captured()
+            .iter()
+            .filter(|l| l.message == "seen")
+            .filter_map(|l| l.field("id").map(str::to_owned))
+            .collect();
+        seen.sort();
+        seen
+    };
+    let markers = ["h-before", "l-after", "s-new"];
+    let all_seen = eventually(WAIT, || {
+        let seen = seen();
+        markers.iter().all(|m| seen.iter().any(|s| s == m))
+    })
+    .await;
+    assert!(all_seen, "{:?}", seen());
     app.shutdown().await;
-
-    let mut seen: Vec<String> = host
-        .log
-        .captured()
-        .iter()
-        .filter(|l| l.message == "seen")
-        .filter_map(|l| l.field("id").map(str::to_owned))
-        .collect();
-    seen.sort();
+    let seen = seen();
     assert_eq!(seen, ["h-before", "l-after", "s-new"]);
     Ok(())
 }
@@ -291,8 +305,9 @@ async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<
         .inject(&["GetRecords"], 1, Fault::expired_iterator());
     ledger.put_entries(2..=4).await?;
     ledger.host.deliveries.wait_for(4, WAIT).await?;
-    // Time passes on purpose: another iterator asked for would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A marker read with the new iterator: the reader has moved on from the expiry, so a
+    // second reopen for it would have come before.
+    ledger.put_marker(5).await?;
     ledger.app.shutdown().await;
 
     assert_eq!(ledger.faults.injected("GetRecords"), 1);
@@ -301,7 +316,7 @@ async fn an_expired_iterator_resumes_where_the_reader_stood() -> anyhow::Result<
         iterators_before + 1,
         "reopened once"
     );
-    ledger.assert_each_once(4);
+    ledger.assert_each_once(5);
     Ok(())
 }
 
@@ -328,9 +343,8 @@ async fn a_read_answer_cut_short_is_read_again_and_loses_nothing() -> anyhow::Re
     // iterator.
     ledger.faults.cut_answers_with_records(2);
     ledger.put_entries(1..=5).await?;
-    ledger.host.deliveries.wait_for(5, WAIT).await?;
-    // Time passes on purpose: a record delivered twice would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A marker behind them: a record delivered twice would have been delivered before it.
+    ledger.put_marker(6).await?;
     ledger.app.shutdown().await;
 
     assert_eq!(
@@ -338,18 +352,14 @@ async fn a_read_answer_cut_short_is_read_again_and_loses_nothing() -> anyhow::Re
         2,
         "two answers were cut"
     );
-    ledger.assert_each_once(5);
+    ledger.assert_each_once(6);
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoint_writes_are_coalesced() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
@@ -400,16 +410,12 @@ async fn checkpoint_writes_are_coalesced() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let (shard, first) = put_json(&client, "ledger", &entry(1, 1), None).await?;
+    let (shard, first) = put_json(client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
     let key = LeaseKey::new("ledger", &shard);
     wait_for_checkpoint(store.as_ref(), &key, &first).await?;
@@ -421,9 +427,8 @@ async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> any
         .await;
     assert!(lost, "{:#?}", app.status());
 
-    put_json(&client, "ledger", &entry(2, 2), None).await?;
-    // Time passes on purpose: the record put may not be delivered in it.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Handled by a witness beside it: a reader still polling would have had it too.
+    put_witnessed(client, guests::SETTLEMENT, "ledger", &entry(2, 2)).await?;
     assert_eq!(
         host.deliveries.len(),
         1,
@@ -512,16 +517,12 @@ async fn wait_for_checkpoint(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -> anyhow::Result<()>
 {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let (parent, before) = put_json(&client, "ledger", &entry(1, 1), None).await?;
+    let (parent, before) = put_json(client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
 
     client
@@ -531,9 +532,9 @@ async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -
         .new_starting_hash_key("170141183460469231731687303715884105728")
         .send()
         .await?;
-    let low = put_json(&client, "ledger", &entry(2, 2), Some(SHARD_0_KEY)).await?;
+    let low = put_json(client, "ledger", &entry(2, 2), Some(SHARD_0_KEY)).await?;
     let high = put_json(
-        &client,
+        client,
         "ledger",
         &entry(3, 3),
         Some("200000000000000000000000000000000000000"),
@@ -570,12 +571,8 @@ async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 4, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 4, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let first = TestHost::new(client.clone(), "host-a")?;
     let a = first.run(guests::SETTLEMENT, store.clone(), 4).await?;
@@ -608,18 +605,18 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
         "200000000000000000000000000000000000000",
         "300000000000000000000000000000000000000",
     ];
-    for (id, key) in (1..).zip(keys) {
-        put_json(&client, "ledger", &entry(id, id as i64), Some(key)).await?;
+    // Then a marker on each shard: a record delivered twice would have been delivered before
+    // its shard's marker.
+    let mut markers = Vec::new();
+    for (id, key) in (1..).zip(keys.iter().chain(&keys)) {
+        let (_, sequence) = put_json(client, "ledger", &entry(id, id as i64), Some(key)).await?;
+        if id > 4 {
+            markers.push(sequence);
+        }
     }
-    let handled = eventually(WAIT, || {
-        first.deliveries.len() + second.deliveries.len() >= 4
-    })
-    .await;
-    assert!(handled);
-    // Time passes on purpose: a record delivered twice would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(first.deliveries.len(), 2);
-    assert_eq!(second.deliveries.len(), 2);
+    wait_for_sequences_across(&[&first.deliveries, &second.deliveries], &markers, WAIT).await?;
+    assert_eq!(first.deliveries.len(), 4);
+    assert_eq!(second.deliveries.len(), 4);
     a.shutdown().await;
     b.shutdown().await;
     Ok(())
@@ -627,16 +624,12 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_stream_stops_its_subscription_with_a_clear_error() -> anyhow::Result<()> {
-    let Servers {
-        kinesis: _kinesis,
-        dynamo: _dynamo,
-        client,
-        store,
-    } = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
+    let (client, store) = (&servers.client, &servers.store);
 
     let host = TestHost::new(client.clone(), "host-a")?;
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let (shard, sequence) = put_json(&client, "ledger", &entry(1, 1), None).await?;
+    let (shard, sequence) = put_json(client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
     client.delete_stream().stream_name("ledger").send().await?;
 

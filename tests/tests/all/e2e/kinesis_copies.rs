@@ -46,11 +46,19 @@ async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result
         .run(guests::SETTLEMENT_RETRIES, store.clone(), 3)
         .await?;
     let (shard, original) = put_json(&client, "refunds", &entry(7, -40), None).await?;
-    let reports = host.deliveries.wait_for(3, WAIT).await?;
+    host.deliveries.wait_for(3, WAIT).await?;
     let dead = wait_for_records(&client, "refunds.dead", 1).await?;
-    // Time passes on purpose: another attempt or dead letter would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A payment behind them, acked: a fourth attempt's copy would have been published when
+    // the third was settled, so before it on the shard, and delivered first.
+    let (_, marker) = put_json(&client, "refunds", &entry(8, 40), None).await?;
+    let mut reports = host
+        .deliveries
+        .wait_for_sequences(std::slice::from_ref(&marker), WAIT)
+        .await?;
     app.shutdown().await;
+    let last = reports.pop().expect("the marker");
+    assert_eq!((last.sequence_number, last.outcome), (marker, Outcome::Ack));
+    assert_eq!(read_all(&client, "refunds.dead").await?.len(), 1);
 
     let attempts: Vec<u32> = reports.iter().map(|r| r.attempt).collect();
     assert_eq!(attempts, [1, 2, 3]);
@@ -62,7 +70,7 @@ async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result
         .filter(|l| l.message == "reconciling")
         .filter_map(|l| l.field("attempt").map(str::to_owned))
         .collect();
-    assert_eq!(seen_by_handler, ["1", "2", "3"]);
+    assert_eq!(seen_by_handler, ["1", "2", "3", "1"]);
 
     let dead = dead[0].envelope();
     assert_eq!(dead.retry_count, 3);
@@ -72,9 +80,10 @@ async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result
     );
 
     let refunds = read_all(&client, "refunds").await?;
-    assert_eq!(refunds.len(), 3, "the original and two copies");
+    assert_eq!(refunds.len(), 4, "the original, two copies and the marker");
     assert_eq!(refunds[0].sequence_number, original);
-    let last = &refunds[2].sequence_number;
+    // Past the dead-lettered copy, up to the marker.
+    let last = &refunds[3].sequence_number;
     assert_eq!(
         stored_checkpoint(store.as_ref(), "refunds", &shard)
             .await?
@@ -121,12 +130,26 @@ async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result
         second.load(guests::RELAY).await?,
         store.clone(),
     ))?;
-    let reports = second.deliveries.wait_for(1, WAIT).await?;
-    // Time passes on purpose: a second delivery would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    second.deliveries.wait_for(1, WAIT).await?;
+    // A reminder behind the copy: a second delivery of the copy would have come before it.
+    let (_, marker) = put_json(
+        &client,
+        "reminders",
+        &json!({"id": 2, "customer": "d"}),
+        None,
+    )
+    .await?;
+    let reports = second
+        .deliveries
+        .wait_for_sequences(std::slice::from_ref(&marker), WAIT)
+        .await?;
     app.shutdown().await;
 
-    assert_eq!(second.deliveries.len(), 1, "delivered once: {reports:#?}");
+    let of_copy = reports
+        .iter()
+        .filter(|r| r.sequence_number == copy.sequence_number)
+        .count();
+    assert_eq!(of_copy, 1, "delivered once: {reports:#?}");
     let report = &reports[0];
     assert_eq!(report.sequence_number, copy.sequence_number);
     assert_eq!(report.attempt, 2);
@@ -158,7 +181,8 @@ async fn copies_that_cannot_go_out_stop_the_reading_until_they_drain() -> anyhow
     put_json_batch(&client, "refunds", &entries).await?;
     host.deliveries.wait_for(MAX_UNSENT_COPIES, WAIT).await?;
     // Reading stops there. Were it not stopped, the next 200 would be read within a second
-    // (reads of 100 records every 200 ms): give it three.
+    // (reads of 100 records every 200 ms): give it three. A window, not a wait: a reader that
+    // does not read marks nothing.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let read = host.deliveries.len();
     assert!(
@@ -214,12 +238,19 @@ async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds() -> anyh
             "the checkpoint passed a record whose copy is not out"
         );
         assert_eq!(shard.held_at.as_deref(), Some(original.as_str()));
+        // The sampler's pace, not a wait: the invariant is checked while faults remain.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     host.deliveries.wait_for(3, WAIT).await?;
     wait_for_records(&client, "refunds.dead", 1).await?;
-    // Time passes on purpose: another publish would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Nothing owed any more (no copy waits to be published): no publish can come after.
+    let drained = app
+        .wait_for(WAIT, |s| {
+            let shard = refunds_shard(s);
+            shard.copies_pending == 0 && shard.held_at.is_none()
+        })
+        .await;
+    assert!(drained, "{:#?}", app.status());
     let status = app.status();
     app.shutdown().await;
 

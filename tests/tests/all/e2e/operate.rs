@@ -4,12 +4,10 @@
 
 use std::time::Duration;
 
-use ruststream_tests::e2e::put_json;
+use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
 use ruststream_tests::http::{AdminApi, http};
-use ruststream_tests::process::{self, Running, admin_addr, metrics_addr, run_host};
 use ruststream_tests::scrape::Scrape;
-use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use ruststream_tests::wait::{eventually, poll_for};
 use serde_json::{Value, json};
 
@@ -40,133 +38,68 @@ fn tenants() -> String {
     )
 }
 
-struct Host {
-    running: Running,
-    log: std::path::PathBuf,
-}
-
-impl Host {
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    async fn scrape(&self) -> anyhow::Result<Scrape> {
-        let addr = poll_for(Duration::from_secs(30), async || {
-            metrics_addr(&self.output())
-        })
-        .await
-        .ok_or_else(|| anyhow::anyhow!("no metrics endpoint: {}", self.output()))?;
-        let (status, body) =
-            tokio::task::spawn_blocking(move || http(&addr, "GET", "/metrics", b"")).await??;
-        anyhow::ensure!(status == 200, "GET /metrics: {status} {body}");
-        Scrape::parse(&body)
-    }
-
-    /// Scrapes until `done` holds for a scrape, for at most a minute; returns that scrape.
-    async fn scrape_until(&self, done: impl Fn(&Scrape) -> bool) -> anyhow::Result<Scrape> {
-        let mut last = Scrape::default();
-        let scraped = poll_for(Duration::from_secs(60), async || {
-            match self.scrape().await {
-                Ok(scrape) if done(&scrape) => Some(Ok(scrape)),
-                Ok(scrape) => {
-                    last = scrape;
-                    None
-                }
-                Err(error) => Some(Err(error)),
+/// Scrapes `host` until `done` holds for a scrape, for at most a minute; returns that scrape.
+async fn scrape_until(host: &BinaryHost, done: impl Fn(&Scrape) -> bool) -> anyhow::Result<Scrape> {
+    let mut last = Scrape::default();
+    let scraped = poll_for(Duration::from_secs(60), async || {
+        match host.scrape().await {
+            Ok(scrape) if done(&scrape) => Some(Ok(scrape)),
+            Ok(scrape) => {
+                last = scrape;
+                None
             }
-        })
-        .await;
-        scraped.unwrap_or_else(|| anyhow::bail!("the condition never held; last scrape: {last:?}"))
-    }
+            Err(error) => Some(Err(error)),
+        }
+    })
+    .await;
+    scraped.unwrap_or_else(|| anyhow::bail!("the condition never held; last scrape: {last:?}"))
 }
 
-impl Host {
-    /// Both tenants' host on a two-shard `ledger` in kinesis-local, leases in DynamoDB-local,
-    /// once all four shards (two per tenant) are read; `args` adds to its command line.
-    async fn start(
-        name: &str,
-        kinesis: &LocalKinesis,
-        dynamo: &LocalDynamo,
-        args: &[&str],
-    ) -> anyhow::Result<Self> {
-        kinesis.create_stream("ledger", 2).await?;
-        Self::launch(name, kinesis, dynamo, &tenants(), 4, args).await
-    }
+/// Both tenants' host on a two-shard `ledger`, leases in DynamoDB-local, once all four shards
+/// (two per tenant) are read; `args` adds to its command line.
+async fn start(name: &str, args: &[&str]) -> anyhow::Result<(Fixture, BinaryHost)> {
+    let fixture = Fixture::builder(name)
+        .stream("ledger", 2)
+        .dynamo()
+        .start()
+        .await?;
+    let host = launch(&fixture, &tenants(), 4, args).await?;
+    Ok((fixture, host))
+}
 
-    /// A host running the tenants file `config` from a fresh folder named for `name`, leases
-    /// in DynamoDB-local, once `shards` shards are read.
-    async fn launch(
-        name: &str,
-        kinesis: &LocalKinesis,
-        dynamo: &LocalDynamo,
-        config: &str,
-        shards: usize,
-        args: &[&str],
-    ) -> anyhow::Result<Self> {
-        let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let file = dir.join("tenants.toml");
-        std::fs::write(
-            &file,
-            format!("[host]\nlease_store = \"dynamodb\"\ncreate_lease_table = true\n{config}"),
-        )?;
-        let config = file;
-        let log = dir.join("host.log");
-        let endpoint = dynamo.endpoint();
-        let mut all = vec!["--dynamodb-endpoint", &endpoint];
-        all.extend(args);
-        let host = Host {
-            running: run_host(&config, kinesis, &log, &all)?,
-            log,
-        };
-        let reading = eventually(Duration::from_secs(60), || {
-            host.output().matches("reading shard").count() >= shards
-        })
-        .await;
-        anyhow::ensure!(reading, "shards never opened: {}", host.output());
-        Ok(host)
-    }
-
-    /// Stops the host with SIGTERM and checks that it exits cleanly.
-    async fn stop(self) -> anyhow::Result<String> {
-        self.running.signal("TERM")?;
-        let Host { mut running, log } = self;
-        let exit = tokio::task::spawn_blocking(move || running.0.wait()).await??;
-        let output = std::fs::read_to_string(log).unwrap_or_default();
-        anyhow::ensure!(exit.success(), "exit {exit:?}: {output}");
-        Ok(output)
-    }
+/// A host running the tenants file `config`, leases in DynamoDB-local, once `shards` shards
+/// are read.
+async fn launch(
+    fixture: &Fixture,
+    config: &str,
+    shards: usize,
+    args: &[&str],
+) -> anyhow::Result<BinaryHost> {
+    let tenants = fixture.tenants(config)?;
+    let host = fixture.host(&tenants).dynamo_leases().args(args).start()?;
+    host.wait_for_log("reading shard", shards).await?;
+    Ok(host)
 }
 
 /// Writes the entries, the refund among them.
-async fn produce(kinesis: &LocalKinesis) -> anyhow::Result<()> {
-    let client = kinesis.client().await;
-    for id in 0..ENTRIES {
+async fn produce(fixture: &Fixture) -> anyhow::Result<()> {
+    let entries = (0..ENTRIES).map(|id| {
         let amount = if id == REFUND { -5 } else { 10 };
-        put_json(
-            &client,
-            "ledger",
-            &json!({ "id": id, "amount": amount }),
-            None,
-        )
-        .await?;
-    }
+        json!({ "id": id, "amount": amount })
+    });
+    fixture.put_all("ledger", entries).await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_tenants_counts_and_lag_are_its_own() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    let host = Host::start("metrics", &kinesis, &dynamo, &[]).await?;
-    produce(&kinesis).await?;
+    let (fixture, host) = start("metrics", &[]).await?;
+    produce(&fixture).await?;
     let records = "ruststream_records_total";
-    let first = host
-        .scrape_until(|s| {
-            s.sum(records, &GLOBEX) == ENTRIES as f64 && s.sum(records, &ACME) == ENTRIES as f64
-        })
-        .await?;
+    let first = scrape_until(&host, |s| {
+        s.sum(records, &GLOBEX) == ENTRIES as f64 && s.sum(records, &ACME) == ENTRIES as f64
+    })
+    .await?;
     // Each tenant's outcomes are what was produced, and only its own.
     let outcome = |tenant: &str, outcome: &str| {
         first.sum(records, &[("tenant", tenant), ("outcome", outcome)])
@@ -195,9 +128,10 @@ async fn each_tenants_counts_and_lag_are_its_own() -> anyhow::Result<()> {
     );
 
     // The hold ages, and acme's checkpoint falls behind with it; globex's stays at the tip.
-    let later = host
-        .scrape_until(|s| held_age(s) >= age.map(|a| a + 1.0) && behind(s, &ACME) > acme_behind)
-        .await?;
+    let later = scrape_until(&host, |s| {
+        held_age(s) >= age.map(|a| a + 1.0) && behind(s, &ACME) > acme_behind
+    })
+    .await?;
     let acme_behind = behind(&later, &ACME).unwrap_or_default();
     let age = held_age(&later).unwrap_or_default();
     // Both from one hold time in ms, in seconds as floats: compare to the millisecond.
@@ -213,17 +147,16 @@ async fn each_tenants_counts_and_lag_are_its_own() -> anyhow::Result<()> {
     );
     // Every globex record is checkpointed in DynamoDB; acme's shard without the refund too.
     let written = [("result", "ok")];
-    let checkpointed = host
-        .scrape_until(|s| {
-            let ok = |tenant| {
-                s.sum(
-                    "ruststream_checkpoint_writes_total",
-                    &[("tenant", tenant), written[0]],
-                )
-            };
-            ok("globex") >= 2.0 && ok("acme") >= 1.0
-        })
-        .await?;
+    let checkpointed = scrape_until(&host, |s| {
+        let ok = |tenant| {
+            s.sum(
+                "ruststream_checkpoint_writes_total",
+                &[("tenant", tenant), written[0]],
+            )
+        };
+        ok("globex") >= 2.0 && ok("acme") >= 1.0
+    })
+    .await?;
     assert_eq!(
         checkpointed.sum("ruststream_leases_taken_total", &GLOBEX),
         2.0
@@ -235,10 +168,8 @@ async fn each_tenants_counts_and_lag_are_its_own() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_log_lines_say_whose_they_are() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    let host = Host::start("json-log", &kinesis, &dynamo, &["--log-format", "json"]).await?;
-    produce(&kinesis).await?;
+    let (fixture, host) = start("json-log", &["--log-format", "json"]).await?;
+    produce(&fixture).await?;
     let booked = |line: &Value| line["message"] == "booked";
     let all_booked = eventually(Duration::from_secs(60), || {
         json_lines(&host.output())
@@ -301,20 +232,19 @@ fn json_lines(output: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_fails_while_quarantined_not_paused_and_lag_rises_in_both() -> anyhow::Result<()>
 {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    for stream in ["intake", "intake.dead"] {
-        kinesis.create_stream(stream, 1).await?;
-    }
+    let fixture = Fixture::builder("ready-quarantine")
+        .stream("intake", 1)
+        .stream("intake.dead", 1)
+        .dynamo()
+        .start()
+        .await?;
     let config = format!(
         "[[tenants]]\nname = \"crashy\"\ncomponents = [\"{}\"]\nsubscribe = [\"intake\"]\n\
          publish = [\"intake.dead\"]\nquarantine_after = 2\n",
         guests::POISON.path().display()
     );
-    let host = Host::launch("ready-quarantine", &kinesis, &dynamo, &config, 1, &[]).await?;
-    let addr = poll_for(Duration::from_secs(30), async || admin_addr(&host.output()))
-        .await
-        .ok_or_else(|| anyhow::anyhow!("no admin API"))?;
+    let host = launch(&fixture, &config, 1, &[]).await?;
+    let addr = host.admin_addr().await?;
     let readyz = || http(&addr, "GET", "/readyz", b"");
     let ready = poll_for(Duration::from_secs(30), async || {
         readyz().ok().filter(|(code, _)| *code == 200)
@@ -322,10 +252,8 @@ async fn readiness_fails_while_quarantined_not_paused_and_lag_rises_in_both() ->
     .await;
     anyhow::ensure!(ready.is_some(), "never ready: {}", host.output());
     // Two poison entries in a row: two failed calls, and the tenant is quarantined.
-    let client = kinesis.client().await;
-    for id in 1..=3 {
-        put_json(&client, "intake", &json!({ "id": id, "amount": -1 }), None).await?;
-    }
+    let poison = (1..=3).map(|id| json!({ "id": id, "amount": -1 }));
+    fixture.put_all("intake", poison).await?;
     let unready = poll_for(Duration::from_secs(60), async || {
         readyz().ok().filter(|(code, _)| *code == 503)
     })
@@ -339,13 +267,11 @@ async fn readiness_fails_while_quarantined_not_paused_and_lag_rises_in_both() ->
     let crashy = [("tenant", "crashy")];
     let behind = |s: &Scrape| s.max("ruststream_behind_latest_seconds", &crashy);
     let first = behind(&host.scrape().await?).unwrap_or_default();
-    let later = host
-        .scrape_until(|s| behind(s).is_some_and(|b| b >= first + 2.0))
-        .await?;
+    let later = scrape_until(&host, |s| behind(s).is_some_and(|b| b >= first + 2.0)).await?;
     assert_eq!(later.sum("ruststream_tenant_quarantined", &crashy), 1.0);
     assert_eq!(later.sum("ruststream_tenant_paused", &crashy), 0.0);
     // SIGUSR1 lifts the quarantine: ready again.
-    host.running.signal("USR1")?;
+    host.signal("USR1")?;
     let again = poll_for(Duration::from_secs(30), async || {
         readyz().ok().filter(|(code, _)| *code == 200)
     })
@@ -356,17 +282,12 @@ async fn readiness_fails_while_quarantined_not_paused_and_lag_rises_in_both() ->
         host.output()
     );
     // An operator's pause is reported, not failing, and the paused shard's lag rises too.
-    let state = process::state_dir(&host.log.with_file_name("tenants.toml"));
-    let admin = AdminApi::new(&addr, &state)?;
+    let admin = AdminApi::new(&addr, &host.state_dir())?;
     let (code, body) = admin.call("POST", "/v1/tenants/crashy/pause", None, b"")?;
     assert_eq!(code, 200, "{body}");
-    let paused = host
-        .scrape_until(|s| s.sum("ruststream_tenant_paused", &crashy) == 1.0)
-        .await?;
+    let paused = scrape_until(&host, |s| s.sum("ruststream_tenant_paused", &crashy) == 1.0).await?;
     let first = behind(&paused).unwrap_or_default();
-    let later = host
-        .scrape_until(|s| behind(s).is_some_and(|b| b >= first + 2.0))
-        .await?;
+    let later = scrape_until(&host, |s| behind(s).is_some_and(|b| b >= first + 2.0)).await?;
     assert_eq!(later.sum("ruststream_tenant_quarantined", &crashy), 0.0);
     let (code, body) = readyz()?;
     assert_eq!(code, 200, "{body}");
@@ -379,25 +300,24 @@ async fn readiness_fails_while_quarantined_not_paused_and_lag_rises_in_both() ->
 async fn a_component_with_many_subscriptions_stays_under_the_series_bound() -> anyhow::Result<()> {
     const RECORDS: u64 = 5;
     const SUBSCRIPTIONS: u64 = 64;
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("wide", 1).await?;
+    let fixture = Fixture::builder("series-bound")
+        .stream("wide", 1)
+        .dynamo()
+        .start()
+        .await?;
     // The default bound (1 000 series) holds 24 subscriptions' series beside the folded set and
     // the tenant's own; 40 are folded.
     let config = format!(
         "[[tenants]]\nname = \"wide\"\ncomponents = [\"{}\"]\nsubscribe = [\"wide\"]\n",
         guests::HOSTILE_DECL_WIDE.path().display()
     );
-    let host = Host::launch("series-bound", &kinesis, &dynamo, &config, 64, &[]).await?;
-    let client = kinesis.client().await;
-    for id in 1..=RECORDS {
-        put_json(&client, "wide", &json!({ "id": id }), None).await?;
-    }
+    let host = launch(&fixture, &config, 64, &[]).await?;
+    fixture
+        .put_all("wide", (1..=RECORDS).map(|id| json!({ "id": id })))
+        .await?;
     let wide = [("tenant", "wide")];
     let settled = |s: &Scrape| s.sum("ruststream_records_total", &wide);
-    let scrape = host
-        .scrape_until(|s| settled(s) >= (RECORDS * SUBSCRIPTIONS) as f64)
-        .await?;
+    let scrape = scrape_until(&host, |s| settled(s) >= (RECORDS * SUBSCRIPTIONS) as f64).await?;
     // Every record of every subscription is counted, folded or not.
     assert_eq!(settled(&scrape), (RECORDS * SUBSCRIPTIONS) as f64);
     let series = scrape

@@ -6,9 +6,7 @@
 use std::time::Duration;
 
 use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey};
-use ruststream_tests::e2e::put_json;
-use ruststream_tests::process::run_host;
-use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
+use ruststream_tests::fixture::Fixture;
 use ruststream_tests::toolchains::{SETTLEMENT_JS, SETTLEMENT_PYTHON};
 use ruststream_tests::wait::{eventually, poll_for};
 use serde_json::json;
@@ -22,61 +20,47 @@ async fn the_binary_settles_the_seed_table_from_python_and_javascript() -> anyho
         anyhow::Ok((SETTLEMENT_PYTHON.build()?, SETTLEMENT_JS.build()?))
     })
     .await??;
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    kinesis.create_stream("ledger", 1).await?;
-    let client = kinesis.client().await;
-
-    let dir = std::env::temp_dir().join(format!("ruststream-polyglot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let config = dir.join("ruststream.toml");
+    let fixture = Fixture::builder("polyglot")
+        .stream("ledger", 1)
+        .dynamo()
+        .start()
+        .await?;
     // No compile settings: the default budget, which grows with the component's size. The
     // cache is the test's own, so the first load compiles in the worker.
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-            [host]
-            lease_store = "dynamodb"
-            create_lease_table = true
-            compile_cache = "{cache}"
+    let tenants = fixture.tenants(&format!(
+        r#"
+        [host]
+        compile_cache = "{cache}"
 
-            [[tenants]]
-            name = "py"
-            components = ["{python}"]
-            subscribe = ["ledger"]
+        [[tenants]]
+        name = "py"
+        components = ["{python}"]
+        subscribe = ["ledger"]
 
-            [[tenants]]
-            name = "js"
-            components = ["{js}"]
-            subscribe = ["ledger"]
-            "#,
-            cache = dir.join("compiled").display(),
-            python = python.display(),
-            js = js.display(),
-        ),
-    )?;
-    let log = dir.join("ruststream.log");
-    let _running = run_host(
-        &config,
-        &kinesis,
-        &log,
-        &[
-            "--dynamodb-endpoint",
-            &dynamo.endpoint(),
-            "--owner-id",
-            "polyglot-host",
-            "--checkpoint-interval-ms",
-            "200",
-        ],
-    )?;
-    let output = || std::fs::read_to_string(&log).unwrap_or_default();
+        [[tenants]]
+        name = "js"
+        components = ["{js}"]
+        subscribe = ["ledger"]
+        "#,
+        cache = fixture.dir().join("compiled").display(),
+        python = python.display(),
+        js = js.display(),
+    ))?;
+    let host = fixture
+        .host(&tenants)
+        .dynamo_leases()
+        .owner("polyglot-host")
+        .args(&["--checkpoint-interval-ms", "200"])
+        .start()?;
+    let output = || host.output();
 
     // Both tenants compile (minutes on a loaded machine) and open the shard at the tip.
     let mut stores = Vec::new();
     for (tenant, stream) in TENANTS {
-        let store =
-            DynamoLeaseStore::new(dynamo.client().await, format!("ruststream-{tenant}-ledger"));
+        let store = DynamoLeaseStore::new(
+            fixture.dynamo().client().await,
+            format!("ruststream-{tenant}-ledger"),
+        );
         let leased = poll_for(Duration::from_secs(900), async || {
             let rows = store.list().await.ok()?;
             rows.into_iter()
@@ -89,17 +73,15 @@ async fn the_binary_settles_the_seed_table_from_python_and_javascript() -> anyho
         let shard = key.trim_start_matches(&format!("{stream}:")).to_owned();
         stores.push((tenant, store, LeaseKey::new(stream, &shard)));
     }
-    let reading = eventually(Duration::from_secs(60), || {
-        output().matches("reading shard").count() >= TENANTS.len()
-    })
-    .await;
-    assert!(reading, "{}", output());
+    host.wait_for_log("reading shard", TENANTS.len()).await?;
 
-    let mut sequences = Vec::new();
-    for (id, amount) in [(1, 5), (2, 0), (3, -1), (4, 2)] {
-        let entry = json!({"id": id, "amount": amount});
-        sequences.push(put_json(&client, "ledger", &entry, None).await?.1);
-    }
+    let entries = [(1, 5), (2, 0), (3, -1), (4, 2)];
+    let sequences = fixture
+        .put_all(
+            "ledger",
+            entries.map(|(id, amount)| json!({"id": id, "amount": amount})),
+        )
+        .await?;
     for (tenant, store, key) in &stores {
         // ack, drop: the checkpoint passes both; retry: held in front of the third, while the
         // fourth is still booked.

@@ -14,10 +14,8 @@ use std::time::Duration;
 use aws_sdk_kinesis::primitives::Blob;
 use ruststream_runtime::envelope;
 use ruststream_runtime::{dead_letter::DeadLetterOrigin, record::Header};
+use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::http::AdminApi;
-use ruststream_tests::process::{Running, admin_addr, metrics_addr, run_host, state_dir};
-use ruststream_tests::scrape::Scrape;
-use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{binary, guests};
 use serde_json::Value;
@@ -25,49 +23,36 @@ use serde_json::Value;
 /// Entries written to each of the two origin streams.
 const PER_STREAM: usize = 250;
 
-/// The local servers and a folder for one test.
+/// The local servers, streams and folder of one test, and the verbs run against them.
 struct Setup {
-    kinesis: LocalKinesis,
-    dynamo: LocalDynamo,
-    dir: PathBuf,
+    fixture: Fixture,
 }
 
 impl Setup {
     async fn start(name: &str) -> anyhow::Result<Self> {
-        let kinesis = LocalKinesis::start().await?;
-        let dynamo = LocalDynamo::start().await?;
-        for (stream, shards) in [
-            ("orders", 1),
-            ("refunds", 1),
-            ("books.dead", 2),
-            ("books.acked", 1),
-            ("secrets", 1),
-        ] {
-            kinesis.create_stream(stream, shards).await?;
-        }
-        let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        Ok(Self {
-            kinesis,
-            dynamo,
-            dir,
-        })
+        let fixture = Fixture::builder(name)
+            .stream("orders", 1)
+            .stream("refunds", 1)
+            .stream("books.dead", 2)
+            .stream("books.acked", 1)
+            .stream("secrets", 1)
+            .dynamo()
+            .start()
+            .await?;
+        Ok(Self { fixture })
     }
 
     /// A tenants file running `guest` for `acme`, writing at most `rate` records a second.
     fn tenants(&self, name: &str, guest: &Path, rate: u32) -> anyhow::Result<PathBuf> {
-        let file = self.dir.join(format!("{name}.toml"));
-        std::fs::write(
-            &file,
-            format!(
+        self.fixture.tenants_file(
+            &format!("{name}.toml"),
+            &format!(
                 "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\n\
                  subscribe = [\"orders\", \"refunds\"]\npublish = [\"books.dead\", \"books.acked\"]\n\
                  limits = {{ write_records_per_second = {rate} }}\n",
                 guest.display()
             ),
-        )?;
-        Ok(file)
+        )
     }
 
     /// `ruststream ARGS` against the servers, as a command to run.
@@ -75,8 +60,8 @@ impl Setup {
         let mut command = Command::new(binary());
         command
             .args(args)
-            .args(["--kinesis-endpoint", &self.kinesis.endpoint()])
-            .args(["--dynamodb-endpoint", &self.dynamo.endpoint()])
+            .args(["--kinesis-endpoint", &self.fixture.kinesis.endpoint()])
+            .args(["--dynamodb-endpoint", &self.fixture.dynamo().endpoint()])
             .args(["--region", "us-east-1"])
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
@@ -102,7 +87,7 @@ impl Setup {
                 "tail",
                 stream,
                 "--kinesis-endpoint",
-                &self.kinesis.endpoint(),
+                &self.fixture.kinesis.endpoint(),
             ])
             .args(["--region", "us-east-1"])
             .env("AWS_ACCESS_KEY_ID", "test")
@@ -133,7 +118,7 @@ impl Setup {
 
     /// Writes `count` entries `{"id": n}` to `stream`.
     fn put_entries(&self, stream: &str, count: usize) -> anyhow::Result<()> {
-        let file = self.dir.join(format!("{stream}.jsonl"));
+        let file = self.fixture.dir().join(format!("{stream}.jsonl"));
         let lines: Vec<String> = (0..count).map(|id| format!("{{\"id\":{id}}}")).collect();
         std::fs::write(&file, lines.join("\n"))?;
         let file = file.display().to_string();
@@ -147,9 +132,8 @@ impl Setup {
         let mut headers = vec![Header::new("trace", "forged")];
         headers.extend(origin.headers());
         let data = envelope::wrap(&headers, format!("{{\"id\":{id}}}").as_bytes());
-        self.kinesis
+        self.fixture
             .client()
-            .await
             .put_record()
             .stream_name("books.dead")
             .partition_key(id.to_string())
@@ -160,26 +144,25 @@ impl Setup {
     }
 }
 
-/// A host running `tenants`, once its two subscriptions read their shards.
+/// A host running `tenants`, logging to `<name>.log`, once its two subscriptions read their
+/// shards.
 async fn start_host(
     setup: &Setup,
     tenants: &Path,
     name: &str,
     args: &[&str],
-) -> anyhow::Result<(Running, PathBuf)> {
-    let log = setup.dir.join(format!("{name}.log"));
-    let running = run_host(tenants, &setup.kinesis, &log, args)?;
-    let reading = poll_for(Duration::from_secs(90), async || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        (text.matches("reading shard").count() >= 2).then_some(())
+) -> anyhow::Result<BinaryHost> {
+    let host = setup
+        .fixture
+        .host(tenants)
+        .log(&format!("{name}.log"))
+        .args(args)
+        .start()?;
+    host.wait_until(Duration::from_secs(90), "two shards read", |log| {
+        log.matches("reading shard").count() >= 2
     })
-    .await;
-    anyhow::ensure!(
-        reading.is_some(),
-        "{name} never read its shards: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    Ok((running, log))
+    .await?;
+    Ok(host)
 }
 
 fn origin(stream: &str, tenant: &str) -> DeadLetterOrigin {
@@ -211,7 +194,7 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
     let setup = Setup::start("redrive").await?;
     // The broken version dead-letters every entry of both streams.
     let broken = setup.tenants("broken", &guests::BOOKS_BROKEN.path(), 10_000)?;
-    let (host, _) = start_host(&setup, &broken, "broken", &[]).await?;
+    let host = start_host(&setup, &broken, "broken", &[]).await?;
     setup.put_entries("orders", PER_STREAM)?;
     setup.put_entries("refunds", PER_STREAM)?;
     let dead = setup.wait_for("books.dead", 2 * PER_STREAM).await?;
@@ -230,7 +213,7 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
     // 100 records a second (the tenants file it is given says so): slow enough to be stopped
     // midway.
     let fixed = setup.tenants("fixed", &guests::BOOKS_FIXED.path(), 10_000)?;
-    let (_host, host_log) = start_host(&setup, &fixed, "fixed", &[]).await?;
+    let host = start_host(&setup, &fixed, "fixed", &[]).await?;
     let slow = setup.tenants("slow", &guests::BOOKS_FIXED.path(), 100)?;
     let config = slow.display().to_string();
     let redrive = [
@@ -274,7 +257,7 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
         .status()?;
     assert!(!status.success(), "the first run was to stop");
     // Killed with SIGKILL once it has written part of the rest.
-    let log = setup.dir.join("redrive-2.log");
+    let log = setup.fixture.dir().join("redrive-2.log");
     let mut second = setup
         .command(&redrive)
         .stdout(std::fs::File::create(&log)?)
@@ -353,12 +336,7 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
         );
         *handled.entry(key).or_insert(0) += 1;
     }
-    assert_eq!(
-        handled.len(),
-        2 * PER_STREAM,
-        "{}",
-        std::fs::read_to_string(&host_log).unwrap_or_default()
-    );
+    assert_eq!(handled.len(), 2 * PER_STREAM, "{}", host.output());
     assert!(handled.values().all(|&n| n == 1), "an entry handled twice");
     // Nothing was dead-lettered again.
     assert_eq!(setup.tail("books.dead")?.len(), 2 * PER_STREAM + 1);
@@ -374,18 +352,10 @@ async fn the_admin_route_runs_a_redrive_in_the_host() -> anyhow::Result<()> {
             .await?;
     }
     let fixed = setup.tenants("fixed", &guests::BOOKS_FIXED.path(), 10_000)?;
-    let dynamo = setup.dynamo.endpoint();
-    let args = [
-        "--lease-store",
-        "dynamodb",
-        "--create-lease-table",
-        "--dynamodb-endpoint",
-        &dynamo,
-    ];
-    let (_host, log) = start_host(&setup, &fixed, "host", &args).await?;
-    let text = std::fs::read_to_string(&log)?;
-    let addr = admin_addr(&text).ok_or_else(|| anyhow::anyhow!("no admin API: {text}"))?;
-    let api = AdminApi::new(&addr, &state_dir(&fixed))?;
+    let args = ["--lease-store", "dynamodb", "--create-lease-table"];
+    let host = start_host(&setup, &fixed, "host", &args).await?;
+    let addr = host.admin_addr().await?;
+    let api = AdminApi::new(&addr, &host.state_dir())?;
     let json = Some("application/json");
 
     let body = br#"{"stream": "books.dead", "dry_run": true}"#;
@@ -423,14 +393,11 @@ async fn the_admin_route_runs_a_redrive_in_the_host() -> anyhow::Result<()> {
 
     let acked = setup.wait_for("books.acked", 20).await?;
     assert_eq!(acked.len(), 20);
-    let metrics = metrics_addr(&std::fs::read_to_string(&log)?)
-        .ok_or_else(|| anyhow::anyhow!("no metrics endpoint"))?;
-    let (_, text) = ruststream_tests::http::http(&metrics, "GET", "/metrics", b"")?;
-    let scrape = Scrape::parse(&text)?;
+    let scrape = host.scrape().await?;
     let redriven = scrape.sum(
         "ruststream_redrive_records_total",
         &[("redrive", id.as_str()), ("outcome", "redriven")],
     );
-    assert_eq!(redriven, 20.0, "{text}");
+    assert_eq!(redriven, 20.0, "{scrape:?}");
     Ok(())
 }

@@ -3,32 +3,28 @@
 //! times a second together, as Kinesis allows. A recording proxy in front of the server counts
 //! the calls.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
-use ruststream_tests::process::{Running, run_host_at};
 use ruststream_tests::proxy::{RecordingProxy, SignedRequest};
-use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::eventually;
 
 /// A host of `tenants` auditors on `ledger` (of `shards` shards), reading through a recording
 /// proxy, once every shard of every tenant is being read.
 struct Apps {
-    _kinesis: LocalKinesis,
+    _fixture: Fixture,
     proxy: RecordingProxy,
-    _host: Running,
-    log: PathBuf,
+    host: BinaryHost,
 }
 
 impl Apps {
     async fn start(name: &str, tenants: usize, shards: i32) -> anyhow::Result<Self> {
-        let kinesis = LocalKinesis::start().await?;
-        let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", kinesis.port())).await?;
-        kinesis.create_stream("ledger", shards).await?;
-        let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
+        let fixture = Fixture::builder(name)
+            .stream("ledger", shards)
+            .start()
+            .await?;
+        let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
         let audit = guests::LEDGER_AUDIT.path();
         let config: String = (0..tenants)
             .map(|n| {
@@ -38,26 +34,23 @@ impl Apps {
                 )
             })
             .collect();
-        let config_path = dir.join("tenants.toml");
-        std::fs::write(&config_path, config)?;
-        let log = dir.join("host.log");
-        let host = run_host_at(&config_path, &proxy.endpoint(), &log, &[])?;
-        let apps = Self {
-            _kinesis: kinesis,
-            proxy,
-            _host: host,
-            log,
-        };
-        let reading = eventually(Duration::from_secs(90), || {
-            apps.output().matches("reading shard").count() >= tenants * shards as usize
+        let host = fixture
+            .host(&fixture.tenants(&config)?)
+            .kinesis_endpoint(&proxy.endpoint())
+            .start()?;
+        host.wait_until(Duration::from_secs(90), "every shard read", |log| {
+            log.matches("reading shard").count() >= tenants * shards as usize
         })
-        .await;
-        anyhow::ensure!(reading, "not every shard opened: {}", apps.output());
-        Ok(apps)
+        .await?;
+        Ok(Self {
+            _fixture: fixture,
+            proxy,
+            host,
+        })
     }
 
     fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.host.output()
     }
 
     fn calls(&self, operation: &str) -> Vec<SignedRequest> {

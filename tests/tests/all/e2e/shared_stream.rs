@@ -5,17 +5,13 @@
 //! `ledger`. Each copy must reach only the subscription that made it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::time::Duration;
 
-use ruststream_host::{DynamoLeaseStore, LeaseStore};
+use ruststream_host::LeaseStore;
 use ruststream_runtime::dead_letter::DeadLetterOrigin;
 use ruststream_tests::e2e::{ReadBack, put_json, read_all};
+use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
-use ruststream_tests::http::http;
-use ruststream_tests::process::{Running, metrics_addr, run_host};
-use ruststream_tests::scrape::Scrape;
-use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use ruststream_tests::wait::{eventually, eventually_async, poll_for};
 use serde_json::{Value, json};
 
@@ -25,13 +21,15 @@ const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Result<()> {
-    let kinesis = LocalKinesis::start().await?;
-    let dynamo = LocalDynamo::start().await?;
-    for stream in ["ledger", "ledger.dead", "ledger.strict-dead"] {
-        kinesis.create_stream(stream, 1).await?;
-    }
-    let host = Host::start(&kinesis, &dynamo).await?;
-    let client = kinesis.client().await;
+    let fixture = Fixture::builder("shared")
+        .stream("ledger", 1)
+        .stream("ledger.dead", 1)
+        .stream("ledger.strict-dead", 1)
+        .dynamo()
+        .start()
+        .await?;
+    let host = start_host(&fixture).await?;
+    let client = fixture.client();
 
     // Refunds among payments, written over a few seconds: the waiting copies of `defer` are
     // carried forward while payments are handled behind them.
@@ -42,7 +40,7 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
             10
         };
         put_json(
-            &client,
+            client,
             "ledger",
             &json!({ "id": id, "amount": amount }),
             None,
@@ -57,14 +55,18 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
 
     // Every reader gets its own records, and its own copies only.
     let done = eventually(WAIT, || {
-        let seen = host.seen();
+        let seen = seen(&host.output());
         seen.get("strict").map_or(0, Vec::len) as u64 >= PAYMENTS
             && seen.get("reconcile").map_or(0, Vec::len) as u64 >= PAYMENTS + 2 * REFUNDS
             && seen.get("defer").map_or(0, Vec::len) as u64 >= PAYMENTS
     })
     .await;
-    anyhow::ensure!(done, "not every record was seen: {:?}", host.seen());
-    let seen = host.seen();
+    anyhow::ensure!(
+        done,
+        "not every record was seen: {:?}",
+        seen(&host.output())
+    );
+    let seen = seen(&host.output());
     let attempts = |subscriber: &str, id: u64| -> Vec<u64> {
         let all = seen.get(subscriber).cloned().unwrap_or_default();
         all.into_iter()
@@ -88,8 +90,8 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
     }
 
     // Each dead-letter stream holds its own subscription's records, with its own counts.
-    let dead = wait_for_records(&client, "ledger.dead", REFUNDS as usize).await?;
-    let strict_dead = wait_for_records(&client, "ledger.strict-dead", REFUNDS as usize).await?;
+    let dead = wait_for_records(client, "ledger.dead", REFUNDS as usize).await?;
+    let strict_dead = wait_for_records(client, "ledger.strict-dead", REFUNDS as usize).await?;
     for (letters, subscriber, tenant, attempts) in [
         (&dead, "reconcile", "acme", 3),
         (&strict_dead, "strict", "globex", 1),
@@ -110,9 +112,17 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
     }
 
     // The stream grows by the carries of one copy per refund, not by doubling: once the
-    // producer stops, nothing is handled behind the waiting copies and carrying stops.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let ledger = read_all(&client, "ledger").await?;
+    // producer stops, nothing is handled behind the waiting copies and carrying stops. A carry
+    // ends a hold, so a hold of `acme`'s older than `max_hold` (2 s) proves that carrying
+    // stopped; were it going on, no hold would live that long and this wait would fail.
+    let outlived = poll_for(WAIT, async || {
+        let scrape = host.scrape().await.ok()?;
+        let age = scrape.max("ruststream_oldest_held_age_seconds", &[("tenant", "acme")])?;
+        (age >= 3.0).then_some(())
+    })
+    .await;
+    assert!(outlived.is_some(), "no hold of acme's outlived max_hold");
+    let ledger = read_all(client, "ledger").await?;
     let defer_copies = copies_for(&ledger, "acme/shared-ledger/defer");
     let written_for = Duration::from_millis(200 * PAYMENTS + 3_000 + 5_000);
     let carries_at_most = REFUNDS * (written_for.as_secs() / 2 + 2);
@@ -132,13 +142,15 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
 
     // globex's checkpoint passes every copy of acme's: none holds it.
     let last = ledger.last().map(|r| r.sequence_number.clone());
-    let store = DynamoLeaseStore::new(dynamo.client().await, "ruststream-globex-strict._ledger");
+    let store = fixture
+        .lease_store("ruststream-globex-strict._ledger")
+        .await;
     let passed = eventually_async(WAIT, async || {
         let rows = store.list().await.unwrap_or_default();
         rows.first().and_then(|r| r.checkpoint.clone()) == last
     })
     .await;
-    let now = read_all(&client, "ledger").await?;
+    let now = read_all(client, "ledger").await?;
     assert!(
         passed,
         "globex's checkpoint never reached the stream's last record {last:?} ({} records, now {}): {:?}",
@@ -192,92 +204,62 @@ async fn wait_for_records(
     .ok_or_else(|| anyhow::anyhow!("`{stream}` never held {count} records"))
 }
 
-struct Host {
-    _running: Running,
-    log: PathBuf,
+/// The host of both tenants, once it reads its three shards (two subscriptions of `acme`, one
+/// of `globex`), logging JSON.
+async fn start_host(fixture: &Fixture) -> anyhow::Result<BinaryHost> {
+    let tenants = fixture.tenants(&format!(
+        r#"
+        [[tenants]]
+        name = "acme"
+        components = ["{shared}"]
+        subscribe = ["ledger"]
+        publish = ["ledger.dead"]
+        limits = {{ max_hold_ms = 2000 }}
+
+        [[tenants]]
+        name = "globex"
+        components = ["{strict}"]
+        subscribe = ["ledger"]
+        publish = ["ledger.strict-dead"]
+        "#,
+        shared = guests::SHARED_LEDGER.path().display(),
+        strict = guests::STRICT_LEDGER.path().display(),
+    ))?;
+    let host = fixture
+        .host(&tenants)
+        .dynamo_leases()
+        .args(&["--log-format", "json"])
+        .start()?;
+    host.wait_until(WAIT, "three shards read", |log| {
+        log.matches("reading shard").count() >= 3
+    })
+    .await?;
+    Ok(host)
 }
 
-impl Host {
-    async fn start(kinesis: &LocalKinesis, dynamo: &LocalDynamo) -> anyhow::Result<Self> {
-        let dir = std::env::temp_dir().join(format!("ruststream-shared-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let config = dir.join("tenants.toml");
-        std::fs::write(
-            &config,
-            format!(
-                r#"
-                [host]
-                lease_store = "dynamodb"
-                create_lease_table = true
-
-                [[tenants]]
-                name = "acme"
-                components = ["{shared}"]
-                subscribe = ["ledger"]
-                publish = ["ledger.dead"]
-                limits = {{ max_hold_ms = 2000 }}
-
-                [[tenants]]
-                name = "globex"
-                components = ["{strict}"]
-                subscribe = ["ledger"]
-                publish = ["ledger.strict-dead"]
-                "#,
-                shared = guests::SHARED_LEDGER.path().display(),
-                strict = guests::STRICT_LEDGER.path().display(),
-            ),
-        )?;
-        let log = dir.join("host.log");
-        let endpoint = dynamo.endpoint();
-        let args = ["--dynamodb-endpoint", &endpoint, "--log-format", "json"];
-        let host = Self {
-            _running: run_host(&config, kinesis, &log, &args)?,
-            log,
+/// (entry id, attempt) of every record each subscriber's handler saw, in order, from the
+/// host's JSON log.
+fn seen(output: &str) -> BTreeMap<String, Vec<(u64, u64)>> {
+    let mut seen: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+    for line in output.lines() {
+        let Ok(line) = serde_json::from_str::<Value>(line) else {
+            continue;
         };
-        let reading =
-            eventually(WAIT, || host.output().matches("reading shard").count() >= 3).await;
-        anyhow::ensure!(reading, "shards never opened: {}", host.output());
-        Ok(host)
-    }
-
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// (entry id, attempt) of every record each subscriber's handler saw, in order.
-    fn seen(&self) -> BTreeMap<String, Vec<(u64, u64)>> {
-        let mut seen: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
-        for line in self.output().lines() {
-            let Ok(line) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            let Some(subscriber) = line["message"]
-                .as_str()
-                .and_then(|m| m.strip_suffix(" saw"))
-            else {
-                continue;
-            };
-            let number = |name: &str| {
-                let value = &line["fields"][name];
-                value.as_u64().or_else(|| value.as_str()?.parse().ok())
-            };
-            if let (Some(id), Some(attempt)) = (number("entry.id"), number("attempt")) {
-                seen.entry(subscriber.to_owned())
-                    .or_default()
-                    .push((id, attempt));
-            }
+        let Some(subscriber) = line["message"]
+            .as_str()
+            .and_then(|m| m.strip_suffix(" saw"))
+        else {
+            continue;
+        };
+        let number = |name: &str| {
+            let value = &line["fields"][name];
+            value.as_u64().or_else(|| value.as_str()?.parse().ok())
+        };
+        if let (Some(id), Some(attempt)) = (number("entry.id"), number("attempt")) {
+            seen.entry(subscriber.to_owned())
+                .or_default()
+                .push((id, attempt));
         }
-        seen
     }
-
-    async fn scrape(&self) -> anyhow::Result<Scrape> {
-        let addr = poll_for(WAIT, async || metrics_addr(&self.output()))
-            .await
-            .ok_or_else(|| anyhow::anyhow!("no metrics endpoint"))?;
-        let (status, body) =
-            tokio::task::spawn_blocking(move || http(&addr, "GET", "/metrics", b"")).await??;
-        anyhow::ensure!(status == 200, "GET /metrics: {status} {body}");
-        Scrape::parse(&body)
-    }
+    seen
 }

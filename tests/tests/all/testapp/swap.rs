@@ -1,4 +1,4 @@
-//! Hot swaps in TestApp (`TestApp::swap`): one app's versions (`guest-examples/versioned-*`)
+//! Hot swaps in TestApp (`TestApp::swap`): one app's versions (`tests/guests/versioned-*`)
 //! take over each other's shards between calls, keeping checkpoints and held records.
 
 use ruststream_runtime::{Outcome, TestApp, testing::TestAppError};

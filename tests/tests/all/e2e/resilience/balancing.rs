@@ -240,7 +240,18 @@ async fn three_hosts_on_four_shards_settle_at_two_one_one_and_hand_over_at_once(
     assert!(c_reads, "{:#?}", fleet.reads.handoffs());
     let handoffs = fleet.reads.handoffs().len();
     let settled_at = fleet.owners().await;
-    tokio::time::sleep(2 * SYNC).await;
+    // Two more whole sync rounds of every host: a round begins with its listing, so three
+    // more listings each.
+    let hosts = ["host-a", "host-b", "host-c"];
+    let listed: Vec<usize> = hosts.iter().map(|h| fleet.reads.listings(h)).collect();
+    let two_rounds = eventually(WAIT, || {
+        hosts
+            .iter()
+            .zip(&listed)
+            .all(|(host, at)| fleet.reads.listings(host) >= at + 3)
+    })
+    .await;
+    assert!(two_rounds, "the hosts stopped syncing: {listed:?}");
     assert_eq!(fleet.owners().await, settled_at, "a lease moved");
     assert_eq!(
         fleet.reads.handoffs().len(),

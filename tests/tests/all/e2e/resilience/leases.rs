@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey, runner::ShardState};
 use ruststream_tests::e2e::{
-    Servers, TestHost, dynamo_store, put_json, put_json_batch, quick_config, take_over,
+    Servers, TestHost, dynamo_store, put_json, put_json_batch, put_witnessed, quick_config,
+    take_over, wait_for_sequences_across,
 };
 use ruststream_tests::faults::{Fault, Faults};
 use ruststream_tests::guests;
@@ -17,6 +18,14 @@ use serde_json::json;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Servers with the pacer's two streams, `paced` with `shards` shards.
+/// Explicit hash keys, one on each of four shards.
+const SHARD_KEYS: [&str; 4] = [
+    "0",
+    "100000000000000000000000000000000000000",
+    "200000000000000000000000000000000000000",
+    "300000000000000000000000000000000000000",
+];
+
 async fn pacer_servers(shards: i32, table: &str) -> anyhow::Result<Servers> {
     let servers = Servers::start("paced", shards, table).await?;
     servers.kinesis.create_stream("singly", 1).await?;
@@ -47,8 +56,9 @@ async fn a_host_stops_before_its_next_call_once_its_lease_is_lost() -> anyhow::R
         .wait_for(WAIT, |s| s.iter().any(|s| s.count(&ShardState::Lost) == 1))
         .await;
     assert!(lost, "{:#?}", app.status());
-    // Time passes on purpose: nothing more may be handled in it (a record takes 800 ms).
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // `Lost` is the state a shard's worker leaves behind when it has ended (the call in flight
+    // finished, no next one begun): a host calling on after the loss would reach it only after
+    // its last record, and by then all five would be handled.
     let handled = host.deliveries.len();
     assert!(
         handled < 5,
@@ -145,9 +155,14 @@ async fn a_lease_store_that_stops_answering_costs_the_lease_within_its_duration(
         "lost after {:?}, the lease lives {ttl:?}",
         hung.elapsed()
     );
-    put_json(client, "ledger", &json!({"id": 2, "amount": 2}), None).await?;
-    // Time passes on purpose: the record put may not be delivered in it.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Handled by a witness beside it: a reader still polling would have had it too.
+    put_witnessed(
+        client,
+        guests::SETTLEMENT,
+        "ledger",
+        &json!({"id": 2, "amount": 2}),
+    )
+    .await?;
     assert_eq!(
         host.deliveries.len(),
         1,
@@ -240,8 +255,14 @@ async fn balancing_hands_leases_over_without_a_record_handled_twice() -> anyhow:
     producer.await??;
     let all = eventually(WAIT, || paced(&first) + paced(&second) >= 400).await;
     assert!(all, "{} + {} of 400", paced(&first), paced(&second));
-    // Time passes on purpose: a record handled twice would show up in it.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A marker on each shard, handled by whichever host reads it: a record handled twice
+    // would have been delivered before its shard's marker.
+    let mut markers = Vec::new();
+    for (n, key) in (0..).zip(SHARD_KEYS) {
+        let marker = json!({"id": 1_000 + n, "quiet": true});
+        markers.push(put_json(client, "paced", &marker, Some(key)).await?.1);
+    }
+    wait_for_sequences_across(&[&first.deliveries, &second.deliveries], &markers, WAIT).await?;
 
     let mut times: BTreeMap<String, usize> = BTreeMap::new();
     for report in first
@@ -256,7 +277,7 @@ async fn balancing_hands_leases_over_without_a_record_handled_twice() -> anyhow:
     }
     let twice: Vec<_> = times.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "handled twice: {twice:?}");
-    assert_eq!(times.len(), 400);
+    assert_eq!(times.len(), 400 + SHARD_KEYS.len());
     assert!(
         paced(&second) > 0,
         "the second host took its share: a {:#?}\nb {:#?}",

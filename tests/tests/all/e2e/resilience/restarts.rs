@@ -8,7 +8,6 @@ use ruststream_host::runner::ShardState;
 use ruststream_runtime::Outcome;
 use ruststream_tests::e2e::{Servers, TestHost, put_json};
 use ruststream_tests::guests;
-use ruststream_tests::wait::eventually;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -80,10 +79,12 @@ async fn children_of_a_split_before_the_app_started_are_read_from_the_tip() -> a
                 .1,
         );
     }
-    let both = eventually(WAIT, || host.deliveries.len() >= 2).await;
-    assert!(both, "{:#?}", app.status());
-    // Time passes on purpose: an older record delivered would show up in it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The fresh records are the markers: an older record stands before its shard's fresh
+    // one, so it would have been delivered first.
+    let fresh_list: Vec<String> = fresh.iter().cloned().collect();
+    host.deliveries
+        .wait_for_sequences(&fresh_list, WAIT)
+        .await?;
     app.shutdown().await;
     let delivered: BTreeSet<String> = host
         .deliveries

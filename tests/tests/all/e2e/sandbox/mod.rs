@@ -29,7 +29,8 @@ use ruststream_runtime::{
     policy::StreamGrant, tenant::Limits,
 };
 use ruststream_tests::e2e::{TestHost, dynamo_store, put_json};
-use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
+use ruststream_tests::fixture::Fixture;
+use ruststream_tests::servers::LocalDynamo;
 use ruststream_tests::{Guest, guests};
 use serde_json::json;
 
@@ -40,8 +41,7 @@ const STREAMS: [&str; 5] = ["ledger", "hostile", "payments", "secrets", "flood"]
 
 /// A host running `settlement` for tenant `good`, with streams for the hostile tenant.
 pub(super) struct Arena {
-    _kinesis: LocalKinesis,
-    dynamo: LocalDynamo,
+    fixture: Fixture,
     pub client: aws_sdk_kinesis::Client,
     pub host: TestHost,
     good: RunningApp,
@@ -57,24 +57,23 @@ impl Arena {
 
     /// An arena whose good tenant has `limits`.
     async fn start_with(limits: Limits) -> anyhow::Result<Self> {
-        let kinesis = LocalKinesis::start().await?;
-        let dynamo = LocalDynamo::start().await?;
-        for stream in STREAMS {
-            kinesis.create_stream(stream, 1).await?;
-        }
-        let client = kinesis.client().await;
+        let fixture = STREAMS
+            .iter()
+            .fold(Fixture::builder("sandbox").dynamo(), |b, s| b.stream(s, 1))
+            .start()
+            .await?;
+        let client = fixture.client().clone();
         let host = TestHost::new(client.clone(), "host-a")?;
         let good = Tenant::new("good")
             .subscribe(StreamGrant::only(["ledger"]))
             .limits(limits);
         let good = Arc::new(good);
         let component = host.load_for(guests::SETTLEMENT, &good).await?;
-        let good_store = store(&dynamo, "good", &component).await?;
+        let good_store = store(fixture.dynamo(), "good", &component).await?;
         let deployment = Deployment::new(component, good_store.clone()).for_tenant(good);
         let good = host.start(deployment, 1).await?;
         Ok(Self {
-            _kinesis: kinesis,
-            dynamo,
+            fixture,
             client,
             host,
             good,
@@ -94,7 +93,7 @@ impl Arena {
     async fn run(&self, guest: Guest, tenant: Tenant) -> anyhow::Result<RunningApp> {
         let tenant = Arc::new(tenant);
         let component = self.host.load_for(guest, &tenant).await?;
-        let store = store(&self.dynamo, tenant.name(), &component).await?;
+        let store = store(self.fixture.dynamo(), tenant.name(), &component).await?;
         let deployment = Deployment::new(component, store).for_tenant(tenant);
         let app = self.host.host.start(deployment)?;
         let reading = app

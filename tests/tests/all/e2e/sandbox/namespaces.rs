@@ -2,7 +2,6 @@
 //! together, and a table template that would let them is refused.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ruststream_host::{
     Deployment, LeaseStore,
@@ -55,10 +54,15 @@ async fn tenants_whose_names_run_together_keep_their_own_leases() -> anyhow::Res
             "{rows:#?}"
         );
     }
-    // Time passes on purpose: a record delivered twice would show up in it.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A marker on each shard: a record delivered twice would have come before its shard's.
+    let mut markers = Vec::new();
+    for (id, key) in [(100, "0"), (101, "200000000000000000000000000000000000000")] {
+        let entry = json!({"id": id, "amount": 10});
+        markers.push(put_json(&client, "ledger", &entry, Some(key)).await?.1);
+    }
     for (host, app, _) in running {
-        assert_eq!(host.deliveries.len(), 6, "each entry once per tenant");
+        host.deliveries.wait_for_sequences(&markers, WAIT).await?;
+        assert_eq!(host.deliveries.len(), 8, "each entry once per tenant");
         app.shutdown().await;
     }
     Ok(())

@@ -10,7 +10,7 @@
 //! deadline trap settled as `on-trap` says (a failed attempt), never acked after 1.2 s.
 
 wit_bindgen::generate!({
-    path: "../../wit",
+    path: "../../../wit",
     inline: "
         package hostile:report;
 

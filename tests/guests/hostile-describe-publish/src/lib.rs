@@ -10,7 +10,7 @@
 //! `describe` (and instantiation) `publish` must fail at once (or trap), write nothing to any
 //! stream, spend no write quota, and the whole load stays within its deadline.
 
-wit_bindgen::generate!({ path: "../../wit", world: "subscriber" });
+wit_bindgen::generate!({ path: "../../../wit", world: "subscriber" });
 
 use exports::ruststream::handler::handler::{App, AppInfo, CallInfo, Guest, Record, Subscription};
 use ruststream::handler::host::{self, Field, Level, LogLine};

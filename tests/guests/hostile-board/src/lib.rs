@@ -9,7 +9,7 @@
 //! | `rewind`    | acks record 0, then spins, its count going 1, 0, 1, 0, ...       | still stop it at its deadline (a rewind is no progress)  |
 //! | `both`      | acks on the board and drops every record by `record-outcome` too | take the board, ignore the late reports: all acked       |
 
-wit_bindgen::generate!({ path: "../../wit", world: "batch-subscriber" });
+wit_bindgen::generate!({ path: "../../../wit", world: "batch-subscriber" });
 
 use exports::ruststream::handler::batch;
 use exports::ruststream::handler::handler::{App, AppInfo, CallInfo, Guest, Record, Subscription};

@@ -5,7 +5,7 @@
 //! A 1.0 host must refuse to load it, naming both versions and saying to upgrade the host (a
 //! newer minor may call or export what the host does not know).
 //!
-//! `wit/ruststream.wit` is `../../wit/ruststream.wit` with only the package line changed; keep
+//! `wit/ruststream.wit` is `../../../wit/ruststream.wit` with only the package line changed; keep
 //! it in step when the contract changes.
 
 mod bindings {

@@ -7,7 +7,8 @@
 //! own code); `"burn": n` computes for n rounds first (the guest's own code, no host call);
 //! `"spin": true` never ends; `"panic": true` panics; `"after_ms": 1500` asks for a copy after
 //! that delay on the first attempt and acks the copy; `"quiet": true` logs nothing (each
-//! record logs `paced` otherwise).
+//! record logs `paced` otherwise); `"announce": true` logs `step started` as the call begins,
+//! before anything else, so a test can tell that the call is under way.
 
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ pub struct Step {
     pub quiet: bool,
     #[serde(default)]
     pub after_ms: Option<u64>,
+    #[serde(default)]
+    pub announce: bool,
 }
 
 /// Takes the time the step asks for, then ends as it asks.
@@ -44,6 +47,9 @@ async fn pace_singly(step: &Step, ctx: &mut Context<'_>) -> HandlerOutcome {
 }
 
 fn take_step(step: &Step, ctx: &mut Context<'_>) -> HandlerOutcome {
+    if step.announce {
+        tracing::info!(step.id, "step started");
+    }
     if step.sleep_ms > 0 {
         std::thread::sleep(Duration::from_millis(step.sleep_ms));
     }

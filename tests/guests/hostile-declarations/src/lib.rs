@@ -2,7 +2,7 @@
 //! file as its library (`[lib] path = "../hostile-declarations/src/lib.rs"`), and `describe`
 //! returns the declaration its package name selects at compile time
 //! (`env!("CARGO_PKG_NAME")`; an unknown package fails to compile). Built with `wit-bindgen`
-//! against the repo contract (`../../wit`), not the SDK, which cannot express some of these.
+//! against the repo contract (`../../../wit`), not the SDK, which cannot express some of these.
 //! It exports `handle` alone (world `subscriber`), which acks everything.
 //!
 //! | package                     | `describe` returns                                               | the host must                                                                 |
@@ -16,7 +16,7 @@
 //! | `hostile-decl-control`      | ESC, CR, BEL, NUL, BS in the app version and a subscriber name    | refuse it, or escape them everywhere they are printed: no forged output line  |
 //! | `hostile-decl-bad-names`    | a 100-char app name, stream `no spaces allowed`, a 200-char DLQ   | refuse it, naming each bad name (app ≤ 64 chars; stream names `[A-Za-z0-9_.-]{1,128}`) |
 
-wit_bindgen::generate!({ path: "../../wit", world: "subscriber" });
+wit_bindgen::generate!({ path: "../../../wit", world: "subscriber" });
 
 use exports::ruststream::handler::handler::{
     App, AppInfo, CallInfo, Guest, Record, StartPosition, Subscription,
