@@ -1,6 +1,6 @@
 //! The RustStream runtime: untrusted tenant handlers, compiled to WebAssembly components, run
 //! in a sandbox and settled per shard. It knows no transport: `ruststream-host` drives it from
-//! Kinesis, and [`TestApp`] (feature `testing`) from in-process streams in
+//! Kinesis, and `TestApp` (feature `testing`) from in-process streams in
 //! paused time.
 //!
 //! A component (built with the `ruststream` guest SDK for `wasm32-wasip2`) declares its
@@ -20,7 +20,7 @@
 //!   embedder's `tracing` subscriber and metrics recorder; [`escape`] shows untrusted text;
 //! - [`envelope`]: the `RSK2` record format on the stream, shared with native RustStream
 //!   services;
-//! - [`testing`] (feature `testing`): `TestApp` and paused time, for tenants' tests.
+//! - `testing` (feature `testing`): `TestApp` and paused time, for tenants' tests.
 //!
 //! Transports reuse a few of the runtime's parts: [`clock`], [`backoff`], [`sync`], [`text`].
 //!
