@@ -1,7 +1,6 @@
 //! The RustStream runtime: untrusted tenant handlers, compiled to WebAssembly components, run
 //! in a sandbox and settled per shard. It knows no transport: `ruststream-host` drives it from
-//! Kinesis, and `TestApp` (feature `testing`) from in-process streams in
-//! paused time.
+//! Kinesis, and `TestApp` (feature `testing`) from in-process streams in paused time.
 //!
 //! A component (built with the `ruststream` guest SDK for `wasm32-wasip2`) declares its
 //! subscriptions and answers each record with a handler outcome; see `wit/ruststream.wit`.
