@@ -8,14 +8,7 @@ use ruststream_fleet::admin::allowed_hosts::{HostName, parse_host_name};
 use ruststream_fleet::admin::model::SeekPosition;
 use ruststream_fleet::aws::AwsOptions;
 use ruststream_fleet::client::{self, parse_position};
-use ruststream_fleet::config;
-use ruststream_fleet::dev::DevOptions;
 use ruststream_fleet::engine::CompileCache;
-use ruststream_fleet::put::PutOptions;
-use ruststream_fleet::redrive::RedriveOptions;
-use ruststream_fleet::run::RunOptions;
-use ruststream_fleet::tail::{self, TailOptions};
-use ruststream_fleet::testrun::TestOptions;
 use ruststream_runtime::escape::quote;
 
 #[derive(Debug, clap::Parser)]
@@ -537,116 +530,6 @@ impl AwsArgs {
             kinesis_endpoint: self.kinesis_endpoint.clone(),
             dynamodb_endpoint: self.dynamodb_endpoint.clone(),
             sts_endpoint: self.sts_endpoint.clone(),
-        }
-    }
-}
-
-impl From<LeaseStoreKind> for config::LeaseStoreKind {
-    fn from(kind: LeaseStoreKind) -> Self {
-        match kind {
-            LeaseStoreKind::Memory => Self::Memory,
-            LeaseStoreKind::Dynamodb => Self::Dynamodb,
-        }
-    }
-}
-
-impl From<RunArgs> for RunOptions {
-    fn from(args: RunArgs) -> Self {
-        Self {
-            components: args.components,
-            config: args.config,
-            aws: args.aws.options(),
-            compile: args.compile.options(),
-            lease_store: args.lease_store.map(Into::into),
-            lease_table: args.lease_table,
-            create_lease_table: args.create_lease_table,
-            owner_id: args.owner_id,
-            get_records_limit: args.get_records_limit,
-            poll_interval_ms: args.poll_interval_ms,
-            checkpoint_interval_ms: args.checkpoint_interval_ms,
-            lease_ttl_ms: args.lease_ttl_ms,
-            renew_interval_ms: args.renew_interval_ms,
-            shard_sync_interval_ms: args.shard_sync_interval_ms,
-            shutdown_grace_ms: args.shutdown_grace_ms,
-            rollout_calls: args.rollout_calls,
-            rollout_margin: args.rollout_margin,
-            admin_addr: args.admin_addr.0,
-            allow_remote_admin: args.allow_remote_admin,
-            admin_tls_cert: args.admin_tls_cert,
-            admin_tls_key: args.admin_tls_key,
-            admin_hosts: args.admin_hosts,
-            admin_token_file: args.admin_token_file,
-            state_dir: args.state_dir,
-            metrics_addr: args.metrics_addr.0,
-        }
-    }
-}
-
-impl From<DevArgs> for DevOptions {
-    fn from(args: DevArgs) -> Self {
-        Self {
-            path: args.path,
-            records: args.records,
-            stream: args.stream,
-            watch: args.watch,
-            compile: args.compile.options(),
-        }
-    }
-}
-
-impl From<TestArgs> for TestOptions {
-    fn from(args: TestArgs) -> Self {
-        Self {
-            component: args.component,
-            records: args.records,
-            expect: args.expect,
-            compile: args.compile.options(),
-        }
-    }
-}
-
-impl From<TailArgs> for TailOptions {
-    fn from(args: TailArgs) -> Self {
-        Self {
-            stream: args.stream,
-            from: match args.from {
-                TailFrom::Horizon => tail::TailFrom::Horizon,
-                TailFrom::Latest => tail::TailFrom::Latest,
-            },
-            follow: args.follow,
-            aws: args.aws.options(),
-        }
-    }
-}
-
-impl From<PutArgs> for PutOptions {
-    fn from(args: PutArgs) -> Self {
-        Self {
-            stream: args.stream,
-            records: args.records,
-            file: args.file,
-            key: args.key,
-            headers: args.headers,
-            aws: args.aws.options(),
-        }
-    }
-}
-
-impl From<RedriveArgs> for RedriveOptions {
-    fn from(args: RedriveArgs) -> Self {
-        Self {
-            stream: args.stream,
-            config: args.config,
-            tenant: args.tenant,
-            reason: args.reason,
-            since: args.since,
-            until: args.until,
-            dry_run: args.dry_run,
-            id: args.id,
-            redrive_table: args.redrive_table,
-            create_redrive_table: args.create_redrive_table,
-            lease_ttl_ms: args.lease_ttl_ms,
-            aws: args.aws.options(),
         }
     }
 }

@@ -17,12 +17,10 @@
 //! `versions` are thin clients of a running host's admin API (`--admin URL`, default
 //! `http://127.0.0.1:9465`), sending the token the host keeps in its state directory.
 //!
-//! Modules: `args` (the command line); the commands `check`, `run` (with `config`, the tenants
-//! file, `fleet`, the tenants running and the one reload path, `admin`, the admin API over it,
-//! `metrics`, the metrics endpoint, and `http_server` under both), `new`, `dev`, `testrun`
-//! (the `test` verb), `tail` and `put`; `watch`, the debounced file watcher of `run` and
-//! `dev --watch`; `json_log`, the `--log-format json` layer; `state`, the state directory
-//! (token, kept versions, what is live); the admin verbs' `client`, `verbs` and `status_view`.
+//! Modules: `args` (the command line), `commands` (one file per verb: its arguments turned into
+//! what the library `ruststream_fleet` takes, and what it prints) and `status_view` (how the
+//! admin verbs print a host's answers). Everything else, the host `run` runs included, is in
+//! `ruststream_fleet`.
 //!
 //! `run` stops gracefully on SIGINT/SIGTERM: it stops fetching, lets in-flight calls finish,
 //! flushes checkpoints and releases leases; a second SIGINT exits at once. Errors are shown as
@@ -32,16 +30,15 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod commands;
 mod status_view;
-mod verbs;
 
 use std::io::IsTerminal as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use ruststream_fleet::{check, dev, json_log, new, put, redrive, run, tail, testrun};
-use ruststream_runtime::component::compile::{WORKER_COMMAND, compile_worker};
+use ruststream_fleet::engine::{WORKER_COMMAND, compile_worker};
+use ruststream_fleet::json_log;
 use ruststream_runtime::escape::one_line_within;
 
 use args::{Cli, Command, LogFormat};
@@ -90,46 +87,41 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         let done = match cli.command {
             // `test` has exit statuses of its own: a failed expectation is not bad input.
-            Command::Test(args) => return Ok(testrun::test(args.into()).await),
+            Command::Test(args) => return Ok(commands::test::test(args).await),
             Command::Check {
                 components,
-                config: Some(config),
+                config,
                 compile,
-            } if components.is_empty() => check::check_config(&config, &compile.options()).await,
-            Command::Check {
-                components,
-                compile,
-                ..
-            } => check::check(&components, &compile.options()).await,
-            Command::Run(args) => run::run((*args).into()).await,
-            Command::Tail(args) => tail::tail(args.into()).await,
-            Command::Put(args) => put::put(args.into()).await,
-            Command::Redrive(args) => redrive::redrive(args.into()).await,
-            Command::New(args) => new(&args),
-            Command::Status { json, admin } => verbs::status(&admin, json).await,
-            Command::Seek(args) => verbs::seek(&args).await,
-            Command::Pause { tenant, admin } => verbs::pause(&admin, &tenant, true).await,
-            Command::Resume { tenant, admin } => verbs::pause(&admin, &tenant, false).await,
-            Command::Deploy(args) => verbs::deploy(&args).await,
-            Command::Reload { admin } => verbs::reload(&admin).await,
+            } => commands::check::check(&components, config.as_ref(), &compile).await,
+            Command::Run(args) => commands::run::run(*args).await,
+            Command::Tail(args) => commands::tail::tail(args).await,
+            Command::Put(args) => commands::put::put(args).await,
+            Command::Redrive(args) => commands::redrive::redrive(args).await,
+            Command::New(args) => commands::new::new(&args),
+            Command::Status { json, admin } => commands::status::status(&admin, json).await,
+            Command::Seek(args) => commands::seek::seek(&args).await,
+            Command::Pause { tenant, admin } => commands::pause::pause(&admin, &tenant).await,
+            Command::Resume { tenant, admin } => commands::resume::resume(&admin, &tenant).await,
+            Command::Deploy(args) => commands::deploy::deploy(&args).await,
+            Command::Reload { admin } => commands::reload::reload(&admin).await,
             Command::Undeploy {
                 tenant,
                 name,
                 admin,
-            } => verbs::undeploy(&admin, &tenant, &name).await,
+            } => commands::undeploy::undeploy(&admin, &tenant, &name).await,
             Command::Rollback {
                 tenant,
                 app,
                 to,
                 admin,
-            } => verbs::rollback(&admin, &tenant, &app, to.as_deref()).await,
+            } => commands::rollback::rollback(&admin, &tenant, &app, to.as_deref()).await,
             Command::Versions {
                 tenant,
                 app,
                 json,
                 admin,
-            } => verbs::versions(&admin, &tenant, &app, json).await,
-            Command::Dev(args) => dev::dev(args.into()).await,
+            } => commands::versions::versions(&admin, &tenant, &app, json).await,
+            Command::Dev(args) => commands::dev::dev(args).await,
         };
         done.map(|()| ExitCode::SUCCESS)
     });
@@ -137,36 +129,6 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => report(&error),
     }
-}
-
-/// `ruststream new`: writes the crate and says how to go on.
-fn new(args: &args::NewArgs) -> anyhow::Result<()> {
-    let source = match (&args.ruststream, &args.git) {
-        (Some(checkout), _) => new::Source::Checkout(
-            checkout
-                .canonicalize()
-                .map_err(|error| anyhow::anyhow!("--ruststream {}: {error}", checkout.display()))?,
-        ),
-        (None, Some(url)) => new::Source::Git(url.clone()),
-        (None, None) => new::Source::built_from().ok_or_else(|| {
-            anyhow::anyhow!(
-                "the RustStream checkout this binary was built from is gone: give one with \
-                 --ruststream DIR, or a repository with --git URL"
-            )
-        })?,
-    };
-    let dir = args
-        .path
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(&args.name));
-    new::write_tenant_crate(&args.name, &dir, &source)?;
-    println!(
-        "created {}: `cargo build-component` builds the component, `cargo test` tests it \
-         with `ruststream test` (this binary on the PATH, or RUSTSTREAM_BIN={})",
-        dir.display(),
-        std::env::current_exe().map_or_else(|_| "...".into(), |exe| exe.display().to_string())
-    );
-    Ok(())
 }
 
 /// Shows `error` as one line with its causes: never a backtrace, never a control character.

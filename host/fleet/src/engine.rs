@@ -8,6 +8,11 @@ use ruststream_runtime::{
     component::compile::{CompileConfig, CompileLimits, Compiler},
 };
 
+/// The compile worker a program embedding the host must serve: run with [`WORKER_COMMAND`] as
+/// its first argument, it calls [`compile_worker`] with the arguments after it and exits with
+/// its status. Every runtime made here compiles components in such a child process.
+pub use ruststream_runtime::component::compile::{WORKER_COMMAND, compile_worker};
+
 /// Where compiled components are cached.
 #[derive(Debug, Clone, Default)]
 pub struct CompileCache {
@@ -41,9 +46,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// The runtime of a command: components compiled by this program's worker within `limits`,
 /// cached in `cache`; `fuel` turns fuel metering on (a tenant's `fuel` limit needs it).
 ///
-/// The program must serve the compile worker: run as `PROGRAM compile-worker ...`
-/// (`ruststream_runtime::component::compile::WORKER_COMMAND`), it calls
-/// `ruststream_runtime::component::compile::compile_worker`.
+/// The program must serve the compile worker ([`WORKER_COMMAND`]).
 pub(crate) fn runtime_config(
     limits: CompileLimits,
     cache: Option<PathBuf>,

@@ -125,7 +125,6 @@ pub(crate) struct HttpServer {
 
 impl HttpServer {
     /// The address the server listens on (the port chosen when asked for port 0).
-    #[cfg(test)]
     pub(crate) fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }

@@ -22,7 +22,7 @@ use crate::aws::AwsOptions;
 
 /// The role a tenant's calls assume.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Role {
+pub struct Role {
     /// `arn:aws:iam::ACCOUNT:role/NAME`.
     pub arn: String,
     /// The external id the role's trust policy asks for, if any.
@@ -31,13 +31,15 @@ pub(crate) struct Role {
 
 /// The clients one identity calls AWS with.
 #[derive(Clone)]
-pub(crate) struct Clients {
+pub struct Clients {
+    /// Kinesis: reads, publishes, shard listings.
     pub kinesis: aws_sdk_kinesis::Client,
+    /// DynamoDB: leases, checkpoints, redrive progress.
     pub dynamo: aws_sdk_dynamodb::Client,
 }
 
 /// The host's clients, and those of every tenant role assumed so far.
-pub(crate) struct Identities {
+pub struct Identities {
     kinesis: SdkConfig,
     dynamo: SdkConfig,
     /// What STS is called with: the host's credentials, at the STS endpoint.
@@ -49,7 +51,7 @@ pub(crate) struct Identities {
 
 impl Identities {
     /// The host's identity as `aws` and the environment describe it.
-    pub(crate) async fn new(aws: &AwsOptions) -> Self {
+    pub async fn new(aws: &AwsOptions) -> Self {
         let shared = aws.shared_config().await;
         let (kinesis, dynamo, sts) = (
             aws.kinesis(&shared),
@@ -70,7 +72,7 @@ impl Identities {
     }
 
     /// The host's own clients.
-    pub(crate) fn base(&self) -> &Clients {
+    pub fn base(&self) -> &Clients {
         &self.base
     }
 
@@ -80,11 +82,7 @@ impl Identities {
     /// # Errors
     /// The role cannot be assumed (not found, not trusted, STS unreachable), said in one line
     /// naming the role; nothing of the tenant should start then.
-    pub(crate) async fn for_tenant(
-        &self,
-        tenant: &str,
-        role: Option<&Role>,
-    ) -> Result<Clients, String> {
+    pub async fn for_tenant(&self, tenant: &str, role: Option<&Role>) -> Result<Clients, String> {
         let Some(role) = role else {
             return Ok(self.base.clone());
         };

@@ -29,6 +29,7 @@ impl<W> JsonLayer<W>
 where
     W: Fn() -> Box<dyn Write> + Send + Sync + 'static,
 {
+    /// A layer writing each event as one JSON object on a line of `make_writer()`.
     pub fn new(make_writer: W) -> Self {
         Self { make_writer }
     }

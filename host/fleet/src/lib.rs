@@ -1,4 +1,79 @@
-//! RustStream's fleet: what runs a fleet of tenants' components against Kinesis.
+//! RustStream's fleet: what runs a fleet of tenants' components against Kinesis, as a library.
+//!
+//! `ruststream-runtime` runs components (pipeline, settlement, sandbox) and `ruststream-host`
+//! reads Kinesis for them (leases, checkpoints, the runner, redrives); this crate runs many
+//! tenants on one host and operates it: the tenants file and its validation, the fleet and
+//! its one reload path (start, file change, SIGHUP, upload, rollback), whose rights each
+//! tenant's AWS calls run with (STS), the admin API (its `Control` surface, JSON model, HTTP
+//! server, token, TLS) and a client of it, the state directory, the file watch and the
+//! metrics endpoint. The `ruststream` binary (`ruststream-cli`) is this crate behind a
+//! command line; the layers only point down: runtime ← host ← fleet ← cli.
+//!
+//! # Embedding the host
+//!
+//! [`run::RunningHost`] is what `ruststream run` runs: a tenants file in, the host's control
+//! surface out. The program must serve the compile worker ([`engine::WORKER_COMMAND`]), as
+//! every host compiles components in a child process of its own program.
+//!
+//! ```no_run
+//! use std::process::ExitCode;
+//!
+//! use ruststream_fleet::admin::control::Control as _;
+//! use ruststream_fleet::engine::{WORKER_COMMAND, compile_worker};
+//! use ruststream_fleet::run::{RunOptions, RunningHost};
+//!
+//! fn main() -> ExitCode {
+//!     if std::env::args().nth(1).as_deref() == Some(WORKER_COMMAND) {
+//!         return compile_worker(std::env::args().skip(2));
+//!     }
+//!     let done = tokio::runtime::Runtime::new()
+//!         .map_err(anyhow::Error::from)
+//!         .and_then(|runtime| runtime.block_on(host()));
+//!     match done {
+//!         Ok(()) => ExitCode::SUCCESS,
+//!         Err(error) => {
+//!             eprintln!("error: {error:#}");
+//!             ExitCode::FAILURE
+//!         }
+//!     }
+//! }
+//!
+//! async fn host() -> anyhow::Result<()> {
+//!     let options = RunOptions {
+//!         config: Some("tenants.toml".into()),
+//!         // No admin API: this program drives the host itself.
+//!         admin_addr: None,
+//!         ..RunOptions::default()
+//!     };
+//!     let host = RunningHost::start(options).await?;
+//!     for tenant in host.control().status().tenants {
+//!         println!("{}: {} apps", tenant.name, tenant.apps.len());
+//!     }
+//!     host.control().pause("acme")?;
+//!     // Runs (reloading when the tenants file or a component file changes) until Ctrl-C, then
+//!     // stops every app with its checkpoints flushed.
+//!     host.run_until(async {
+//!         let _ = tokio::signal::ctrl_c().await;
+//!     })
+//!     .await
+//! }
+//! ```
+//!
+//! A remote host is driven over its admin API with [`client::AdminClient`].
+//!
+//! # Modules
+//!
+//! The host: [`run`] (start, run, stop), [`config`] (the tenants file), [`fleet`] (the tenants
+//! running and the reload path), [`identity`] and [`aws`] (the AWS clients, a tenant's assumed
+//! role), [`engine`] (the runtime components compile and run on), [`state`] (the state
+//! directory: token, kept versions), [`watch`] (the debounced file watch), [`metrics`]
+//! (`GET /metrics`), [`admin`] (the admin API) and [`json_log`] (`--log-format json`).
+//!
+//! What the other verbs do: [`client`] (the admin API's client), [`check`] (a component or a
+//! tenants file checked offline), [`dev`] (the developer's loop), [`testrun`] (a component
+//! checked against an expectations file), [`tail`], [`put`] and [`redrive`] (streams read,
+//! written, and dead letters sent back), [`new`] (a tenant crate written from templates).
+
 #![forbid(unsafe_code)]
 
 pub mod admin;

@@ -1,14 +1,18 @@
-//! `ruststream run`: tenants' components against Kinesis until a stop signal, picking up new
-//! versions and tenants while it runs.
+//! The host: tenants' components against Kinesis, picking up new versions and tenants while it
+//! runs. [`RunningHost`] is the host embedded (started from [`RunOptions`], driven through its
+//! control, stopped when a future completes); [`run`] is `ruststream run`, the same host until
+//! a stop signal.
 //!
-//! Signal handlers come first, so a stop during start-up is as graceful as any other. Every
-//! change goes through the fleet's reload path: the first start, SIGHUP (the config and every
-//! component file read again) and uploads. Tenants load side by side, each app starting as soon
+//! `run` installs its signal handlers first, so a stop during start-up is as graceful as any
+//! other. Every change goes through the fleet's reload path: the first start, SIGHUP (the config
+//! and every component file read again) and uploads. Tenants load side by side, each app starting as soon
 //! as it is loaded: a tenant whose component is slow to compile or to instantiate delays nobody
 //! else. Apps stop side by side too.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -142,114 +146,194 @@ impl Default for RunOptions {
     }
 }
 
-/// Runs the host until SIGINT or SIGTERM.
+/// Runs the host until SIGINT or SIGTERM, as `ruststream run` does: SIGHUP reloads, SIGUSR1
+/// lifts every tenant's quarantine, and a second SIGINT while stopping exits the process at
+/// once (status 130) without flushing checkpoints.
 ///
 /// # Errors
 /// The tenants file, the state directory, a server that cannot listen, or no component
 /// started.
-pub async fn run(args: RunOptions) -> anyhow::Result<()> {
+pub async fn run(options: RunOptions) -> anyhow::Result<()> {
+    // Signal handlers come first, so a stop during start-up is as graceful as any other.
     let mut signals = Signals::install()?;
-    // Read once for what `run` settles at start; the fleet reads it again on every reload.
-    let file = args.config.as_deref().map(Config::load).transpose()?;
-    let settings = Settings::new(&args, file.as_ref())?;
-    // Before the runtime: its compiles are counted.
-    let recorder = args.metrics_addr.map(|_| metrics::install()).transpose()?;
-    let runtime = Runtime::new(runtime_config(
-        settings.compile_limits.clone(),
-        settings.compile_cache.clone(),
-        settings.fuel,
-    )?)?;
-    let identities = Identities::new(&args.aws).await;
-    let config = host_config(&args, file.as_ref().map(|c| &c.host));
-    anyhow::ensure!(
-        config.renew_interval < config.lease_ttl,
-        "--renew-interval-ms ({:?}) must be shorter than --lease-ttl-ms ({:?})",
-        config.renew_interval,
-        config.lease_ttl
-    );
-    let fleet = Fleet::new(
-        Host::new(identities.base().kinesis.clone(), config),
-        identities,
-        runtime,
-        args.config.clone(),
-        args.components.clone(),
-        settings.leases,
-        VersionStore::new(&settings.state_dir, settings.keep_versions),
-    );
-    fleet.check_config()?;
-    // Locked for as long as this host runs: a second host on the same directory is refused.
-    // Opened once the config is known to load, before anything is read from it or written.
-    let state_dir = StateDir::open(&settings.state_dir)?;
-    tracing::info!(state_dir = %state_dir.root().display(), "state directory");
-    // Before the first load: readiness says the host is still loading, and the metrics count
-    // the first compiles.
-    let admin = match args.admin_addr {
-        Some(addr) => {
-            let max_upload = settings.compile_limits.max_bytes;
-            let options = admin_options(&args, addr, &state_dir, max_upload)?;
-            Some(admin::serve(options, Arc::new(fleet.clone())).await?)
-        }
-        None => None,
-    };
-    let metrics = match (args.metrics_addr, recorder) {
-        (Some(addr), Some(handle)) => Some(metrics::serve(addr, handle, fleet.clone()).await?),
-        _ => None,
-    };
-    let mut reloads = JoinSet::new();
-    let first = {
-        let fleet = fleet.clone();
-        reloads.spawn(async move { fleet.reload().await })
-    };
-    let mut starting = Some(first.id());
-    let probing = tokio::spawn(probe(fleet.clone()));
-    let mut files = Files::new(&fleet);
-    loop {
-        tokio::select! {
-            Some(done) = reloads.join_next_with_id() => {
-                let first_load = done.as_ref().map(|(id, _)| Some(*id) == starting).unwrap_or(false);
-                report_reload(done.map(|(_, result)| result));
-                // The config may list other files now.
-                files.follow(&fleet);
-                if first_load {
-                    starting = None;
-                    fleet.first_load_done();
-                    let apps = fleet.with_tenants(|t| t.values().map(|t| t.components.len()).sum::<usize>());
-                    anyhow::ensure!(apps > 0, "no component could be started");
-                    let left_out = fleet.not_started();
-                    if left_out.is_empty() {
-                        tracing::info!(apps, "every tenant is loaded");
-                    } else {
-                        tracing::warn!(apps, not_started = left_out.len(),
-                            "partial start: {apps} components running; not started: {}", left_out.join("; "));
+    let host = RunningHost::start(options).await?;
+    host.serve(Events::Signals(&mut signals)).await
+}
+
+/// A host running a fleet of tenants in this process: the tenants file (or component files)
+/// loaded, the admin API and the metrics endpoint listening as its [`RunOptions`] say.
+///
+/// [`RunningHost::control`] drives it as the admin API does; [`RunningHost::run_until`] keeps
+/// it running (reloading when its files change) until a future completes, then stops it
+/// gracefully. Stop it that way: dropped otherwise, its servers stop and a load under way is
+/// aborted, but the apps already running (and the readiness probe) run on until the tokio
+/// runtime shuts down, with no checkpoint flushed and no lease released.
+pub struct RunningHost {
+    fleet: Fleet,
+    state_dir: StateDir,
+    admin: Option<HttpServer>,
+    metrics: Option<HttpServer>,
+    reloads: JoinSet<Result<Vec<Deployed>, ControlError>>,
+    starting: Option<tokio::task::Id>,
+    probing: tokio::task::JoinHandle<()>,
+}
+
+impl RunningHost {
+    /// Reads the tenants file, opens (and locks) the state directory, starts the admin API and
+    /// the metrics endpoint, and begins loading every tenant; it returns before the tenants are
+    /// loaded (readiness says so meanwhile). Must be called within a multi-threaded tokio
+    /// runtime; the program must serve the compile worker (see [`crate::engine`]).
+    ///
+    /// # Errors
+    /// The tenants file (its first mistake, naming file, line and key), the state directory
+    /// (held by another host), a server that cannot listen, timing options that contradict.
+    pub async fn start(args: RunOptions) -> anyhow::Result<Self> {
+        // Read once for what `run` settles at start; the fleet reads it again on every reload.
+        let file = args.config.as_deref().map(Config::load).transpose()?;
+        let settings = Settings::new(&args, file.as_ref())?;
+        // Before the runtime: its compiles are counted.
+        let recorder = args.metrics_addr.map(|_| metrics::install()).transpose()?;
+        let runtime = Runtime::new(runtime_config(
+            settings.compile_limits.clone(),
+            settings.compile_cache.clone(),
+            settings.fuel,
+        )?)?;
+        let identities = Identities::new(&args.aws).await;
+        let config = host_config(&args, file.as_ref().map(|c| &c.host));
+        anyhow::ensure!(
+            config.renew_interval < config.lease_ttl,
+            "--renew-interval-ms ({:?}) must be shorter than --lease-ttl-ms ({:?})",
+            config.renew_interval,
+            config.lease_ttl
+        );
+        let fleet = Fleet::new(
+            Host::new(identities.base().kinesis.clone(), config),
+            identities,
+            runtime,
+            args.config.clone(),
+            args.components.clone(),
+            settings.leases,
+            VersionStore::new(&settings.state_dir, settings.keep_versions),
+        );
+        fleet.check_config()?;
+        // Locked for as long as this host runs: a second host on the same directory is refused.
+        // Opened once the config is known to load, before anything is read from it or written.
+        let state_dir = StateDir::open(&settings.state_dir)?;
+        tracing::info!(state_dir = %state_dir.root().display(), "state directory");
+        // Before the first load: readiness says the host is still loading, and the metrics count
+        // the first compiles.
+        let admin = match args.admin_addr {
+            Some(addr) => {
+                let max_upload = settings.compile_limits.max_bytes;
+                let options = admin_options(&args, addr, &state_dir, max_upload)?;
+                Some(admin::serve(options, Arc::new(fleet.clone())).await?)
+            }
+            None => None,
+        };
+        let metrics = match (args.metrics_addr, recorder) {
+            (Some(addr), Some(handle)) => Some(metrics::serve(addr, handle, fleet.clone()).await?),
+            _ => None,
+        };
+        let mut reloads = JoinSet::new();
+        let first = {
+            let fleet = fleet.clone();
+            reloads.spawn(async move { fleet.reload().await })
+        };
+        Ok(Self {
+            starting: Some(first.id()),
+            probing: tokio::spawn(probe(fleet.clone())),
+            fleet,
+            state_dir,
+            admin,
+            metrics,
+            reloads,
+        })
+    }
+
+    /// The host's control surface: what the admin API calls (status, seek, pause, deploy,
+    /// reload, rollback, ...), through [`crate::admin::control::Control`].
+    pub fn control(&self) -> &Fleet {
+        &self.fleet
+    }
+
+    /// Where the admin API listens (the port chosen when asked for port 0), if it does.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(HttpServer::local_addr)
+    }
+
+    /// Keeps the host running until `stop` completes, then stops it: the servers first, then
+    /// every app (calls finished, checkpoints flushed, leases released).
+    ///
+    /// # Errors
+    /// No component could be started by the first load.
+    pub async fn run_until(self, stop: impl Future<Output = ()> + Send) -> anyhow::Result<()> {
+        self.serve(Events::Until(std::pin::pin!(stop))).await
+    }
+
+    /// Reloads on file changes (and signals) until told to stop, then stops.
+    async fn serve(mut self, mut events: Events<'_>) -> anyhow::Result<()> {
+        let fleet = self.fleet.clone();
+        let mut files = Files::new(&fleet);
+        let outcome = loop {
+            tokio::select! {
+                Some(done) = self.reloads.join_next_with_id() => {
+                    let first_load = done.as_ref().map(|(id, _)| Some(*id) == self.starting).unwrap_or(false);
+                    report_reload(done.map(|(_, result)| result));
+                    // The config may list other files now.
+                    files.follow(&fleet);
+                    if first_load {
+                        self.starting = None;
+                        if let Err(error) = first_load_done(&fleet) {
+                            break Err(error);
+                        }
                     }
                 }
-            }
-            changed = files.changed() => {
-                tracing::info!(files = ?changed, "files changed: reloading");
-                let fleet = fleet.clone();
-                reloads.spawn(async move { fleet.reload().await });
-            }
-            signal = signals.next() => match signal {
-                Received::Stop(name) => {
-                    tracing::info!(signal = name, "stopping: finishing calls, flushing checkpoints, releasing leases");
-                    break;
-                }
-                Received::Resume => resume(&fleet),
-                Received::Reload => {
-                    tracing::info!("SIGHUP: reading the config and component files again");
+                changed = files.changed() => {
+                    tracing::info!(files = ?changed, "files changed: reloading");
                     let fleet = fleet.clone();
-                    reloads.spawn(async move { fleet.reload().await });
+                    self.reloads.spawn(async move { fleet.reload().await });
                 }
-            },
+                event = events.next() => match event {
+                    Received::Stop(name) => {
+                        tracing::info!(signal = name, "stopping: finishing calls, flushing checkpoints, releasing leases");
+                        break Ok(());
+                    }
+                    Received::Resume => resume(&fleet),
+                    Received::Reload => {
+                        tracing::info!("SIGHUP: reading the config and component files again");
+                        let fleet = fleet.clone();
+                        self.reloads.spawn(async move { fleet.reload().await });
+                    }
+                },
+            }
+        };
+        self.reloads.abort_all();
+        self.probing.abort();
+        for server in self.admin.into_iter().chain(self.metrics) {
+            stop_server(server).await;
         }
+        stop(&fleet, &mut events).await;
+        drop(self.state_dir);
+        outcome
     }
-    reloads.abort_all();
-    probing.abort();
-    for server in admin.into_iter().chain(metrics) {
-        stop_server(server).await;
+}
+
+/// What the first load left running: an error when nothing runs.
+fn first_load_done(fleet: &Fleet) -> anyhow::Result<()> {
+    fleet.first_load_done();
+    let apps = fleet.with_tenants(|t| t.values().map(|t| t.components.len()).sum::<usize>());
+    anyhow::ensure!(apps > 0, "no component could be started");
+    let left_out = fleet.not_started();
+    if left_out.is_empty() {
+        tracing::info!(apps, "every tenant is loaded");
+    } else {
+        tracing::warn!(
+            apps,
+            not_started = left_out.len(),
+            "partial start: {apps} components running; not started: {}",
+            left_out.join("; ")
+        );
     }
-    stop(&fleet, &mut signals).await;
-    drop(state_dir);
     Ok(())
 }
 
@@ -360,8 +444,12 @@ async fn stop_server(server: HttpServer) {
     }
 }
 
-/// Stops every app at once; a second SIGINT meanwhile exits without waiting.
-async fn stop(fleet: &Fleet, signals: &mut Signals) {
+/// Stops every app at once; with signals, a second SIGINT meanwhile exits without waiting.
+async fn stop(fleet: &Fleet, events: &mut Events<'_>) {
+    let Events::Signals(signals) = events else {
+        fleet.shutdown().await;
+        return;
+    };
     tokio::select! {
         () = fleet.shutdown() => {}
         () = signals.interrupt() => {
@@ -492,6 +580,24 @@ struct Signals {
     interrupt: Signal,
     resume: Signal,
     reload: Signal,
+}
+
+/// What a running host acts on besides its files: signals (`run`), or an embedder's stop.
+enum Events<'a> {
+    Signals(&'a mut Signals),
+    Until(Pin<&'a mut (dyn Future<Output = ()> + Send)>),
+}
+
+impl Events<'_> {
+    async fn next(&mut self) -> Received {
+        match self {
+            Self::Signals(signals) => signals.next().await,
+            Self::Until(stop) => {
+                stop.as_mut().await;
+                Received::Stop("stop")
+            }
+        }
+    }
 }
 
 enum Received {

@@ -37,14 +37,14 @@ use tokio::time::Instant;
 /// How long a burst of changes must have been quiet before [`FileWatch::changed`] returns it:
 /// long enough to cover an editor's write-then-rename or a `cp` of a few hundred KB, short
 /// enough to feel immediate.
-pub(crate) const DEBOUNCE: Duration = Duration::from_millis(100);
+pub const DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// Events queued between notify's thread and the task awaiting them; past it they are
 /// dropped and [`FileWatch::changed`] reports every watched path instead.
 const QUEUE: usize = 4096;
 
 /// Watches files and directories; see the module documentation for the contract.
-pub(crate) struct FileWatch {
+pub struct FileWatch {
     targets: Vec<Target>,
     events: mpsc::Receiver<notify::Result<Event>>,
     overflowed: Arc<AtomicBool>,
@@ -72,7 +72,7 @@ impl FileWatch {
     /// # Errors
     /// When a directory to watch does not exist or cannot be watched (the error names it), or
     /// the platform's watcher cannot start.
-    pub(crate) fn new(paths: &[PathBuf]) -> anyhow::Result<Self> {
+    pub fn new(paths: &[PathBuf]) -> anyhow::Result<Self> {
         let targets = paths
             .iter()
             .map(|path| Target::resolve(path))
@@ -104,7 +104,7 @@ impl FileWatch {
 
     /// Returns changes once they have been quiet for `quiet` instead of [`DEBOUNCE`]: shorter
     /// where files are replaced whole (a rename over them) and a change is one event.
-    pub(crate) fn quiet_for(mut self, quiet: Duration) -> Self {
+    pub fn quiet_for(mut self, quiet: Duration) -> Self {
         self.quiet = quiet;
         self
     }
@@ -113,7 +113,7 @@ impl FileWatch {
     /// and returns every changed path (sorted, each once). Cancel-safe: what a cancelled call
     /// had collected is returned by the next one, so it can race other work in
     /// `tokio::select!`.
-    pub(crate) async fn changed(&mut self) -> Vec<PathBuf> {
+    pub async fn changed(&mut self) -> Vec<PathBuf> {
         while self.pending.is_empty() {
             let event = self.next_event().await;
             self.note(event);

@@ -1,5 +1,7 @@
-//! The shape of the workspace: no import cycles between the modules of any crate, no crate
-//! reaching into another's hidden internals, and each layer depending only on what it needs.
+//! The shape of the workspace: no import cycles between the modules of any crate; the layers
+//! runtime ← host ← fleet ← cli, none depending on one above it; a binary that is argument
+//! parsing, one file per verb and printing, with everything else in the library; no crate
+//! reaching into another's hidden internals.
 
 use std::path::{Path, PathBuf};
 
@@ -134,8 +136,9 @@ fn the_guest_sdk_ships_the_contract_the_host_implements() -> std::io::Result<()>
     Ok(())
 }
 
-/// Every package `root` depends on, whatever the features, as `Cargo.lock` resolves them.
-fn dependencies_of(root: &str) -> std::io::Result<std::collections::BTreeSet<String>> {
+/// Every package of `Cargo.lock` with the packages it depends on directly, whatever the
+/// features.
+fn lock_graph() -> std::io::Result<std::collections::BTreeMap<String, Vec<String>>> {
     let lock = std::fs::read_to_string(workspace().join("Cargo.lock"))?;
     let mut graph = std::collections::BTreeMap::<String, Vec<String>>::new();
     for package in lock.split("[[package]]").skip(1) {
@@ -166,6 +169,12 @@ fn dependencies_of(root: &str) -> std::io::Result<std::collections::BTreeSet<Str
             .collect();
         graph.entry(name).or_default().extend::<Vec<String>>(deps);
     }
+    Ok(graph)
+}
+
+/// Every package `root` depends on, whatever the features, as `Cargo.lock` resolves them.
+fn dependencies_of(root: &str) -> std::io::Result<std::collections::BTreeSet<String>> {
+    let graph = lock_graph()?;
     let mut seen = std::collections::BTreeSet::new();
     let mut todo = vec![root.to_owned()];
     while let Some(next) = todo.pop() {
@@ -192,5 +201,102 @@ fn each_layer_depends_only_on_what_it_needs() -> std::io::Result<()> {
             "the host library pulls in {binary_only}"
         );
     }
+    Ok(())
+}
+
+/// The crates of the host, lowest layer first: each may depend on those before it only.
+const LAYERS: &[&str] = &[
+    "ruststream-runtime",
+    "ruststream-host",
+    "ruststream-fleet",
+    "ruststream-cli",
+];
+
+#[test]
+fn no_layer_depends_on_one_above_it() -> std::io::Result<()> {
+    for (i, layer) in LAYERS.iter().enumerate() {
+        let deps = dependencies_of(layer)?;
+        if let Some(below) = i.checked_sub(1) {
+            assert!(
+                deps.contains(LAYERS[below]),
+                "{layer} does not depend on {}: is the lock file read?",
+                LAYERS[below]
+            );
+        }
+        for above in &LAYERS[i + 1..] {
+            assert!(!deps.contains(*above), "{layer} depends on {above}");
+        }
+    }
+    Ok(())
+}
+
+/// What only the library may use: the binary is argument parsing and printing.
+fn is_a_service_crate(name: &str) -> bool {
+    name.starts_with("aws-")
+        || name.starts_with("wasmtime")
+        || name.starts_with("hyper")
+        || name.starts_with("metrics")
+        || ["axum", "notify", "rustls", "tokio-rustls", "toml"].contains(&name)
+}
+
+#[test]
+fn the_binary_depends_on_the_library_for_all_but_arguments_and_printing() -> std::io::Result<()> {
+    let graph = lock_graph()?;
+    let direct = graph
+        .get("ruststream-cli")
+        .expect("ruststream-cli is in the lock file");
+    assert!(direct.iter().any(|d| d == "ruststream-fleet"), "{direct:?}");
+    assert!(direct.iter().any(|d| d == "clap"), "{direct:?}");
+    assert!(
+        !dependencies_of("ruststream-fleet")?.contains("clap"),
+        "the library parses command lines"
+    );
+    let services: Vec<_> = direct.iter().filter(|d| is_a_service_crate(d)).collect();
+    assert!(
+        services.is_empty(),
+        "the binary uses {services:?} itself: that belongs in ruststream-fleet"
+    );
+    Ok(())
+}
+
+/// The binary's modules besides `main.rs`, `args.rs` and `commands/`: what it prints.
+const PRINTING: &[&str] = &["status_view.rs"];
+
+/// Lines a verb's module may have: it turns arguments into options and prints answers.
+const COMMAND_LINES: usize = 300;
+
+#[test]
+fn the_binary_is_args_one_file_per_verb_and_printing() -> std::io::Result<()> {
+    let src = workspace().join("host/cli/src");
+    let mut stray = Vec::new();
+    for entry in std::fs::read_dir(&src)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let allowed = ["main.rs", "args.rs", "commands"].contains(&name.as_str())
+            || PRINTING.contains(&name.as_str());
+        if !allowed {
+            stray.push(name);
+        }
+    }
+    assert!(
+        stray.is_empty(),
+        "host/cli/src holds {stray:?}: logic goes in ruststream-fleet, a verb in commands/"
+    );
+    let mut verbs = 0;
+    for entry in std::fs::read_dir(src.join("commands"))? {
+        let path = entry?.path();
+        assert!(
+            path.extension().is_some_and(|e| e == "rs"),
+            "{}: commands/ holds one file per verb, no folders",
+            path.display()
+        );
+        let lines = std::fs::read_to_string(&path)?.lines().count();
+        assert!(
+            lines <= COMMAND_LINES,
+            "{}: {lines} lines, over {COMMAND_LINES}",
+            path.display()
+        );
+        verbs += 1;
+    }
+    assert!(verbs > 10, "{verbs} files in commands/");
     Ok(())
 }

@@ -13,7 +13,7 @@ use super::model::{
 /// The operations the admin API exposes, carried out by the host. Names (`tenant`, `app`,
 /// `subscriber`, `component`) come from the request path as the operator typed them: the
 /// implementation looks them up and answers an unknown one with the matching `Unknown*` error.
-pub(crate) trait Control: Send + Sync + 'static {
+pub trait Control: Send + Sync + 'static {
     /// A snapshot of the host: every tenant, app, subscription and shard.
     fn status(&self) -> HostStatus;
     /// Reasons the host is not ready; empty when ready.
@@ -81,7 +81,7 @@ pub(crate) trait Control: Send + Sync + 'static {
 /// `routes`); names are quoted with control characters escaped by the server, not here.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub(crate) enum ControlError {
+pub enum ControlError {
     /// No tenant of that name is configured (404).
     #[error("no tenant `{0}`")]
     UnknownTenant(String),

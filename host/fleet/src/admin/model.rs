@@ -132,23 +132,8 @@ pub struct ShardStatus {
     pub paused: bool,
 }
 
-/// Records counted by outcome.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutcomeCounts {
-    /// Acknowledged.
-    pub ack: u64,
-    /// Dropped (retired without being handled).
-    pub drop: u64,
-    /// Asked to be retried.
-    pub retry: u64,
-    /// Asked to be retried after a delay.
-    pub retry_after: u64,
-    /// Failed by a trap.
-    pub trapped: u64,
-    /// Counted copies of other subscriptions, moved past without a call.
-    #[serde(default)]
-    pub foreign_copies: u64,
-}
+/// Records counted by outcome: the runtime's own counts, sent as they are.
+pub use ruststream_runtime::pipeline::OutcomeCounts;
 
 /// A component version the host loaded (`PUT .../components/{name}`, reload, rollback).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

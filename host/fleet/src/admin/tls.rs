@@ -1,7 +1,7 @@
 //! TLS for the admin API (rustls, with the certificate chain and key the operator gives):
 //! required for remote admin, so the token never crosses a network in clear.
 //!
-//! [`TlsListener`] hands the HTTP server connections whose handshake is done. Handshakes run
+//! `TlsListener` hands the HTTP server connections whose handshake is done. Handshakes run
 //! beside the accept loop, each bounded in time and a few at once, so a client that stalls in
 //! its handshake holds up nobody else.
 

@@ -11,8 +11,8 @@ use ruststream_runtime::app::StartPosition;
 use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
 use crate::admin::model::{
-    self, AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, Refusal, RolloutStatus,
-    SeekPosition, TenantStatus, Undeployed, VersionInfo,
+    self, AppStatus, AppVersionList, Deployed, HostStatus, Refusal, RolloutStatus, SeekPosition,
+    TenantStatus, Undeployed, VersionInfo,
 };
 
 /// Why an operator paused a tenant, as status shows it.
@@ -229,7 +229,6 @@ fn subscription_status(status: SubscriptionStatus, paused: bool) -> model::Subsc
 }
 
 fn shard_status(shard_id: String, shard: ShardStatus, paused: bool) -> model::ShardStatus {
-    let outcomes = shard.outcomes;
     model::ShardStatus {
         shard_id,
         state: state_name(&shard.state),
@@ -238,14 +237,7 @@ fn shard_status(shard_id: String, shard: ShardStatus, paused: bool) -> model::Sh
         held_at: shard.held_at,
         held_since_ms: shard.held_since_ms,
         delivered: shard.delivered,
-        outcomes: OutcomeCounts {
-            ack: outcomes.ack,
-            drop: outcomes.drop,
-            retry: outcomes.retry,
-            retry_after: outcomes.retry_after,
-            trapped: outcomes.trapped,
-            foreign_copies: outcomes.foreign_copies,
-        },
+        outcomes: shard.outcomes,
         millis_behind_latest: shard.millis_behind_latest,
         paused: paused || shard.quarantined,
     }

@@ -1,6 +1,6 @@
 //! The tenants a running host serves, and the one path every change to them takes: the first
 //! start, a changed file, SIGHUP and an upload through the admin API all end in
-//! [`Fleet::reload`] or [`Fleet::deploy`].
+//! `Fleet::reload` or `Fleet::deploy`.
 //!
 //! A new version is loaded (compiled in the bounded compile worker, or taken from the cache of
 //! compiled artifacts) and checked like a first load before anything changes; a refused version
@@ -86,9 +86,11 @@ struct WantedTenant {
     sources: Vec<ComponentSource>,
 }
 
-/// The tenants running on a host.
+/// The tenants running on a host, and the one path every change goes through (start, file
+/// change, SIGHUP, upload, rollback). Cloning it is cheap: clones share the same fleet. It is
+/// driven through [`Control`](crate::admin::control::Control), as the admin API drives it.
 #[derive(Clone)]
-pub(crate) struct Fleet {
+pub struct Fleet {
     inner: Arc<Inner>,
 }
 

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Where it is: `--state-dir`, else `[host] state_dir`, else [`default_dir`]. Every file is
-//! written whole ([`write_atomic`]): a crash leaves the old file or the new one, never a part.
+//! written whole (`write_atomic`): a crash leaves the old file or the new one, never a part.
 
 pub mod versions;
 

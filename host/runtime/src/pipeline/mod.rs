@@ -104,6 +104,7 @@ pub struct DeliveryReport {
 
 /// How many deliveries of a shard settled with each outcome, on this host.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct OutcomeCounts {
     /// Settled as `ack`.
     pub ack: u64,
@@ -118,6 +119,7 @@ pub struct OutcomeCounts {
     pub trapped: u64,
     /// Counted copies another subscription made, moved past without a call (not counted
     /// above).
+    #[cfg_attr(feature = "serde", serde(default))]
     pub foreign_copies: u64,
 }
 

@@ -1,0 +1,21 @@
+//! `ruststream dev`: a tenant developer's loop (`ruststream_fleet::dev`).
+
+use ruststream_fleet::dev::DevOptions;
+
+use crate::args::DevArgs;
+
+/// Builds, runs and feeds the component as the flags say.
+pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<()> {
+    ruststream_fleet::dev::dev(options(args)).await
+}
+
+/// The flags as the library takes them.
+fn options(args: DevArgs) -> DevOptions {
+    DevOptions {
+        path: args.path,
+        records: args.records,
+        stream: args.stream,
+        watch: args.watch,
+        compile: args.compile.options(),
+    }
+}

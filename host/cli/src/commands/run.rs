@@ -1,0 +1,49 @@
+//! `ruststream run`: the host, until SIGINT or SIGTERM (`ruststream_fleet::run`).
+
+use ruststream_fleet::config;
+use ruststream_fleet::run::RunOptions;
+
+use crate::args::{LeaseStoreKind, RunArgs};
+
+/// Runs the host with the flags' options.
+pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
+    ruststream_fleet::run::run(options(args)).await
+}
+
+/// The flags as the library takes them.
+fn options(args: RunArgs) -> RunOptions {
+    RunOptions {
+        components: args.components,
+        config: args.config,
+        aws: args.aws.options(),
+        compile: args.compile.options(),
+        lease_store: args.lease_store.map(lease_store),
+        lease_table: args.lease_table,
+        create_lease_table: args.create_lease_table,
+        owner_id: args.owner_id,
+        get_records_limit: args.get_records_limit,
+        poll_interval_ms: args.poll_interval_ms,
+        checkpoint_interval_ms: args.checkpoint_interval_ms,
+        lease_ttl_ms: args.lease_ttl_ms,
+        renew_interval_ms: args.renew_interval_ms,
+        shard_sync_interval_ms: args.shard_sync_interval_ms,
+        shutdown_grace_ms: args.shutdown_grace_ms,
+        rollout_calls: args.rollout_calls,
+        rollout_margin: args.rollout_margin,
+        admin_addr: args.admin_addr.0,
+        allow_remote_admin: args.allow_remote_admin,
+        admin_tls_cert: args.admin_tls_cert,
+        admin_tls_key: args.admin_tls_key,
+        admin_hosts: args.admin_hosts,
+        admin_token_file: args.admin_token_file,
+        state_dir: args.state_dir,
+        metrics_addr: args.metrics_addr.0,
+    }
+}
+
+fn lease_store(kind: LeaseStoreKind) -> config::LeaseStoreKind {
+    match kind {
+        LeaseStoreKind::Memory => config::LeaseStoreKind::Memory,
+        LeaseStoreKind::Dynamodb => config::LeaseStoreKind::Dynamodb,
+    }
+}
