@@ -98,6 +98,14 @@ pub(crate) enum Command {
     Tail(TailArgs),
     /// Writes JSON records to a stream, with headers and a partition key.
     Put(PutArgs),
+    /// Swaps a tenant's app over to the shadow version running beside it (`deploy --shadow`),
+    /// through the normal swap and its automatic rollback.
+    Promote {
+        tenant: String,
+        app: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
     /// Swaps a tenant's app back to its previous version, or to a kept one (`--to`).
     Rollback {
         tenant: String,
@@ -170,10 +178,22 @@ pub(crate) struct SeekArgs {
 pub(crate) struct DeployArgs {
     pub tenant: String,
     /// The component (`.wasm`).
-    pub file: PathBuf,
+    #[arg(required_unless_present = "abort_shadow")]
+    pub file: Option<PathBuf>,
     /// The component's name in the host [default: the file's stem].
     #[arg(long)]
     pub name: Option<String>,
+    /// Run the component beside the live version of its app as a shadow: same records, no
+    /// effects, each record's outcome and publishes compared (`ruststream status`).
+    #[arg(long)]
+    pub shadow: bool,
+    /// The percentage of records the shadow is given (1 to 100).
+    #[arg(long, value_name = "PERCENT", default_value_t = 100, requires = "shadow",
+        value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub sample: u32,
+    /// Drop the shadow of this app instead of deploying anything.
+    #[arg(long, value_name = "APP", conflicts_with_all = ["file", "shadow", "name"])]
+    pub abort_shadow: Option<String>,
     #[command(flatten)]
     pub admin: AdminTarget,
 }

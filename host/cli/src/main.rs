@@ -109,6 +109,9 @@ fn main() -> ExitCode {
                 name,
                 admin,
             } => commands::undeploy::undeploy(&admin, &tenant, &name).await,
+            Command::Promote { tenant, app, admin } => {
+                commands::promote::promote(&admin, &tenant, &app).await
+            }
             Command::Rollback {
                 tenant,
                 app,

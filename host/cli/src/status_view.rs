@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use ruststream_runtime::escape::escape_controls;
 
 use ruststream_fleet::admin::model::{
-    AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShardStatus,
-    SubscriptionStatus, TenantStatus, Undeployed,
+    AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShadowDeployed,
+    ShadowDropped, ShadowStatus, ShardStatus, SubscriptionStatus, TenantStatus, Undeployed,
 };
 
 /// Hex digits of a content hash shown.
@@ -106,6 +106,9 @@ fn render_app(out: &mut String, app: &AppStatus, now_ms: u64) {
             ),
         );
     }
+    if let Some(shadow) = &app.shadow {
+        render_shadow(out, shadow);
+    }
     for subscription in &app.subscriptions {
         render_subscription(out, subscription, now_ms);
     }
@@ -163,6 +166,73 @@ fn outcomes(counts: &OutcomeCounts) -> String {
         line.push_str(&format!(", others' copies {}", counts.foreign_copies));
     }
     line
+}
+
+/// A shadow version under its app: its counts, agreement, and the first disagreements.
+fn render_shadow(out: &mut String, shadow: &ShadowStatus) {
+    let compared = shadow.compared();
+    let agreement = match compared {
+        0 => "none compared yet".to_owned(),
+        n => format!("{:.1}% agree", shadow.agree as f64 * 100.0 / n as f64),
+    };
+    line(
+        out,
+        2,
+        format_args!(
+            "shadow {} ({}, {}) on {}% of records: {compared} compared, {agreement}, {} disagree, \
+             {} trapped, {} skipped, {} publishes recorded",
+            text(&shadow.version.version),
+            text(&shadow.version.component),
+            short_hash(&shadow.version.content_hash),
+            shadow.sample_percent,
+            shadow.disagree,
+            shadow.trap,
+            shadow.skipped,
+            shadow.publishes_recorded
+        ),
+    );
+    for d in &shadow.disagreements {
+        line(
+            out,
+            3,
+            format_args!(
+                "{} #{}: live {}; shadow {}",
+                text(&d.shard_id),
+                text(&d.sequence_number),
+                text(&d.live),
+                text(&d.shadow)
+            ),
+        );
+        for publish in &d.publishes {
+            line(out, 4, format_args!("{}", text(publish)));
+        }
+    }
+}
+
+/// `deploy --shadow`: the shadow now running.
+pub(crate) fn render_shadow_deployed(shadow: &ShadowDeployed) -> String {
+    format!(
+        "{}/{} {} ({}, {}): running as a shadow on {}% of records (no effects); `ruststream \
+         status` compares it, `ruststream promote {} {}` swaps it in",
+        text(&shadow.tenant),
+        text(&shadow.app),
+        text(&shadow.version),
+        text(&shadow.component),
+        short_hash(&shadow.content_hash),
+        shadow.sample_percent,
+        text(&shadow.tenant),
+        text(&shadow.app),
+    )
+}
+
+/// `deploy --abort-shadow`.
+pub(crate) fn render_shadow_dropped(dropped: &ShadowDropped) -> String {
+    let what = if dropped.dropped {
+        "shadow dropped"
+    } else {
+        "ran no shadow"
+    };
+    format!("{}/{}: {what}", text(&dropped.tenant), text(&dropped.app))
 }
 
 /// `deploy`, `rollback` and each line of `reload`: what now runs, and whether it replaced a

@@ -28,7 +28,7 @@ use serde::de::DeserializeOwned;
 
 use crate::admin::model::{
     AppVersionList, Deployed, ErrorBody, HostStatus, Moved, PauseState, RollbackTo, SeekPosition,
-    Undeployed,
+    ShadowDeployed, ShadowDropped, Undeployed,
 };
 use crate::admin::token::AdminToken;
 
@@ -213,6 +213,49 @@ impl AdminClient {
         let body = ("application/wasm", Bytes::from(wasm));
         self.call(Method::PUT, &path, Some(body), LOAD_TIMEOUT)
             .await
+    }
+
+    /// Runs `wasm` beside the app component `name` of `tenant` runs, as its shadow on
+    /// `sample_percent` of the records.
+    pub async fn deploy_shadow(
+        &self,
+        tenant: &str,
+        name: &str,
+        wasm: Vec<u8>,
+        sample_percent: u32,
+    ) -> Result<ShadowDeployed, ClientError> {
+        let path = format!(
+            "/v1/tenants/{}/components/{}/shadow?sample={sample_percent}",
+            segment(tenant),
+            segment(name)
+        );
+        let body = ("application/wasm", Bytes::from(wasm));
+        self.call(Method::PUT, &path, Some(body), LOAD_TIMEOUT)
+            .await
+    }
+
+    /// Drops the shadow of `tenant`'s `app`.
+    pub async fn abort_shadow(
+        &self,
+        tenant: &str,
+        app: &str,
+    ) -> Result<ShadowDropped, ClientError> {
+        let path = format!(
+            "/v1/tenants/{}/apps/{}/shadow",
+            segment(tenant),
+            segment(app)
+        );
+        self.call(Method::DELETE, &path, None, LOAD_TIMEOUT).await
+    }
+
+    /// Swaps the shadow of `tenant`'s `app` in.
+    pub async fn promote(&self, tenant: &str, app: &str) -> Result<Deployed, ClientError> {
+        let path = format!(
+            "/v1/tenants/{}/apps/{}/promote",
+            segment(tenant),
+            segment(app)
+        );
+        self.call(Method::POST, &path, None, LOAD_TIMEOUT).await
     }
 
     /// Stops component `name` of `tenant` (one that came by upload only) for good.

@@ -109,6 +109,7 @@ mod quota;
 pub mod record;
 pub mod rollout;
 mod sequence;
+pub mod shadow;
 mod stop;
 pub mod sync;
 pub mod tenant;

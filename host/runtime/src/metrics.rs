@@ -193,6 +193,10 @@ pub fn describe() {
         "Dead letters written to a dead-letter stream."
     );
     metrics::describe_counter!(
+        crate::shadow::SHADOW_RECORDS,
+        "Records offered to a shadow version, by result: agree, disagree, trap, skipped."
+    );
+    metrics::describe_counter!(
         FOREIGN_COPIES,
         "Counted copies made by another subscription of the stream, moved past unhandled."
     );

@@ -7,16 +7,33 @@ use anyhow::Context as _;
 use crate::args::DeployArgs;
 use crate::status_view;
 
-/// Uploads the file as component `--name`, or as its file stem, and prints what went live.
+/// Uploads the file as component `--name`, or as its file stem, and prints what went live;
+/// with `--shadow`, runs it beside the live version as its shadow; with `--abort-shadow APP`,
+/// drops that app's shadow.
 pub(crate) async fn deploy(args: &DeployArgs) -> anyhow::Result<()> {
+    let client = super::client(&args.admin)?;
+    if let Some(app) = &args.abort_shadow {
+        let dropped = client.abort_shadow(&args.tenant, app).await?;
+        println!("{}", status_view::render_shadow_dropped(&dropped));
+        return Ok(());
+    }
+    let file = args
+        .file
+        .as_deref()
+        .context("give the component file to deploy")?;
     let name = match &args.name {
         Some(name) => name.clone(),
-        None => file_stem(&args.file)?,
+        None => file_stem(file)?,
     };
-    let wasm = read_component(&args.file)?;
-    let deployed = super::client(&args.admin)?
-        .deploy(&args.tenant, &name, wasm)
-        .await?;
+    let wasm = read_component(file)?;
+    if args.shadow {
+        let shadow = client
+            .deploy_shadow(&args.tenant, &name, wasm, args.sample)
+            .await?;
+        println!("{}", status_view::render_shadow_deployed(&shadow));
+        return Ok(());
+    }
+    let deployed = client.deploy(&args.tenant, &name, wasm).await?;
     println!("{}", status_view::render_deployed(&deployed));
     Ok(())
 }

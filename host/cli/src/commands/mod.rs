@@ -7,6 +7,7 @@ pub(crate) mod deploy;
 pub(crate) mod dev;
 pub(crate) mod new;
 pub(crate) mod pause;
+pub(crate) mod promote;
 pub(crate) mod put;
 pub(crate) mod redrive;
 pub(crate) mod reload;

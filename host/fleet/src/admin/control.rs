@@ -7,7 +7,8 @@
 use std::future::Future;
 
 use super::model::{
-    AppVersionList, Deployed, HostStatus, RedriveRequest, SeekPosition, Undeployed,
+    AppVersionList, Deployed, HostStatus, RedriveRequest, SeekPosition, ShadowDeployed,
+    ShadowDropped, Undeployed,
 };
 
 /// The operations the admin API exposes, carried out by the host. Names (`tenant`, `app`,
@@ -70,6 +71,47 @@ pub trait Control: Send + Sync + 'static {
     ) -> impl Future<Output = Result<serde_json::Value, ControlError>> + Send {
         let _ = request;
         async { Err(ControlError::Redrive("this host runs no redrives".into())) }
+    }
+    /// Runs `wasm` beside the app that component `component` of `tenant` runs, as its shadow
+    /// (replacing any shadow it had), on `sample_percent` of the records.
+    fn deploy_shadow(
+        &self,
+        tenant: &str,
+        component: &str,
+        wasm: Vec<u8>,
+        sample_percent: u32,
+    ) -> impl Future<Output = Result<ShadowDeployed, ControlError>> + Send {
+        let _ = (wasm, sample_percent);
+        let error = ControlError::UnknownComponent {
+            tenant: tenant.to_owned(),
+            component: component.to_owned(),
+        };
+        async { Err(error) }
+    }
+    /// Drops the shadow of `tenant`'s `app`.
+    fn abort_shadow(
+        &self,
+        tenant: &str,
+        app: &str,
+    ) -> impl Future<Output = Result<ShadowDropped, ControlError>> + Send {
+        let error = ControlError::NoShadow {
+            tenant: tenant.to_owned(),
+            app: app.to_owned(),
+        };
+        async { Err(error) }
+    }
+    /// Swaps the shadow of `tenant`'s `app` in through the normal swap (judged by the rollout
+    /// like any swap), ending the shadow.
+    fn promote(
+        &self,
+        tenant: &str,
+        app: &str,
+    ) -> impl Future<Output = Result<Deployed, ControlError>> + Send {
+        let error = ControlError::NoShadow {
+            tenant: tenant.to_owned(),
+            app: app.to_owned(),
+        };
+        async { Err(error) }
     }
     /// The progress of a redrive this host started, as JSON.
     fn redrive(&self, id: &str) -> Result<serde_json::Value, ControlError> {
@@ -187,6 +229,17 @@ pub enum ControlError {
     /// run holding it.
     #[error("cannot redrive: {0}")]
     Redrive(String),
+    /// The app runs no shadow version (404).
+    #[error(
+        "app `{app}` of tenant `{tenant}` runs no shadow version: `ruststream deploy {tenant} \
+         FILE --shadow` starts one"
+    )]
+    NoShadow {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its app.
+        app: String,
+    },
     /// The state directory failed (500); what runs is unchanged.
     #[error("{0}")]
     State(String),

@@ -54,9 +54,9 @@ fn status_of(error: &ControlError) -> StatusCode {
         | ControlError::UnknownSubscriber { .. }
         | ControlError::UnknownRedrive(_) => StatusCode::NOT_FOUND,
         ControlError::Refused { .. } | ControlError::Config(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        ControlError::UnknownVersion { .. } | ControlError::UnknownComponent { .. } => {
-            StatusCode::NOT_FOUND
-        }
+        ControlError::UnknownVersion { .. }
+        | ControlError::UnknownComponent { .. }
+        | ControlError::NoShadow { .. } => StatusCode::NOT_FOUND,
         ControlError::NothingToRollBack { .. }
         | ControlError::Seek(_)
         | ControlError::AmbiguousVersion { .. }

@@ -264,6 +264,7 @@ pub fn sample_status() -> HostStatus {
             verdict: "pending".to_owned(),
         }),
         rollbacks: 1,
+        shadow: None,
         subscriptions: vec![SubscriptionStatus {
             name: "book".to_owned(),
             stream: "ledger".to_owned(),
@@ -279,6 +280,7 @@ pub fn sample_status() -> HostStatus {
         previous: None,
         rollout: None,
         rollbacks: 0,
+        shadow: None,
         subscriptions: vec![SubscriptionStatus {
             name: "audit".to_owned(),
             stream: "secret".to_owned(),

@@ -68,6 +68,80 @@ pub struct AppStatus {
     pub rollbacks: u64,
     /// The app's subscriptions.
     pub subscriptions: Vec<SubscriptionStatus>,
+    /// The version running beside the live one as a shadow, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowStatus>,
+}
+
+/// A shadow version and how it compares with the live one so far, on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowStatus {
+    /// Which build it is.
+    pub version: VersionInfo,
+    /// The percentage of records it is given (1 to 100).
+    pub sample_percent: u32,
+    /// Records it handled as the live version did.
+    pub agree: u64,
+    /// Records it handled otherwise (another outcome, other publishes).
+    pub disagree: u64,
+    /// Records its call trapped on (never quarantining anyone).
+    pub trap: u64,
+    /// Records not compared: not sampled, or settled while it was behind.
+    pub skipped: u64,
+    /// Publishes it made, answered as accepted and never written.
+    pub publishes_recorded: u64,
+    /// The first disagreements (at most 20), in the order found.
+    pub disagreements: Vec<ShadowDisagreement>,
+}
+
+impl ShadowStatus {
+    /// Records compared: agreed, disagreed or trapped.
+    pub fn compared(&self) -> u64 {
+        self.agree + self.disagree + self.trap
+    }
+}
+
+/// One record the shadow handled otherwise than the live version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowDisagreement {
+    /// The shard it was read from.
+    pub shard_id: String,
+    /// Its sequence number.
+    pub sequence_number: String,
+    /// What the live version did (outcome or trap, and how many publishes).
+    pub live: String,
+    /// What the shadow did.
+    pub shadow: String,
+    /// The publishes that differed, each `live only: ...` or `shadow only: ...`.
+    pub publishes: Vec<String>,
+}
+
+/// `PUT /v1/tenants/{tenant}/components/{name}/shadow`: the shadow now running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowDeployed {
+    /// The tenant.
+    pub tenant: String,
+    /// The app it shadows.
+    pub app: String,
+    /// The component the app runs as.
+    pub component: String,
+    /// The shadow's app version.
+    pub version: String,
+    /// The hash of its bytes.
+    pub content_hash: String,
+    /// The percentage of records it is given.
+    pub sample_percent: u32,
+}
+
+/// `DELETE /v1/tenants/{tenant}/apps/{app}/shadow`: whether a shadow was dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowDropped {
+    /// The tenant.
+    pub tenant: String,
+    /// The app.
+    pub app: String,
+    /// Whether a shadow ran (and was dropped).
+    pub dropped: bool,
 }
 
 /// One version of an app's component.

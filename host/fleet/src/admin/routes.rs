@@ -25,7 +25,7 @@ use super::error::ApiError;
 use super::guard::{self, Guard};
 use super::model::{
     AppVersionList, Deployed, HostStatus, Moved, PauseState, Readiness, RedriveRequest, RollbackTo,
-    SeekPosition, Undeployed,
+    SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
 };
 
 /// The admin API over `control`, every request checked by `guard` first.
@@ -53,6 +53,21 @@ pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
             })
             .layer(upload)
             .merge(delete(undeploy::<C>).layer(json())),
+        )
+        .route(
+            "/v1/tenants/{tenant}/components/{name}/shadow",
+            put(move |control, names, uri, body| {
+                deploy_shadow::<C>(control, names, uri, body, (max_upload, upload_time))
+            })
+            .layer(from_fn_with_state(guard.clone(), guard::upload)),
+        )
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/shadow",
+            delete(abort_shadow::<C>).layer(json()),
+        )
+        .route(
+            "/v1/tenants/{tenant}/apps/{app}/promote",
+            post(promote::<C>).layer(json()),
         )
         .route("/v1/reload", post(reload::<C>).layer(json()))
         .route(
@@ -198,6 +213,58 @@ async fn deploy<C: Control>(
     }
     tracing::info!(tenant = %quote(&tenant), component = %quote(&name), bytes = wasm.len(), "admin: deploy");
     Ok(Json(control.deploy(&tenant, &name, Vec::from(wasm)).await?))
+}
+
+async fn deploy_shadow<C: Control>(
+    State(control): State<Arc<C>>,
+    Names((tenant, name)): Names<(String, String)>,
+    uri: Uri,
+    body: Body,
+    (max_upload, upload_time): (usize, Duration),
+) -> Answer<ShadowDeployed> {
+    let sample_percent = sample_percent(&uri)?;
+    let wasm = read_upload(body, max_upload, upload_time).await?;
+    if wasm.is_empty() {
+        let message = "the request body is empty: send the component's .wasm bytes".to_owned();
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, message));
+    }
+    tracing::info!(tenant = %quote(&tenant), component = %quote(&name), bytes = wasm.len(),
+        sample_percent, "admin: deploy a shadow");
+    let deployed = control.deploy_shadow(&tenant, &name, Vec::from(wasm), sample_percent);
+    Ok(Json(deployed.await?))
+}
+
+/// The `sample` query parameter: a percentage from 1 to 100, 100 when absent.
+fn sample_percent(uri: &Uri) -> Result<u32, ApiError> {
+    let given = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("sample="));
+    let Some(given) = given else { return Ok(100) };
+    match given.parse::<u32>() {
+        Ok(percent) if (1..=100).contains(&percent) => Ok(percent),
+        _ => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("sample {} is not a percentage from 1 to 100", quote(given)),
+        )),
+    }
+}
+
+async fn abort_shadow<C: Control>(
+    State(control): State<Arc<C>>,
+    Names((tenant, app)): Names<(String, String)>,
+) -> Answer<ShadowDropped> {
+    tracing::info!(tenant = %quote(&tenant), app = %quote(&app), "admin: abort the shadow");
+    Ok(Json(control.abort_shadow(&tenant, &app).await?))
+}
+
+async fn promote<C: Control>(
+    State(control): State<Arc<C>>,
+    Names((tenant, app)): Names<(String, String)>,
+) -> Answer<Deployed> {
+    tracing::info!(tenant = %quote(&tenant), app = %quote(&app), "admin: promote the shadow");
+    Ok(Json(control.promote(&tenant, &app).await?))
 }
 
 /// The upload's bytes: at most `max` (the compile size bound) within `time`, so a client that

@@ -12,7 +12,8 @@ use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
 use crate::admin::model::{
     self, AppStatus, AppVersionList, Deployed, HostStatus, Refusal, RolloutStatus, SeekPosition,
-    TenantStatus, Undeployed, VersionInfo,
+    ShadowDeployed, ShadowDisagreement, ShadowDropped, ShadowStatus, TenantStatus, Undeployed,
+    VersionInfo,
 };
 
 /// Why an operator paused a tenant, as status shows it.
@@ -123,6 +124,24 @@ impl Control for Fleet {
     fn versions(&self, tenant: &str, app: &str) -> Result<AppVersionList, ControlError> {
         Fleet::versions(self, tenant, app)
     }
+
+    async fn deploy_shadow(
+        &self,
+        tenant: &str,
+        component: &str,
+        wasm: Vec<u8>,
+        sample_percent: u32,
+    ) -> Result<ShadowDeployed, ControlError> {
+        Fleet::deploy_shadow(self, tenant, component, wasm, sample_percent).await
+    }
+
+    async fn abort_shadow(&self, tenant: &str, app: &str) -> Result<ShadowDropped, ControlError> {
+        Fleet::abort_shadow(self, tenant, app).await
+    }
+
+    async fn promote(&self, tenant: &str, app: &str) -> Result<Deployed, ControlError> {
+        Fleet::promote(self, tenant, app).await
+    }
 }
 
 impl Fleet {
@@ -207,10 +226,39 @@ fn app_status(app: &RunningApp, paused: bool) -> AppStatus {
             verdict: r.verdict,
         }),
         rollbacks,
+        shadow: app.shadow().map(shadow_status),
         subscriptions: app
             .status()
             .into_iter()
             .map(|s| subscription_status(s, paused))
+            .collect(),
+    }
+}
+
+fn shadow_status(shadow: ruststream_host::runner::ShadowStatus) -> ShadowStatus {
+    let counts = shadow.counts;
+    ShadowStatus {
+        version: VersionInfo {
+            component: shadow.version.component,
+            version: shadow.version.version,
+            content_hash: shadow.version.content_hash,
+        },
+        sample_percent: (shadow.sample_rate * 100.0).round() as u32,
+        agree: counts.agree,
+        disagree: counts.disagree,
+        trap: counts.trap,
+        skipped: counts.skipped,
+        publishes_recorded: shadow.publishes_recorded,
+        disagreements: shadow
+            .disagreements
+            .into_iter()
+            .map(|d| ShadowDisagreement {
+                shard_id: d.shard_id,
+                sequence_number: d.sequence_number,
+                live: d.live,
+                shadow: d.shadow,
+                publishes: d.publishes,
+            })
             .collect(),
     }
 }

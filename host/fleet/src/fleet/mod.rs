@@ -15,6 +15,7 @@
 
 mod control;
 mod redrives;
+mod shadows;
 mod versions;
 
 use std::collections::{BTreeMap, HashMap};
@@ -650,6 +651,11 @@ impl Fleet {
         let result = self.go_live(&host, tenant, name, component, store, file_hash.clone());
         let done = result.map_err(|reason| self.refuse(tenant.name(), name, reason, file_hash))?;
         self.record_live(&done, keep, &source).await;
+        if !done.swapped
+            && let Ok(app) = self.app(tenant.name(), &done.app)
+        {
+            self.restore_shadow(tenant, &app).await;
+        }
         Ok(done)
     }
 

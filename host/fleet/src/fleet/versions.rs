@@ -46,7 +46,7 @@ impl Fleet {
     }
 
     /// The bytes of kept version `hash`, read off the async workers.
-    async fn kept_bytes(&self, hash: &str) -> Result<Vec<u8>, String> {
+    pub(super) async fn kept_bytes(&self, hash: &str) -> Result<Vec<u8>, String> {
         let (fleet, hash) = (self.clone(), hash.to_owned());
         let read = tokio::task::spawn_blocking(move || fleet.inner.versions.bytes(&hash));
         match read.await {

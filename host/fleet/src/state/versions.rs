@@ -64,6 +64,19 @@ pub(crate) struct AppRecord {
     pub file_hash: Option<String>,
     /// The kept versions, the one that went live last at the end.
     pub versions: Vec<StoredVersion>,
+    /// The version running beside the live one as a shadow, if any: a restart starts it
+    /// again. Its bytes are kept like a version's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowRecord>,
+}
+
+/// A shadow version as the state directory keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ShadowRecord {
+    /// The hex SHA-256 of its bytes (`versions/<hash>.wasm`).
+    pub hash: String,
+    /// The percentage of records it is given.
+    pub sample_percent: u32,
 }
 
 /// One kept version of an app.
@@ -246,6 +259,7 @@ impl VersionStore {
                 live: None,
                 file_hash: None,
                 versions: Vec::new(),
+                shadow: None,
             });
         record.component = went.component.to_owned();
         if let Some(upload_only) = went.upload_only {
@@ -268,6 +282,37 @@ impl VersionStore {
         let pruned = self.prune(&mut record);
         self.write(&record)?;
         self.drop_unnamed(&pruned);
+        Ok(())
+    }
+
+    /// Records `shadow` (none: no shadow) as the shadow of `app` of `tenant`, whose record
+    /// must exist (the app went live); its bytes must be kept already. A shadow no longer
+    /// named has its bytes dropped unless a version names them.
+    ///
+    /// # Errors
+    /// When the record cannot be read or written, or there is none.
+    pub(crate) fn set_shadow(
+        &self,
+        tenant: &str,
+        app: &str,
+        shadow: Option<ShadowRecord>,
+    ) -> Result<(), StateError> {
+        let _one = ruststream_runtime::sync::lock(&self.writing);
+        let path = self.record_path(tenant, app);
+        let mut record = self
+            .record(tenant, app)?
+            .ok_or_else(|| StateError::Invalid {
+                path,
+                reason: "no record of the app: it never went live here".to_owned(),
+            })?;
+        let before = std::mem::replace(&mut record.shadow, shadow);
+        self.write(&record)?;
+        let dropped: Vec<String> = before
+            .map(|s| s.hash)
+            .filter(|h| record.shadow.as_ref().is_none_or(|s| &s.hash != h))
+            .into_iter()
+            .collect();
+        self.drop_unnamed(&dropped);
         Ok(())
     }
 
@@ -355,7 +400,10 @@ impl VersionStore {
                 .filter_map(Result::ok);
             for file in files.filter(|f| f.path().extension().is_some_and(|e| e == "json")) {
                 let record = read_record(&file.path()).ok()?;
-                named.extend(record.into_iter().flat_map(|r| r.versions).map(|v| v.hash));
+                if let Some(record) = record {
+                    named.extend(record.shadow.map(|s| s.hash));
+                    named.extend(record.versions.into_iter().map(|v| v.hash));
+                }
             }
         }
         Some(named)
@@ -534,6 +582,34 @@ mod tests {
         assert!(
             error.to_string().contains("do not match their hash"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_shadow_is_kept_across_versions_and_its_bytes_go_with_it() {
+        let store = store("shadow", 1);
+        live(&store, b"one", VersionOrigin::File);
+        let shadow = content_hash(b"candidate");
+        store.keep_bytes(&shadow, b"candidate").expect("kept");
+        let record = ShadowRecord {
+            hash: shadow.clone(),
+            sample_percent: 25,
+        };
+        store
+            .set_shadow("acme", "ledger", Some(record.clone()))
+            .expect("recorded");
+        // Another version goes live (pruning the first): the shadow and its bytes stay.
+        live(&store, b"two", VersionOrigin::Upload);
+        let read = store.record("acme", "ledger").expect("read");
+        assert_eq!(read.and_then(|r| r.shadow), Some(record));
+        assert!(store.has(&shadow), "a shadow's bytes are not pruned");
+        store.set_shadow("acme", "ledger", None).expect("cleared");
+        let read = store.record("acme", "ledger").expect("read");
+        assert_eq!(read.and_then(|r| r.shadow), None);
+        assert!(!store.has(&shadow), "bytes no record names are dropped");
+        assert!(
+            store.set_shadow("acme", "books", None).is_err(),
+            "an app that never went live has no record"
         );
     }
 }

@@ -26,6 +26,7 @@ use super::coordinator;
 use super::release::{Release, SubscriptionRelease};
 use super::seek::{SeekError, SeekRequest};
 use super::settings::OperatorSettings;
+use super::shadow::{ShadowRelease, ShadowStatus};
 use super::status::{AppVersions, RolloutStatus, StatusBoard, SubscriptionStatus};
 use super::worker::{WorkerContext, short};
 use super::{Deployment, Host};
@@ -111,6 +112,8 @@ struct Subscription {
     seeks: mpsc::Sender<SeekRequest>,
     /// Set once its coordinator ended: every worker flushed and let its lease go.
     ended: watch::Receiver<bool>,
+    /// The app's shadow version, as its workers follow it.
+    shadow: watch::Sender<Option<Arc<ShadowRelease>>>,
 }
 
 /// The mutable part of a running app, shared with its rollout judge.
@@ -135,6 +138,8 @@ struct AppCore {
     /// same name (a rollback re-adding it) waits for them, so a shard never has two workers
     /// of one subscription.
     draining: HashMap<String, watch::Receiver<bool>>,
+    /// The version run beside the current one as a shadow, if any.
+    shadow: Option<Arc<ShadowRelease>>,
 }
 
 impl RunningApp {
@@ -164,6 +169,7 @@ impl RunningApp {
             published: watch::Sender::new(0),
             span: tracing::info_span!(parent: None, "app", tenant = %deployment.tenant.name(), app = %name),
             draining: HashMap::new(),
+            shadow: None,
         };
         let specs = &current.component.app().subscriptions;
         for spec in specs.iter().filter(|s| current.enabled(&s.name)) {
@@ -274,6 +280,13 @@ impl RunningApp {
             settings,
             window,
         ));
+        let promoted = core
+            .shadow
+            .as_ref()
+            .is_some_and(|s| s.component.content_hash() == release.component.content_hash());
+        if promoted {
+            core.set_shadow(None);
+        }
         let swapped = core.publish(release, false);
         crate::metrics::swapped(self.tenant.name(), &self.name);
         core.rollout = Some(RolloutStatus {
@@ -289,6 +302,63 @@ impl RunningApp {
         );
         core.tasks.spawn(judge);
         Ok(swapped)
+    }
+
+    /// Runs `component` beside the running version as its shadow, replacing any shadow
+    /// before: each shard's worker feeds it what the running version settled (a
+    /// `sample_rate` share of the records, in (0, 1]), through a queue it never waits on. The
+    /// shadow has no effects: its publishes are answered as accepted and never written, its
+    /// outcomes settle nothing, its traps quarantine nobody; each record is compared with the
+    /// running version's ([`shadow`](Self::shadow)). Swapping the shadow's build in (a
+    /// promotion, through [`swap`](Self::swap)) ends it.
+    ///
+    /// # Errors
+    /// [`SwapError`] when the component could not be swapped in (another app, streams not
+    /// granted): a shadow is checked as the swap it is meant to become.
+    pub fn start_shadow(
+        &self,
+        component: LoadedComponent,
+        sample_rate: f64,
+    ) -> Result<(), SwapError> {
+        let mut core = self.lock();
+        if component.app().name != self.name {
+            return Err(SwapError::Renamed {
+                component: component.name().to_owned(),
+                from: self.name.clone(),
+                to: component.app().name.clone(),
+            });
+        }
+        core.tenant.admit(&component)?;
+        core.check_lease_keys(&component.app().subscriptions)?;
+        let settings = core.current.settings.clone();
+        let shadow = ShadowRelease::new(&core.host, component, &self.tenant, sample_rate, settings);
+        tracing::info!(tenant = %self.tenant.name(), app = %self.name,
+            version = %shadow.component.app().version,
+            hash = %short(shadow.component.content_hash()), sample_rate,
+            "shadow version started beside the running one");
+        core.set_shadow(Some(Arc::new(shadow)));
+        Ok(())
+    }
+
+    /// Stops the shadow version, if one runs; returns whether one did. Its counts end with it.
+    pub fn stop_shadow(&self) -> bool {
+        let mut core = self.lock();
+        let stopped = core.shadow.is_some();
+        if stopped {
+            tracing::info!(tenant = %self.tenant.name(), app = %self.name, "shadow version dropped");
+        }
+        core.set_shadow(None);
+        stopped
+    }
+
+    /// The shadow version, if one runs: what it is, and how it compares so far.
+    pub fn shadow(&self) -> Option<ShadowStatus> {
+        self.lock().shadow.as_ref().map(|s| s.status())
+    }
+
+    /// The shadow version's component, if one runs (what a promotion swaps in).
+    pub fn shadow_component(&self) -> Option<LoadedComponent> {
+        self.lock().shadow.as_ref().map(|s| s.component.clone())
     }
 
     /// Returns to the version the last swap replaced, at once (an operator's decision).
@@ -405,6 +475,7 @@ impl AppCore {
         let (stop, stop_rx) = watch::channel(false);
         let board = StatusBoard::new(&spec.name, &spec.stream);
         let (seeks, seek_rx) = mpsc::channel(8);
+        let (shadow, shadow_rx) = watch::channel(self.shadow.clone());
         let host = &self.host;
         let ctx = WorkerContext {
             client: host.client.clone(),
@@ -420,6 +491,7 @@ impl AppCore {
             config: host.config.clone(),
             status: board.clone(),
             shutdown: stop_rx,
+            shadow: shadow_rx,
             leases: LeaseMetrics::new(
                 self.tenant.name(),
                 &self.current.component.app().name,
@@ -450,8 +522,17 @@ impl AppCore {
             board,
             seeks,
             ended,
+            shadow,
         };
         self.subscriptions.insert(spec.name.clone(), subscription);
+    }
+
+    /// Makes `shadow` the app's shadow (none: no shadow) on every running subscription.
+    fn set_shadow(&mut self, shadow: Option<Arc<ShadowRelease>>) {
+        for subscription in self.subscriptions.values() {
+            subscription.shadow.send_replace(shadow.clone());
+        }
+        self.shadow = shadow;
     }
 
     /// Refuses a version under which a running subscription's lease keys would change.

@@ -11,12 +11,14 @@ mod presence;
 mod release;
 mod seek;
 mod settings;
+mod shadow;
 mod status;
 mod worker;
 
 pub use app::{RunningApp, SwapError, Swapped};
 pub use seek::SeekError;
 pub use settings::OperatorSettings;
+pub use shadow::{KEPT_DISAGREEMENTS, ShadowStatus};
 pub use status::{
     AppVersions, RolloutStatus, ShardState, ShardStatus, SubscriptionStatus, VersionInfo,
 };

@@ -16,6 +16,7 @@ use ruststream_runtime::{
 use super::HostConfig;
 use super::release::SubscriptionRelease;
 use super::seek::ShardSeek;
+use super::shadow::{ShadowFeed, ShadowRelease};
 use super::status::{ShardState, StatusBoard};
 use crate::kinesis::{
     ReadError, ReaderOwner, ShardInfo, ShardListings, ShardReader, SharedReads, StartAt,
@@ -52,6 +53,8 @@ pub(crate) struct WorkerContext {
     pub status: StatusBoard,
     pub shutdown: watch::Receiver<bool>,
     pub leases: LeaseMetrics,
+    /// The app's shadow version, if one runs beside it: fed what this shard settles.
+    pub shadow: watch::Receiver<Option<Arc<ShadowRelease>>>,
 }
 
 /// A leased shard, as the coordinator hands it to a worker.
@@ -384,8 +387,15 @@ async fn read(
     let mut shutdown = ctx.shutdown.clone();
     let mut quarantine = ctx.tenant.watch_stopped();
     let shard_id = pipeline.shard_id().to_owned();
+    let mut shadow = ctx.shadow.clone();
+    let mut feed = ShadowFeed::default();
     loop {
         version.change_over(ctx, reader, pipeline).await;
+        feed.follow(
+            shadow.borrow_and_update().as_ref(),
+            pipeline,
+            &ctx.subscriber,
+        );
         match stop.borrow_and_update().clone() {
             Some(Stop::Lost) => return WorkerExit::Lost,
             Some(Stop::HandOff(to)) => return WorkerExit::HandedOver(to),
@@ -409,6 +419,7 @@ async fn read(
             _ = shutdown.changed() => {}
             _ = quarantine.changed() => {}
             _ = version.release.changed() => {}
+            _ = shadow.changed() => {}
             // Copies that cannot go out stop the reading: their originals wait in the stream.
             batch = reader.next(), if !reader.is_finished() && !paused && !pipeline.is_backlogged() => match batch {
                 Ok(batch) => {
@@ -422,6 +433,7 @@ async fn read(
                     let last_arrival = batch.records.last().map(|r| r.arrival_ms);
                     let age = last_arrival.map(|at| ctx.clock.now_ms().saturating_sub(at));
                     let moved = pipeline.deliver(batch.records).await;
+                    feed.offer(pipeline);
                     let behind = reader.millis_behind_latest();
                     ctx.status.update(&shard_id, |s| {
                         s.delivered += count;
@@ -436,6 +448,7 @@ async fn read(
             },
             () = sleep_until(due), if due.is_some() => {
                 let moved = pipeline.poll_due().await;
+                feed.offer(pipeline);
                 persist(ctx, keeper, &shard_id, moved);
             }
             Some(seek) = seeks.recv() => {

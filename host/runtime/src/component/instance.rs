@@ -19,6 +19,7 @@ use crate::env::Env;
 use crate::escape::one_line;
 use crate::outcome::Outcome;
 use crate::record::Deliveries;
+use crate::shadow::PublishLog;
 use crate::stop::{Stop, is_lost};
 
 /// One batch of one shard, as handed to a component.
@@ -84,6 +85,8 @@ pub struct HandlerInstance {
     replacements: u64,
     /// The last batch's buffers, reused by the next.
     layout: BatchLayout,
+    /// Where accepted publishes are noted, kept across replacements.
+    publishes: Option<PublishLog>,
 }
 
 pub(super) struct Live {
@@ -100,7 +103,17 @@ impl HandlerInstance {
             live: None,
             replacements: 0,
             layout: BatchLayout::default(),
+            publishes: None,
         }
+    }
+
+    /// Notes every publish the stream accepts from now on in `log`, by the record it was made
+    /// for (this instance and the ones replacing it after a trap), or stops noting them.
+    pub fn note_publishes(&mut self, log: Option<PublishLog>) {
+        if let Some(live) = &mut self.live {
+            live.store.data_mut().publishes = log.clone();
+        }
+        self.publishes = log;
     }
 
     /// How many times a failed instance was replaced.
@@ -241,10 +254,11 @@ impl HandlerInstance {
     async fn live(&mut self) -> Result<&mut Live, CallFailure> {
         if self.live.is_none() {
             let pending = instantiate(self.runtime.clone(), self.pre.clone(), self.env.clone());
-            let live = pending.await.map_err(|mut failure| {
+            let mut live = pending.await.map_err(|mut failure| {
                 failure.message = format!("instantiation failed: {}", failure.message);
                 failure
             })?;
+            live.store.data_mut().publishes = self.publishes.clone();
             self.live = Some(live);
         }
         self.live.as_mut().ok_or_else(|| CallFailure {

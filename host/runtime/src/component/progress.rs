@@ -52,6 +52,11 @@ impl CallProgress {
         self.0.reported.fetch_max(reported, Ordering::Relaxed);
     }
 
+    /// How many records were reported so far: the index of the record under way.
+    pub(crate) fn reported_so_far(&self) -> usize {
+        self.0.reported.load(Ordering::Relaxed)
+    }
+
     /// When the record under way must be done: its deadline counted from the first check
     /// that saw the record before it reported.
     pub(crate) fn deadline(&self) -> Instant {

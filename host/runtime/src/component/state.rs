@@ -25,6 +25,7 @@ use crate::log::{Level, LogLine, LogTags, Origin};
 use crate::outcome::Outcome;
 use crate::publish::{PublishError, check_size, derived_partition_key};
 use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
+use crate::shadow::{PublishLog, RecordedPublish};
 use crate::stop::{Stop, is_lost};
 
 /// What a call is. Only a `handle-batch` call takes progress reports: one from anywhere else
@@ -92,6 +93,9 @@ pub(crate) struct HostState {
     budget: LogBudget,
     stdout: OutputCapture,
     stderr: OutputCapture,
+    /// Where the publishes the stream accepted are noted, by the record under way, when a
+    /// shadow compares this instance's records (see [`crate::shadow`]).
+    pub(crate) publishes: Option<PublishLog>,
 }
 
 /// Most random bytes one WASI call may ask for: wasmtime-wasi allocates what is asked on the
@@ -139,6 +143,7 @@ impl HostState {
             budget: LogBudget::default(),
             stdout,
             stderr,
+            publishes: None,
         }
     }
 
@@ -458,10 +463,17 @@ impl host::Host for HostState {
                 "the shard's lease was lost: this call publishes nothing more".to_owned(),
             ));
         }
+        let noted = self
+            .publishes
+            .as_ref()
+            .map(|_| RecordedPublish::of(&stream, &record));
         let result = match self.admit_publish(&stream, &record) {
             Ok(()) => self.env.publisher.publish(&stream, record).await,
             Err(error) => Err(error),
         };
+        if let (Ok(_), Some(log), Some(noted)) = (&result, &self.publishes, noted) {
+            log.note(self.record_under_way(), noted);
+        }
         result
             .map(|published| host::Published {
                 shard_id: published.shard_id,
@@ -472,6 +484,18 @@ impl host::Host for HostState {
 }
 
 impl HostState {
+    /// The sequence number of the record the call under way is on: the first one not yet
+    /// reported (a board is read into the progress on every host call, so it is current).
+    fn record_under_way(&self) -> Option<String> {
+        let index = self
+            .progress
+            .as_ref()
+            .map_or(0, CallProgress::reported_so_far);
+        let call = self.call.as_ref()?;
+        let delivery = call.delivery(u32::try_from(index).ok())?;
+        Some(delivery.sequence_number.to_string())
+    }
+
     /// What a guest publish must pass before anything is sent: the grant, the host's reserved
     /// header names, the record size and the tenant's write quota.
     fn admit_publish(&self, stream: &str, record: &OutgoingRecord) -> Result<(), PublishError> {

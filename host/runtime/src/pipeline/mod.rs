@@ -55,6 +55,7 @@ use crate::limits::Limits;
 use crate::outcome::Outcome;
 use crate::record::{CopyOrigin, CopyOwner, Delivery, OutgoingRecord};
 use crate::rollout::CallStats;
+use crate::shadow::{Handling, PublishLog, Settled};
 use crate::tenant::Tenant;
 use holding::{Holding, Waiting};
 use lines::RuntimeLog;
@@ -179,6 +180,15 @@ pub struct ShardPipeline {
     metrics: SubscriptionMetrics,
     /// How long the call under settlement took, for reports.
     call_duration: Duration,
+    /// What was settled since last taken, while a shadow compares this shard.
+    notes: Option<Notes>,
+}
+
+/// The settlements of a shard noted for a shadow: each record with its outcome and trap, and
+/// the publishes its instance had accepted, by record.
+struct Notes {
+    settled: Vec<(Delivery, Outcome, Option<TrapKind>)>,
+    publishes: PublishLog,
 }
 
 impl ShardPipeline {
@@ -220,7 +230,49 @@ impl ShardPipeline {
             app,
             metrics,
             call_duration: Duration::ZERO,
+            notes: None,
         }
+    }
+
+    /// Starts (or stops) noting what is settled from here on, for a shadow to compare: each
+    /// record, its outcome or trap, and the publishes the stream accepted while the call was
+    /// on it. Off by default: the live path then does no extra work.
+    pub fn note_settlements(&mut self, on: bool) {
+        if on == self.notes.is_some() {
+            return;
+        }
+        self.notes = on.then(|| Notes {
+            settled: Vec::new(),
+            publishes: PublishLog::default(),
+        });
+        let log = self.notes.as_ref().map(|n| n.publishes.clone());
+        self.instance.note_publishes(log);
+    }
+
+    /// Takes what was settled since last taken, in the order it was settled (nothing unless
+    /// [`note_settlements`](Self::note_settlements) is on).
+    pub fn take_settled(&mut self) -> Vec<Settled> {
+        let Some(notes) = &mut self.notes else {
+            return Vec::new();
+        };
+        let settled = std::mem::take(&mut notes.settled);
+        let mut by_record = notes.publishes.take_by_record();
+        settled
+            .into_iter()
+            .map(|(delivery, outcome, trap)| {
+                let publishes = by_record
+                    .remove(delivery.sequence_number.as_str())
+                    .unwrap_or_default();
+                Settled {
+                    delivery,
+                    live: Handling {
+                        outcome,
+                        trap,
+                        publishes,
+                    },
+                }
+            })
+            .collect()
     }
 
     /// The shard it delivers.
@@ -466,6 +518,8 @@ impl ShardPipeline {
             self.shard_id.clone(),
         );
         self.instance = component.instance(env.env.clone());
+        let log = self.notes.as_ref().map(|n| n.publishes.clone());
+        self.instance.note_publishes(log);
         // The app name cannot change in a swap; the tenant's labels are rebuilt all the same,
         // so counts follow the subscription as the new version declares it.
         self.metrics = subscription_metrics(&env, &self.app, &subscription);

@@ -9,6 +9,7 @@
 //! | `versioned-v2`      | `versioned` 2.0.0   | `handle` on `events`, `audit` on `audit` (from the horizon) |
 //! | `versioned-renamed` | `renamed` 3.0.0     | `handle` on `events`                            |
 //! | `versioned-trap`    | `versioned` 4.0.0   | `handle` on `events`, which panics on every record |
+//! | `versioned-slow`    | `versioned` 5.0.0   | `handle` on `events`, 100 ms a record (a shadow that falls behind) |
 //!
 //! Every handler logs what it handled with the version that handled it (`version` field).
 //! `handle` holds `{"id": 7, "hold": true}` (a `retry` without declared attempts) and acks
@@ -31,6 +32,7 @@ const VERSION: (&str, &str, u64) = match env!("CARGO_PKG_NAME").as_bytes() {
     b"versioned-v2" => ("versioned", "2.0.0", 2),
     b"versioned-renamed" => ("renamed", "3.0.0", 3),
     b"versioned-trap" => ("versioned", "4.0.0", 4),
+    b"versioned-slow" => ("versioned", "5.0.0", 5),
     _ => panic!("unknown versioned-* package"),
 };
 
@@ -39,6 +41,9 @@ const VERSION: (&str, &str, u64) = match env!("CARGO_PKG_NAME").as_bytes() {
 async fn handle(event: &Event) -> HandlerOutcome {
     if VERSION.2 == 4 {
         panic!("version 4 cannot handle event {}", event.id);
+    }
+    if VERSION.2 == 5 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
     tracing::info!(event.id, version = VERSION.2, "handled");
     if event.hold {

@@ -18,5 +18,6 @@ mod resilience;
 mod sandbox;
 mod servers;
 mod service_load;
+mod shadow;
 mod shared_stream;
 mod test_verb;

@@ -389,6 +389,9 @@ impl ShardPipeline {
     fn report(&mut self, delivery: &Delivery, outcome: Outcome, trap: Option<TrapKind>) {
         self.outcomes.count(outcome, trap.is_some());
         self.metrics.settled(&outcome);
+        if let Some(notes) = &mut self.notes {
+            notes.settled.push((delivery.clone(), outcome, trap));
+        }
         if let Some(observer) = &self.env.observer {
             observer(&DeliveryReport {
                 tenant: self.env.tenant.name().to_owned(),

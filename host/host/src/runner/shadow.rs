@@ -1,0 +1,264 @@
+//! A shadow version of a running app: fed, per shard, the records the live version settled,
+//! through a bounded queue the live worker never waits on; run with no effects; compared
+//! record by record (see `ruststream_runtime::shadow`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tracing::Instrument as _;
+
+use ruststream_runtime::shadow::{
+    Disagreement, RecordingPublisher, Settled, ShadowCounts, ShadowResult, ShadowRun, ShadowTally,
+};
+use ruststream_runtime::{LoadedComponent, ShardPipeline, Tenant, env::Env, policy::SandboxPolicy};
+
+use super::Host;
+use super::settings::OperatorSettings;
+use super::status::VersionInfo;
+
+/// Disagreements a shadow keeps to show (the first ones found).
+pub const KEPT_DISAGREEMENTS: usize = 20;
+
+/// Batches of settled records waiting for one shard's shadow. Past it, what the live version
+/// settles is skipped (counted `skipped`) until the shadow catches up: the live worker never
+/// waits for its shadow.
+const QUEUED_BATCHES: usize = 16;
+
+/// A shadow version as the host runs it: its component, the environment of its instances, the
+/// share of records it gets, and its tally over every shard.
+pub(crate) struct ShadowRelease {
+    pub component: LoadedComponent,
+    env: Env,
+    /// Share of records compared, in (0, 1].
+    pub sample_rate: f64,
+    pub tally: Arc<ShadowTally>,
+    publisher: Arc<RecordingPublisher>,
+    settings: HashMap<String, OperatorSettings>,
+}
+
+impl ShadowRelease {
+    /// `component` as a shadow of `tenant`'s app: the tenant's limits (deadline, memory, fuel,
+    /// log caps) apply to its instances as to the live version's. It gets a policy of its own
+    /// so that its publishes never spend the live version's write quota and its host lines
+    /// never crowd out the live version's; its publisher writes nothing, and its component is
+    /// named `NAME (shadow)` in every line it logs.
+    pub(crate) fn new(
+        host: &Host,
+        component: LoadedComponent,
+        tenant: &Tenant,
+        sample_rate: f64,
+        settings: HashMap<String, OperatorSettings>,
+    ) -> Self {
+        let live = tenant.policy();
+        let policy = SandboxPolicy::new(
+            tenant.name(),
+            live.limits().clone(),
+            live.publish_grant().clone(),
+        );
+        let publisher = Arc::new(RecordingPublisher::default());
+        let mut env = component.env(
+            Arc::new(policy),
+            publisher.clone(),
+            host.clock.clone(),
+            host.log.clone(),
+        );
+        env.component = format!("{} (shadow)", component.name()).into();
+        let tally = Arc::new(ShadowTally::new(
+            tenant.name(),
+            &component.app().name,
+            KEPT_DISAGREEMENTS,
+        ));
+        Self {
+            component,
+            env,
+            sample_rate: sample_rate.clamp(f64::MIN_POSITIVE, 1.0),
+            tally,
+            publisher,
+            settings,
+        }
+    }
+
+    /// What an operator sees of it.
+    pub(crate) fn status(&self) -> ShadowStatus {
+        ShadowStatus {
+            version: VersionInfo {
+                component: self.component.name().to_owned(),
+                version: self.component.app().version.clone(),
+                content_hash: self.component.content_hash().to_owned(),
+            },
+            sample_rate: self.sample_rate,
+            counts: self.tally.counts(),
+            publishes_recorded: self.publisher.accepted(),
+            disagreements: self.tally.disagreements(),
+        }
+    }
+
+    /// Starts the shadow of `subscriber` (reading `stream`) on `shard_id`, if the shadow
+    /// version declares that subscription on that stream.
+    fn start_shard(
+        &self,
+        subscriber: &str,
+        stream: &str,
+        shard_id: &str,
+    ) -> Option<mpsc::Sender<Vec<Settled>>> {
+        let spec = self
+            .component
+            .app()
+            .subscriptions
+            .iter()
+            .find(|s| s.name == subscriber && s.stream == stream)?;
+        let spec = match self.settings.get(subscriber) {
+            Some(settings) => settings.apply(spec),
+            None => spec.clone(),
+        };
+        let mut run = ShadowRun::new(
+            &self.component,
+            Arc::new(spec),
+            shard_id,
+            self.env.clone(),
+            self.tally.clone(),
+        );
+        let (feed, mut queue) = mpsc::channel::<Vec<Settled>>(QUEUED_BATCHES);
+        let span = tracing::info_span!("shadow", shard = %shard_id,
+            version = %self.component.app().version);
+        // Ends once the worker drops its end of the queue (a shadow dropped or replaced, the
+        // shard gone) and what was queued is compared.
+        tokio::spawn(
+            async move {
+                while let Some(settled) = queue.recv().await {
+                    run.compare(settled).await;
+                }
+            }
+            .instrument(span),
+        );
+        Some(feed)
+    }
+
+    /// Whether the record with `sequence` is among the sampled ones.
+    fn samples(&self, sequence: &str) -> bool {
+        sampled(self.sample_rate, sequence)
+    }
+}
+
+/// Whether a record with `sequence` is among a `rate` share of records: decided by its
+/// sequence number alone (64-bit FNV-1a), so every host, and every restart, samples the same
+/// records.
+fn sampled(rate: f64, sequence: &str) -> bool {
+    if rate >= 1.0 {
+        return true;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in sequence.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash % 10_000) as f64 / 10_000.0 < rate
+}
+
+/// What an operator sees of a shadow version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShadowStatus {
+    /// Which build it is.
+    pub version: VersionInfo,
+    /// The share of records it is given, in (0, 1].
+    pub sample_rate: f64,
+    /// Records by result, over every shard on this host.
+    pub counts: ShadowCounts,
+    /// Publishes it made, answered as accepted and never written.
+    pub publishes_recorded: u64,
+    /// The first disagreements (at most [`KEPT_DISAGREEMENTS`]).
+    pub disagreements: Vec<Disagreement>,
+}
+
+/// One shard worker's side of the shadow: the shadow it feeds, if any, and its queue.
+#[derive(Default)]
+pub(crate) struct ShadowFeed {
+    running: Option<Arc<ShadowRelease>>,
+    queue: Option<mpsc::Sender<Vec<Settled>>>,
+}
+
+impl ShadowFeed {
+    /// Follows `wanted`, the app's shadow now: starts feeding a new one (the old one's queue
+    /// is dropped, which ends it), or stops when there is none. The pipeline notes its
+    /// settlements only while a shadow is fed.
+    pub(crate) fn follow(
+        &mut self,
+        wanted: Option<&Arc<ShadowRelease>>,
+        pipeline: &mut ShardPipeline,
+        subscriber: &str,
+    ) {
+        let same = match (&self.running, wanted) {
+            (Some(running), Some(wanted)) => Arc::ptr_eq(running, wanted),
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return;
+        }
+        self.running = wanted.cloned();
+        self.queue = wanted.and_then(|shadow| {
+            let stream = pipeline.subscription().stream.clone();
+            shadow.start_shard(subscriber, &stream, pipeline.shard_id())
+        });
+        pipeline.note_settlements(self.queue.is_some());
+        // Settled before this shadow started: not its records.
+        let _ = pipeline.take_settled();
+    }
+
+    /// Offers the shadow what the pipeline settled since the last offer: sampled records go
+    /// to its queue unless it is full, the rest are counted `skipped`. Never waits.
+    pub(crate) fn offer(&mut self, pipeline: &mut ShardPipeline) {
+        let (Some(shadow), Some(queue)) = (&self.running, &self.queue) else {
+            return;
+        };
+        let settled = pipeline.take_settled();
+        if settled.is_empty() {
+            return;
+        }
+        let total = settled.len();
+        let sampled: Vec<Settled> = settled
+            .into_iter()
+            .filter(|s| shadow.samples(s.delivery.sequence_number.as_str()))
+            .collect();
+        let mut skipped = total - sampled.len();
+        if !sampled.is_empty() {
+            match queue.try_send(sampled) {
+                Ok(()) => {}
+                Err(TrySendError::Full(sampled)) => skipped += sampled.len(),
+                Err(TrySendError::Closed(sampled)) => {
+                    skipped += sampled.len();
+                    self.queue = None;
+                    pipeline.note_settlements(false);
+                }
+            }
+        }
+        if skipped > 0 {
+            shadow.tally.count(ShadowResult::Skipped, skipped as u64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampling_takes_about_the_share_asked_and_always_the_same_records() {
+        let sequences: Vec<String> = (0..10_000_u64)
+            .map(|n| format!("4962{:040}", n * 7))
+            .collect();
+        let taken = |rate: f64| sequences.iter().filter(|s| sampled(rate, s)).count();
+        assert_eq!(taken(1.0), 10_000);
+        let quarter = taken(0.25);
+        assert!((2_200..=2_800).contains(&quarter), "{quarter}");
+        assert_eq!(taken(0.25), quarter, "the same records every time");
+        assert!(
+            sequences
+                .iter()
+                .all(|s| sampled(0.5, s) || !sampled(0.25, s)),
+            "a smaller share is a subset of a larger one"
+        );
+    }
+}

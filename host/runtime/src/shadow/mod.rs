@@ -1,0 +1,24 @@
+//! Shadow versions: a new version of an app run beside the live one on the same records, with
+//! no effects, its handling of each record compared with the live version's.
+//!
+//! The live pipeline notes what it settled ([`ShardPipeline::note_settlements`]): each record,
+//! its outcome (or trap) and the publishes the stream accepted while the call was on it. The
+//! transport hands those to a [`ShadowRun`] of the shard, off the live path, which calls the
+//! shadow version's own instance on the same records in the same order, under the tenant's
+//! limits, with a [`RecordingPublisher`]: every publish is answered as accepted and noted,
+//! none is written. Nothing the shadow does settles anything: no checkpoint, no copy, no dead
+//! letter, no quarantine; its traps are only counted. Each record is then [compared]
+//! and the result tallied in a [`ShadowTally`], which keeps the first disagreements.
+//!
+//! [`ShardPipeline::note_settlements`]: crate::ShardPipeline::note_settlements
+//! [compared]: compare
+
+mod compare;
+mod recorded;
+mod run;
+mod tally;
+
+pub use compare::{Comparison, Handling, compare};
+pub use recorded::{PublishLog, RecordedPublish, RecordingPublisher};
+pub use run::{Settled, ShadowRun};
+pub use tally::{Disagreement, SHADOW_RECORDS, ShadowCounts, ShadowResult, ShadowTally};

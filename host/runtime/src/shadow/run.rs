@@ -1,0 +1,132 @@
+//! One shard of a shadow version: its own instance, fed the records the live version settled.
+
+use std::sync::Arc;
+
+use super::compare::{Comparison, Handling, compare};
+use super::recorded::PublishLog;
+use super::tally::{Disagreement, ShadowResult, ShadowTally};
+use crate::app::SubscriptionSpec;
+use crate::component::{BatchCall, BatchFailure, HandlerInstance, LoadedComponent};
+use crate::env::Env;
+use crate::pipeline::DEFAULT_BATCH_LIMIT;
+use crate::record::{Deliveries, Delivery};
+
+/// A record the live version settled, and how.
+#[derive(Debug, Clone)]
+pub struct Settled {
+    /// The record as delivered.
+    pub delivery: Delivery,
+    /// What the live version did with it.
+    pub live: Handling,
+}
+
+/// A shadow version on one shard: an instance of it under the tenant's limits, whose
+/// publishes go to `env`'s publisher (a [`RecordingPublisher`](super::RecordingPublisher))
+/// and are noted by record. It settles nothing: outcomes and traps are only compared.
+pub struct ShadowRun {
+    instance: HandlerInstance,
+    spec: Arc<SubscriptionSpec>,
+    stream: Arc<str>,
+    shard_id: Arc<str>,
+    publishes: PublishLog,
+    tally: Arc<ShadowTally>,
+}
+
+impl ShadowRun {
+    /// A shadow of subscription `spec` (as the shadow version declares it) of `component` on
+    /// `shard_id`, running in `env`, counting into `tally`.
+    pub fn new(
+        component: &LoadedComponent,
+        spec: Arc<SubscriptionSpec>,
+        shard_id: &str,
+        env: Env,
+        tally: Arc<ShadowTally>,
+    ) -> Self {
+        let publishes = PublishLog::default();
+        let mut instance = component.instance(env);
+        instance.note_publishes(Some(publishes.clone()));
+        Self {
+            instance,
+            stream: spec.stream.as_str().into(),
+            shard_id: shard_id.into(),
+            spec,
+            publishes,
+            tally,
+        }
+    }
+
+    /// Hands `settled` to the shadow in order, in batches of the subscription's size,
+    /// compares each record's handling with the live version's and tallies the result. After
+    /// a trap, the records reported before it stand, the one it was on is the trap, and the
+    /// rest go on in the next call (in a fresh instance), as the live pipeline does.
+    pub async fn compare(&mut self, settled: Vec<Settled>) {
+        let (deliveries, live): (Vec<Delivery>, Vec<Handling>) =
+            settled.into_iter().map(|s| (s.delivery, s.live)).unzip();
+        let deliveries = Arc::new(deliveries);
+        let limit = self
+            .spec
+            .batch_limit
+            .map_or(DEFAULT_BATCH_LIMIT, |l| l as usize);
+        let mut next = 0;
+        while next < deliveries.len() {
+            let end = deliveries.len().min(next + limit);
+            let batch = Deliveries::new(deliveries.clone(), next..end);
+            let handled = self.call(batch).await;
+            let by_record = self.publishes.take_by_record();
+            let count = handled.len().max(1);
+            for (offset, (outcome, trap)) in handled.into_iter().enumerate() {
+                let delivery = &deliveries[next + offset];
+                let sequence = delivery.sequence_number.to_string();
+                let shadow = Handling {
+                    outcome,
+                    trap,
+                    publishes: by_record.get(&sequence).cloned().unwrap_or_default(),
+                };
+                self.judge(sequence, &live[next + offset], &shadow);
+            }
+            next += count;
+        }
+    }
+
+    /// One call of `batch`: the outcome (and trap) of each record it settled.
+    async fn call(
+        &mut self,
+        batch: Deliveries,
+    ) -> Vec<(crate::Outcome, Option<crate::component::TrapKind>)> {
+        let call = BatchCall {
+            subscription: self.spec.index,
+            stream: &self.stream,
+            shard_id: &self.shard_id,
+            deliveries: batch,
+            stop: None,
+        };
+        match self.instance.handle_batch(&call).await {
+            Ok(outcomes) => outcomes.into_iter().map(|o| (o, None)).collect(),
+            Err(BatchFailure { settled, failure }) => {
+                let mut handled: Vec<_> = settled.into_iter().map(|o| (o, None)).collect();
+                if handled.len() < call.deliveries.len() {
+                    handled.push((self.spec.on_trap, Some(failure.kind)));
+                }
+                handled
+            }
+        }
+    }
+
+    fn judge(&self, sequence_number: String, live: &Handling, shadow: &Handling) {
+        let (result, publishes) = match compare(live, shadow) {
+            Comparison::Agree => (ShadowResult::Agree, None),
+            Comparison::Trap => (ShadowResult::Trap, (live != shadow).then(Vec::new)),
+            Comparison::Disagree { publishes } => (ShadowResult::Disagree, Some(publishes)),
+        };
+        self.tally.count(result, 1);
+        if let Some(publishes) = publishes {
+            self.tally.disagreed(Disagreement {
+                shard_id: self.shard_id.to_string(),
+                sequence_number,
+                live: live.to_string(),
+                shadow: shadow.to_string(),
+                publishes,
+            });
+        }
+    }
+}
