@@ -18,8 +18,8 @@ use super::trap::{DeadlineExceeded, LeaseLost, TrapKind, classify};
 use crate::env::Env;
 use crate::escape::one_line;
 use crate::outcome::Outcome;
+use crate::publish::PublishLog;
 use crate::record::Deliveries;
-use crate::shadow::PublishLog;
 use crate::stop::{Stop, is_lost};
 
 /// One batch of one shard, as handed to a component.

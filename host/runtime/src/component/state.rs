@@ -24,8 +24,8 @@ use crate::limits::TABLE_ELEMENT_BYTES;
 use crate::log::{Level, LogLine, LogTags, Origin};
 use crate::outcome::Outcome;
 use crate::publish::{PublishError, check_size, derived_partition_key};
+use crate::publish::{PublishLog, RecordedPublish};
 use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
-use crate::shadow::{PublishLog, RecordedPublish};
 use crate::stop::{Stop, is_lost};
 
 /// What a call is. Only a `handle-batch` call takes progress reports: one from anywhere else

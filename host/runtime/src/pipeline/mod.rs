@@ -53,17 +53,17 @@ use crate::component::{HandlerInstance, LoadedComponent, TrapKind};
 use crate::env::Env;
 use crate::limits::Limits;
 use crate::outcome::Outcome;
+use crate::publish::PublishLog;
 use crate::record::{CopyOrigin, CopyOwner, Delivery, OutgoingRecord};
 use crate::rollout::CallStats;
-use crate::shadow::{Handling, PublishLog, Settled};
+use crate::shadow::{Handling, Settled};
 use crate::tenant::Tenant;
 use holding::{Holding, Waiting};
 use lines::RuntimeLog;
 use metrics::SubscriptionMetrics;
 use outbox::{Outbox, UnsentCopy};
 
-/// Records handed to one call when the subscription does not set `batch`.
-pub const DEFAULT_BATCH_LIMIT: usize = 1000;
+pub use crate::app::DEFAULT_BATCH_LIMIT;
 
 /// Unsent copies of one shard past which it is [backlogged](ShardPipeline::is_backlogged).
 pub const MAX_UNSENT_COPIES: usize = 1000;

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use super::compare::{Comparison, Handling, compare};
-use super::recorded::PublishLog;
 use super::tally::{Disagreement, ShadowResult, ShadowTally};
+use crate::app::DEFAULT_BATCH_LIMIT;
 use crate::app::SubscriptionSpec;
 use crate::component::{BatchCall, BatchFailure, HandlerInstance, LoadedComponent};
 use crate::env::Env;
-use crate::pipeline::DEFAULT_BATCH_LIMIT;
+use crate::publish::PublishLog;
 use crate::record::{Deliveries, Delivery};
 
 /// A record the live version settled, and how.
