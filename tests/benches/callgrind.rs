@@ -41,10 +41,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use anyhow::{Context as _, bail, ensure};
-use ruststream_runtime::internals::{BatchCall, Deliveries, HandlerInstance};
 use ruststream_runtime::{
-    Bytes, CompileConfig, Delivery, InProcessStreams, LoadedComponent, LogSink, Outcome, Runtime,
-    RuntimeConfig, SystemClock, Tenant, Text,
+    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, Tenant, clock::SystemClock,
+    component::compile::CompileConfig, log::LogSink, record::Bytes, testing::InProcessStreams,
+    text::Text,
+};
+use ruststream_runtime::{
+    component::{BatchCall, HandlerInstance},
+    record::Deliveries,
 };
 use ruststream_tests::bench::{self, block_on, target_dir};
 use ruststream_tests::guests;
@@ -214,7 +218,9 @@ async fn load(cache: &Path, deadlines: bool) -> anyhow::Result<LoadedComponent> 
         deadlines,
         compile: CompileConfig {
             cache: Some(cache.to_owned()),
-            ..CompileConfig::default()
+            // In process: our own guest examples are trusted, and a bench binary does not
+            // serve the compile worker.
+            ..CompileConfig::in_process()
         },
         ..RuntimeConfig::default()
     };

@@ -24,10 +24,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use ruststream_runtime::internals::{BatchCall, Deliveries, HandlerInstance};
 use ruststream_runtime::{
-    Delivery, InProcessStreams, LoadedComponent, LogSink, Outcome, Runtime, RuntimeConfig,
-    SystemClock, Tenant,
+    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, Tenant, clock::SystemClock,
+    log::LogSink, testing::InProcessStreams,
+};
+use ruststream_runtime::{
+    component::{BatchCall, HandlerInstance},
+    record::Deliveries,
 };
 use ruststream_tests::bench::block_on;
 use ruststream_tests::guests;
@@ -83,7 +86,9 @@ async fn run() -> anyhow::Result<()> {
 async fn load(deadlines: bool) -> anyhow::Result<LoadedComponent> {
     let config = RuntimeConfig {
         deadlines,
-        ..RuntimeConfig::default()
+        // In process: our own guest examples are trusted, and a bench binary does not
+        // serve the compile worker.
+        ..RuntimeConfig::in_process()
     };
     let runtime = Runtime::new(config)?;
     let path = guests::BENCH_LEDGER.path();

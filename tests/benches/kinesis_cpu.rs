@@ -22,10 +22,12 @@ use std::time::{Duration, Instant};
 use anyhow::ensure;
 use aws_sdk_kinesis::types::ShardIteratorType;
 use ruststream_host::{
-    Deployment, Host, HostConfig, MIN_READ_INTERVAL, MemoryLeaseStore, OperatorSettings,
+    Deployment, Host, HostConfig, MemoryLeaseStore, kinesis::MIN_READ_INTERVAL,
+    runner::OperatorSettings,
 };
 use ruststream_runtime::{
-    DeliveryReport, LoadedComponent, LogSink, Runtime, RuntimeConfig, StartPosition, Tenant,
+    LoadedComponent, Runtime, RuntimeConfig, Tenant, app::StartPosition, log::LogSink,
+    pipeline::DeliveryReport,
 };
 use ruststream_tests::e2e::put_json_batch;
 use ruststream_tests::guests;
@@ -129,7 +131,9 @@ fn median(runs: &mut [Run]) -> Run {
 }
 
 async fn host_read(client: &aws_sdk_kinesis::Client, records: usize) -> anyhow::Result<Run> {
-    let runtime = Runtime::new(RuntimeConfig::default())?;
+    // In process: our own guest examples are trusted, and a bench binary does not
+    // serve the compile worker.
+    let runtime = Runtime::new(RuntimeConfig::in_process())?;
     let tenant = Arc::new(Tenant::trusted("bench"));
     let log = LogSink::new();
     let path = guests::BENCH_BOOK.path();
@@ -167,7 +171,7 @@ async fn host_read(client: &aws_sdk_kinesis::Client, records: usize) -> anyhow::
 /// Reads every shard from the horizon with a plain GetRecords loop, one read per shard every
 /// [`MIN_READ_INTERVAL`] at most, as the host's reader does.
 async fn bare_read(client: &aws_sdk_kinesis::Client, records: usize) -> anyhow::Result<Run> {
-    let shards = ruststream_host::list_shards(client, STREAM).await?;
+    let shards = ruststream_host::kinesis::list_shards(client, STREAM).await?;
     let started = Clock::start();
     let readers: Vec<_> = shards
         .into_iter()

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use ruststream_runtime::{
-    Bytes, CompileConfig, Delivery, LoadedComponent, LogSink, Runtime, RuntimeConfig,
-    ShardPipeline, Tenant,
+    Delivery, LoadedComponent, Runtime, RuntimeConfig, ShardPipeline, Tenant,
+    component::compile::CompileConfig, log::LogSink, record::Bytes,
 };
 use ruststream_tests::bench::{pipeline, status_kib, target_dir};
 use ruststream_tests::guests;
@@ -147,7 +147,9 @@ fn runtime(cache: &Path) -> anyhow::Result<Runtime> {
     Ok(Runtime::new(RuntimeConfig {
         compile: CompileConfig {
             cache: Some(cache.to_owned()),
-            ..CompileConfig::default()
+            // In process: our own guest examples are trusted, and a bench binary does not
+            // serve the compile worker.
+            ..CompileConfig::in_process()
         },
         ..RuntimeConfig::default()
     })?)

@@ -21,9 +21,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ruststream_host::{Deployment, Host, HostConfig, MemoryLeaseStore, RunningApp, ShardState};
+use ruststream_host::{
+    Deployment, Host, HostConfig, MemoryLeaseStore, RunningApp, runner::ShardState,
+};
 use ruststream_runtime::{
-    Bytes, Delivery, DeliveryReport, LoadedComponent, LogSink, Runtime, RuntimeConfig, Tenant, Text,
+    Delivery, LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink,
+    pipeline::DeliveryReport, record::Bytes, text::Text,
 };
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
@@ -66,7 +69,9 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?
         .block_on(async {
-            let runtime = Runtime::new(RuntimeConfig::default())?;
+            // In process: our own guest examples are trusted, and a bench binary does not
+            // serve the compile worker.
+            let runtime = Runtime::new(RuntimeConfig::in_process())?;
             let mut all = Vec::new();
             for &subscriptions in &sizes {
                 all.push(scenario(&runtime, subscriptions, 1).await?);

@@ -4,7 +4,7 @@
 //!
 //! `cargo run -p ruststream-tests --example settlement`
 
-use ruststream_runtime::{Origin, TestApp};
+use ruststream_runtime::{TestApp, log::Origin};
 use ruststream_tests::guests;
 use serde_json::json;
 

@@ -10,7 +10,8 @@ use std::task::{Context as TaskContext, Poll, Waker};
 
 use anyhow::{Context, Result};
 use ruststream_runtime::{
-    InProcessStreams, LoadedComponent, LogSink, PipelineEnv, ShardPipeline, SystemClock, Tenant,
+    LoadedComponent, ShardPipeline, Tenant, clock::SystemClock, log::LogSink,
+    pipeline::PipelineEnv, testing::InProcessStreams,
 };
 
 /// The cargo target directory the running benchmark was built in

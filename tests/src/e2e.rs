@@ -9,13 +9,16 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use aws_sdk_kinesis::primitives::Blob;
 use ruststream_host::{
-    Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore, MemoryLeaseStore, ReaderConfig,
-    RunningApp, ShardState,
+    Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore, MemoryLeaseStore, RunningApp,
+    kinesis::ReaderConfig, runner::ShardState,
 };
-use ruststream_runtime::internals::lock;
+use ruststream_runtime::sync::lock;
 use ruststream_runtime::{
-    CompileConfig, CompileLimits, Compiler, DeliveryReport, LoadedComponent, LogSink, Observer,
-    RolloutPolicy, Runtime, RuntimeConfig, Tenant,
+    LoadedComponent, Runtime, RuntimeConfig, Tenant,
+    component::compile::{CompileConfig, CompileLimits, Compiler},
+    log::LogSink,
+    pipeline::{DeliveryReport, Observer},
+    rollout::RolloutPolicy,
 };
 
 /// The engine settings of the binary: components compiled by the `ruststream` binary's bounded
@@ -291,7 +294,7 @@ pub async fn stored_checkpoint(
     stream: &str,
     shard: &str,
 ) -> Result<Option<String>> {
-    let key = ruststream_host::LeaseKey::new(stream, shard);
+    let key = ruststream_host::lease::LeaseKey::new(stream, shard);
     Ok(store.read(&key).await?.and_then(|row| row.checkpoint))
 }
 
@@ -303,13 +306,13 @@ pub async fn stored_checkpoint(
 /// No claim succeeded within `within`.
 pub async fn take_over(
     store: &dyn LeaseStore,
-    key: &ruststream_host::LeaseKey,
+    key: &ruststream_host::lease::LeaseKey,
     owner: &str,
     within: Duration,
-) -> Result<ruststream_host::HeldLease> {
+) -> Result<ruststream_host::lease::HeldLease> {
     crate::wait::poll_for(within, async || {
         let row = store.read(key).await.ok()??;
-        let claim = ruststream_host::Claim::Observed(row.counter);
+        let claim = ruststream_host::lease::Claim::Observed(row.counter);
         store
             .acquire(key, owner, Duration::from_secs(30), claim)
             .await
@@ -387,15 +390,15 @@ pub struct ReadBack {
 
 impl ReadBack {
     /// Payload and headers, as the host reads them from the envelope.
-    pub fn envelope(&self) -> ruststream_runtime::internals::envelope::Unwrapped {
-        ruststream_runtime::internals::envelope::unwrap(&self.data)
+    pub fn envelope(&self) -> ruststream_runtime::envelope::Unwrapped {
+        ruststream_runtime::envelope::unwrap(&self.data)
     }
 }
 
 /// Every record of every shard of `stream`, from the horizon, in shard order.
 pub async fn read_all(kinesis: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<ReadBack>> {
     let mut out = Vec::new();
-    let shards = ruststream_host::list_shards(kinesis, stream).await?;
+    let shards = ruststream_host::kinesis::list_shards(kinesis, stream).await?;
     for shard in shards {
         let mut iterator = kinesis
             .get_shard_iterator()

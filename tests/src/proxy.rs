@@ -17,7 +17,7 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use ruststream_runtime::internals::lock;
+use ruststream_runtime::sync::lock;
 
 /// One request as it passed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -108,7 +108,9 @@ impl PolyglotGuest {
             inputs.extend_from_slice(file.to_string_lossy().as_bytes());
             inputs.extend_from_slice(&bytes);
         }
-        Ok(ruststream_runtime::content_hash(&inputs))
+        Ok(ruststream_runtime::component::compile::content_hash(
+            &inputs,
+        ))
     }
 
     fn run_build(self, tools: &Path, out: &Path) -> Result<()> {

@@ -4,10 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ruststream_host::{DEFAULT_TABLE_TEMPLATE, TableTemplate, TemplateError};
+use ruststream_host::lease::{DEFAULT_TABLE_TEMPLATE, TableTemplate, TemplateError};
 use ruststream_runtime::{
-    CompileLimits, Limits, LoadedComponent, LogLimits, LogSink, Runtime, Tenant, describe_app,
-    escape_controls, one_line,
+    LoadedComponent, Runtime, Tenant,
+    component::{compile::CompileLimits, describe_app},
+    escape::{escape_controls, one_line},
+    log::LogSink,
+    tenant::{Limits, LogLimits},
 };
 
 use crate::config::{Config, ConfigError};

@@ -13,7 +13,11 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, bail};
 use ruststream_runtime::{
-    CompileLimits, LogLine, Origin, Published, TestApp, escape_controls, one_line,
+    TestApp,
+    component::compile::CompileLimits,
+    escape::{escape_controls, one_line},
+    log::{LogLine, Origin},
+    record::Published,
 };
 use tokio::sync::mpsc;
 

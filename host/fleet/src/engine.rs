@@ -3,12 +3,14 @@
 
 use std::path::PathBuf;
 
-use ruststream_runtime::{CompileConfig, CompileLimits, Compiler, RuntimeConfig, RuntimeError};
+use ruststream_runtime::RuntimeConfig;
+use ruststream_runtime::component::RuntimeError;
+use ruststream_runtime::component::compile::{CompileConfig, CompileLimits, Compiler};
 
 /// The compile worker a program embedding the host must serve: run with [`WORKER_COMMAND`] as
 /// its first argument, it calls [`compile_worker`] with the arguments after it and exits with
 /// its status. Every runtime made here compiles components in such a child process.
-pub use ruststream_runtime::{WORKER_COMMAND, compile_worker};
+pub use ruststream_runtime::component::compile::{WORKER_COMMAND, compile_worker};
 
 /// Why the runtime a command runs components on cannot be made.
 #[derive(Debug, thiserror::Error)]

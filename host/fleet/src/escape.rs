@@ -2,4 +2,4 @@
 //! operator: control characters escaped, an error kept to one line. The runtime's own rules,
 //! so the binary prints them as the host logs them.
 
-pub use ruststream_runtime::{escape_controls, one_line_within, quote};
+pub use ruststream_runtime::escape::{escape_controls, one_line_within, quote};

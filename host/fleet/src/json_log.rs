@@ -83,7 +83,7 @@ where
         if FIELD_LIST_TARGETS.contains(&metadata.target())
             && let Some(Value::String(list)) = own.remove("fields")
         {
-            let pairs = ruststream_runtime::parse_field_list(&list);
+            let pairs = ruststream_runtime::log::parse_field_list(&list);
             let object = pairs.into_iter().map(|(k, v)| (k, Value::String(v)));
             own.insert("fields".into(), Value::Object(object.collect()));
         }

@@ -118,7 +118,7 @@ fn check_name(name: &str) -> anyhow::Result<()> {
         bail!(
             "`{}` is not a valid tenant crate name: use 1-64 characters of [A-Za-z0-9_-], \
              starting with a letter",
-            ruststream_runtime::escape_controls(name)
+            ruststream_runtime::escape::escape_controls(name)
         );
     }
     Ok(())

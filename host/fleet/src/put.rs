@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
-use ruststream_runtime::Header;
-use ruststream_runtime::internals::envelope;
+use ruststream_runtime::envelope;
+use ruststream_runtime::record::Header;
 
 use crate::aws::AwsOptions;
 

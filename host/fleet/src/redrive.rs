@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use ruststream_host::DynamoLeaseStore;
 use ruststream_host::redrive::filter::{RedriveFilter, Tenants};
 use ruststream_host::redrive::{DryRun, Redrive, RedriveReport, RedriveSpec, RedriveState};
-use ruststream_runtime::{Clock, SystemClock};
+use ruststream_runtime::clock::{Clock, SystemClock};
 
 use crate::aws::AwsOptions;
 use crate::config::Config;
@@ -119,7 +119,7 @@ pub async fn redrive(args: RedriveOptions) -> anyhow::Result<()> {
     let ticker = tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let now = ruststream_runtime::internals::lock(&progress).clone();
+            let now = ruststream_runtime::sync::lock(&progress).clone();
             println!("progress: {}", counts(&now));
         }
     });

@@ -16,8 +16,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_host::{DEFAULT_TABLE_TEMPLATE, Host, HostConfig, ReaderConfig};
-use ruststream_runtime::{CompileLimits, RolloutPolicy, Runtime};
+use ruststream_host::{Host, HostConfig, kinesis::ReaderConfig, lease::DEFAULT_TABLE_TEMPLATE};
+use ruststream_runtime::{Runtime, component::compile::CompileLimits, rollout::RolloutPolicy};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
 
@@ -40,7 +40,7 @@ use crate::{metrics, state};
 
 /// How many calls of a swapped-in version are judged, and how much higher its failure rate
 /// may be, unless told otherwise ([`RunOptions::rollout_calls`], [`RunOptions::rollout_margin`]).
-pub use ruststream_runtime::{DEFAULT_ROLLOUT_CALLS, DEFAULT_ROLLOUT_MARGIN};
+pub use ruststream_runtime::rollout::{DEFAULT_ROLLOUT_CALLS, DEFAULT_ROLLOUT_MARGIN};
 
 /// How long changes to watched files must be quiet before a reload: a component file is
 /// replaced by one rename (or written and closed), which is one event, so a short wait only

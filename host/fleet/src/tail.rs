@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::types::ShardIteratorType;
-use ruststream_host::list_shards;
-use ruststream_runtime::DeadLetterOrigin;
-use ruststream_runtime::internals::envelope;
+use ruststream_host::kinesis::list_shards;
+use ruststream_runtime::dead_letter::DeadLetterOrigin;
+use ruststream_runtime::envelope;
 use serde_json::{Map, Value, json};
 
 use crate::aws::AwsOptions;
@@ -172,7 +172,7 @@ fn describe(
 
 #[cfg(test)]
 mod tests {
-    use ruststream_runtime::Header;
+    use ruststream_runtime::record::Header;
 
     use super::*;
 

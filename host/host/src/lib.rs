@@ -5,11 +5,23 @@
 //! checkpoints in memory or DynamoDB, children of split and merged shards, and the admin
 //! hooks of a running app (status, seek, quarantine).
 //!
+//! - [`kinesis`]: listing shards, the paced and shared shard readers, publishing records;
+//! - [`lease`]: lease stores (in memory, DynamoDB) with fencing, stored checkpoints, presence
+//!   rows, and the lease keeper that renews a held lease;
+//! - [`runner`]: running an app ([`Host`], [`Deployment`], [`RunningApp`]): coordinators,
+//!   shard workers, swaps and rollbacks, operator settings, status and seek;
+//! - [`redrive`]: writing dead letters back to the stream they came from, each exactly once;
+//! - [`metrics`]: the host's metric names and labels.
+//!
+//! The runtime compiles components in its bounded worker by default: the program embedding
+//! the host serves it from `main` (see the `ruststream_runtime` crate docs, "The compile
+//! worker").
+//!
 //! ```no_run
 //! # async fn demo(kinesis: aws_sdk_kinesis::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use ruststream_host::{Deployment, Host, HostConfig, MemoryLeaseStore};
-//! use ruststream_runtime::{LoadedComponent, LogSink, Runtime, RuntimeConfig, Tenant};
+//! use ruststream_runtime::{LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink};
 //!
 //! let runtime = Runtime::new(RuntimeConfig::default())?;
 //! let tenant = Arc::new(Tenant::trusted("acme"));
@@ -26,27 +38,15 @@
 
 #![forbid(unsafe_code)]
 
-mod kinesis;
-mod lease;
+pub mod kinesis;
+pub mod lease;
 pub mod metrics;
 pub mod redrive;
-mod runner;
+pub mod runner;
 
 /// An error of the SDK (or of the task running a call), kept whole as the cause of ours.
 type Cause = Box<dyn std::error::Error + Send + Sync>;
 
-pub use kinesis::{
-    Batch, KinesisPublisher, MIN_READ_INTERVAL, ReadError, ReadPacing, ReadProgress, ReaderConfig,
-    ReaderOwner, ShardInfo, ShardReader, SharedReads, StartAt, list_shards,
-};
-pub use lease::{
-    AT_SEQUENCE_PREFIX, AT_TIMESTAMP_PREFIX, Checkpoint, Claim, DEFAULT_TABLE_TEMPLATE,
-    DynamoLeaseStore, DynamoStoreStats, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord,
-    LeaseStore, LeaseTable, MemoryLeaseStore, PRESENCE_PREFIX, PresenceKey, Renewal, SHARD_END,
-    TRIM_HORIZON, TableTemplate, TemplateError,
-};
-pub use runner::{
-    AppVersions, Deployment, Host, HostConfig, KEPT_DISAGREEMENTS, OperatorSettings, RolloutStatus,
-    RunningApp, SeekError, ShadowStatus, ShardState, ShardStatus, SubscriptionStatus, SwapError,
-    Swapped, UnknownShardState, VersionInfo,
-};
+// The types a deployment needs, at the root as well as in their modules.
+pub use lease::{DynamoLeaseStore, LeaseStore, MemoryLeaseStore};
+pub use runner::{Deployment, Host, HostConfig, RunningApp};

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use crate::settlement::{Outcome, RetryPolicy};
+use crate::outcome::{Outcome, RetryPolicy};
+
+/// Records handed to one call when the subscription does not set `batch`.
+pub const DEFAULT_BATCH_LIMIT: usize = 1000;
 
 /// Most records one GetRecords call may return, and so the largest batch a subscription may ask for.
 pub const MAX_BATCH_LIMIT: u32 = 10_000;

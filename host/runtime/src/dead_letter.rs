@@ -42,7 +42,7 @@ pub struct DeadLetterOrigin {
     /// How many deliveries it had.
     pub attempts: u32,
     /// [`ATTEMPTS_EXHAUSTED`], [`RECORD_AGE_EXCEEDED`], or the kind of trap its last attempt
-    /// ended in ([`TrapKind::label`](crate::TrapKind::label)).
+    /// ended in ([`TrapKind::label`](crate::component::TrapKind::label)).
     pub reason: String,
 }
 

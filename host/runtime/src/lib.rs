@@ -6,11 +6,22 @@
 //! subscriptions and answers each record with a handler outcome; see `wit/ruststream.wit`.
 //! The runtime owns everything else, in the order a record meets it:
 //!
-//! - [`Runtime`] and [`LoadedComponent`]: compiling a component in a bounded worker, checking
-//!   it, instantiating it under its tenant's [`SandboxPolicy`], validating what it declares;
-//! - [`ShardPipeline`]: one shard of one subscription: calls per batch with a deadline per
-//!   record, settlement of each [`Outcome`], counted copies, the checkpoint;
-//! - [`Tenant`]: what a tenant is granted, its limits, its quarantine gate.
+//! - [`component`]: [`Runtime`] and [`LoadedComponent`]: compiling a component in a bounded
+//!   worker ([`component::compile`]), checking it, instantiating it under its tenant's
+//!   [`SandboxPolicy`](policy::SandboxPolicy), validating what it declares ([`app`]);
+//! - [`pipeline`]: [`ShardPipeline`], one shard of one subscription: calls per batch with a
+//!   deadline per record, settlement of each [`Outcome`] ([`outcome`]), counted copies and
+//!   dead letters ([`dead_letter`]), the checkpoint; records come in and go out as
+//!   [`record`]s, written through a transport's [`publish::Publisher`];
+//! - [`tenant`] and [`policy`]: what a tenant is granted, its limits, its quarantine gate;
+//!   [`rollout`]: judging a new version against the one it replaced;
+//! - [`log`] and [`metrics`]: what components say and what the runtime decides, for the
+//!   embedder's `tracing` subscriber and metrics recorder; [`escape`] shows untrusted text;
+//! - [`envelope`]: the `RSK2` record format on the stream, shared with native RustStream
+//!   services;
+//! - `testing` (feature `testing`): `TestApp` and paused time, for tenants' tests.
+//!
+//! Transports reuse a few of the runtime's parts: [`clock`], [`backoff`], [`sync`], [`text`].
 //!
 //! ```no_run
 //! use ruststream_runtime::{Outcome, TestApp};
@@ -23,88 +34,94 @@
 //! assert_eq!(book.checkpoint(), None); // held in front of the refund
 //! # Ok(()) }
 //! ```
+//!
+//! # The compile worker
+//!
+//! A few kilobytes of hostile WebAssembly can keep Cranelift busy for minutes or make it
+//! allocate gigabytes, so by default ([`RuntimeConfig::default`], [`Compiler::default`]) a
+//! component is compiled in a child process bounded by `setrlimit` (address space, CPU time)
+//! and a timeout, and this process only loads the artifact. The child is **this program**
+//! ([`std::env::current_exe`]) run as `PROGRAM compile-worker FLAGS`; it reads the component
+//! on stdin and writes the artifact on stdout. So a program that embeds the runtime serves
+//! the worker: before anything else, its `main` checks for
+//! [`WORKER_COMMAND`](component::compile::WORKER_COMMAND) as its first argument and hands the
+//! rest to [`compile_worker`](component::compile::compile_worker), which never returns to the
+//! program's own work. (`Compiler::Worker { program }` names another executable that does.)
+//!
+//! ```no_run
+//! use std::process::ExitCode;
+//!
+//! use ruststream_runtime::component::compile::{WORKER_COMMAND, compile_worker};
+//! use ruststream_runtime::log::LogSink;
+//! use ruststream_runtime::{LoadedComponent, Runtime, RuntimeConfig, Tenant};
+//!
+//! fn main() -> ExitCode {
+//!     if std::env::args().nth(1).as_deref() == Some(WORKER_COMMAND) {
+//!         return compile_worker(std::env::args().skip(2));
+//!     }
+//!     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build();
+//!     let result = tokio.map_err(Box::from).and_then(|tokio| tokio.block_on(serve()));
+//!     match result {
+//!         Ok(()) => ExitCode::SUCCESS,
+//!         Err(error) => {
+//!             eprintln!("error: {error}");
+//!             ExitCode::FAILURE
+//!         }
+//!     }
+//! }
+//!
+//! async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//!     // Compiles in a bounded worker: this very program, started again as above.
+//!     let runtime = Runtime::new(RuntimeConfig::default())?;
+//!     let tenant = Tenant::trusted("acme");
+//!     let log = LogSink::new();
+//!     let component =
+//!         LoadedComponent::from_file(&runtime, "settlement.wasm", tenant.policy(), &log).await?;
+//!     println!("{} subscriptions", component.app().subscriptions.len());
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Compiling in this process ([`Compiler::InProcess`], [`RuntimeConfig::in_process`]) is an
+//! explicit opt-in for code whose author is trusted: `TestApp` uses it by default (a tenant
+//! testing its own component), as do this workspace's benchmarks.
+//!
+//! [`Compiler::default`]: component::compile::Compiler::default
+//! [`Compiler::InProcess`]: component::compile::Compiler::InProcess
 
-mod app;
-mod backoff;
+pub mod app;
+pub mod backoff;
 mod checkpoint;
-mod clock;
-mod component;
-mod dead_letter;
-mod env;
-mod envelope;
-mod escape;
+pub mod clock;
+pub mod component;
+pub mod dead_letter;
+pub mod env;
+pub mod envelope;
+pub mod escape;
 mod limits;
-mod log;
+pub mod log;
 pub mod metrics;
-mod pipeline;
-mod policy;
-mod publish;
+pub mod outcome;
+pub mod pipeline;
+pub mod policy;
+pub mod publish;
 mod quota;
-mod record;
-mod rollout;
+pub mod record;
+pub mod rollout;
 mod sequence;
-mod settlement;
 pub mod shadow;
 mod stop;
-mod sync;
-mod tenant;
+pub mod sync;
+pub mod tenant;
 #[cfg(feature = "testing")]
-mod testapp;
-mod text;
+pub mod testing;
+pub mod text;
 
-pub use app::{
-    AppSpec, DeclarationBounds, MAX_BATCH_LIMIT, MaxRecordAge, SpecError, StartPosition,
-    SubscriptionSpec, valid_name,
-};
-/// The shared byte buffer a [`Delivery`]'s payload is a slice of.
-pub use bytes::Bytes;
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use component::{
-    CONTRACT, CallFailure, CallForm, CompileError, ContractVersion, ImportAccess, LoadError,
-    LoadPhase, LoadedComponent, Refusal, Runtime, RuntimeError, TrapKind, VersionRefusal,
-    WORKER_COMMAND, compile_worker, content_hash, describe_app, import_access,
-};
-pub use dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
-pub use env::Env;
-pub use escape::{escape_controls, one_line, one_line_within, quote};
-pub use limits::{
-    CompileBudget, CompileConfig, CompileLimits, Compiler, CopyLimits, Limits, LogLimits,
-    RuntimeConfig, WriteLimits,
-};
-pub use log::{Level, LogLine, LogSink, Origin, parse_field_list};
-pub use pipeline::{
-    DEFAULT_BATCH_LIMIT, DeliveryReport, MAX_UNSENT_BYTES, MAX_UNSENT_COPIES, Observer,
-    OutcomeCounts, PipelineEnv, ShardPipeline, Stop,
-};
-pub use policy::{SandboxPolicy, StreamGrant};
-pub use publish::{BoxFuture, MAX_RECORD_BYTES, PublishError, Publisher, check_size};
-pub use record::{CopyOrigin, CopyOwner, Delivery, Header, KPL_MAGIC, OutgoingRecord, Published};
-pub use rollout::{
-    CallStats, DEFAULT_ROLLOUT_CALLS, DEFAULT_ROLLOUT_MARGIN, RolloutPolicy, Verdict,
-};
-pub use settlement::{Outcome, RetryPolicy};
-pub use tenant::{Tenant, TenantError};
+// The core types, at the root as well as in their modules (as wasmtime's `Engine` and `Store`).
+pub use component::{LoadedComponent, Runtime, RuntimeConfig};
+pub use outcome::Outcome;
+pub use pipeline::ShardPipeline;
+pub use record::Delivery;
+pub use tenant::Tenant;
 #[cfg(feature = "testing")]
-pub use testapp::{
-    InProcessStreams, SHARD_ID, StoredRecord, SubscriberView, TestApp, TestAppBuilder, TestAppError,
-};
-pub use text::Text;
-
-/// Internals that transports, benchmarks and the end-to-end tests of this workspace use. Not
-/// part of the API: they change without notice.
-#[doc(hidden)]
-pub mod internals {
-    pub use crate::backoff::Backoff;
-    pub use crate::component::{BatchCall, BatchFailure, HandlerInstance};
-    pub use crate::record::Deliveries;
-    pub use crate::sync::{lock, sleep_until};
-
-    /// The `RSK2` record envelope, as written to and read from streams.
-    pub mod envelope {
-        pub use crate::envelope::{
-            COPY_FOR_HEADER, COPY_OF_HEADER, DUE_AT_HEADER, FIRST_ARRIVAL_HEADER, REDRIVE_HEADER,
-            RESERVED_PREFIX, RETRY_COUNT_HEADER, Unwrapped, is_reserved, origin_headers, unwrap,
-            wrap,
-        };
-    }
-}
+pub use testing::TestApp;

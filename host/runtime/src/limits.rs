@@ -1,4 +1,7 @@
-//! Resource limits of a tenant's components: calls, instances, output, copies and writes.
+//! Resource limits of a tenant's components (calls, instances, output, copies and writes), and
+//! the engine's settings with the compiler's (who compiles, within which bounds). The first
+//! are public as `tenant::{Limits, ...}`, the others as `component::RuntimeConfig` and
+//! `component::compile::{Compiler, ...}`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -180,7 +183,21 @@ pub struct RuntimeConfig {
     pub compile: CompileConfig,
 }
 
+impl RuntimeConfig {
+    /// The defaults, but compiling in this process ([`Compiler::InProcess`]): only for
+    /// components whose author is trusted, or in a program that does not serve the compile
+    /// worker (tests, benchmarks).
+    pub fn in_process() -> Self {
+        Self {
+            compile: CompileConfig::in_process(),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for RuntimeConfig {
+    /// Deadlines on, fuel off, and components compiled by the bounded worker run as this
+    /// program ([`Compiler::default`]).
     fn default() -> Self {
         Self {
             deadlines: true,
@@ -205,21 +222,59 @@ pub struct CompileConfig {
     pub cache: Option<PathBuf>,
 }
 
-/// Who compiles components.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+impl CompileConfig {
+    /// The defaults, but compiling in this process: see [`Compiler::InProcess`].
+    pub fn in_process() -> Self {
+        Self {
+            compiler: Compiler::InProcess,
+            ..Self::default()
+        }
+    }
+}
+
+/// Who compiles components. The default is the bounded worker run as this program
+/// ([`Compiler::this_program`]), which the program's `main` must serve (see the crate docs,
+/// "The compile worker"); compiling in process is an explicit opt-in for trusted code.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Compiler {
-    /// This process, bounded only by the size checks: for components the operator trusts
-    /// (`TestApp`, benchmarks).
-    #[default]
+    /// This process, bounded only by the size checks. Only for components whose author is
+    /// trusted (a tenant testing its own code with `TestApp`, benchmarks): a few kilobytes of
+    /// hostile WebAssembly can keep Cranelift busy for minutes or make it allocate gigabytes,
+    /// and here that is the host's CPU and memory.
     InProcess,
     /// A worker process (`program compile-worker ...`) under `setrlimit` and a timeout, whose
-    /// artifact this process then loads: for untrusted components. `program` is normally the
-    /// `ruststream` binary itself.
+    /// artifact this process then loads: for untrusted components.
     Worker {
-        /// The executable, run with [`WORKER_COMMAND`](crate::WORKER_COMMAND) as its first
-        /// argument: its `main` must then call [`compile_worker`](crate::compile_worker).
+        /// The executable, run with
+        /// [`WORKER_COMMAND`](crate::component::compile::WORKER_COMMAND) as its first argument:
+        /// its `main` must then call
+        /// [`compile_worker`](crate::component::compile::compile_worker).
         program: PathBuf,
     },
+}
+
+impl Compiler {
+    /// The bounded worker, run as this program ([`std::env::current_exe`]): the default.
+    pub fn this_program() -> Self {
+        // Where the executable's path cannot be read, `/proc/self/exe` names the same file to
+        // the kernel; if that is missing too, starting the worker fails with a clear
+        // `CompileError::WorkerIo` on the first compile, never a silent in-process compile.
+        let program = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+        Self::Worker { program }
+    }
+
+    /// In this process: the explicit opt-in for trusted code (see [`Compiler::InProcess`]).
+    pub fn in_process() -> Self {
+        Self::InProcess
+    }
+}
+
+impl Default for Compiler {
+    /// [`Compiler::this_program`]: untrusted code is the crate's promise, so the bounded
+    /// worker is what a program gets unless it opts out.
+    fn default() -> Self {
+        Self::this_program()
+    }
 }
 
 /// Bounds on compiling one component.
@@ -300,6 +355,25 @@ impl Default for CompileLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_compiler_is_the_bounded_worker_run_as_this_program() {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let expected = Compiler::Worker { program: exe };
+        assert_eq!(Compiler::default(), expected);
+        assert_eq!(RuntimeConfig::default().compile.compiler, expected);
+        assert_eq!(
+            RuntimeConfig::in_process().compile.compiler,
+            Compiler::InProcess
+        );
+        assert_eq!(
+            RuntimeConfig::in_process(),
+            RuntimeConfig {
+                compile: CompileConfig::in_process(),
+                ..RuntimeConfig::default()
+            }
+        );
+    }
 
     #[test]
     fn the_compile_budget_grows_with_the_size_up_to_its_ceiling() {

@@ -8,7 +8,7 @@
 
 /// Records settled, by `outcome` (`ack`, `drop`, `retry`, `retry_after`).
 pub const RECORDS: &str = "ruststream_records_total";
-/// Calls that trapped, by `kind` (see [`TrapKind::label`](crate::TrapKind::label)).
+/// Calls that trapped, by `kind` (see [`TrapKind::label`](crate::component::TrapKind::label)).
 pub const TRAPS: &str = "ruststream_traps_total";
 /// How long each handler call took, in seconds.
 pub const CALL_DURATION: &str = "ruststream_call_duration_seconds";
@@ -175,6 +175,10 @@ pub const CALL_DURATION_BUCKETS: &[f64] = &[
     0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0,
 ];
 
+/// Records a shadow version was given, by `tenant`, `app` and `result` (`agree`, `disagree`,
+/// `trap`, `skipped`: not compared because the shadow was behind or not sampled).
+pub const SHADOW_RECORDS: &str = "ruststream_shadow_records_total";
+
 /// Registers the descriptions of the runtime's metrics with the installed recorder.
 pub fn describe() {
     metrics::describe_counter!(RECORDS, "Records settled, by outcome.");
@@ -193,7 +197,7 @@ pub fn describe() {
         "Dead letters written to a dead-letter stream."
     );
     metrics::describe_counter!(
-        crate::shadow::SHADOW_RECORDS,
+        SHADOW_RECORDS,
         "Records offered to a shadow version, by result: agree, disagree, trap, skipped."
     );
     metrics::describe_counter!(

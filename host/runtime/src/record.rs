@@ -6,7 +6,8 @@
 use std::ops::{Deref, Range};
 use std::sync::Arc;
 
-use bytes::Bytes;
+/// The shared byte buffer a [`Delivery`]'s payload is a slice of.
+pub use bytes::Bytes;
 
 use crate::text::Text;
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use crate::component::{LoadedComponent, TrapKind};
-use crate::limits::Limits;
+pub use crate::limits::{CopyLimits, Limits, LogLimits, WriteLimits};
 use crate::policy::{SandboxPolicy, StreamGrant};
 use crate::sync::lock;
 

@@ -12,7 +12,7 @@ use ruststream_fleet::aws::AwsOptions;
 use ruststream_fleet::config::LeaseStoreKind;
 use ruststream_fleet::engine::{CompileCache, CompileIn};
 use ruststream_fleet::run::{RunOptions, RunningHost};
-use ruststream_host::{LeaseKey, LeaseStore as _};
+use ruststream_host::lease::{LeaseKey, LeaseStore as _};
 use ruststream_tests::fixture::Fixture;
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{compile_cache_dir, guests};

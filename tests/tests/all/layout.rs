@@ -1,6 +1,7 @@
 //! The shape of the workspace: no import cycles between the modules of any crate; the layers
 //! runtime ← host ← fleet ← cli, none depending on one above it; a binary that is argument
-//! parsing, one file per verb and printing, with everything else in the library.
+//! parsing, one file per verb and printing, with everything else in the library; no crate
+//! reaching into another's hidden internals.
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,78 @@ fn no_module_of_any_crate_is_on_an_import_cycle() -> std::io::Result<()> {
         cycles.extend(graph.cycles().into_iter().map(|c| format!("{src}: {c}")));
     }
     assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
+    Ok(())
+}
+
+/// Every `.rs` file under `dir`, build output (`target`) and hidden folders left out.
+fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if path.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                rust_files(&path, files)?;
+            }
+        } else if name.ends_with(".rs") {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn no_crate_reaches_into_a_hidden_internals_module() -> std::io::Result<()> {
+    // What one crate needs of another is a documented part of a public module; a hidden
+    // `internals` module would be an API nobody states the contract of. (The needles are
+    // built so that this file does not match itself.)
+    let path = format!("{}::", "internals");
+    let module = format!("mod {}", "internals");
+    let mut files = Vec::new();
+    for dir in ["host", "guest-sdk", "tests"] {
+        rust_files(&workspace().join(dir), &mut files)?;
+    }
+    assert!(files.len() > 100, "{} files read", files.len());
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)?;
+        for (line, code) in text.lines().enumerate() {
+            if code.contains(&path) || code.contains(&module) {
+                found.push(format!("{}:{}: {}", file.display(), line + 1, code.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "internals used:\n{}", found.join("\n"));
+    Ok(())
+}
+
+#[test]
+fn the_runtime_s_root_re_exports_only_its_core_types() -> std::io::Result<()> {
+    // Everything else lives in the module it belongs to (`escape::one_line`,
+    // `component::compile::WORKER_COMMAND`, `testing::ManualClock`, ...).
+    let lib = std::fs::read_to_string(workspace().join("host/runtime/src/lib.rs"))?;
+    let mut names = Vec::new();
+    for statement in lib.split(';') {
+        let Some((_, tree)) = statement.split_once("pub use ") else {
+            continue;
+        };
+        let leaves = tree.rsplit_once("::{").map_or(tree, |(_, inner)| inner);
+        for leaf in leaves.split(',') {
+            let leaf = leaf.trim().trim_end_matches('}');
+            names.push(leaf.rsplit("::").next().unwrap_or(leaf).to_owned());
+        }
+    }
+    assert!(
+        names.contains(&"Runtime".to_owned()),
+        "root re-exports read: {names:?}"
+    );
+    assert!(names.len() <= 10, "the root re-exports {names:?}");
+    assert!(
+        !lib.contains("#[doc(hidden)]"),
+        "the runtime's root hides an item"
+    );
     Ok(())
 }
 

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use ruststream_host::{
-    Checkpoint, Claim, HeldLease, LeaseKey, LeaseStore, MemoryLeaseStore, PresenceKey,
+    LeaseStore, MemoryLeaseStore,
+    lease::{Checkpoint, Claim, HeldLease, LeaseKey, PresenceKey},
 };
-use ruststream_runtime::{Clock as _, SystemClock};
+use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_tests::e2e::dynamo_store;
 use ruststream_tests::servers::LocalDynamo;
 
@@ -100,7 +101,10 @@ async fn take(
     Ok(store.acquire(key, owner, TTL, claim).await?)
 }
 
-async fn row(store: &dyn LeaseStore, key: &LeaseKey) -> Result<ruststream_host::LeaseRecord> {
+async fn row(
+    store: &dyn LeaseStore,
+    key: &LeaseKey,
+) -> Result<ruststream_host::lease::LeaseRecord> {
     store
         .read(key)
         .await?

@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use axum::http::HeaderValue;
 use axum::http::uri::Authority;
-use ruststream_runtime::quote;
+use ruststream_runtime::escape::quote;
 
 /// A name the admin API also answers to (`--admin-host`): `NAME` (with the listening port)
 /// or `NAME:PORT` (exactly).

@@ -192,7 +192,7 @@ fn content_type(headers: &HeaderMap, wanted: &str) -> Result<(), String> {
     if essence.eq_ignore_ascii_case(wanted) {
         return Ok(());
     }
-    let shown = ruststream_runtime::quote(&String::from_utf8_lossy(value.as_bytes()));
+    let shown = ruststream_runtime::escape::quote(&String::from_utf8_lossy(value.as_bytes()));
     Err(format!(
         "Content-Type `{shown}` is refused here: send `{wanted}`"
     ))

@@ -145,21 +145,21 @@ pub struct ShadowDropped {
 }
 
 /// One version of an app's component: the runner's own type, sent as it is.
-pub use ruststream_host::VersionInfo;
+pub use ruststream_host::runner::VersionInfo;
 
 /// How a newly swapped-in version is being judged: the runner's own type, sent as it is.
-pub use ruststream_host::RolloutStatus;
+pub use ruststream_host::runner::RolloutStatus;
 
 /// One subscription of an app and its shards: the runner's own status, whose serde attributes
 /// give the wire form (`name`, `stream`, `error`, `shards` as a list).
-pub use ruststream_host::SubscriptionStatus;
+pub use ruststream_host::runner::SubscriptionStatus;
 
 /// One shard of a subscription as this host sees it: the runner's own status (`shard_id`
 /// first, the state in words, `paused` for a paused or quarantined tenant).
-pub use ruststream_host::{ShardState, ShardStatus};
+pub use ruststream_host::runner::{ShardState, ShardStatus};
 
 /// Records counted by outcome: the runtime's own counts, sent as they are.
-pub use ruststream_runtime::OutcomeCounts;
+pub use ruststream_runtime::pipeline::OutcomeCounts;
 
 /// A component version the host loaded (`PUT .../components/{name}`, reload, rollback).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,7 +17,7 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
-use ruststream_runtime::quote;
+use ruststream_runtime::escape::quote;
 use serde::de::DeserializeOwned;
 
 use super::control::Control;

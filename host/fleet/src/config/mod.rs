@@ -33,10 +33,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ruststream_host::OperatorSettings;
+use ruststream_host::runner::OperatorSettings;
 use ruststream_runtime::{
-    CompileLimits, Limits, MAX_BATCH_LIMIT, StartPosition, StreamGrant, SubscriptionSpec, Tenant,
-    escape_controls, quote, valid_name,
+    Tenant,
+    app::{MAX_BATCH_LIMIT, StartPosition, SubscriptionSpec, valid_name},
+    component::compile::CompileLimits,
+    escape::{escape_controls, quote},
+    policy::StreamGrant,
+    tenant::Limits,
 };
 use serde::Deserialize;
 
@@ -818,7 +822,7 @@ fn is_role_arn(arn: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ruststream_runtime::LogLimits;
+    use ruststream_runtime::tenant::LogLimits;
 
     fn parse(text: &str) -> anyhow::Result<Config> {
         let config: Config = toml::from_str(text)?;

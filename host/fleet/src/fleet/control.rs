@@ -2,8 +2,11 @@
 
 use std::sync::Arc;
 
-use ruststream_host::{AppVersions, RunningApp, SeekError, SubscriptionStatus};
-use ruststream_runtime::StartPosition;
+use ruststream_host::{
+    RunningApp,
+    runner::{AppVersions, SeekError, SubscriptionStatus},
+};
+use ruststream_runtime::app::StartPosition;
 
 use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
@@ -68,7 +71,7 @@ impl Control for Fleet {
                     app: app.to_owned(),
                     subscriber: subscriber.to_owned(),
                 },
-                other => ControlError::Seek(ruststream_runtime::one_line(&other)),
+                other => ControlError::Seek(ruststream_runtime::escape::one_line(&other)),
             })
     }
 
@@ -222,7 +225,7 @@ fn app_status(app: &RunningApp, paused: bool) -> AppStatus {
     }
 }
 
-fn shadow_status(shadow: ruststream_host::ShadowStatus) -> ShadowStatus {
+fn shadow_status(shadow: ruststream_host::runner::ShadowStatus) -> ShadowStatus {
     let counts = shadow.counts;
     ShadowStatus {
         version: shadow.version,

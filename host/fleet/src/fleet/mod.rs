@@ -23,11 +23,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ruststream_host::{
-    Deployment, DynamoLeaseStore, Host, LeaseStore, MemoryLeaseStore, RunningApp, TableTemplate,
+    Deployment, DynamoLeaseStore, Host, LeaseStore, MemoryLeaseStore, RunningApp,
+    lease::TableTemplate,
 };
 use ruststream_runtime::{
-    Clock as _, LoadedComponent, LogSink, Runtime, SystemClock, Tenant, content_hash,
-    escape_controls, one_line,
+    LoadedComponent, Runtime, Tenant,
+    clock::{Clock as _, SystemClock},
+    component::compile::content_hash,
+    escape::{escape_controls, one_line},
+    log::LogSink,
 };
 use tokio::task::JoinSet;
 
@@ -817,7 +821,7 @@ impl Fleet {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        ruststream_runtime::internals::lock(&self.inner.state)
+        ruststream_runtime::sync::lock(&self.inner.state)
     }
 }
 

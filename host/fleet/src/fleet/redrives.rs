@@ -8,8 +8,8 @@ use std::sync::Arc;
 use ruststream_host::DynamoLeaseStore;
 use ruststream_host::redrive::filter::{RedriveFilter, Tenants, parse_time};
 use ruststream_host::redrive::{DEFAULT_TABLE, Redrive, RedriveSpec, RedriveState};
-use ruststream_runtime::internals::lock;
-use ruststream_runtime::one_line;
+use ruststream_runtime::escape::one_line;
+use ruststream_runtime::sync::lock;
 
 use super::Fleet;
 use crate::admin::control::ControlError;

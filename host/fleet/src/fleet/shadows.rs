@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use ruststream_host::RunningApp;
-use ruststream_runtime::{LoadedComponent, LogSink, Tenant, content_hash, one_line};
+use ruststream_runtime::{
+    LoadedComponent, Tenant, component::compile::content_hash, escape::one_line, log::LogSink,
+};
 
 use super::Fleet;
 use crate::admin::control::ControlError;

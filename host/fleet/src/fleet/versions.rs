@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use ruststream_host::RunningApp;
-use ruststream_runtime::{LoadedComponent, LogSink, Tenant, one_line};
+use ruststream_runtime::{LoadedComponent, Tenant, escape::one_line, log::LogSink};
 
 use super::{Fleet, Source, deployed};
 use crate::admin::control::ControlError;

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ruststream_host::{ShardState, ShardStatus};
+use ruststream_host::runner::{ShardState, ShardStatus};
 use ruststream_runtime::metrics::{self, label};
 
 use crate::fleet::Fleet;

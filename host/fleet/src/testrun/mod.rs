@@ -21,7 +21,11 @@ mod verdict;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use ruststream_runtime::{CompileLimits, TestAppError, escape_controls, one_line};
+use ruststream_runtime::{
+    component::compile::CompileLimits,
+    escape::{escape_controls, one_line},
+    testing::TestAppError,
+};
 
 use crate::engine::{CompileCache, runtime_config};
 

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use base64::Engine as _;
-use ruststream_runtime::Header;
-use ruststream_runtime::internals::envelope;
+use ruststream_runtime::envelope;
+use ruststream_runtime::record::Header;
 use serde::Deserialize;
 
 use super::TestRunError;

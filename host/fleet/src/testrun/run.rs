@@ -5,9 +5,14 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use ruststream_runtime::internals::envelope;
+use ruststream_runtime::envelope;
 use ruststream_runtime::{
-    AppSpec, DeliveryReport, Header, LogLine, OutgoingRecord, RuntimeConfig, TestApp, TestAppError,
+    RuntimeConfig, TestApp,
+    app::AppSpec,
+    log::LogLine,
+    pipeline::DeliveryReport,
+    record::{Header, OutgoingRecord},
+    testing::TestAppError,
 };
 
 use super::TestRunError;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use ruststream_runtime::{SHARD_ID, escape_controls};
+use ruststream_runtime::{escape::escape_controls, testing::SHARD_ID};
 
 use super::expect::{Expectations, ExpectedCheckpoint, ExpectedPublish, ExpectedRecord, Position};
 use super::records::InputRecord;

@@ -16,7 +16,7 @@ use std::str::Utf8Error;
 
 use aws_smithy_types::DateTime;
 use bytes::Bytes;
-use ruststream_runtime::{Delivery, Text};
+use ruststream_runtime::{Delivery, text::Text};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};

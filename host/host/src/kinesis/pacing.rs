@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use ruststream_runtime::internals::{Backoff, lock};
+use ruststream_runtime::{backoff::Backoff, sync::lock};
 
 /// Least time between two turns on one shard: Kinesis serves 5 GetRecords a second per shard.
 pub const MIN_READ_INTERVAL: Duration = Duration::from_millis(200);

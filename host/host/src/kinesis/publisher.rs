@@ -8,7 +8,8 @@ use aws_sdk_kinesis::config::timeout::TimeoutConfig;
 use aws_sdk_kinesis::primitives::Blob;
 
 use ruststream_runtime::{
-    BoxFuture, OutgoingRecord, PublishError, Published, Publisher, check_size,
+    publish::{BoxFuture, PublishError, Publisher, check_size},
+    record::{OutgoingRecord, Published},
 };
 
 /// Writes records with PutRecord. The SDK's standard retries cover throttling, server errors

@@ -11,8 +11,11 @@ use super::progress::ReadProgress;
 use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
 use super::read_error::ReadError;
 use super::shared::{Answer, Outcome, Position, ReadRequest, Registration, SharedReads};
-use ruststream_runtime::internals::Backoff;
-use ruststream_runtime::{Clock, Delivery, SystemClock};
+use ruststream_runtime::backoff::Backoff;
+use ruststream_runtime::{
+    Delivery,
+    clock::{Clock, SystemClock},
+};
 
 /// One GetRecords' worth of a shard.
 #[derive(Debug, Default)]

@@ -42,8 +42,8 @@ use super::calls::{Called, ShardRef};
 use super::pacing::{Place, ReadPacing, ReaderOwner, Ticket};
 use super::read_config::{ReaderConfig, StartAt};
 use super::read_error::ReadError;
-use ruststream_runtime::internals::{Backoff, lock};
-use ruststream_runtime::{Delivery, Text, one_line};
+use ruststream_runtime::{Delivery, escape::one_line, text::Text};
+use ruststream_runtime::{backoff::Backoff, sync::lock};
 
 /// Most non-empty answers a shard keeps for readers that ask for them later.
 pub(crate) const KEPT_ANSWERS: usize = 8;

@@ -21,7 +21,7 @@ use aws_smithy_types::config_bag::ConfigBag;
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use ruststream_runtime::Delivery;
-use ruststream_runtime::internals::lock;
+use ruststream_runtime::sync::lock;
 
 use super::answer;
 

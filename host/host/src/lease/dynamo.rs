@@ -30,7 +30,7 @@ use super::{
     PRESENCE_PREFIX, PresenceKey, Renewal, expiry_ms, is_legacy_key,
 };
 use crate::Cause;
-use ruststream_runtime::BoxFuture;
+use ruststream_runtime::publish::BoxFuture;
 
 const KEY: &str = "lease_key";
 const OWNER: &str = "lease_owner";

@@ -10,8 +10,8 @@ use super::{
     Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
     PresenceKey, Renewal, expiry_ms,
 };
-use ruststream_runtime::BoxFuture;
-use ruststream_runtime::internals::lock;
+use ruststream_runtime::publish::BoxFuture;
+use ruststream_runtime::sync::lock;
 
 /// An in-memory lease store. Shared (behind an `Arc`) by the hosts of one process, it behaves
 /// like a real store: conditions and fencing counters included.

@@ -21,6 +21,7 @@
 //! counts them.
 
 mod dynamo;
+pub(crate) mod keeper;
 mod memory;
 mod namespace;
 
@@ -32,7 +33,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_runtime::{BoxFuture, Clock, SystemClock};
+use ruststream_runtime::{
+    clock::{Clock, SystemClock},
+    publish::BoxFuture,
+};
 
 /// The checkpoint of a shard that was read to its end (after a split or merge); its children
 /// may start.

@@ -10,9 +10,12 @@ use std::sync::Arc;
 
 use aws_smithy_types::DateTime;
 use aws_smithy_types::date_time::Format;
-use ruststream_runtime::internals::envelope::{self, REDRIVE_HEADER};
+use ruststream_runtime::envelope::{self, REDRIVE_HEADER};
 use ruststream_runtime::{
-    CopyOrigin, CopyOwner, DeadLetterOrigin, Header, MAX_RECORD_BYTES, OutgoingRecord, Tenant,
+    Tenant,
+    dead_letter::DeadLetterOrigin,
+    publish::MAX_RECORD_BYTES,
+    record::{CopyOrigin, CopyOwner, Header, OutgoingRecord},
 };
 use serde::{Deserialize, Serialize};
 
@@ -231,8 +234,8 @@ pub fn redrive_tag<'a>(headers: &'a [Header], id: &str) -> Option<&'a [u8]> {
 
 #[cfg(test)]
 mod tests {
-    use ruststream_runtime::StreamGrant;
-    use ruststream_runtime::internals::envelope::unwrap;
+    use ruststream_runtime::envelope::unwrap;
+    use ruststream_runtime::policy::StreamGrant;
 
     use super::*;
 

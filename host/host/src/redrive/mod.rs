@@ -1,13 +1,15 @@
 //! Dead-letter redrive: the dead letters of a stream written back, each exactly once, to the
 //! stream they came from, once the handler that gave up on them is fixed.
 //!
-//! A dead letter carries its origin in its envelope ([`DeadLetterOrigin`]). A redrive reads
+//! A dead letter carries its origin in its envelope
+//! ([`DeadLetterOrigin`](ruststream_runtime::dead_letter::DeadLetterOrigin)). A redrive reads
 //! the dead-letter stream shard by shard, chooses dead letters by its [`RedriveFilter`],
 //! refuses those whose origin its tenant may not have records in ([`filter::judge`]), and
 //! writes the rest back to their origin stream: the original payload, key and user headers, a
 //! fresh attempt count, addressed (as a counted copy is) to the subscription that gave up on
-//! it, and tagged with the redrive ([`REDRIVE_HEADER`](ruststream_runtime::internals::envelope::REDRIVE_HEADER):
-//! `id/shard/sequence` of the dead letter). Each write draws on its tenant's write quota.
+//! it, and tagged with the redrive
+//! ([`REDRIVE_HEADER`](ruststream_runtime::envelope::REDRIVE_HEADER): `id/shard/sequence` of
+//! the dead letter). Each write draws on its tenant's write quota.
 //!
 //! **Exactly once.** Progress is kept per dead-letter shard in a lease store
 //! ([`progress`]): a lease, fenced like a subscription's, whose checkpoint says up to which
@@ -28,8 +30,8 @@ use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
 use metrics::Label;
-use ruststream_runtime::internals::lock;
-use ruststream_runtime::{Clock, SystemClock};
+use ruststream_runtime::clock::{Clock, SystemClock};
+use ruststream_runtime::sync::lock;
 use serde::Serialize;
 
 use crate::Cause;
@@ -294,7 +296,7 @@ impl Redrive {
             Ok(()) => report.state = RedriveState::Finished,
             Err(error) => {
                 report.state = RedriveState::Failed;
-                report.error = Some(ruststream_runtime::one_line(error));
+                report.error = Some(ruststream_runtime::escape::one_line(error));
             }
         }
         result.map(|()| report.clone())
@@ -322,7 +324,7 @@ impl Redrive {
     }
 
     /// The shards of the dead-letter stream, in the order Kinesis lists them.
-    async fn shards(&self) -> Result<Vec<crate::ShardInfo>, RedriveError> {
+    async fn shards(&self) -> Result<Vec<crate::kinesis::ShardInfo>, RedriveError> {
         crate::kinesis::list_shards(&self.kinesis, &self.spec.stream)
             .await
             .map_err(|error| RedriveError::Kinesis {
@@ -456,9 +458,11 @@ impl Run<'_> {
         let mut pages = self.open(shard_id, held.progress.done.as_deref()).await?;
         'pages: while let Some(page) = pages.next_page().await? {
             for letter in page {
-                let unwrapped = ruststream_runtime::internals::envelope::unwrap(&letter.data);
+                let unwrapped = ruststream_runtime::envelope::unwrap(&letter.data);
                 if let Some(origin) =
-                    ruststream_runtime::DeadLetterOrigin::from_headers(&unwrapped.headers)
+                    ruststream_runtime::dead_letter::DeadLetterOrigin::from_headers(
+                        &unwrapped.headers,
+                    )
                 {
                     origins.insert(origin.stream);
                 }

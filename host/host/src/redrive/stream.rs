@@ -7,8 +7,8 @@ use std::time::Duration;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::primitives::{Blob, DateTime};
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType};
-use ruststream_runtime::OutgoingRecord;
-use ruststream_runtime::internals::envelope;
+use ruststream_runtime::envelope;
+use ruststream_runtime::record::OutgoingRecord;
 
 use super::RedriveError;
 use super::filter::{DeadLetter, redrive_tag};

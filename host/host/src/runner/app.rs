@@ -14,9 +14,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
 
-use ruststream_runtime::internals::lock;
+use ruststream_runtime::sync::lock;
 use ruststream_runtime::{
-    LoadedComponent, StartPosition, SubscriptionSpec, Tenant, TenantError, Verdict,
+    LoadedComponent, Tenant,
+    app::{StartPosition, SubscriptionSpec},
+    rollout::Verdict,
+    tenant::TenantError,
 };
 
 use super::coordinator;
@@ -249,8 +252,8 @@ impl RunningApp {
     /// calls in flight finish on the old version, records after them go to the new one, and
     /// checkpoints go on where they stood. The old version is kept for a rollback, and the new
     /// one is judged over its first calls against the old one's last (the host's
-    /// [`RolloutPolicy`](ruststream_runtime::RolloutPolicy)): if it fails more than the margin allows, the app swaps back by
-    /// itself. `settings` replace the operator's settings.
+    /// [`RolloutPolicy`](ruststream_runtime::rollout::RolloutPolicy)): if it fails more than
+    /// the margin allows, the app swaps back by itself. `settings` replace the operator's settings.
     ///
     /// # Errors
     /// [`SwapError`] when the new version is refused; nothing changes then.

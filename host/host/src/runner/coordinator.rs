@@ -20,17 +20,17 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout};
 use tracing::Instrument as _;
 
-use ruststream_runtime::{BoxFuture, StartPosition, one_line};
+use ruststream_runtime::{app::StartPosition, escape::one_line, publish::BoxFuture};
 
 use super::HostConfig;
 use super::balance::{self, Holding};
 use super::handoff::{self, Watched};
-use super::keeper::KeeperTiming;
 use super::presence::{self, Presence};
 use super::seek::{SeekError, SeekRequest, ShardSeek};
 use super::status::StatusBoard;
 use super::worker::{self, Assignment, WorkerContext, WorkerExit};
 use crate::kinesis::{ReadError, ShardInfo};
+use crate::lease::keeper::KeeperTiming;
 use crate::lease::{
     Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
     PresenceKey, SHARD_END,

@@ -1,5 +1,5 @@
 //! Running components against Kinesis: one coordinator per subscription, one worker per leased
-//! shard, one lease keeper per worker.
+//! shard, each kept leased by its lease keeper (`lease::keeper`).
 //!
 //! The crate's front page shows a deployment started and shut down.
 
@@ -7,7 +7,6 @@ mod app;
 mod balance;
 mod coordinator;
 mod handoff;
-mod keeper;
 mod presence;
 mod release;
 mod seek;
@@ -34,8 +33,13 @@ use tokio::sync::watch;
 use crate::kinesis::{KinesisPublisher, ReaderConfig, ShardListings, SharedReads};
 use crate::lease::LeaseStore;
 use ruststream_runtime::{
-    Clock, LoadedComponent, LogSink, Observer, Publisher, RolloutPolicy, SystemClock, Tenant,
-    TenantError,
+    LoadedComponent, Tenant,
+    clock::{Clock, SystemClock},
+    log::LogSink,
+    pipeline::Observer,
+    publish::Publisher,
+    rollout::RolloutPolicy,
+    tenant::TenantError,
 };
 
 /// How the host reads, leases and checkpoints. The defaults are the seed's timings.

@@ -14,9 +14,9 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tracing::Instrument as _;
 
-use ruststream_runtime::one_line;
+use ruststream_runtime::escape::one_line;
 
-use super::keeper::KeeperTiming;
+use crate::lease::keeper::KeeperTiming;
 use crate::lease::{LeaseStore, PresenceKey};
 
 /// Lease durations after which a presence row that has not moved is deleted by whoever sees

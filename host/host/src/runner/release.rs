@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ruststream_runtime::{
-    CallStats, LoadedComponent, PipelineEnv, StartPosition, SubscriptionSpec, Tenant,
+    LoadedComponent, Tenant,
+    app::{StartPosition, SubscriptionSpec},
+    pipeline::PipelineEnv,
+    rollout::CallStats,
 };
 
 use super::Host;

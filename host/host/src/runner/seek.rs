@@ -3,7 +3,7 @@
 use tokio::sync::oneshot;
 
 use crate::kinesis::ReadError;
-use ruststream_runtime::StartPosition;
+use ruststream_runtime::app::StartPosition;
 
 /// Why a seek was refused.
 #[derive(Debug, thiserror::Error)]

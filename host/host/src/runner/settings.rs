@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ruststream_runtime::{MaxRecordAge, StartPosition, SubscriptionSpec};
+use ruststream_runtime::app::{MaxRecordAge, StartPosition, SubscriptionSpec};
 
 /// An operator's settings for one subscription; `None` keeps what the component declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +77,7 @@ impl OperatorSettings {
 
 #[cfg(test)]
 mod tests {
-    use ruststream_runtime::{Outcome, RetryPolicy};
+    use ruststream_runtime::{Outcome, outcome::RetryPolicy};
 
     use super::*;
 

@@ -12,7 +12,7 @@ use tracing::Instrument as _;
 use ruststream_runtime::shadow::{
     Disagreement, RecordingPublisher, Settled, ShadowCounts, ShadowResult, ShadowRun, ShadowTally,
 };
-use ruststream_runtime::{Env, LoadedComponent, SandboxPolicy, ShardPipeline, Tenant};
+use ruststream_runtime::{LoadedComponent, ShardPipeline, Tenant, env::Env, policy::SandboxPolicy};
 
 use super::Host;
 use super::settings::OperatorSettings;

@@ -14,8 +14,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use ruststream_runtime::internals::lock;
-use ruststream_runtime::{Clock, OutcomeCounts, ShardPipeline, SystemClock};
+use ruststream_runtime::sync::lock;
+use ruststream_runtime::{
+    ShardPipeline,
+    clock::{Clock, SystemClock},
+    pipeline::OutcomeCounts,
+};
 
 use crate::kinesis::ReadProgress;
 

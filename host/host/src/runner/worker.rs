@@ -7,11 +7,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use ruststream_runtime::internals::sleep_until;
-use ruststream_runtime::{Clock, Delivery, ShardPipeline, StartPosition, Stop, Tenant, one_line};
+use ruststream_runtime::sync::sleep_until;
+use ruststream_runtime::{
+    Delivery, ShardPipeline, Tenant, app::StartPosition, clock::Clock, escape::one_line,
+    pipeline::Stop,
+};
 
 use super::HostConfig;
-use super::keeper::{Keeper, KeeperTiming, WriteError};
 use super::release::SubscriptionRelease;
 use super::seek::ShardSeek;
 use super::shadow::{ShadowFeed, ShadowRelease};
@@ -20,6 +22,7 @@ use crate::kinesis::{
     ReadError, ReaderOwner, ShardInfo, ShardListings, ShardReader, SharedReads, StartAt,
     list_shards,
 };
+use crate::lease::keeper::{Keeper, KeeperTiming, WriteError};
 use crate::lease::{
     AT_SEQUENCE_PREFIX, Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON,
 };
@@ -629,7 +632,7 @@ mod tests {
             StartAt::AtSequence("49".into()),
             "a pinned first record is read again"
         );
-        let clock = ruststream_runtime::ManualClock::new(10_000);
+        let clock = ruststream_runtime::testing::ManualClock::new(10_000);
         assert_eq!(
             pinned(&StartAt::Latest, &clock),
             Some(Checkpoint::AtTimestamp(9_000)),

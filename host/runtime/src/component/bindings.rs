@@ -19,7 +19,7 @@ wasmtime::component::bindgen!({
 
 use std::time::Duration;
 
-use crate::settlement::Outcome;
+use crate::outcome::Outcome;
 
 /// The version of the WIT package these bindings were generated from: the one place the host
 /// names it (with `wit/ruststream.wit`'s package line).

@@ -13,7 +13,7 @@ use wasmtime::StoreContext;
 use wasmtime::component::WasmList;
 
 use super::bindings::contract_version;
-use crate::settlement::Outcome;
+use crate::outcome::Outcome;
 
 /// A call's board, read where the guest keeps it.
 pub(crate) struct Board {

@@ -12,7 +12,7 @@ use crate::app::{
     valid_name,
 };
 use crate::escape::quote;
-use crate::settlement::{Outcome, RetryPolicy};
+use crate::outcome::{Outcome, RetryPolicy};
 
 /// Validates what a component's `describe` returned. Cheap checks come first: a list of 50 000
 /// subscriptions is refused on its length, before any of them is looked at.

@@ -6,8 +6,8 @@
 use super::bindings::exports::ruststream::handler::handler as wit;
 use super::instance::{BatchCall, BatchFailure, HandlerInstance, Live, call_info};
 use super::state::CallKind;
+use crate::outcome::Outcome;
 use crate::record::Delivery;
-use crate::settlement::Outcome;
 
 impl HandlerInstance {
     /// Calls `handle` once per delivery of `call`, in order, until one fails.

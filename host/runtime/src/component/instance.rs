@@ -17,9 +17,9 @@ use super::state::{CallKind, CallScope, HostState, board_outcomes, sync_progress
 use super::trap::{DeadlineExceeded, LeaseLost, TrapKind, classify};
 use crate::env::Env;
 use crate::escape::one_line;
+use crate::outcome::Outcome;
+use crate::publish::PublishLog;
 use crate::record::Deliveries;
-use crate::settlement::Outcome;
-use crate::shadow::PublishLog;
 use crate::stop::{Stop, is_lost};
 
 /// One batch of one shard, as handed to a component.

@@ -29,7 +29,7 @@ const HANDLER_EXPORT: &str = concat!("ruststream:handler/handler@", contract_ver
 ///
 /// Displayed alone it names tenant, component and phase; the reason is its
 /// [`source`](std::error::Error::source), so render it with its causes
-/// ([`one_line`](crate::one_line), or `{:#}` through `anyhow`).
+/// ([`one_line`](crate::escape::one_line), or `{:#}` through `anyhow`).
 #[derive(Debug, thiserror::Error)]
 #[error("tenant `{tenant}`, component `{component}`: {phase} refused")]
 pub struct LoadError {

@@ -10,7 +10,7 @@
 mod batch;
 mod bindings;
 mod board;
-mod compile;
+pub mod compile;
 mod declaration;
 mod exports;
 mod handle;
@@ -24,7 +24,6 @@ mod state;
 mod trap;
 mod version;
 
-pub use compile::{CompileError, WORKER_COMMAND, compile_worker, content_hash};
 pub use exports::CallForm;
 pub use imports::{ImportAccess, import_access};
 pub use instance::{BatchCall, BatchFailure, CallFailure, HandlerInstance};
@@ -32,6 +31,9 @@ pub use loader::{LoadError, LoadedComponent, Refusal};
 pub use phase::LoadPhase;
 pub use trap::TrapKind;
 pub use version::{CONTRACT, ContractVersion, VersionRefusal};
+
+/// The engine-wide settings a [`Runtime`] is built with.
+pub use crate::limits::RuntimeConfig;
 
 use std::path::PathBuf;
 
@@ -43,7 +45,6 @@ use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
 use crate::app::AppSpec;
-use crate::limits::RuntimeConfig;
 use compile::Compilation;
 use state::HostState;
 

@@ -22,10 +22,10 @@ use crate::envelope::is_reserved;
 use crate::escape::{one_line, quote};
 use crate::limits::TABLE_ELEMENT_BYTES;
 use crate::log::{Level, LogLine, LogTags, Origin};
+use crate::outcome::Outcome;
 use crate::publish::{PublishError, check_size, derived_partition_key};
+use crate::publish::{PublishLog, RecordedPublish};
 use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
-use crate::settlement::Outcome;
-use crate::shadow::{PublishLog, RecordedPublish};
 use crate::stop::{Stop, is_lost};
 
 /// What a call is. Only a `handle-batch` call takes progress reports: one from anywhere else

@@ -10,7 +10,7 @@ use crate::metrics::{
     CALL_DURATION, COPIES_PUBLISHED, DEAD_LETTERS, FOREIGN_COPIES, RECORDS, TRAPS,
     subscription_labels,
 };
-use crate::settlement::Outcome;
+use crate::outcome::Outcome;
 
 /// The handles of one subscription (shared by its shards: the recorder hands out the same
 /// counter for the same labels).

@@ -31,14 +31,15 @@
 //! record after the first are spaced by the minimum delay, and every copy and dead letter
 //! draws on the tenant's write quota: past it the copy waits, its original holding.
 //!
-//! Three state machines make it up: delivery and settlement (`settle`), the copies on their
-//! way to a stream (`outbox`), and the records held back from the component (`holding`).
+//! Three state machines make it up: delivery and settlement (`settlement`: the settlement
+//! rules and their carrying out), the copies on their way to a stream (`outbox`), and the
+//! records held back from the component (`holding`).
 
 mod holding;
 mod lines;
 mod metrics;
 mod outbox;
-mod settle;
+mod settlement;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,18 +52,18 @@ use crate::clock::millis;
 use crate::component::{HandlerInstance, LoadedComponent, TrapKind};
 use crate::env::Env;
 use crate::limits::Limits;
+use crate::outcome::Outcome;
+use crate::publish::PublishLog;
 use crate::record::{CopyOrigin, CopyOwner, Delivery, OutgoingRecord};
 use crate::rollout::CallStats;
-use crate::settlement::Outcome;
-use crate::shadow::{Handling, PublishLog, Settled};
+use crate::shadow::{Handling, Settled};
 use crate::tenant::Tenant;
 use holding::{Holding, Waiting};
 use lines::RuntimeLog;
 use metrics::SubscriptionMetrics;
 use outbox::{Outbox, UnsentCopy};
 
-/// Records handed to one call when the subscription does not set `batch`.
-pub const DEFAULT_BATCH_LIMIT: usize = 1000;
+pub use crate::app::DEFAULT_BATCH_LIMIT;
 
 /// Unsent copies of one shard past which it is [backlogged](ShardPipeline::is_backlogged).
 pub const MAX_UNSENT_COPIES: usize = 1000;

@@ -1,8 +1,8 @@
 //! Comparing what two versions did with one record.
 
-use super::recorded::RecordedPublish;
 use crate::component::TrapKind;
-use crate::settlement::Outcome;
+use crate::outcome::Outcome;
+use crate::publish::RecordedPublish;
 
 /// What one version did with one record: the outcome settled (the registration's `on_trap`
 /// stand-in after a trap), the trap if the call trapped on it, and the publishes the stream

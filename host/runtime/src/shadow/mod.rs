@@ -14,11 +14,10 @@
 //! [compared]: compare
 
 mod compare;
-mod recorded;
 mod run;
 mod tally;
 
+pub use crate::publish::{PublishLog, RecordedPublish, RecordingPublisher};
 pub use compare::{Comparison, Handling, compare};
-pub use recorded::{PublishLog, RecordedPublish, RecordingPublisher};
 pub use run::{Settled, ShadowRun};
 pub use tally::{Disagreement, SHADOW_RECORDS, ShadowCounts, ShadowResult, ShadowTally};

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use super::compare::{Comparison, Handling, compare};
-use super::recorded::PublishLog;
 use super::tally::{Disagreement, ShadowResult, ShadowTally};
+use crate::app::DEFAULT_BATCH_LIMIT;
 use crate::app::SubscriptionSpec;
 use crate::component::{BatchCall, BatchFailure, HandlerInstance, LoadedComponent};
 use crate::env::Env;
-use crate::pipeline::DEFAULT_BATCH_LIMIT;
+use crate::publish::PublishLog;
 use crate::record::{Deliveries, Delivery};
 
 /// A record the live version settled, and how.
@@ -89,7 +89,10 @@ impl ShadowRun {
     }
 
     /// One call of `batch`: the outcome (and trap) of each record it settled.
-    async fn call(&mut self, batch: Deliveries) -> Vec<(crate::Outcome, Option<crate::TrapKind>)> {
+    async fn call(
+        &mut self,
+        batch: Deliveries,
+    ) -> Vec<(crate::Outcome, Option<crate::component::TrapKind>)> {
         let call = BatchCall {
             subscription: self.spec.index,
             stream: &self.stream,

@@ -8,9 +8,7 @@ use metrics::{Counter, Label};
 use crate::metrics::owner_labels;
 use crate::sync::lock;
 
-/// Records a shadow version was given, by `tenant`, `app` and `result` (`agree`, `disagree`,
-/// `trap`, `skipped`: not compared because the shadow was behind or not sampled).
-pub const SHADOW_RECORDS: &str = "ruststream_shadow_records_total";
+pub use crate::metrics::SHADOW_RECORDS;
 
 /// What became of one record offered to a shadow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -616,7 +616,7 @@ async fn the_verbs_read_the_token_from_the_default_state_directory() -> anyhow::
 
 /// The first 12 hex digits of the hash of `bytes`, as `ruststream versions` shows them.
 fn short(bytes: &[u8]) -> String {
-    ruststream_runtime::content_hash(bytes)[..12].to_owned()
+    ruststream_runtime::component::compile::content_hash(bytes)[..12].to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -686,7 +686,7 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
     let list: Value = serde_json::from_str(&json)?;
     assert_eq!(
         list["versions"][0]["content_hash"],
-        json!(ruststream_runtime::content_hash(&v1))
+        json!(ruststream_runtime::component::compile::content_hash(&v1))
     );
     assert_eq!(list["versions"][0]["came_by"], json!("rollback"));
     assert_eq!(list["versions"][0]["live"], json!(true));
@@ -735,7 +735,10 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
     let kept = |bytes: &[u8]| {
         host.state
             .join("versions")
-            .join(format!("{}.wasm", ruststream_runtime::content_hash(bytes)))
+            .join(format!(
+                "{}.wasm",
+                ruststream_runtime::component::compile::content_hash(bytes)
+            ))
             .exists()
     };
     assert!(!kept(&v1) && kept(&v2) && kept(&v1b));
@@ -845,7 +848,9 @@ async fn a_rollback_by_the_rollout_judge_is_what_a_restart_runs() -> anyhow::Res
         .await?;
     assert!(ok, "{json}");
     let list: Value = serde_json::from_str(&json)?;
-    let v2_hash = ruststream_runtime::content_hash(&std::fs::read(guests::VERSIONED_V2.path())?);
+    let v2_hash = ruststream_runtime::component::compile::content_hash(&std::fs::read(
+        guests::VERSIONED_V2.path(),
+    )?);
     let newest = &list["versions"][0];
     assert_eq!(newest["content_hash"], json!(v2_hash), "{list}");
     assert_eq!(

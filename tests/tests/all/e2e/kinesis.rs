@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_host::{
-    Deployment, LeaseKey, LeaseStore, MemoryLeaseStore, OperatorSettings, RunningApp, ShardState,
+    Deployment, LeaseStore, MemoryLeaseStore, RunningApp,
+    lease::LeaseKey,
+    runner::{OperatorSettings, ShardState},
 };
-use ruststream_runtime::{Outcome, StartPosition};
+use ruststream_runtime::{Outcome, app::StartPosition};
 use ruststream_tests::e2e::{
     Servers, TestHost, dynamo_store, put_json, put_witnessed, stored_checkpoint, take_over,
     wait_for_sequences_across,
@@ -250,7 +252,7 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     // Pacing the producer (both sleeps), not a wait: an `AT_TIMESTAMP` start needs the clock to
     // move between two arrivals, so the stamp lies well after `s-old` arrived and before `s-new`.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let stamp = ruststream_runtime::Clock::now_ms(&ruststream_runtime::SystemClock);
+    let stamp = ruststream_runtime::clock::Clock::now_ms(&ruststream_runtime::clock::SystemClock);
     tokio::time::sleep(Duration::from_millis(200)).await;
     put_json(&client, "positions.stamped", &json!({"id": "s-new"}), None).await?;
 
@@ -499,7 +501,7 @@ async fn wait_for_checkpoint(
     store: &dyn LeaseStore,
     key: &LeaseKey,
     sequence: &str,
-) -> anyhow::Result<ruststream_host::LeaseRecord> {
+) -> anyhow::Result<ruststream_host::lease::LeaseRecord> {
     let reached = poll_for(Duration::from_secs(5), async || {
         let row = store.read(key).await;
         row.map(|row| row.filter(|row| row.checkpoint.as_deref() == Some(sequence)))
@@ -558,7 +560,7 @@ async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -
         stored_checkpoint(store.as_ref(), "ledger", &parent)
             .await?
             .as_deref(),
-        Some(ruststream_host::SHARD_END)
+        Some(ruststream_host::lease::SHARD_END)
     );
     assert_eq!(
         stored_checkpoint(store.as_ref(), "ledger", &low.0).await?,

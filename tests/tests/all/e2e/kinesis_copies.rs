@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use ruststream_host::{Deployment, SeekError};
-use ruststream_runtime::MAX_UNSENT_COPIES;
-use ruststream_runtime::internals::envelope;
-use ruststream_runtime::{Header, Outcome, StartPosition, escape_controls};
+use ruststream_host::{Deployment, runner::SeekError};
+use ruststream_runtime::envelope;
+use ruststream_runtime::pipeline::MAX_UNSENT_COPIES;
+use ruststream_runtime::{Outcome, app::StartPosition, escape::escape_controls, record::Header};
 use ruststream_tests::e2e::{
     TestHost, dynamo_store, put_json, put_json_batch, put_raw, quick_config, read_all,
     stored_checkpoint,
@@ -218,7 +218,7 @@ async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds() -> anyh
     faults.inject(&["PutRecord"], 6, Fault::internal_failure());
     let (_, original) = put_json(&client, "refunds", &entry(1, -1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
-    let refunds_shard = |status: &[ruststream_host::SubscriptionStatus]| {
+    let refunds_shard = |status: &[ruststream_host::runner::SubscriptionStatus]| {
         let refunds = status
             .iter()
             .find(|s| s.stream == "refunds")

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ruststream_host::{
-    Deployment, HostConfig, MemoryLeaseStore, OperatorSettings, ReaderConfig, RunningApp,
-    ShardState,
+    Deployment, HostConfig, MemoryLeaseStore, RunningApp,
+    kinesis::ReaderConfig,
+    runner::{OperatorSettings, ShardState},
 };
-use ruststream_runtime::{DeliveryReport, StartPosition, Tenant};
+use ruststream_runtime::{Tenant, app::StartPosition, pipeline::DeliveryReport};
 use ruststream_tests::e2e::{TestHost, put_json, put_json_batch, quick_config};
 use ruststream_tests::faults::{Fault, Faults};
 use ruststream_tests::guests;

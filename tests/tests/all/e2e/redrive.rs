@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use aws_sdk_kinesis::primitives::Blob;
-use ruststream_runtime::internals::envelope;
-use ruststream_runtime::{DeadLetterOrigin, Header};
+use ruststream_runtime::envelope;
+use ruststream_runtime::{dead_letter::DeadLetterOrigin, record::Header};
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::http::AdminApi;
 use ruststream_tests::wait::poll_for;

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use ruststream_runtime::{Limits, Outcome, StreamGrant, Tenant, TestApp, TrapKind};
+use ruststream_runtime::{
+    Outcome, Tenant, TestApp, component::TrapKind, policy::StreamGrant, tenant::Limits,
+};
 use ruststream_tests::guests;
 
 /// The hostile board component with a 300 ms deadline per record; `mode` in every record.

@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
-use ruststream_runtime::internals::envelope::{
-    COPY_FOR_HEADER, COPY_OF_HEADER, RETRY_COUNT_HEADER,
+use ruststream_runtime::envelope::{COPY_FOR_HEADER, COPY_OF_HEADER, RETRY_COUNT_HEADER};
+use ruststream_runtime::{
+    Outcome, TestApp,
+    app::{MaxRecordAge, StartPosition},
+    testing::StoredRecord,
 };
-use ruststream_runtime::{MaxRecordAge, Outcome, StartPosition, StoredRecord, TestApp};
 use ruststream_tests::guests;
 use serde_json::json;
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ruststream_runtime::{MAX_RECORD_BYTES, Outcome, StartPosition, TestApp};
+use ruststream_runtime::{Outcome, TestApp, app::StartPosition, publish::MAX_RECORD_BYTES};
 use ruststream_tests::guests;
 use serde_json::json;
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use ruststream_runtime::{Limits, Outcome, Tenant, TestApp, TrapKind};
+use ruststream_runtime::{Outcome, Tenant, TestApp, component::TrapKind, tenant::Limits};
 use ruststream_tests::guests;
 use serde_json::json;
 

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use ruststream_runtime::internals::envelope::DUE_AT_HEADER;
-use ruststream_runtime::{StartPosition, TestApp};
+use ruststream_runtime::envelope::DUE_AT_HEADER;
+use ruststream_runtime::{TestApp, app::StartPosition};
 use ruststream_tests::guests;
 use serde_json::json;
 

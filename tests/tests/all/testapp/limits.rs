@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use ruststream_runtime::{
-    Limits, LoadPhase, Outcome, Refusal, RuntimeConfig, Tenant, TestApp, TestAppError, TrapKind,
+    Outcome, RuntimeConfig, Tenant, TestApp,
+    component::{LoadPhase, Refusal, TrapKind},
+    tenant::Limits,
+    testing::TestAppError,
 };
 use ruststream_tests::{Guest, guests};
 use serde_json::json;
@@ -12,7 +15,8 @@ async fn with_fuel(guest: Guest, fuel: u64) -> Result<TestApp, TestAppError> {
     TestApp::builder(guest.path())
         .runtime(RuntimeConfig {
             fuel: true,
-            ..RuntimeConfig::default()
+            // In process, as `TestApp` compiles by default: the test binary serves no worker.
+            ..RuntimeConfig::in_process()
         })
         .tenant(Tenant::trusted("metered").limits(Limits {
             fuel: Some(fuel),

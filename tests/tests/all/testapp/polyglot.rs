@@ -2,7 +2,12 @@
 //! `settlement-js`), built by componentize-py and componentize-js from their registries, in
 //! TestApp under the default limits: the same outcome table as the Rust component.
 
-use ruststream_runtime::{CompileConfig, Level, Origin, Outcome, RuntimeConfig, SHARD_ID, TestApp};
+use ruststream_runtime::{
+    Outcome, RuntimeConfig, TestApp,
+    component::compile::CompileConfig,
+    log::{Level, Origin},
+    testing::SHARD_ID,
+};
 use ruststream_tests::toolchains::{PolyglotGuest, SETTLEMENT_JS, SETTLEMENT_PYTHON};
 use serde_json::json;
 
@@ -15,12 +20,19 @@ async fn start(guest: PolyglotGuest) -> anyhow::Result<TestApp> {
     let runtime = RuntimeConfig {
         compile: CompileConfig {
             cache: Some(ruststream_tests::compile_cache_dir()),
-            ..CompileConfig::default()
+            // In process, as `TestApp` compiles by default: the test binary serves no worker.
+            ..CompileConfig::in_process()
         },
         ..RuntimeConfig::default()
     };
     let app = TestApp::builder(&path).runtime(runtime).start().await;
-    app.map_err(|e| anyhow::anyhow!("{}: {}", guest.name, ruststream_runtime::one_line(&e)))
+    app.map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {}",
+            guest.name,
+            ruststream_runtime::escape::one_line(&e)
+        )
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,11 @@
 use std::time::Duration;
 
 use ruststream_runtime::{
-    ATTEMPTS_EXHAUSTED, CallForm, DeadLetterOrigin, Level, Origin, Outcome, SHARD_ID, TestApp,
+    Outcome, TestApp,
+    component::CallForm,
+    dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin},
+    log::{Level, Origin},
+    testing::SHARD_ID,
 };
 use ruststream_tests::{Guest, guests};
 use serde_json::json;
@@ -368,7 +372,7 @@ async fn a_trap_inside_a_batch_settles_the_other_records() -> anyhow::Result<()>
 #[tokio::test]
 async fn a_kpl_aggregated_record_is_refused_and_skipped() -> anyhow::Result<()> {
     let mut app = start(guests::SETTLEMENT).await;
-    let mut aggregated = ruststream_runtime::KPL_MAGIC.to_vec();
+    let mut aggregated = ruststream_runtime::record::KPL_MAGIC.to_vec();
     aggregated.extend_from_slice(b"\x0a\x03pk1\x1a\x05hello");
     let refused = app.publish_raw("ledger", aggregated).await?;
     let after = app.publish("ledger", &entry(2, 5)).await?;

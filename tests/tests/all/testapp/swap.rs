@@ -1,7 +1,7 @@
 //! Hot swaps in TestApp (`TestApp::swap`): one app's versions (`tests/guests/versioned-*`)
 //! take over each other's shards between calls, keeping checkpoints and held records.
 
-use ruststream_runtime::{Outcome, TestApp, TestAppError};
+use ruststream_runtime::{Outcome, TestApp, testing::TestAppError};
 use ruststream_tests::{Guest, guests};
 use serde_json::json;
 

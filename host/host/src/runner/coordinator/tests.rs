@@ -12,10 +12,10 @@ use tokio::task::JoinHandle;
 
 use super::*;
 use crate::lease::MemoryLeaseStore;
+use crate::lease::keeper::Keeper;
 use crate::metrics::LeaseMetrics;
-use crate::runner::keeper::Keeper;
-use ruststream_runtime::Stop;
-use ruststream_runtime::internals::lock;
+use ruststream_runtime::pipeline::Stop;
+use ruststream_runtime::sync::lock;
 
 const STREAM: &str = "ledger";
 const TTL: Duration = Duration::from_secs(10);

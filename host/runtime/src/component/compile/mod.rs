@@ -1,5 +1,10 @@
 //! Compiling components: bounded before (size), bounded while (a worker process under
 //! `setrlimit` and a timeout), and cached after (by content hash and engine configuration).
+//!
+//! Who compiles is the [`Compiler`] of the runtime's [`CompileConfig`]: by default the bounded
+//! worker run as this program, which the program's `main` serves through [`WORKER_COMMAND`]
+//! and [`compile_worker`] (the crate docs, "The compile worker", show how);
+//! [`Compiler::InProcess`] is the explicit opt-in for trusted code.
 
 mod bounds;
 mod cache;
@@ -7,6 +12,8 @@ mod worker;
 
 pub use cache::content_hash;
 pub use worker::{WORKER_COMMAND, compile_worker};
+
+pub use crate::limits::{CompileBudget, CompileConfig, CompileLimits, Compiler};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -18,7 +25,6 @@ use wasmtime::component::Component;
 
 use super::Runtime;
 use crate::escape::one_line;
-use crate::limits::{CompileConfig, Compiler};
 use crate::sync::lock;
 use cache::ArtifactCache;
 

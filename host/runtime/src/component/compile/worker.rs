@@ -151,7 +151,7 @@ struct Request {
 impl Request {
     fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
         let mut request = Self {
-            config: RuntimeConfig::default(),
+            config: RuntimeConfig::in_process(),
             cpu_seconds: 0,
             memory_bytes: 0,
         };

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ScalingType};
 use ruststream_host::{
-    Claim, Deployment, DynamoLeaseStore, HostConfig, LeaseKey, LeaseStore, PresenceKey, RunningApp,
-    ShardState,
+    Deployment, DynamoLeaseStore, HostConfig, LeaseStore, RunningApp,
+    lease::{Claim, LeaseKey, PresenceKey},
+    runner::ShardState,
 };
 use ruststream_runtime::Outcome;
 use ruststream_tests::e2e::{Servers, TestHost, put_json, quick_config};
@@ -374,7 +375,7 @@ async fn a_reshard_spreads_the_children_over_every_live_host() -> anyhow::Result
     assert!(flowing);
 
     let client = &fleet.servers.client;
-    let parents: BTreeSet<String> = ruststream_host::list_shards(client, "ledger")
+    let parents: BTreeSet<String> = ruststream_host::kinesis::list_shards(client, "ledger")
         .await?
         .into_iter()
         .map(|s| s.shard_id)
@@ -386,7 +387,7 @@ async fn a_reshard_spreads_the_children_over_every_live_host() -> anyhow::Result
         .scaling_type(ScalingType::UniformScaling)
         .send()
         .await?;
-    let children: BTreeSet<String> = ruststream_host::list_shards(client, "ledger")
+    let children: BTreeSet<String> = ruststream_host::kinesis::list_shards(client, "ledger")
         .await?
         .into_iter()
         .filter(|s| !s.closed && !parents.contains(&s.shard_id))

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ruststream_host::{DynamoLeaseStore, LeaseKey, LeaseStore, ShardState};
+use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey, runner::ShardState};
 use ruststream_tests::e2e::{
     Servers, TestHost, dynamo_store, put_json, put_json_batch, put_witnessed, quick_config,
     take_over, wait_for_sequences_across,

@@ -7,8 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use ruststream_host::{Deployment, LeaseError, LeaseKey, LeaseStore, ShardState};
-use ruststream_runtime::{Clock, Outcome, SystemClock};
+use ruststream_host::{
+    Deployment, LeaseStore,
+    lease::{LeaseError, LeaseKey},
+    runner::ShardState,
+};
+use ruststream_runtime::{
+    Outcome,
+    clock::{Clock, SystemClock},
+};
 use ruststream_tests::e2e::{Servers, TestHost, put_json, put_witnessed, stored_checkpoint};
 use ruststream_tests::guests;
 use ruststream_tests::skew::kinesis_client_ahead;
@@ -47,7 +54,7 @@ async fn a_held_first_record_is_read_again_after_a_restart_when_the_clock_runs_a
     let (client, store) = (&servers.client, &servers.store);
     let first = host_ahead(&servers, "host-a").await?;
     let app = first.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let shard = ruststream_host::list_shards(client, "ledger").await?[0]
+    let shard = ruststream_host::kinesis::list_shards(client, "ledger").await?[0]
         .shard_id
         .clone();
     // Opened at the tip, nothing read yet: pinned provisionally at the open time.

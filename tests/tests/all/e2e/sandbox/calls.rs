@@ -7,8 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_runtime::{
-    CONTRACT, Limits, LoadPhase, LoadedComponent, LogLimits, Origin, Outcome, Refusal, StreamGrant,
-    Tenant, TenantError, TrapKind, VersionRefusal, one_line,
+    LoadedComponent, Outcome, Tenant,
+    component::{CONTRACT, LoadPhase, Refusal, TrapKind, VersionRefusal},
+    escape::one_line,
+    log::Origin,
+    policy::StreamGrant,
+    tenant::{Limits, LogLimits, TenantError},
 };
 use ruststream_tests::e2e::read_all;
 use ruststream_tests::{Guest, guests};

@@ -5,7 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ruststream_runtime::{Limits, LoadPhase, Refusal, one_line};
+use ruststream_runtime::{
+    component::{LoadPhase, Refusal},
+    escape::one_line,
+    tenant::Limits,
+};
 use ruststream_tests::guests;
 
 use super::{Arena, assert_printable, evil};

@@ -4,8 +4,14 @@
 
 use std::time::Duration;
 
-use ruststream_runtime::internals::envelope::{self, DUE_AT_HEADER, RETRY_COUNT_HEADER};
-use ruststream_runtime::{CopyLimits, Header, Limits, Origin, Outcome, StreamGrant, Tenant};
+use ruststream_runtime::envelope::{self, DUE_AT_HEADER, RETRY_COUNT_HEADER};
+use ruststream_runtime::{
+    Outcome, Tenant,
+    log::Origin,
+    policy::StreamGrant,
+    record::Header,
+    tenant::{CopyLimits, Limits},
+};
 use ruststream_tests::e2e::{put_raw, read_all};
 use ruststream_tests::guests;
 use ruststream_tests::wait::eventually;

@@ -7,8 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ruststream_runtime::{
-    CompileConfig, CompileError, CompileLimits, Compiler, Limits, LoadError, LoadPhase,
-    LoadedComponent, Refusal, Runtime, RuntimeConfig, Tenant, TrapKind, one_line,
+    LoadedComponent, Runtime, RuntimeConfig, Tenant,
+    component::{
+        LoadError, LoadPhase, Refusal, TrapKind,
+        compile::{CompileConfig, CompileError, CompileLimits, Compiler},
+    },
+    escape::one_line,
+    tenant::Limits,
 };
 use ruststream_tests::hostile;
 use ruststream_tests::toolchains::SETTLEMENT_PYTHON;

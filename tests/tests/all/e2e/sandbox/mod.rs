@@ -22,10 +22,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ruststream_host::{
-    Deployment, DynamoLeaseStore, LeaseStore, RunningApp, ShardState, TableTemplate,
+    Deployment, DynamoLeaseStore, LeaseStore, RunningApp, lease::TableTemplate, runner::ShardState,
 };
 use ruststream_runtime::{
-    DeliveryReport, Limits, LoadError, LoadedComponent, LogLine, StreamGrant, Tenant,
+    LoadedComponent, Tenant, component::LoadError, log::LogLine, pipeline::DeliveryReport,
+    policy::StreamGrant, tenant::Limits,
 };
 use ruststream_tests::e2e::{TestHost, dynamo_store, put_json};
 use ruststream_tests::fixture::Fixture;
@@ -242,7 +243,7 @@ async fn store(
     tenant: &str,
     component: &LoadedComponent,
 ) -> anyhow::Result<Arc<DynamoLeaseStore>> {
-    let template = TableTemplate::new(ruststream_host::DEFAULT_TABLE_TEMPLATE, 2, 1)?;
+    let template = TableTemplate::new(ruststream_host::lease::DEFAULT_TABLE_TEMPLATE, 2, 1)?;
     let table = template.table(tenant, &component.app().name);
     dynamo_store(dynamo.client().await, &table).await
 }

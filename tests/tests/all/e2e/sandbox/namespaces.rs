@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
-use ruststream_host::{DEFAULT_TABLE_TEMPLATE, Deployment, LeaseStore, TableTemplate};
-use ruststream_runtime::{StreamGrant, Tenant};
+use ruststream_host::{
+    Deployment, LeaseStore,
+    lease::{DEFAULT_TABLE_TEMPLATE, TableTemplate},
+};
+use ruststream_runtime::{Tenant, policy::StreamGrant};
 use ruststream_tests::e2e::{TestHost, dynamo_store, put_json};
 use ruststream_tests::guests;
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};

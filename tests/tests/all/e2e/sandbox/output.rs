@@ -4,7 +4,13 @@
 
 use std::sync::Arc;
 
-use ruststream_runtime::{Limits, LogLimits, LogLine, Origin, StreamGrant, Tenant, one_line};
+use ruststream_runtime::{
+    Tenant,
+    escape::one_line,
+    log::{LogLine, Origin},
+    policy::StreamGrant,
+    tenant::{Limits, LogLimits},
+};
 use ruststream_tests::e2e::put_json_batch;
 use ruststream_tests::guests;
 use ruststream_tests::wait::eventually;

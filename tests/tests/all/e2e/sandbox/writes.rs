@@ -6,7 +6,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ruststream_runtime::{
-    CopyLimits, DeliveryReport, Limits, Origin, Outcome, StreamGrant, Tenant, TestApp, WriteLimits,
+    Outcome, Tenant, TestApp,
+    log::Origin,
+    pipeline::DeliveryReport,
+    policy::StreamGrant,
+    tenant::{CopyLimits, Limits, WriteLimits},
 };
 use ruststream_tests::e2e::read_all;
 use ruststream_tests::guests;

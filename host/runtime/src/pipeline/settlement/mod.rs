@@ -1,28 +1,35 @@
-//! Delivery and settlement: handing records to the component in batches, and carrying out
-//! what the settlement rules say about each outcome.
+//! Delivery and settlement: handing records to the component in batches, deciding what
+//! each outcome means by the settlement rules (`rules`), and carrying that out.
+
+mod rules;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::Instrument as _;
 
-use super::outbox::UnsentCopy;
-use super::{DEFAULT_BATCH_LIMIT, DeliveryReport, ShardPipeline};
 use crate::checkpoint::Ticket;
 use crate::clock::millis;
 use crate::component::{BatchCall, BatchFailure, CallFailure, TrapKind};
 use crate::dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
 use crate::limits::CopyLimits;
 use crate::log::Level;
+use crate::outcome::Outcome;
+use crate::pipeline::outbox::UnsentCopy;
+use crate::pipeline::{DEFAULT_BATCH_LIMIT, DeliveryReport, ShardPipeline};
 use crate::record::{Deliveries, Delivery, OutgoingRecord};
-use crate::settlement::{self, CopyPlan, Disposition, Outcome};
+use rules::{CopyPlan, Disposition};
 
 impl ShardPipeline {
     /// Hands `deliveries` (tracked as `tickets`) to the component in batches, in order, and
     /// settles each outcome. After a trap, the records the guest had reported stand as
     /// reported, the record it was on is a failed attempt, and the rest go on in the next
     /// call: no record runs twice. Each call gets a range of `deliveries`, never a copy.
-    pub(super) async fn run(&mut self, tickets: Vec<Ticket>, deliveries: Arc<Vec<Delivery>>) {
+    pub(in crate::pipeline) async fn run(
+        &mut self,
+        tickets: Vec<Ticket>,
+        deliveries: Arc<Vec<Delivery>>,
+    ) {
         let limit = self
             .subscription
             .batch_limit
@@ -50,7 +57,7 @@ impl ShardPipeline {
     }
 
     /// [`run`](Self::run) for records set aside earlier (waiting, parked).
-    pub(super) async fn run_records(&mut self, records: Vec<(Ticket, Delivery)>) {
+    pub(in crate::pipeline) async fn run_records(&mut self, records: Vec<(Ticket, Delivery)>) {
         if records.is_empty() {
             return;
         }
@@ -128,7 +135,7 @@ impl ShardPipeline {
 
     /// A KPL-aggregated record holds many user records in a format no handler expects; it is
     /// refused and skipped (as the seed does), so it cannot block its shard forever.
-    pub(super) fn refuse_aggregated(&mut self, ticket: Ticket, delivery: &Delivery) {
+    pub(in crate::pipeline) fn refuse_aggregated(&mut self, ticket: Ticket, delivery: &Delivery) {
         self.log.say(
             "aggregated",
             Level::Error,
@@ -190,7 +197,7 @@ impl ShardPipeline {
         trap: Option<TrapKind>,
     ) -> Disposition {
         self.report(delivery, outcome, trap);
-        settlement::decide(outcome, delivery.retry_count, &self.subscription.retry)
+        rules::decide(outcome, delivery.retry_count, &self.subscription.retry)
     }
 
     /// Does what `disposition` says about the record of `ticket`.
@@ -299,7 +306,7 @@ impl ShardPipeline {
     /// Whether `delivery` is older than the subscription's maximum record age at `now_ms`,
     /// counted from the arrival of the record a chain of copies started from (as Lambda's
     /// `MaximumRecordAgeInSeconds` counts from the original's).
-    pub(super) fn too_old(&self, delivery: &Delivery, now_ms: u64) -> bool {
+    pub(in crate::pipeline) fn too_old(&self, delivery: &Delivery, now_ms: u64) -> bool {
         self.subscription
             .max_record_age
             .as_ref()
@@ -311,7 +318,7 @@ impl ShardPipeline {
     /// Gives up on a record past the subscription's maximum age, held or not yet delivered:
     /// to the dead-letter stream (reason `record-age-exceeded`), or retired with a warning
     /// when there is none. Either way the checkpoint may pass it.
-    pub(super) async fn expire(&mut self, ticket: Ticket, delivery: &Delivery) {
+    pub(in crate::pipeline) async fn expire(&mut self, ticket: Ticket, delivery: &Delivery) {
         let (age, dead_letter) = match &self.subscription.max_record_age {
             Some(max) => (max.age, max.dead_letter.clone()),
             None => (Duration::ZERO, None),

@@ -135,7 +135,7 @@ mod tests {
         let published = published.expect("accepted");
         assert_eq!(published.shard_id, "shadow");
         assert_eq!(publisher.accepted(), 1);
-        let too_large = record("k", &vec![0; crate::MAX_RECORD_BYTES as usize]);
+        let too_large = record("k", &vec![0; crate::publish::MAX_RECORD_BYTES as usize]);
         assert!(matches!(
             publisher.publish("orders", too_large).await,
             Err(PublishError::RecordTooLarge { .. })

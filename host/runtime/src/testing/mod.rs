@@ -1,4 +1,4 @@
-//! `TestApp`: run a compiled component against in-process streams, in paused time.
+//! Testing: run a compiled component with [`TestApp`] against in-process streams, in paused time.
 //!
 //! The transport has one shard per stream and sequence numbers shaped like Kinesis's. It
 //! consults no lease store, and a held record does not come back: exactly the semantics of a
@@ -6,7 +6,7 @@
 //! loading, sandbox, batching and settlement as on Kinesis.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), ruststream_runtime::TestAppError> {
+//! # async fn demo() -> Result<(), ruststream_runtime::testing::TestAppError> {
 //! use ruststream_runtime::{Outcome, TestApp};
 //!
 //! let mut app = TestApp::start("settlement.wasm").await?;
@@ -21,8 +21,10 @@
 //! calls, as `ruststream dev --watch` does on every rebuild: the streams, the checkpoints and
 //! the held records stay, subscriptions the new version adds start, and those it drops stop.
 
+mod clock;
 mod streams;
 
+pub use clock::ManualClock;
 pub use streams::{InProcessStreams, SHARD_ID, StoredRecord};
 
 use std::collections::HashMap;
@@ -33,14 +35,14 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::app::{AppSpec, MaxRecordAge, StartPosition, SubscriptionSpec};
-use crate::clock::{Clock, ManualClock};
+use crate::clock::Clock;
+use crate::component::RuntimeConfig;
 use crate::component::{CallForm, LoadError, LoadedComponent, Runtime, RuntimeError};
-use crate::limits::RuntimeConfig;
 use crate::log::{LogLine, LogSink};
+use crate::outcome::Outcome;
 use crate::pipeline::{DeliveryReport, PipelineEnv, ShardPipeline};
 use crate::publish::{PublishError, derived_partition_key};
 use crate::record::{Header, OutgoingRecord, Published};
-use crate::settlement::Outcome;
 use crate::sync::lock;
 use crate::tenant::{Tenant, TenantError};
 
@@ -105,7 +107,10 @@ pub struct TestAppBuilder {
 }
 
 impl TestAppBuilder {
-    /// Engine settings (deadlines, fuel, stack size).
+    /// Engine settings (deadlines, fuel, stack size) and the compiler. The default compiles in
+    /// this process ([`RuntimeConfig::in_process`]): a tenant testing its own component trusts
+    /// it, and a test binary does not serve the compile worker. A program that runs components
+    /// it does not trust (as `ruststream dev` does) passes a config with the worker here.
     pub fn runtime(mut self, config: RuntimeConfig) -> Self {
         self.runtime = config;
         self
@@ -209,7 +214,8 @@ impl TestApp {
     pub fn builder(component: impl AsRef<Path>) -> TestAppBuilder {
         TestAppBuilder {
             component: component.as_ref().to_owned(),
-            runtime: RuntimeConfig::default(),
+            // In process: a tenant testing its own code trusts it (see `runtime`).
+            runtime: RuntimeConfig::in_process(),
             tenant: Tenant::trusted("test"),
             max_record_ages: HashMap::new(),
         }

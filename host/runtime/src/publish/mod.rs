@@ -1,5 +1,9 @@
 //! Writing records to streams: the seam between the runtime and a transport.
 
+mod recorded;
+
+pub use recorded::{PublishLog, RecordedPublish, RecordingPublisher};
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

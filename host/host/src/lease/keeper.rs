@@ -21,8 +21,8 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::Instrument as _;
 
-use ruststream_runtime::internals::sleep_until;
-use ruststream_runtime::{Stop, one_line};
+use ruststream_runtime::sync::sleep_until;
+use ruststream_runtime::{escape::one_line, pipeline::Stop};
 
 use crate::lease::{HeldLease, LeaseError, LeaseStore};
 use crate::metrics::LeaseMetrics;
@@ -437,7 +437,7 @@ mod tests {
     use crate::lease::{
         Claim, LeaseKey, LeaseRecord, LeaseTable, MemoryLeaseStore, PresenceKey, Renewal,
     };
-    use ruststream_runtime::BoxFuture;
+    use ruststream_runtime::publish::BoxFuture;
 
     const TTL: Duration = Duration::from_secs(10);
     const RENEW: Duration = Duration::from_secs(3);

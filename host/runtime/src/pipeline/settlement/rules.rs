@@ -6,52 +6,12 @@
 //! attempts go to the dead-letter stream or are retired. `retry_after` without any declaration
 //! publishes a copy after each delay, with no cap.
 //!
-//! This module only decides. The shard pipeline carries the decision out, and marks the original
-//! handled only once a copy is acknowledged by the stream.
+//! This module only decides. The settling beside it (`pipeline::settlement`) carries the
+//! decision out, and marks the original handled only once a copy is acknowledged by the stream.
 
 use std::time::Duration;
 
-/// A handler's decision about one record, or what the host substitutes for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Handled: the checkpoint may move past the record.
-    Ack,
-    /// Retired as a poison record; counts as handled for the checkpoint.
-    Drop,
-    /// Not handled: held in front of the checkpoint, or copied when the subscription counts
-    /// attempts.
-    Retry,
-    /// Like `Retry`, but never held: a copy back to the stream is delivered no earlier than
-    /// after the delay.
-    RetryAfter(Duration),
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Outcome::Ack => f.write_str("ack"),
-            Outcome::Drop => f.write_str("drop"),
-            Outcome::Retry => f.write_str("retry"),
-            Outcome::RetryAfter(delay) => write!(f, "retry_after({}ms)", delay.as_millis()),
-        }
-    }
-}
-
-/// The registration settings that shape settlement.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Deliveries a record gets in all, counting the first.
-    pub max_attempts: Option<u32>,
-    /// Where spent (or, without `max_attempts`, all retried) records go.
-    pub dead_letter: Option<String>,
-}
-
-impl RetryPolicy {
-    /// Whether `retry` becomes a counted copy rather than a hold.
-    pub fn counts_attempts(&self) -> bool {
-        self.max_attempts.is_some() || self.dead_letter.is_some()
-    }
-}
+use crate::outcome::{Outcome, RetryPolicy};
 
 /// What to do with a record, decided from its outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
