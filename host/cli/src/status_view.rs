@@ -178,7 +178,10 @@ fn render_shadow(out: &mut String, shadow: &ShadowStatus) {
     let compared = shadow.compared();
     let agreement = match compared {
         0 => "none compared yet".to_owned(),
-        n => format!("{:.1}% agree", shadow.agree as f64 * 100.0 / n as f64),
+        n => format!(
+            "{:.1}% agree",
+            shadow.counts.agree as f64 * 100.0 / n as f64
+        ),
     };
     line(
         out,
@@ -190,9 +193,9 @@ fn render_shadow(out: &mut String, shadow: &ShadowStatus) {
             text(&shadow.version.component),
             short_hash(&shadow.version.content_hash),
             shadow.sample_percent,
-            shadow.disagree,
-            shadow.trap,
-            shadow.skipped,
+            shadow.counts.disagree,
+            shadow.counts.trap,
+            shadow.counts.skipped,
             shadow.publishes_recorded
         ),
     );

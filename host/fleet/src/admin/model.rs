@@ -73,49 +73,6 @@ pub struct AppStatus {
     pub shadow: Option<ShadowStatus>,
 }
 
-/// A shadow version and how it compares with the live one so far, on this host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShadowStatus {
-    /// Which build it is.
-    pub version: VersionInfo,
-    /// The percentage of records it is given (1 to 100).
-    pub sample_percent: u32,
-    /// Records it handled as the live version did.
-    pub agree: u64,
-    /// Records it handled otherwise (another outcome, other publishes).
-    pub disagree: u64,
-    /// Records its call trapped on (never quarantining anyone).
-    pub trap: u64,
-    /// Records not compared: not sampled, or settled while it was behind.
-    pub skipped: u64,
-    /// Publishes it made, answered as accepted and never written.
-    pub publishes_recorded: u64,
-    /// The first disagreements (at most 20), in the order found.
-    pub disagreements: Vec<ShadowDisagreement>,
-}
-
-impl ShadowStatus {
-    /// Records compared: agreed, disagreed or trapped.
-    pub fn compared(&self) -> u64 {
-        self.agree + self.disagree + self.trap
-    }
-}
-
-/// One record the shadow handled otherwise than the live version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShadowDisagreement {
-    /// The shard it was read from.
-    pub shard_id: String,
-    /// Its sequence number.
-    pub sequence_number: String,
-    /// What the live version did (outcome or trap, and how many publishes).
-    pub live: String,
-    /// What the shadow did.
-    pub shadow: String,
-    /// The publishes that differed, each `live only: ...` or `shadow only: ...`.
-    pub publishes: Vec<String>,
-}
-
 /// `PUT /v1/tenants/{tenant}/components/{name}/shadow`: the shadow now running.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShadowDeployed {
@@ -157,6 +114,13 @@ pub use ruststream_host::runner::SubscriptionStatus;
 /// One shard of a subscription as this host sees it: the runner's own status (`shard_id`
 /// first, the state in words, `paused` for a paused or quarantined tenant).
 pub use ruststream_host::runner::{ShardState, ShardStatus};
+
+/// A shadow version and how it compares with the live one so far, on this host: the runner's
+/// own status (the counts flattened beside the version).
+pub use ruststream_host::runner::ShadowStatus;
+
+/// One record the shadow handled otherwise than the live version: the runtime's own record.
+pub use ruststream_runtime::shadow::Disagreement as ShadowDisagreement;
 
 /// Records counted by outcome: the runtime's own counts, sent as they are.
 pub use ruststream_runtime::pipeline::OutcomeCounts;

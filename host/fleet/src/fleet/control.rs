@@ -12,7 +12,7 @@ use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
 use crate::admin::model::{
     AppStatus, AppVersionList, Deployed, HostStatus, Refusal, SeekPosition, ShadowDeployed,
-    ShadowDisagreement, ShadowDropped, ShadowStatus, TenantStatus, Undeployed,
+    ShadowDropped, TenantStatus, Undeployed,
 };
 
 /// Why an operator paused a tenant, as status shows it.
@@ -216,35 +216,11 @@ fn app_status(app: &RunningApp, paused: bool) -> AppStatus {
         previous,
         rollout,
         rollbacks,
-        shadow: app.shadow().map(shadow_status),
+        shadow: app.shadow(),
         subscriptions: app
             .status()
             .into_iter()
             .map(|s| subscription_status(s, paused))
-            .collect(),
-    }
-}
-
-fn shadow_status(shadow: ruststream_host::runner::ShadowStatus) -> ShadowStatus {
-    let counts = shadow.counts;
-    ShadowStatus {
-        version: shadow.version,
-        sample_percent: (shadow.sample_rate * 100.0).round() as u32,
-        agree: counts.agree,
-        disagree: counts.disagree,
-        trap: counts.trap,
-        skipped: counts.skipped,
-        publishes_recorded: shadow.publishes_recorded,
-        disagreements: shadow
-            .disagreements
-            .into_iter()
-            .map(|d| ShadowDisagreement {
-                shard_id: d.shard_id,
-                sequence_number: d.sequence_number,
-                live: d.live,
-                shadow: d.shadow,
-                publishes: d.publishes,
-            })
             .collect(),
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 use tracing::Instrument as _;
@@ -88,7 +89,7 @@ impl ShadowRelease {
                 version: self.component.app().version.clone(),
                 content_hash: self.component.content_hash().to_owned(),
             },
-            sample_rate: self.sample_rate,
+            sample_percent: (self.sample_rate * 100.0).round() as u32,
             counts: self.tally.counts(),
             publishes_recorded: self.publisher.accepted(),
             disagreements: self.tally.disagreements(),
@@ -157,19 +158,28 @@ fn sampled(rate: f64, sequence: &str) -> bool {
     (hash % 10_000) as f64 / 10_000.0 < rate
 }
 
-/// What an operator sees of a shadow version.
-#[derive(Debug, Clone, PartialEq)]
+/// What an operator sees of a shadow version, as the admin API sends it (`apps[].shadow`):
+/// the counts flattened beside the version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShadowStatus {
     /// Which build it is.
     pub version: VersionInfo,
-    /// The share of records it is given, in (0, 1].
-    pub sample_rate: f64,
+    /// The percentage of records it is given (1 to 100).
+    pub sample_percent: u32,
     /// Records by result, over every shard on this host.
+    #[serde(flatten)]
     pub counts: ShadowCounts,
     /// Publishes it made, answered as accepted and never written.
     pub publishes_recorded: u64,
     /// The first disagreements (at most [`KEPT_DISAGREEMENTS`]).
     pub disagreements: Vec<Disagreement>,
+}
+
+impl ShadowStatus {
+    /// Records compared: agreed, disagreed or trapped.
+    pub fn compared(&self) -> u64 {
+        self.counts.agree + self.counts.disagree + self.counts.trap
+    }
 }
 
 /// One shard worker's side of the shadow: the shadow it feeds, if any, and its queue.

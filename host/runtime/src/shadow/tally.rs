@@ -38,6 +38,7 @@ impl ShadowResult {
 
 /// One record the versions handled differently, as shown to an operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Disagreement {
     /// The shard it was read from.
     pub shard_id: String,
@@ -53,6 +54,7 @@ pub struct Disagreement {
 
 /// Counts of a shadow's records by result.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ShadowCounts {
     /// Handled alike.
     pub agree: u64,
