@@ -263,15 +263,7 @@ impl RunningApp {
         settings: HashMap<String, OperatorSettings>,
     ) -> Result<Swapped, SwapError> {
         let mut core = self.lock();
-        if component.app().name != self.name {
-            return Err(SwapError::Renamed {
-                component: component.name().to_owned(),
-                from: self.name.clone(),
-                to: component.app().name.clone(),
-            });
-        }
-        core.tenant.admit(&component)?;
-        core.check_lease_keys(&component.app().subscriptions)?;
+        self.admit(&core, &component)?;
         let window = core.host.config.rollout.calls;
         let release = Arc::new(Release::new(
             &core.host,
@@ -321,15 +313,7 @@ impl RunningApp {
         sample_rate: f64,
     ) -> Result<(), SwapError> {
         let mut core = self.lock();
-        if component.app().name != self.name {
-            return Err(SwapError::Renamed {
-                component: component.name().to_owned(),
-                from: self.name.clone(),
-                to: component.app().name.clone(),
-            });
-        }
-        core.tenant.admit(&component)?;
-        core.check_lease_keys(&component.app().subscriptions)?;
+        self.admit(&core, &component)?;
         let settings = core.current.settings.clone();
         let shadow = ShadowRelease::new(&core.host, component, &self.tenant, sample_rate, settings);
         tracing::info!(tenant = %self.tenant.name(), app = %self.name,
@@ -387,15 +371,7 @@ impl RunningApp {
         reason: &str,
     ) -> Result<Swapped, SwapError> {
         let mut core = self.lock();
-        if component.app().name != self.name {
-            return Err(SwapError::Renamed {
-                component: component.name().to_owned(),
-                from: self.name.clone(),
-                to: component.app().name.clone(),
-            });
-        }
-        core.tenant.admit(&component)?;
-        core.check_lease_keys(&component.app().subscriptions)?;
+        self.admit(&core, &component)?;
         let window = core.host.config.rollout.calls;
         let release = Release::new(&core.host, component, &self.tenant, settings, window);
         core.previous = Some(Arc::new(release));
@@ -461,6 +437,20 @@ impl RunningApp {
         let mut tasks = std::mem::take(&mut self.lock().tasks);
         tasks.abort_all();
         tasks.detach_all();
+    }
+
+    /// Whether `component` may take this app's place: the same app, its streams granted, no
+    /// subscription's lease key moved (a swap, a rollback and a shadow are checked alike).
+    fn admit(&self, core: &AppCore, component: &LoadedComponent) -> Result<(), SwapError> {
+        if component.app().name != self.name {
+            return Err(SwapError::Renamed {
+                component: component.name().to_owned(),
+                from: self.name.clone(),
+                to: component.app().name.clone(),
+            });
+        }
+        core.tenant.admit(component)?;
+        core.check_lease_keys(&component.app().subscriptions)
     }
 
     fn lock(&self) -> MutexGuard<'_, AppCore> {
