@@ -21,6 +21,12 @@ use serde_json::json;
 /// How long the host may take to load, read and checkpoint on a loaded machine.
 const WAIT: Duration = Duration::from_secs(60);
 
+/// The local servers take any key; the test binary's environment has none to find.
+fn test_credentials() -> Option<SharedCredentialsProvider> {
+    let credentials = Credentials::new("test", "test", None, None, "embed-test");
+    Some(SharedCredentialsProvider::new(credentials))
+}
+
 /// The fixture's servers, with the test credentials in hand (none from the environment).
 fn fixture_aws(fixture: &Fixture) -> AwsOptions {
     AwsOptions {
@@ -28,13 +34,7 @@ fn fixture_aws(fixture: &Fixture) -> AwsOptions {
         kinesis_endpoint: Some(fixture.kinesis.endpoint()),
         dynamodb_endpoint: Some(fixture.dynamo().endpoint()),
         sts_endpoint: None,
-        credentials: Some(SharedCredentialsProvider::new(Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "embed-test",
-        ))),
+        credentials: test_credentials(),
     }
 }
 
@@ -143,13 +143,7 @@ fn no_aws() -> AwsOptions {
         kinesis_endpoint: nowhere.clone(),
         dynamodb_endpoint: nowhere.clone(),
         sts_endpoint: nowhere,
-        credentials: Some(SharedCredentialsProvider::new(Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "embed-test",
-        ))),
+        credentials: test_credentials(),
     }
 }
 
