@@ -11,8 +11,9 @@ use std::fmt::Write as _;
 use ruststream_fleet::escape::escape_controls;
 
 use ruststream_fleet::admin::model::{
-    AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShadowDeployed,
-    ShadowDropped, ShadowStatus, ShardStatus, SubscriptionStatus, TenantStatus, Undeployed,
+    AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShadowCounts,
+    ShadowDeployed, ShadowDropped, ShadowStatus, ShardStatus, SubscriptionStatus, TenantStatus,
+    Undeployed,
 };
 
 /// Hex digits of a content hash shown.
@@ -52,6 +53,21 @@ fn render_tenant(out: &mut String, tenant: &TenantStatus, now_ms: u64) {
         0,
         format_args!("tenant {} ({state})", text(&tenant.name)),
     );
+    let memory = &tenant.instance_memory;
+    if memory.live_bytes + memory.shadow_bytes > 0 || memory.budget_bytes.is_some() {
+        let budget = memory.budget_bytes.map_or(Cow::Borrowed("no budget"), |b| {
+            Cow::Owned(format!("budget {}", mib(b)))
+        });
+        line(
+            out,
+            1,
+            format_args!(
+                "instance memory: live {}, shadow {}, {budget}",
+                mib(memory.live_bytes),
+                mib(memory.shadow_bytes)
+            ),
+        );
+    }
     for refusal in &tenant.refused {
         let age = age(now_ms, refusal.at_ms);
         let (component, reason) = (text(&refusal.component), text(&refusal.reason));
@@ -162,6 +178,17 @@ fn shard_line(shard_id: &str, shard: &ShardStatus, now_ms: u64) -> String {
     parts.join(", ")
 }
 
+/// Why records were skipped, where any were: ` (3 sample, 2 behind, 0 budget)`.
+fn skip_reasons(counts: &ShadowCounts) -> String {
+    if counts.skipped == 0 {
+        return String::new();
+    }
+    format!(
+        " ({} sample, {} behind, {} budget)",
+        counts.skipped_sample, counts.skipped_behind, counts.skipped_budget
+    )
+}
+
 fn outcomes(counts: &OutcomeCounts) -> String {
     let mut line = format!(
         "ack {}, drop {}, retry {}, retry_after {}, trapped {}",
@@ -188,7 +215,7 @@ fn render_shadow(out: &mut String, shadow: &ShadowStatus) {
         2,
         format_args!(
             "shadow {} ({}, {}) on {}% of records: {compared} compared, {agreement}, {} disagree, \
-             {} trapped, {} skipped, {} publishes recorded",
+             {} trapped, {} skipped{}, {} publishes recorded",
             text(&shadow.version.version),
             text(&shadow.version.component),
             short_hash(&shadow.version.content_hash),
@@ -196,6 +223,7 @@ fn render_shadow(out: &mut String, shadow: &ShadowStatus) {
             shadow.counts.disagree,
             shadow.counts.trap,
             shadow.counts.skipped,
+            skip_reasons(&shadow.counts),
             shadow.publishes_recorded
         ),
     );
@@ -329,6 +357,11 @@ fn text(value: &str) -> Cow<'_, str> {
 }
 
 /// The hash without an algorithm prefix (`sha256:`), cut to [`SHORT_HASH`] characters.
+/// Bytes in whole MiB (reservations are whole MiB of `memory_mib`).
+fn mib(bytes: u64) -> String {
+    format!("{} MiB", bytes >> 20)
+}
+
 fn short_hash(hash: &str) -> String {
     let digits = hash.rsplit(':').next().unwrap_or(hash);
     let short: String = digits.chars().take(SHORT_HASH).collect();
@@ -359,6 +392,7 @@ mod tests {
         let expected = "\
 host host-a: ready
 tenant acme (running)
+  instance memory: live 128 MiB, shadow 0 MiB, budget 256 MiB
   refused bad.wasm 2s ago: imports `wasi:sockets`, which no tenant is granted
   app ledger 0.2.0 (ledger.wasm, #1a2b3c4d5e6f), rolled back 1x
     rollout pending: 40 calls, 1 failed, judged over 100
@@ -384,6 +418,7 @@ retry 0, retry_after 0, trapped 0), paused
         status.tenants[0].pause_reason = Some("quarantined: 3 traps".to_owned());
         status.tenants[0].apps.clear();
         status.tenants[0].refused.clear();
+        status.tenants[0].instance_memory = Default::default();
         let shown = render_status(&status, 0);
         let expected = "\
 host host-a: not ready

@@ -18,6 +18,12 @@ pub struct Limits {
     /// Most bytes one instance may hold in all its linear memories and tables together (a
     /// table element counts 8 bytes: a reference, as wasmtime stores it).
     pub memory_bytes: usize,
+    /// Most bytes the tenant's instances on one host may reserve together, each reserving its
+    /// [`memory_bytes`](Self::memory_bytes) while it exists: a shadow instance that does not
+    /// fit is not created (its records are skipped), and a live instance is never refused
+    /// (past the budget it runs, with one warning). `None`: no budget; what is reserved is
+    /// still counted (see [`MemoryBudget`](crate::tenant::MemoryBudget)).
+    pub memory_budget: Option<usize>,
     /// Most tables one component instance may create.
     pub max_tables: usize,
     /// Most linear memories one component instance may create.
@@ -151,6 +157,7 @@ impl Default for Limits {
         Self {
             call_deadline: Duration::from_secs(5),
             memory_bytes: 64 << 20,
+            memory_budget: None,
             max_tables: 8,
             max_memories: 2,
             max_instances: 32,

@@ -35,6 +35,10 @@ pub mod label {
     pub const STREAM: &str = "stream";
     /// The shard.
     pub const SHARD: &str = "shard";
+    /// Whose instance: `live` or `shadow`.
+    pub const ROLE: &str = "role";
+    /// Why a shadow skipped a record: `sample`, `behind` or `budget`.
+    pub const REASON: &str = "reason";
 }
 
 /// The labels that say whose a series is: `tenant` and `app`, and `subscriber` when it is
@@ -62,10 +66,15 @@ pub const SERIES_PER_SUBSCRIPTION: usize = 4 + 7 + 14 + 3 + 3 + 2 + SHARD_GAUGE_
 /// The gauges of one shard row (lag, iterator age, held records, hold age, copies pending).
 pub const SHARD_GAUGE_SERIES: usize = 5;
 
-/// Series a tenant has besides its subscriptions', kept out of its bound for them: its
-/// quarantine, pause, folded and write-throttle series, and its apps' swap and rollback
-/// counters (3 per app, room for 4 apps).
-pub const TENANT_SERIES: usize = 4 + 3 * 4;
+/// Series a tenant has besides its subscriptions' and its shadows', kept out of its bound for
+/// them: its quarantine, pause, folded and write-throttle series, its instance memory by role
+/// (2), its apps' swap and rollback counters (3 per app, room for 4 apps), and one set of
+/// shadow series for the shadows past the bound ([`FOLDED`]).
+pub const TENANT_SERIES: usize = 4 + 2 + 3 * 4 + SHADOW_SERIES;
+
+/// The series one shadow version registers: its records by result (4) and its skipped ones
+/// by reason (3).
+pub const SHADOW_SERIES: usize = 4 + 3;
 
 /// The `app` and `subscriber` of the series of subscriptions past their tenant's bound.
 pub const FOLDED: &str = "_other";
@@ -89,6 +98,23 @@ pub fn subscription_labels(
     }
 }
 
+/// The labels of the series of `tenant`'s shadow of `app`, within the tenant's bound of
+/// `max_series`: its own (tenant, app) while the tenant's subscriptions and shadows fit
+/// beside each other ([`SHADOW_SERIES`] each), else `app` [`FOLDED`]. An app's shadow keeps
+/// what it got first for the life of the process (a shadow replacing another keeps them).
+pub fn shadow_labels(tenant: &str, app: &str, max_series: usize) -> Vec<metrics::Label> {
+    if series::admit_shadow(tenant, app, max_series) {
+        owner_labels(tenant, app, None)
+    } else {
+        owner_labels(tenant, FOLDED, None)
+    }
+}
+
+/// How many of the tenant's apps have shadow series of their own.
+pub fn labelled_shadows(tenant: &str) -> usize {
+    series::shadows(tenant)
+}
+
 /// Whether the subscription has series of its own (see [`subscription_labels`]).
 pub fn is_labelled(tenant: &str, app: &str, subscriber: &str) -> bool {
     series::is_labelled(tenant, app, subscriber)
@@ -105,10 +131,12 @@ pub fn labelled_subscriptions(tenant: &str) -> usize {
 }
 
 /// How many shard rows (of [`SHARD_GAUGE_SERIES`] gauges each) a tenant with `labelled`
-/// subscriptions of its own may show within `max_series`, besides the one [`FOLDED`] row:
-/// what the bound leaves once the subscriptions' other series are counted.
-pub fn shard_rows_within(max_series: usize, labelled: usize) -> usize {
-    let counters = (labelled + 1) * (SERIES_PER_SUBSCRIPTION - SHARD_GAUGE_SERIES) + TENANT_SERIES;
+/// subscriptions and `shadows` shadows of its own may show within `max_series`, besides the
+/// one [`FOLDED`] row: what the bound leaves once the other series are counted.
+pub fn shard_rows_within(max_series: usize, labelled: usize, shadows: usize) -> usize {
+    let counters = (labelled + 1) * (SERIES_PER_SUBSCRIPTION - SHARD_GAUGE_SERIES)
+        + shadows * SHADOW_SERIES
+        + TENANT_SERIES;
     (max_series.saturating_sub(counters) / SHARD_GAUGE_SERIES).saturating_sub(1)
 }
 
@@ -118,12 +146,23 @@ mod series {
     use std::collections::{HashMap, HashSet};
     use std::sync::{Mutex, MutexGuard, OnceLock};
 
-    use super::{SERIES_PER_SUBSCRIPTION, TENANT_SERIES};
+    use super::{SERIES_PER_SUBSCRIPTION, SHADOW_SERIES, TENANT_SERIES};
 
     #[derive(Default)]
     struct Tenant {
         labelled: HashSet<(String, String)>,
         folded: HashSet<(String, String)>,
+        /// Apps whose shadows have series of their own.
+        shadows: HashSet<String>,
+    }
+
+    impl Tenant {
+        /// The series of `subscriptions` labelled subscriptions (and the folded set beside
+        /// them) and of its labelled shadows, within `max_series`.
+        fn fits(&self, subscriptions: usize, shadows: usize, max_series: usize) -> bool {
+            (subscriptions + 1) * SERIES_PER_SUBSCRIPTION + shadows * SHADOW_SERIES + TENANT_SERIES
+                <= max_series
+        }
     }
 
     fn tenants() -> MutexGuard<'static, HashMap<String, Tenant>> {
@@ -141,15 +180,31 @@ mod series {
         if entry.labelled.contains(&key) {
             return true;
         }
-        // One more of its own, and the folded set beside them.
-        let fits =
-            (entry.labelled.len() + 2) * SERIES_PER_SUBSCRIPTION + TENANT_SERIES <= max_series;
+        // One more of its own, beside the folded set and the shadows'.
+        let fits = entry.fits(entry.labelled.len() + 1, entry.shadows.len(), max_series);
         if fits {
             entry.labelled.insert(key);
         } else {
             entry.folded.insert(key);
         }
         fits
+    }
+
+    pub(super) fn admit_shadow(tenant: &str, app: &str, max_series: usize) -> bool {
+        let mut tenants = tenants();
+        let entry = tenants.entry(tenant.to_owned()).or_default();
+        if entry.shadows.contains(app) {
+            return true;
+        }
+        let fits = entry.fits(entry.labelled.len(), entry.shadows.len() + 1, max_series);
+        if fits {
+            entry.shadows.insert(app.to_owned());
+        }
+        fits
+    }
+
+    pub(super) fn shadows(tenant: &str) -> usize {
+        tenants().get(tenant).map_or(0, |t| t.shadows.len())
     }
 
     pub(super) fn is_labelled(tenant: &str, app: &str, subscriber: &str) -> bool {
@@ -176,8 +231,17 @@ pub const CALL_DURATION_BUCKETS: &[f64] = &[
 ];
 
 /// Records a shadow version was given, by `tenant`, `app` and `result` (`agree`, `disagree`,
-/// `trap`, `skipped`: not compared because the shadow was behind or not sampled).
+/// `trap`, `skipped`: not compared; [`SHADOW_SKIPPED`] says why).
 pub const SHADOW_RECORDS: &str = "ruststream_shadow_records_total";
+
+/// Records a shadow version skipped, by `tenant`, `app` and `reason`: `sample` (left out by
+/// the sampling rate), `behind` (its queue was full), `budget` (its instance did not fit in
+/// the tenant's memory budget).
+pub const SHADOW_SKIPPED: &str = "ruststream_shadow_skipped_total";
+
+/// Bytes a tenant's instances on this host have reserved (each its memory cap), by `tenant`
+/// and `role` (`live`, `shadow`).
+pub const INSTANCE_MEMORY: &str = "ruststream_tenant_instance_memory_bytes";
 
 /// Registers the descriptions of the runtime's metrics with the installed recorder.
 pub fn describe() {
@@ -201,6 +265,15 @@ pub fn describe() {
         "Records offered to a shadow version, by result: agree, disagree, trap, skipped."
     );
     metrics::describe_counter!(
+        SHADOW_SKIPPED,
+        "Records a shadow version skipped, by reason: sample, behind, budget."
+    );
+    metrics::describe_gauge!(
+        INSTANCE_MEMORY,
+        metrics::Unit::Bytes,
+        "Memory a tenant's instances on this host reserve (each its cap), by role: live, shadow."
+    );
+    metrics::describe_counter!(
         FOREIGN_COPIES,
         "Counted copies made by another subscription of the stream, moved past unhandled."
     );
@@ -217,10 +290,11 @@ mod tests {
 
     /// Every series a tenant's subscriptions can have: the labelled ones, the folded set, and
     /// the shard rows past one per labelled subscription.
-    fn worst_case(max_series: usize, labelled: usize) -> usize {
-        let rows = shard_rows_within(max_series, labelled) + 1;
+    fn worst_case(max_series: usize, labelled: usize, shadows: usize) -> usize {
+        let rows = shard_rows_within(max_series, labelled, shadows) + 1;
         (labelled + 1) * (SERIES_PER_SUBSCRIPTION - SHARD_GAUGE_SERIES)
             + rows * SHARD_GAUGE_SERIES
+            + shadows * SHADOW_SERIES
             + TENANT_SERIES
     }
 
@@ -233,15 +307,39 @@ mod tests {
             }
             let labelled = labelled_subscriptions(&tenant);
             assert_eq!(labelled + folded_subscriptions(&tenant), 200);
-            assert!(shard_rows_within(max_series, labelled) >= labelled);
+            assert!(shard_rows_within(max_series, labelled, 0) >= labelled);
             if max_series >= SERIES_PER_SUBSCRIPTION * 2 + TENANT_SERIES {
                 assert!(
-                    worst_case(max_series, labelled) <= max_series,
+                    worst_case(max_series, labelled, 0) <= max_series,
                     "{max_series}"
                 );
             }
         }
         assert_eq!(labelled_subscriptions("bound-1000"), 24);
+    }
+
+    #[test]
+    fn shadows_and_subscriptions_share_the_tenants_bound() {
+        for max_series in [40, 100, 1_000] {
+            let tenant = format!("shadows-{max_series}");
+            for index in 0..10 {
+                subscription_labels(&tenant, "app", &format!("s{index}"), max_series);
+                shadow_labels(&tenant, &format!("app{index}"), max_series);
+            }
+            let (labelled, shadows) = (labelled_subscriptions(&tenant), labelled_shadows(&tenant));
+            if max_series >= SERIES_PER_SUBSCRIPTION * 2 + TENANT_SERIES {
+                let worst = worst_case(max_series, labelled, shadows);
+                assert!(worst <= max_series, "{max_series}: {worst}");
+            }
+        }
+        assert_eq!(labelled_shadows("shadows-1000"), 10, "room for all of them");
+        let folded = shadow_labels("shadows-40", "late", 40);
+        assert!(folded.iter().any(|l| l.value() == FOLDED), "{folded:?}");
+        let first = shadow_labels("shadows-1000", "app0", 0);
+        assert!(
+            first.iter().any(|l| l.value() == "app0"),
+            "keeps its labels"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! - `e2e`: the host and the binary against local Kinesis and DynamoDB servers;
 //! - `embed`: the host embedded through `ruststream-fleet`, no binary;
 //! - `layout`: the shape of the workspace itself;
-//! - `lease_contract`: every `LeaseStore` case against the memory store and dynalite.
+//! - `lease_contract`: every `LeaseStore` case against the memory store and dynalite;
+//! - `shadow_run`: a shadow's instance against its tenant's memory budget, in process.
 //!
 //! Run one area with `cargo test --test all e2e::sandbox::`.
 
@@ -14,4 +15,5 @@ mod e2e;
 mod embed;
 mod layout;
 mod lease_contract;
+mod shadow_run;
 mod testapp;

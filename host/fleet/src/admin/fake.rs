@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use super::control::{Control, ControlError};
 use super::model::{
     AppStatus, AppVersionList, Deployed, HostStatus, KeptVersion, OutcomeCounts, Refusal,
-    RolloutStatus, SeekPosition, ShardState, ShardStatus, SubscriptionStatus, TenantStatus,
-    Undeployed, VersionInfo, VersionOrigin,
+    ReservedMemory, RolloutStatus, SeekPosition, ShardState, ShardStatus, SubscriptionStatus,
+    TenantStatus, Undeployed, VersionInfo, VersionOrigin,
 };
 
 /// The tenant the fake runs.
@@ -302,6 +302,11 @@ pub fn sample_status() -> HostStatus {
             name: TENANT.to_owned(),
             paused: false,
             pause_reason: None,
+            instance_memory: ReservedMemory {
+                live_bytes: 128 << 20,
+                shadow_bytes: 0,
+                budget_bytes: Some(256 << 20),
+            },
             apps: vec![ledger, fresh],
             refused: vec![Refusal {
                 component: "bad.wasm".to_owned(),

@@ -36,7 +36,15 @@ pub struct TenantStatus {
     pub apps: Vec<AppStatus>,
     /// Components the host refused to load for this tenant, oldest first.
     pub refused: Vec<Refusal>,
+    /// The memory its instances on this host reserve (each its `memory_mib`), live and
+    /// shadow, and its `memory_budget_mib` if it has one.
+    #[serde(default)]
+    pub instance_memory: ReservedMemory,
 }
+
+/// What a tenant's instances on a host reserve: the runtime's own type, sent as it is
+/// (`live_bytes`, `shadow_bytes`, `budget_bytes`).
+pub use ruststream_runtime::tenant::ReservedMemory;
 
 /// A component the host refused to load, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +129,9 @@ pub use ruststream_host::runner::ShadowStatus;
 
 /// One record the shadow handled otherwise than the live version: the runtime's own record.
 pub use ruststream_runtime::shadow::Disagreement as ShadowDisagreement;
+
+/// A shadow's records by result, and its skipped ones by reason: the runtime's own counts.
+pub use ruststream_runtime::shadow::ShadowCounts;
 
 /// Records counted by outcome: the runtime's own counts, sent as they are.
 pub use ruststream_runtime::pipeline::OutcomeCounts;

@@ -18,6 +18,8 @@
 //! [defaults]                            # limits every tenant gets unless it says otherwise
 //! call_deadline_ms = 5000
 //! memory_mib = 64                       # all memories and tables of an instance together
+//! memory_budget_mib = 1024              # all instances of a tenant on a host, live and
+//!                                       # shadow (none by default); a shadow must fit
 //! max_delay_ms = 900000                 # see `LimitOverrides` for every key
 //!
 //! [[tenants]]
@@ -471,6 +473,7 @@ impl OperatorConfig {
 pub(crate) struct LimitOverrides {
     pub call_deadline_ms: Option<u64>,
     pub memory_mib: Option<usize>,
+    pub memory_budget_mib: Option<usize>,
     pub fuel: Option<u64>,
     pub max_tables: Option<usize>,
     pub max_memories: Option<usize>,
@@ -505,6 +508,9 @@ impl LimitOverrides {
             self.memory_mib.map(|mib| mib << 20),
             &mut limits.memory_bytes,
         );
+        if let Some(mib) = self.memory_budget_mib {
+            limits.memory_budget = Some(mib << 20);
+        }
         set(self.max_tables, &mut limits.max_tables);
         set(self.max_memories, &mut limits.max_memories);
         set(self.max_table_elements, &mut limits.max_table_elements);
@@ -556,6 +562,14 @@ impl LimitOverrides {
                 self.write_bytes_per_second == Some(0),
             ),
         ];
+        if self.memory_budget_mib == Some(0) {
+            return Err(Mistake::new(
+                at.key("memory_budget_mib"),
+                "`memory_budget_mib = 0` would leave no room for any shadow instance: give the \
+                 MiB a tenant's instances may reserve together, or leave it out for no budget"
+                    .to_owned(),
+            ));
+        }
         refuse_zero(at, &zero)
     }
 }
@@ -1024,11 +1038,13 @@ mod tests {
             name = "acme"
             components = ["a.wasm"]
             subscribe = ["ledger"]
-            limits = { call_deadline_ms = 500, max_instances = 8 }
+            limits = { call_deadline_ms = 500, max_instances = 8, memory_budget_mib = 96 }
             "#,
         )?;
         let tenant = config.tenant(&config.tenants[0]);
         assert_eq!(tenant.policy().limits().max_instances, 8);
+        assert_eq!(tenant.policy().limits().memory_budget, Some(96 << 20));
+        assert_eq!(tenant.memory().budget(), Some(96 << 20));
         assert_eq!(
             tenant.policy().limits().max_table_elements,
             Limits::default().max_table_elements
@@ -1063,6 +1079,10 @@ mod tests {
             "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nlimits = { write_records_per_second = 0 }",
         );
         assert!(zero.is_err_and(|e| e.to_string().contains("write_records_per_second = 0")));
+        let budget = parse(
+            "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nlimits = { memory_budget_mib = 0 }",
+        );
+        assert!(budget.is_err_and(|e| e.to_string().contains("no room for any shadow")));
     }
 
     #[test]

@@ -198,6 +198,7 @@ fn tenant_status(name: &str, run: &TenantRun) -> TenantStatus {
                 at_ms: refused.at_ms,
             })
             .collect(),
+        instance_memory: run.tenant.memory().reserved(),
     }
 }
 

@@ -86,6 +86,7 @@ pub(crate) fn render(fleet: &Fleet, out: &mut String) {
             let max_rows = metrics::shard_rows_within(
                 run.tenant.policy().limits().max_metric_series,
                 metrics::labelled_subscriptions(name),
+                metrics::labelled_shadows(name),
             );
             let mut own_rows = 0;
             for component in run.components.values() {

@@ -12,7 +12,9 @@ use tracing::Instrument as _;
 
 use ruststream_runtime::shadow::{
     Disagreement, RecordingPublisher, Settled, ShadowCounts, ShadowResult, ShadowRun, ShadowTally,
+    SkipReason,
 };
+use ruststream_runtime::tenant::MemoryBudget;
 use ruststream_runtime::{LoadedComponent, ShardPipeline, Tenant, env::Env, policy::SandboxPolicy};
 
 use super::Host;
@@ -23,15 +25,17 @@ use super::status::VersionInfo;
 pub const KEPT_DISAGREEMENTS: usize = 20;
 
 /// Batches of settled records waiting for one shard's shadow. Past it, what the live version
-/// settles is skipped (counted `skipped`) until the shadow catches up: the live worker never
-/// waits for its shadow.
+/// settles is skipped (counted `skipped`, reason `behind`) until the shadow catches up: the
+/// live worker never waits for its shadow.
 const QUEUED_BATCHES: usize = 16;
 
 /// A shadow version as the host runs it: its component, the environment of its instances, the
-/// share of records it gets, and its tally over every shard.
+/// tenant's memory its instances reserve from, the share of records it gets, and its tally
+/// over every shard.
 pub(crate) struct ShadowRelease {
     pub component: LoadedComponent,
     env: Env,
+    memory: Arc<MemoryBudget>,
     /// Share of records compared, in (0, 1].
     pub sample_rate: f64,
     pub tally: Arc<ShadowTally>,
@@ -41,7 +45,8 @@ pub(crate) struct ShadowRelease {
 
 impl ShadowRelease {
     /// `component` as a shadow of `tenant`'s app: the tenant's limits (deadline, memory, fuel,
-    /// log caps) apply to its instances as to the live version's. It gets a policy of its own
+    /// log caps) apply to its instances as to the live version's, and each instance reserves
+    /// its memory from the tenant's budget or is not made. It gets a policy of its own
     /// so that its publishes never spend the live version's write quota and its host lines
     /// never crowd out the live version's; its publisher writes nothing, and its component is
     /// named `NAME (shadow)` in every line it logs.
@@ -69,11 +74,13 @@ impl ShadowRelease {
         let tally = Arc::new(ShadowTally::new(
             tenant.name(),
             &component.app().name,
+            live.limits().max_metric_series,
             KEPT_DISAGREEMENTS,
         ));
         Self {
             component,
             env,
+            memory: tenant.memory().clone(),
             sample_rate: sample_rate.clamp(f64::MIN_POSITIVE, 1.0),
             tally,
             publisher,
@@ -119,6 +126,7 @@ impl ShadowRelease {
             Arc::new(spec),
             shard_id,
             self.env.clone(),
+            self.memory.clone(),
             self.tally.clone(),
         );
         let (feed, mut queue) = mpsc::channel::<Vec<Settled>>(QUEUED_BATCHES);
@@ -218,7 +226,8 @@ impl ShadowFeed {
     }
 
     /// Offers the shadow what the pipeline settled since the last offer: sampled records go
-    /// to its queue unless it is full, the rest are counted `skipped`. Never waits.
+    /// to its queue unless it is full, the rest are counted `skipped` (`sample`, `behind`).
+    /// Never waits.
     pub(crate) fn offer(&mut self, pipeline: &mut ShardPipeline) {
         let (Some(shadow), Some(queue)) = (&self.running, &self.queue) else {
             return;
@@ -232,20 +241,23 @@ impl ShadowFeed {
             .into_iter()
             .filter(|s| shadow.samples(s.delivery.sequence_number.as_str()))
             .collect();
-        let mut skipped = total - sampled.len();
-        if !sampled.is_empty() {
-            match queue.try_send(sampled) {
-                Ok(()) => {}
-                Err(TrySendError::Full(sampled)) => skipped += sampled.len(),
-                Err(TrySendError::Closed(sampled)) => {
-                    skipped += sampled.len();
-                    self.queue = None;
-                    pipeline.note_settlements(false);
-                }
+        let skip = |reason: SkipReason, n: usize| {
+            if n > 0 {
+                shadow.tally.count(ShadowResult::Skipped(reason), n as u64);
             }
+        };
+        skip(SkipReason::Sample, total - sampled.len());
+        if sampled.is_empty() {
+            return;
         }
-        if skipped > 0 {
-            shadow.tally.count(ShadowResult::Skipped, skipped as u64);
+        match queue.try_send(sampled) {
+            Ok(()) => {}
+            Err(TrySendError::Full(sampled)) => skip(SkipReason::Behind, sampled.len()),
+            Err(TrySendError::Closed(sampled)) => {
+                skip(SkipReason::Behind, sampled.len());
+                self.queue = None;
+                pipeline.note_settlements(false);
+            }
         }
     }
 }

@@ -57,7 +57,7 @@ use crate::publish::PublishLog;
 use crate::record::{CopyOrigin, CopyOwner, Delivery, OutgoingRecord};
 use crate::rollout::CallStats;
 use crate::shadow::{Handling, Settled};
-use crate::tenant::Tenant;
+use crate::tenant::{MemoryReservation, Tenant};
 use holding::{Holding, Waiting};
 use lines::RuntimeLog;
 use metrics::SubscriptionMetrics;
@@ -182,6 +182,9 @@ pub struct ShardPipeline {
     call_duration: Duration,
     /// What was settled since last taken, while a shadow compares this shard.
     notes: Option<Notes>,
+    /// Its instance's memory cap, reserved from the tenant's (live, never refused) while the
+    /// pipeline lives, whichever version's instance it runs.
+    _memory: MemoryReservation,
 }
 
 /// The settlements of a shard noted for a shadow: each record with its outcome and trap, and
@@ -212,7 +215,12 @@ impl ShardPipeline {
         let app: Arc<str> = component.app().name.as_str().into();
         let metrics = subscription_metrics(&env, &app, &subscription);
         let owner = copy_owner(&env, &app, &subscription);
+        let memory = env
+            .tenant
+            .memory()
+            .reserve_live(env.env.policy.limits().memory_bytes);
         Self {
+            _memory: memory,
             owner,
             shard_ended: false,
             instance: component.instance(env.env.clone()),

@@ -5,12 +5,14 @@
 //! its outcome (or trap) and the publishes the stream accepted while the call was on it. The
 //! transport hands those to a [`ShadowRun`] of the shard, off the live path, which calls the
 //! shadow version's own instance on the same records in the same order, under the tenant's
-//! limits, with a [`RecordingPublisher`]: every publish is answered as accepted and noted,
+//! limits (its instance's memory counted in the tenant's [`MemoryBudget`], where it must fit
+//! or skip), with a [`RecordingPublisher`]: every publish is answered as accepted and noted,
 //! none is written. Nothing the shadow does settles anything: no checkpoint, no copy, no dead
 //! letter, no quarantine; its traps are only counted. Each record is then [compared]
 //! and the result tallied in a [`ShadowTally`], which keeps the first disagreements.
 //!
 //! [`ShardPipeline::note_settlements`]: crate::ShardPipeline::note_settlements
+//! [`MemoryBudget`]: crate::tenant::MemoryBudget
 //! [compared]: compare
 
 mod compare;
@@ -20,4 +22,7 @@ mod tally;
 pub use crate::publish::{PublishLog, RecordedPublish, RecordingPublisher};
 pub use compare::{Comparison, Handling, compare};
 pub use run::{Settled, ShadowRun};
-pub use tally::{Disagreement, SHADOW_RECORDS, ShadowCounts, ShadowResult, ShadowTally};
+pub use tally::{
+    Disagreement, SHADOW_RECORDS, SHADOW_SKIPPED, ShadowCounts, ShadowResult, ShadowTally,
+    SkipReason,
+};

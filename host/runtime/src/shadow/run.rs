@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use super::compare::{Comparison, Handling, compare};
-use super::tally::{Disagreement, ShadowResult, ShadowTally};
+use super::tally::{Disagreement, ShadowResult, ShadowTally, SkipReason};
 use crate::app::DEFAULT_BATCH_LIMIT;
 use crate::app::SubscriptionSpec;
 use crate::component::{BatchCall, BatchFailure, HandlerInstance, LoadedComponent};
 use crate::env::Env;
 use crate::publish::PublishLog;
 use crate::record::{Deliveries, Delivery};
+use crate::tenant::{MemoryBudget, MemoryReservation};
 
 /// A record the live version settled, and how.
 #[derive(Debug, Clone)]
@@ -23,8 +24,17 @@ pub struct Settled {
 /// A shadow version on one shard: an instance of it under the tenant's limits, whose
 /// publishes go to `env`'s publisher (a [`RecordingPublisher`](super::RecordingPublisher))
 /// and are noted by record. It settles nothing: outcomes and traps are only compared.
+///
+/// Its instance exists only while its memory fits in the tenant's budget beside everything
+/// else the tenant reserved ([`MemoryBudget`]): checked before each batch, given back as soon
+/// as live instances need the room. Records it gets meanwhile are skipped with reason
+/// `budget`.
 pub struct ShadowRun {
-    instance: HandlerInstance,
+    component: LoadedComponent,
+    env: Env,
+    instance: Option<HandlerInstance>,
+    memory: Arc<MemoryBudget>,
+    reservation: Option<MemoryReservation>,
     spec: Arc<SubscriptionSpec>,
     stream: Arc<str>,
     shard_id: Arc<str>,
@@ -34,23 +44,26 @@ pub struct ShadowRun {
 
 impl ShadowRun {
     /// A shadow of subscription `spec` (as the shadow version declares it) of `component` on
-    /// `shard_id`, running in `env`, counting into `tally`.
+    /// `shard_id`, running in `env`, its instance's memory reserved from `memory`, counting
+    /// into `tally`.
     pub fn new(
         component: &LoadedComponent,
         spec: Arc<SubscriptionSpec>,
         shard_id: &str,
         env: Env,
+        memory: Arc<MemoryBudget>,
         tally: Arc<ShadowTally>,
     ) -> Self {
-        let publishes = PublishLog::default();
-        let mut instance = component.instance(env);
-        instance.note_publishes(Some(publishes.clone()));
         Self {
-            instance,
+            component: component.clone(),
+            env,
+            instance: None,
+            memory,
+            reservation: None,
             stream: spec.stream.as_str().into(),
             shard_id: shard_id.into(),
             spec,
-            publishes,
+            publishes: PublishLog::default(),
             tally,
         }
     }
@@ -58,7 +71,8 @@ impl ShadowRun {
     /// Hands `settled` to the shadow in order, in batches of the subscription's size,
     /// compares each record's handling with the live version's and tallies the result. After
     /// a trap, the records reported before it stand, the one it was on is the trap, and the
-    /// rest go on in the next call (in a fresh instance), as the live pipeline does.
+    /// rest go on in the next call (in a fresh instance), as the live pipeline does. A batch
+    /// for which the instance does not fit in the tenant's memory budget is skipped.
     pub async fn compare(&mut self, settled: Vec<Settled>) {
         let (deliveries, live): (Vec<Delivery>, Vec<Handling>) =
             settled.into_iter().map(|s| (s.delivery, s.live)).unzip();
@@ -70,6 +84,13 @@ impl ShadowRun {
         let mut next = 0;
         while next < deliveries.len() {
             let end = deliveries.len().min(next + limit);
+            if !self.fits() {
+                let skipped = (end - next) as u64;
+                self.tally
+                    .count(ShadowResult::Skipped(SkipReason::Budget), skipped);
+                next = end;
+                continue;
+            }
             let batch = Deliveries::new(deliveries.clone(), next..end);
             let handled = self.call(batch).await;
             let by_record = self.publishes.take_by_record();
@@ -88,6 +109,30 @@ impl ShadowRun {
         }
     }
 
+    /// Whether the shadow has an instance for the next batch: it keeps its memory while the
+    /// tenant is within its budget, gives it back (and its instance) when live instances need
+    /// it, and takes it again when it fits.
+    fn fits(&mut self) -> bool {
+        if MemoryReservation::yield_if_over(&mut self.reservation) {
+            self.instance = None;
+            tracing::warn!(
+                tenant = %self.env.policy.tenant(),
+                "the shadow's instance gave its memory back to the tenant's live instances; \
+                 its records are skipped (budget) until it fits again"
+            );
+        }
+        if self.reservation.is_none() {
+            let bytes = self.env.policy.limits().memory_bytes;
+            self.reservation = self.memory.try_reserve_shadow(bytes);
+        }
+        if self.reservation.is_some() && self.instance.is_none() {
+            let mut instance = self.component.instance(self.env.clone());
+            instance.note_publishes(Some(self.publishes.clone()));
+            self.instance = Some(instance);
+        }
+        self.instance.is_some()
+    }
+
     /// One call of `batch`: the outcome (and trap) of each record it settled.
     async fn call(
         &mut self,
@@ -100,7 +145,11 @@ impl ShadowRun {
             deliveries: batch,
             stop: None,
         };
-        match self.instance.handle_batch(&call).await {
+        let Some(instance) = self.instance.as_mut() else {
+            // `compare` calls only once `fits` made the instance.
+            return Vec::new();
+        };
+        match instance.handle_batch(&call).await {
             Ok(outcomes) => outcomes.into_iter().map(|o| (o, None)).collect(),
             Err(BatchFailure { settled, failure }) => {
                 let mut handled: Vec<_> = settled.into_iter().map(|o| (o, None)).collect();

@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use metrics::{Counter, Label};
 
-use crate::metrics::owner_labels;
+use crate::metrics::{FOLDED, label, shadow_labels};
 use crate::sync::lock;
 
-pub use crate::metrics::SHADOW_RECORDS;
+pub use crate::metrics::{SHADOW_RECORDS, SHADOW_SKIPPED};
 
 /// What became of one record offered to a shadow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,19 +19,49 @@ pub enum ShadowResult {
     Disagree,
     /// Its call trapped on it.
     Trap,
-    /// It was not compared: left out by the sampling rate, or dropped because the shadow was
-    /// behind (the live version never waits for it).
-    Skipped,
+    /// It was not compared, for this reason (the live version never waits for its shadow).
+    Skipped(SkipReason),
 }
 
 impl ShadowResult {
-    /// The metric label.
+    /// The metric label (`result`).
     pub fn label(self) -> &'static str {
         match self {
             Self::Agree => "agree",
             Self::Disagree => "disagree",
             Self::Trap => "trap",
-            Self::Skipped => "skipped",
+            Self::Skipped(_) => "skipped",
+        }
+    }
+
+    fn slot(self) -> usize {
+        match self {
+            Self::Agree => 0,
+            Self::Disagree => 1,
+            Self::Trap => 2,
+            Self::Skipped(_) => 3,
+        }
+    }
+}
+
+/// Why a shadow did not compare a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Left out by the sampling rate.
+    Sample,
+    /// Its queue was full: the shadow was behind the live version.
+    Behind,
+    /// Its instance did not fit in the tenant's memory budget.
+    Budget,
+}
+
+impl SkipReason {
+    /// The metric label (`reason`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Sample => "sample",
+            Self::Behind => "behind",
+            Self::Budget => "budget",
         }
     }
 }
@@ -62,8 +92,17 @@ pub struct ShadowCounts {
     pub disagree: u64,
     /// The shadow trapped.
     pub trap: u64,
-    /// Not compared.
+    /// Not compared, for any reason: the three below together.
     pub skipped: u64,
+    /// Left out by the sampling rate.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub skipped_sample: u64,
+    /// Skipped because the shadow was behind (its queue full).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub skipped_behind: u64,
+    /// Skipped because the shadow's instance did not fit in the tenant's memory budget.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub skipped_budget: u64,
 }
 
 impl ShadowCounts {
@@ -80,11 +119,12 @@ impl ShadowCounts {
 }
 
 /// The account of one shadow over every shard of its app on this host: counts by result (also
-/// as the [`SHADOW_RECORDS`] metric, the tenant's, labelled by app) and the first `keep`
-/// disagreements.
+/// as the [`SHADOW_RECORDS`] and [`SHADOW_SKIPPED`] metrics, the tenant's, labelled by app
+/// within the tenant's series bound) and the first `keep` disagreements.
 pub struct ShadowTally {
-    counts: [AtomicU64; 4],
-    counters: [Counter; 4],
+    /// Agree, disagree, trap, skipped; then skipped by reason.
+    counts: [AtomicU64; 7],
+    counters: [Counter; 7],
     keep: usize,
     first: Mutex<Vec<Disagreement>>,
 }
@@ -93,20 +133,40 @@ const RESULTS: [ShadowResult; 4] = [
     ShadowResult::Agree,
     ShadowResult::Disagree,
     ShadowResult::Trap,
-    ShadowResult::Skipped,
+    ShadowResult::Skipped(SkipReason::Sample),
 ];
+
+const REASONS: [SkipReason; 3] = [SkipReason::Sample, SkipReason::Behind, SkipReason::Budget];
 
 impl ShadowTally {
     /// An empty tally of `tenant`'s shadow of `app`, keeping the first `keep` disagreements.
-    pub fn new(tenant: &str, app: &str, keep: usize) -> Self {
-        let counter = |result: ShadowResult| {
-            let mut labels = owner_labels(tenant, app, None);
+    /// Its series count against the tenant's `max_series`; past it they are labelled
+    /// `app="_other"`.
+    pub fn new(tenant: &str, app: &str, max_series: usize, keep: usize) -> Self {
+        let owner = shadow_labels(tenant, app, max_series);
+        if owner.iter().any(|l| l.value() == FOLDED) {
+            tracing::warn!(
+                tenant,
+                app,
+                "the tenant's metric series bound (max_metric_series) \
+                is reached: this shadow's series are counted under app=\"_other\""
+            );
+        }
+        let result = |result: ShadowResult| {
+            let mut labels = owner.clone();
             labels.push(Label::new("result", result.label()));
             metrics::counter!(SHADOW_RECORDS, labels)
         };
+        let reason = |reason: SkipReason| {
+            let mut labels = owner.clone();
+            labels.push(Label::new(label::REASON, reason.label()));
+            metrics::counter!(SHADOW_SKIPPED, labels)
+        };
+        let [agree, disagree, trap, skipped] = RESULTS.map(result);
+        let [sample, behind, budget] = REASONS.map(reason);
         Self {
             counts: Default::default(),
-            counters: RESULTS.map(counter),
+            counters: [agree, disagree, trap, skipped, sample, behind, budget],
             keep,
             first: Mutex::new(Vec::new()),
         }
@@ -114,9 +174,14 @@ impl ShadowTally {
 
     /// Counts `n` records with `result`.
     pub fn count(&self, result: ShadowResult, n: u64) {
-        let slot = result as usize;
-        self.counts[slot].fetch_add(n, Ordering::Relaxed);
-        self.counters[slot].increment(n);
+        let add = |slot: usize| {
+            self.counts[slot].fetch_add(n, Ordering::Relaxed);
+            self.counters[slot].increment(n);
+        };
+        add(result.slot());
+        if let ShadowResult::Skipped(reason) = result {
+            add(4 + reason as usize);
+        }
     }
 
     /// Keeps `disagreement` if fewer than `keep` are kept.
@@ -129,12 +194,15 @@ impl ShadowTally {
 
     /// The counts so far.
     pub fn counts(&self) -> ShadowCounts {
-        let read = |result: ShadowResult| self.counts[result as usize].load(Ordering::Relaxed);
+        let read = |slot: usize| self.counts[slot].load(Ordering::Relaxed);
         ShadowCounts {
-            agree: read(ShadowResult::Agree),
-            disagree: read(ShadowResult::Disagree),
-            trap: read(ShadowResult::Trap),
-            skipped: read(ShadowResult::Skipped),
+            agree: read(0),
+            disagree: read(1),
+            trap: read(2),
+            skipped: read(3),
+            skipped_sample: read(4),
+            skipped_behind: read(5),
+            skipped_budget: read(6),
         }
     }
 
@@ -160,16 +228,19 @@ mod tests {
 
     #[test]
     fn counts_by_result_and_keeps_the_first_disagreements() {
-        let tally = ShadowTally::new("acme", "books", 2);
+        let tally = ShadowTally::new("acme", "books", 1_000, 2);
         tally.count(ShadowResult::Agree, 3);
         tally.count(ShadowResult::Disagree, 1);
-        tally.count(ShadowResult::Skipped, 5);
+        tally.count(ShadowResult::Skipped(SkipReason::Sample), 4);
+        tally.count(ShadowResult::Skipped(SkipReason::Budget), 1);
         for sequence in ["1", "2", "3"] {
             tally.disagreed(disagreement(sequence));
         }
         let counts = tally.counts();
         assert_eq!(counts.compared(), 4);
         assert_eq!(counts.skipped, 5);
+        assert_eq!((counts.skipped_sample, counts.skipped_budget), (4, 1));
+        assert_eq!(counts.skipped_behind, 0);
         assert_eq!(counts.agreement_rate(), Some(0.75));
         let kept: Vec<String> = tally
             .disagreements()

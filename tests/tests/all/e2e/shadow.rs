@@ -7,8 +7,13 @@
 //!   entries; the shadow survives a restart; `promote` swaps it in with nothing lost or twice.
 //! - `versioned-trap` shadowing `versioned-v1` traps on every record: the tenant is never
 //!   quarantined, and the live version acks every record.
-//! - `versioned-slow` (100 ms a record) shadowing `versioned-v1`: the live version acks 60
-//!   records before its shadow has compared them all, which then agrees on every one.
+//! - `versioned-slow` (100 ms a record) shadowing `versioned-v1`: the live version acks 1 000
+//!   records long before its shadow has compared them; the shadow's full queue skips records
+//!   (reason `behind`) rather than wait, and agrees on every record it compared.
+//! - The same shadow under a tenant memory budget: with no room beside the live instances its
+//!   instance is never made and its records are skipped (reason `budget`) while the live
+//!   version acks them all; with room, it compares. Status and metrics show what each role
+//!   reserves.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -43,12 +48,23 @@ impl Setup {
     /// A tenants file running `guest` for `acme`, which reads `subscribe` and writes `publish`,
     /// quarantined after 3 failed calls in a row.
     fn tenants(&self, guest: &Path, subscribe: &str, publish: &str) -> anyhow::Result<PathBuf> {
+        self.tenants_with(guest, subscribe, publish, "")
+    }
+
+    /// [`tenants`](Self::tenants) with `more` (TOML lines) in the tenant's section.
+    fn tenants_with(
+        &self,
+        guest: &Path,
+        subscribe: &str,
+        publish: &str,
+        more: &str,
+    ) -> anyhow::Result<PathBuf> {
         let file = self.dir.join("tenants.toml");
         std::fs::write(
             &file,
             format!(
                 "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\nsubscribe = [{subscribe}]\n\
-                 publish = [{publish}]\nquarantine_after = 3\n",
+                 publish = [{publish}]\nquarantine_after = 3\n{more}",
                 guest.display()
             ),
         )?;
@@ -115,9 +131,10 @@ impl Host {
         tenants: &Path,
         name: &str,
         shards: usize,
+        args: &[&str],
     ) -> anyhow::Result<Self> {
         let log = setup.dir.join(format!("{name}.log"));
-        let running = run_host(tenants, &setup.kinesis, &log, &[])?;
+        let running = run_host(tenants, &setup.kinesis, &log, args)?;
         let addr = poll_for(Duration::from_secs(90), async || {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             let reading = text.matches("reading shard").count() >= shards;
@@ -159,12 +176,16 @@ impl Host {
         run(&[args, &admin].concat())
     }
 
-    /// The app's status, as `ruststream status --json` shows it.
-    fn app(&self, setup: &Setup) -> anyhow::Result<Value> {
+    /// The host's status, as `ruststream status --json` shows it.
+    fn status(&self, setup: &Setup) -> anyhow::Result<Value> {
         let (ok, text) = self.cli(setup, &["status", "--json"])?;
         anyhow::ensure!(ok, "status: {text}");
-        let status: Value = serde_json::from_str(&text)?;
-        Ok(status["tenants"][0]["apps"][0].clone())
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// The app's status.
+    fn app(&self, setup: &Setup) -> anyhow::Result<Value> {
+        Ok(self.status(setup)?["tenants"][0]["apps"][0].clone())
     }
 
     /// Waits until the app's shadow has compared `count` records; returns the app's status.
@@ -223,7 +244,7 @@ async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promo
         "\"orders\", \"refunds\"",
         "\"books.dead\", \"books.acked\"",
     )?;
-    let host = Host::start(&setup, &tenants, "first", 2).await?;
+    let host = Host::start(&setup, &tenants, "first", 2, &[]).await?;
     let reworked = guests::BOOKS_REWORKED.path().display().to_string();
     let name = stem(&fixed);
     let (ok, text) = host.cli(
@@ -341,7 +362,7 @@ async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promo
 
     // A restart starts the shadow again, its counts from zero.
     host.stop().await?;
-    let host = Host::start(&setup, &tenants, "second", 2).await?;
+    let host = Host::start(&setup, &tenants, "second", 2, &[]).await?;
     let app = host.app(&setup)?;
     assert_eq!(app["shadow"]["version"]["version"], "1.2.0", "{app}");
 
@@ -375,7 +396,7 @@ async fn a_trapping_shadow_never_touches_the_live_version() -> anyhow::Result<()
     let setup = Setup::start("shadow-trap", &["events", "legacy"]).await?;
     let v1 = guests::VERSIONED_V1.path();
     let tenants = setup.tenants(&v1, "\"events\", \"legacy\"", "")?;
-    let host = Host::start(&setup, &tenants, "host", 2).await?;
+    let host = Host::start(&setup, &tenants, "host", 2, &[]).await?;
     let trap = guests::VERSIONED_TRAP.path().display().to_string();
     let name = stem(&v1);
     let (ok, text) = host.cli(
@@ -422,12 +443,29 @@ async fn a_trapping_shadow_never_touches_the_live_version() -> anyhow::Result<()
     Ok(())
 }
 
+/// The shadow's counts in `app`'s status: (agree, disagree, trap, skipped).
+fn counts(app: &Value) -> [u64; 4] {
+    ["agree", "disagree", "trap", "skipped"].map(|k| app["shadow"][k].as_u64().unwrap_or(0))
+}
+
+/// Records the live version acked on its `handle` subscription, per `app`'s status.
+fn live_acked(app: &Value) -> Option<u64> {
+    let subscriptions = app["subscriptions"].as_array()?;
+    let handle = subscriptions.iter().find(|s| s["name"] == "handle")?;
+    handle["shards"][0]["outcomes"]["ack"].as_u64()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_shadow_never_holds_the_live_version_back() -> anyhow::Result<()> {
+async fn a_slow_shadow_skips_what_its_full_queue_cannot_take_and_never_holds_the_live_version_back()
+-> anyhow::Result<()> {
     let setup = Setup::start("shadow-slow", &["events", "legacy"]).await?;
     let v1 = guests::VERSIONED_V1.path();
     let tenants = setup.tenants(&v1, "\"events\", \"legacy\"", "")?;
-    let host = Host::start(&setup, &tenants, "host", 2).await?;
+    // Reads of 10 records: the live version settles 1 000 records in 100 batches, at most 5
+    // a second (reads of a shard are 200 ms apart), while the shadow, at 100 ms a record,
+    // takes a second a batch. Its queue of 16 batches fills unless the live version is
+    // slower than the shadow, 10 records a second.
+    let host = Host::start(&setup, &tenants, "host", 2, &["--get-records-limit", "10"]).await?;
     let slow = guests::VERSIONED_SLOW.path().display().to_string();
     let name = stem(&v1);
     let (ok, text) = host.cli(
@@ -436,28 +474,155 @@ async fn a_slow_shadow_never_holds_the_live_version_back() -> anyhow::Result<()>
     )?;
     assert!(ok, "{text}");
 
-    // 60 records: the shadow needs 6 s for them, the live version far less.
-    setup.put("events", 1..=60)?;
-    let handled = |app: &Value| -> Option<u64> {
-        let subscriptions = app["subscriptions"].as_array()?;
-        let handle = subscriptions.iter().find(|s| s["name"] == "handle")?;
-        handle["shards"][0]["outcomes"]["ack"].as_u64()
-    };
-    let live_done = poll_for(Duration::from_secs(30), async || {
+    const RECORDS: u64 = 1_000;
+    setup.put("events", 1..=RECORDS)?;
+    let live_done = poll_for(Duration::from_secs(180), async || {
         let app = host.app(&setup).ok()?;
-        (handled(&app) == Some(60)).then_some(app)
+        (live_acked(&app) == Some(RECORDS)).then_some(app)
     })
     .await
-    .ok_or_else(|| anyhow::anyhow!("the live version never acked the 60 records"))?;
-    let shadow = &live_done["shadow"];
-    let compared = shadow["agree"].as_u64().unwrap_or(0) + shadow["disagree"].as_u64().unwrap_or(0);
+    .ok_or_else(|| anyhow::anyhow!("the live version never acked the {RECORDS} records"))?;
+    let [agree, disagree, _, _] = counts(&live_done);
     assert!(
-        compared < 60,
-        "the live version waited for its shadow: {shadow}"
+        agree + disagree < RECORDS,
+        "the live version waited for its shadow: {}",
+        live_done["shadow"]
     );
 
-    // The shadow catches up on what it was given and agrees: no outcome differs.
-    let app = host.compared(&setup, 60).await?;
-    assert_eq!(app["shadow"]["agree"], 60, "{app}");
+    // Every record is accounted for once the shadow has worked through its queue: compared
+    // (and agreed), or skipped because the queue was full. None left out by sampling (100%)
+    // or the budget (none set).
+    let settled = poll_for(Duration::from_secs(120), async || {
+        let app = host.app(&setup).ok()?;
+        let [agree, _, _, skipped] = counts(&app);
+        (agree + skipped == RECORDS).then_some(app)
+    })
+    .await
+    .ok_or_else(|| anyhow::anyhow!("the shadow never accounted for every record"))?;
+    let shadow = &settled["shadow"];
+    println!("live done: {}\nsettled: {shadow}", live_done["shadow"]);
+    let [agree, disagree, trap, skipped] = counts(&settled);
+    assert_eq!((disagree, trap), (0, 0), "{shadow}");
+    assert!(agree > 0 && skipped > 0, "{shadow}");
+    assert_eq!(shadow["skipped_behind"], skipped, "{shadow}");
+    assert_eq!(shadow["skipped_sample"], 0, "{shadow}");
+    assert_eq!(shadow["skipped_budget"], 0, "{shadow}");
+    let scrape = host.metrics()?;
+    let behind = scrape.sum(
+        "ruststream_shadow_skipped_total",
+        &[
+            ("tenant", "acme"),
+            ("app", "versioned"),
+            ("reason", "behind"),
+        ],
+    );
+    assert_eq!(behind, skipped as f64);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_counts_against_the_tenants_memory_budget() -> anyhow::Result<()> {
+    const MIB: u64 = 1 << 20;
+    let setup = Setup::start("shadow-budget", &["events", "legacy"]).await?;
+    let v1 = guests::VERSIONED_V1.path();
+    let subscribe = "\"events\", \"legacy\"";
+    // Two live instances of 16 MiB (`handle` and `legacy`): 32 MiB, past a budget of 24.
+    let tenants = setup.tenants_with(
+        &v1,
+        subscribe,
+        "",
+        "limits = { memory_mib = 16, memory_budget_mib = 24 }\n",
+    )?;
+    let host = Host::start(&setup, &tenants, "host", 2, &[]).await?;
+    let slow = guests::VERSIONED_SLOW.path().display().to_string();
+    let name = stem(&v1);
+    let (ok, text) = host.cli(
+        &setup,
+        &["deploy", "acme", &slow, "--name", &name, "--shadow"],
+    )?;
+    assert!(ok, "{text}");
+
+    // Live alone is past the budget: it runs anyway, and says so once; the shadow's instance
+    // is never made, and its records are skipped for the budget.
+    setup.put("events", 1..=10)?;
+    let skipped = poll_for(Duration::from_secs(60), async || {
+        let app = host.app(&setup).ok()?;
+        let done = live_acked(&app) == Some(10) && app["shadow"]["skipped_budget"] == 10;
+        done.then_some(app)
+    })
+    .await
+    .ok_or_else(|| anyhow::anyhow!("the live version never acked 10, or the shadow skip 10"))?;
+    assert_eq!(counts(&skipped), [0, 0, 0, 10], "{}", skipped["shadow"]);
+    let status = host.status(&setup)?;
+    assert_eq!(
+        status["tenants"][0]["instance_memory"],
+        serde_json::json!({
+            "live_bytes": 32 * MIB, "shadow_bytes": 0, "budget_bytes": 24 * MIB
+        }),
+        "{status}"
+    );
+    assert_eq!(status["tenants"][0]["paused"], false, "{status}");
+    let log = std::fs::read_to_string(&host.log)?;
+    let warnings = log
+        .matches("alone reserve more memory than its memory budget")
+        .count();
+    assert_eq!(warnings, 1, "one warning: {log}");
+    let scrape = host.metrics()?;
+    let memory = |role: &str| {
+        scrape.sum(
+            "ruststream_tenant_instance_memory_bytes",
+            &[("tenant", "acme"), ("role", role)],
+        )
+    };
+    assert_eq!((memory("live"), memory("shadow")), ((32 * MIB) as f64, 0.0));
+    let budget = scrape.sum(
+        "ruststream_shadow_skipped_total",
+        &[
+            ("tenant", "acme"),
+            ("app", "versioned"),
+            ("reason", "budget"),
+        ],
+    );
+    assert_eq!(budget, 10.0);
+
+    // A budget with room for one more instance: the reload restarts the tenant, its shadow
+    // with it, whose one instance (`handle`) now fits and compares.
+    setup.tenants_with(
+        &v1,
+        subscribe,
+        "",
+        "limits = { memory_mib = 16, memory_budget_mib = 48 }\n",
+    )?;
+    let (ok, text) = host.cli(&setup, &["reload"])?;
+    assert!(ok, "{text}");
+    let restarted = poll_for(Duration::from_secs(60), async || {
+        let status = host.status(&setup).ok()?;
+        let tenant = &status["tenants"][0];
+        let ready = tenant["instance_memory"]["budget_bytes"] == 48 * MIB
+            && tenant["instance_memory"]["live_bytes"] == 32 * MIB
+            && !tenant["apps"][0]["shadow"].is_null();
+        ready.then_some(())
+    })
+    .await;
+    assert!(
+        restarted.is_some(),
+        "the tenant never restarted with its new budget"
+    );
+    setup.put("events", 11..=20)?;
+    let app = host.compared(&setup, 10).await?;
+    assert_eq!(counts(&app)[0], 10, "{}", app["shadow"]);
+    assert_eq!(app["shadow"]["skipped_budget"], 0, "{}", app["shadow"]);
+    let status = host.status(&setup)?;
+    assert_eq!(
+        status["tenants"][0]["instance_memory"]["shadow_bytes"],
+        16 * MIB,
+        "{status}"
+    );
+    let (ok, tree) = host.cli(&setup, &["status"])?;
+    assert!(ok, "{tree}");
+    assert!(
+        tree.contains("instance memory: live 32 MiB, shadow 16 MiB, budget 48 MiB"),
+        "{tree}"
+    );
     Ok(())
 }

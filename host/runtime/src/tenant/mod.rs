@@ -7,7 +7,10 @@
 //! delivered (nothing is lost: records wait unhandled behind the checkpoint) until the operator
 //! resumes it, or a rollback of the app whose failures caused it lifts it. An operator's pause
 //! stops them the same way but is a state of its own: lifting a quarantine never lifts a pause.
-//! Other tenants are not affected.
+//! Other tenants are not affected. Its instances' memory is counted together, live and shadow,
+//! against its optional budget ([`MemoryBudget`]).
+
+mod memory;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,6 +21,7 @@ use crate::component::{LoadedComponent, TrapKind};
 pub use crate::limits::{CopyLimits, Limits, LogLimits, WriteLimits};
 use crate::policy::{SandboxPolicy, StreamGrant};
 use crate::sync::lock;
+pub use memory::{InstanceRole, MemoryBudget, MemoryReservation, ReservedMemory};
 
 /// Why a tenant's component may not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,12 +59,14 @@ pub enum TenantError {
     },
 }
 
-/// A tenant of the host: its grants, its sandbox policy, and its quarantine gate.
+/// A tenant of the host: its grants, its sandbox policy, its quarantine gate, and the memory
+/// its instances reserve.
 #[derive(Debug)]
 pub struct Tenant {
     subscribe: StreamGrant,
     policy: Arc<SandboxPolicy>,
     gate: Gate,
+    memory: Arc<MemoryBudget>,
 }
 
 impl Tenant {
@@ -68,10 +74,12 @@ impl Tenant {
     /// failed calls.
     pub fn new(name: impl Into<String>) -> Self {
         let policy = SandboxPolicy::new(name, Limits::default(), StreamGrant::none());
+        let memory = MemoryBudget::new(policy.tenant(), None);
         Self {
             subscribe: StreamGrant::none(),
             policy: Arc::new(policy),
             gate: Gate::new(10),
+            memory: Arc::new(memory),
         }
     }
 
@@ -102,6 +110,8 @@ impl Tenant {
 
     fn with_policy(mut self, limits: Limits, publish: StreamGrant) -> Self {
         let name = self.policy.tenant().to_owned();
+        let budget = limits.memory_budget.map(|bytes| bytes as u64);
+        self.memory = Arc::new(MemoryBudget::new(&name, budget));
         self.policy = Arc::new(SandboxPolicy::new(name, limits, publish));
         self
     }
@@ -126,6 +136,12 @@ impl Tenant {
     /// Its sandbox policy, as its components' instances and pipelines apply it.
     pub fn policy(&self) -> &Arc<SandboxPolicy> {
         &self.policy
+    }
+
+    /// The memory its instances on this host reserve, live and shadow, and its budget
+    /// ([`Limits::memory_budget`]).
+    pub fn memory(&self) -> &Arc<MemoryBudget> {
+        &self.memory
     }
 
     /// Checks that every stream `component` subscribes to, and every dead-letter stream it
