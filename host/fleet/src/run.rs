@@ -33,8 +33,8 @@ use crate::engine::{CompileCache, CompileIn, EngineError, runtime_config_in};
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::http_server::HttpServer;
 use crate::identity::Identities;
-use crate::state::versions::{DEFAULT_KEEP, VersionStore};
-use crate::state::{StateDir, StateError};
+use crate::state::versions::DEFAULT_KEEP;
+use crate::state::{Kept, StateDir, StateError};
 use crate::watch::FileWatch;
 use crate::{metrics, state};
 
@@ -284,7 +284,7 @@ impl RunningHost {
             args.config.clone(),
             args.components.clone(),
             settings.leases,
-            VersionStore::new(&settings.state_dir, settings.keep_versions),
+            Kept::new(&settings.state_dir, settings.keep_versions),
         );
         fleet.check_config().map_err(RunError::Tenants)?;
         // Locked for as long as this host runs: a second host on the same directory is refused.
@@ -361,6 +361,11 @@ impl RunningHost {
                         if let Err(error) = first_load_done(&fleet) {
                             break Err(error);
                         }
+                        // With the tenants loaded: a redrive draws on their write quotas.
+                        tokio::spawn({
+                            let fleet = fleet.clone();
+                            async move { fleet.resume_redrives().await }
+                        });
                     }
                 }
                 changed = files.changed() => {

@@ -260,33 +260,9 @@ pub struct Readiness {
     pub notices: Vec<String>,
 }
 
-/// `POST /v1/redrives`: a redrive of `stream`'s dead letters, as `ruststream redrive` takes it
-/// (`since` and `until` RFC 3339 or ms since the epoch, as text). With `dry_run`, the answer is
-/// the plan; otherwise the redrive starts in the host and the answer is its first progress.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RedriveRequest {
-    /// The dead-letter stream.
-    pub stream: String,
-    /// Only this tenant's dead letters.
-    #[serde(default)]
-    pub tenant: Option<String>,
-    /// Only those dead-lettered for this reason.
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// Only those that reached the stream at or after this time.
-    #[serde(default)]
-    pub since: Option<String>,
-    /// Only those that reached it at or before this time.
-    #[serde(default)]
-    pub until: Option<String>,
-    /// Its name (default: derived from the stream and filter, as the verb derives it).
-    #[serde(default)]
-    pub id: Option<String>,
-    /// Only say what would move.
-    #[serde(default)]
-    pub dry_run: bool,
-}
+/// `POST /v1/redrives`: a redrive, as the verb's module defines it (the state directory keeps
+/// it too, to resume it).
+pub use crate::redrive::RedriveRequest;
 
 /// The body of every error response: `{"error":"<one line>"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -39,6 +39,8 @@ use crate::admin::control::ControlError;
 use crate::admin::model::{Deployed, VersionOrigin};
 use crate::config::{ComponentSource, Config, LeaseStoreKind, OperatorConfig};
 use crate::identity::{Clients, Identities, Role};
+use crate::state::Kept;
+use crate::state::redrives::RedriveRecords;
 use crate::state::versions::VersionStore;
 
 /// Where a version to load comes from, as the state directory records it once it is live.
@@ -104,6 +106,8 @@ struct Inner {
     leases: LeaseSettings,
     /// The versions kept in the state directory, and which one each app runs.
     versions: VersionStore,
+    /// The redrives the admin API started, kept in the state directory.
+    kept_redrives: RedriveRecords,
     state: Mutex<State>,
     /// One reload (deploy, rollback) at a time: two would race to swap the same app.
     reloading: tokio::sync::Mutex<()>,
@@ -177,8 +181,12 @@ impl Fleet {
         config_path: Option<PathBuf>,
         cli_components: Vec<PathBuf>,
         leases: LeaseSettings,
-        versions: VersionStore,
+        kept: Kept,
     ) -> Self {
+        let Kept {
+            versions,
+            redrives: kept_redrives,
+        } = kept;
         Self {
             inner: Arc::new(Inner {
                 host,
@@ -188,6 +196,7 @@ impl Fleet {
                 cli_components,
                 leases,
                 versions,
+                kept_redrives,
                 state: Mutex::default(),
                 reloading: tokio::sync::Mutex::new(()),
             }),

@@ -2,12 +2,15 @@
 //! run inside the host with the host's own tenants, so a redriven record draws on the very
 //! write quota the tenant's handlers draw on, and its grants are those the host enforces now.
 //! Progress is kept in the same DynamoDB table as the verb's, so either resumes the other.
+//! Each redrive started here is kept in the state directory too (`state::redrives`): one the
+//! host was running when it stopped starts again when the host starts, and a finished one's
+//! report outlives the process.
 
 use std::sync::Arc;
 
 use ruststream_host::DynamoLeaseStore;
 use ruststream_host::redrive::filter::{RedriveFilter, Tenants, parse_time};
-use ruststream_host::redrive::{DEFAULT_TABLE, Redrive, RedriveSpec, RedriveState};
+use ruststream_host::redrive::{DEFAULT_TABLE, Redrive, RedriveReport, RedriveSpec, RedriveState};
 use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 
@@ -53,15 +56,69 @@ impl Fleet {
             }
             state.redrives.insert(id.clone(), Arc::clone(&progress));
         }
+        let kept = RedriveRequest {
+            id: Some(id.clone()),
+            ..request
+        };
+        if let Err(error) = self.inner.kept_redrives.started(&kept) {
+            self.state().redrives.remove(&id);
+            return Err(ControlError::Redrive(format!(
+                "redrive `{id}` was not started: it could not be kept to resume after a \
+                 restart: {}",
+                one_line(&error)
+            )));
+        }
+        let fleet = self.clone();
         tokio::spawn(async move {
-            match redrive.run().await {
-                Ok(report) => tracing::info!(redrive = %report.id, redriven = report.redriven,
-                    skipped = report.skipped.values().sum::<u64>(), "redrive finished"),
-                Err(error) => tracing::warn!(redrive = %redrive.id(), error = %one_line(&error),
-                    "redrive stopped: starting it again resumes it"),
-            }
+            let report = match redrive.run().await {
+                Ok(report) => {
+                    tracing::info!(redrive = %report.id, redriven = report.redriven,
+                        skipped = report.skipped.values().sum::<u64>(), "redrive finished");
+                    report
+                }
+                Err(error) => {
+                    tracing::warn!(redrive = %redrive.id(), error = %one_line(&error),
+                        "redrive stopped: starting it again resumes it");
+                    lock(&redrive.progress()).clone()
+                }
+            };
+            fleet.redrive_ended(&report);
         });
         Ok(serde_json::to_value(&*lock(&progress)).unwrap_or_default())
+    }
+
+    /// Keeps the end of a redrive's run: it is not resumed at the next start.
+    fn redrive_ended(&self, report: &RedriveReport) {
+        if let Err(error) = self.inner.kept_redrives.ended(report) {
+            tracing::warn!(redrive = %report.id, error = %one_line(&error),
+                "the redrive's end could not be kept: it runs again at the next start, \
+                 and finds every dead letter settled");
+        }
+    }
+
+    /// Starts again every redrive the host was running when it stopped: each resumes where
+    /// its progress rows say. One that cannot start is kept as failed, with why.
+    pub(crate) async fn resume_redrives(&self) {
+        let (unfinished, errors) = self.inner.kept_redrives.unfinished();
+        for error in errors {
+            tracing::warn!(error = %one_line(&error), "a kept redrive cannot be read: not resumed");
+        }
+        for request in unfinished {
+            let id = request.id.clone().unwrap_or_default();
+            tracing::info!(redrive = %id, stream = %request.stream,
+                "resuming the redrive this host was running when it stopped");
+            if let Err(error) = self.start_redrive(request.clone()).await {
+                tracing::warn!(redrive = %id, error = %one_line(&error),
+                    "the redrive could not be resumed: start it again to resume it");
+                self.redrive_ended(&RedriveReport {
+                    id,
+                    stream: request.stream,
+                    state: RedriveState::Failed,
+                    error: Some(one_line(&error)),
+                    ..RedriveReport::default()
+                });
+            }
+        }
     }
 
     /// The redrive of `request`, over the host's tenants, Kinesis client and redrive table.
@@ -106,13 +163,19 @@ impl Fleet {
         ))
     }
 
-    /// Where redrive `id`, started on this host, stands.
+    /// Where redrive `id`, started on this host (by this process, or kept from an earlier
+    /// one), stands.
     pub(super) fn redrive_progress(&self, id: &str) -> Result<serde_json::Value, ControlError> {
-        let state = self.state();
-        let progress = state
-            .redrives
+        if let Some(progress) = self.state().redrives.get(id) {
+            return Ok(serde_json::to_value(&*lock(progress)).unwrap_or_default());
+        }
+        let kept = self
+            .inner
+            .kept_redrives
             .get(id)
-            .ok_or_else(|| ControlError::UnknownRedrive(id.to_owned()))?;
-        Ok(serde_json::to_value(&*lock(progress)).unwrap_or_default())
+            .map_err(|error| ControlError::Redrive(one_line(&error)))?;
+        kept.and_then(|record| record.report)
+            .map(|report| serde_json::to_value(report).unwrap_or_default())
+            .ok_or_else(|| ControlError::UnknownRedrive(id.to_owned()))
     }
 }

@@ -6,11 +6,14 @@
 //!   lock                       locked by the running host: one host per directory
 //!   versions/<sha256>.wasm     every kept component version, by content hash, once
 //!   apps/<tenant>/<app>.json   per app: the live version, the file last seen, the kept ones
+//!   redrives/<id>.json         per redrive the admin API started: its request, its report
+//!                              once it ended (see `redrives`)
 //! ```
 //!
 //! Where it is: `--state-dir`, else `[host] state_dir`, else [`default_dir`]. Every file is
 //! written whole (`write_atomic`): a crash leaves the old file or the new one, never a part.
 
+pub mod redrives;
 pub mod versions;
 
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -18,6 +21,24 @@ use std::io::{self, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What the fleet keeps in the state directory: app versions and redrives.
+pub(crate) struct Kept {
+    /// The versions of each app, and which one is live.
+    pub versions: versions::VersionStore,
+    /// The redrives the admin API started.
+    pub redrives: redrives::RedriveRecords,
+}
+
+impl Kept {
+    /// What is kept in state directory `root`, `keep_versions` versions per app.
+    pub(crate) fn new(root: &Path, keep_versions: usize) -> Self {
+        Self {
+            versions: versions::VersionStore::new(root, keep_versions),
+            redrives: redrives::RedriveRecords::new(root),
+        }
+    }
+}
 
 /// The admin token's file name in the state directory.
 pub const TOKEN_FILE: &str = "admin-token";
@@ -208,6 +229,26 @@ pub(crate) fn create_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
         Err(error) => Err(error),
     }
+}
+
+/// The JSON file at `path`, if there is one.
+///
+/// # Errors
+/// [`StateError::Io`] when it cannot be read, [`StateError::Invalid`] when it is not a `T`.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, StateError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(StateError::io("read", path)(error)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|error| StateError::Invalid {
+            path: path.to_owned(),
+            reason: error.to_string(),
+        })
 }
 
 /// `name` as one file name: every byte outside `[A-Za-z0-9_-]` percent-encoded, so that no

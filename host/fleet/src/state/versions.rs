@@ -16,7 +16,7 @@ use ruststream_runtime::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{StateError, create_private_dir, file_name, write_atomic};
+use super::{StateError, create_private_dir, file_name, read_json, write_atomic};
 
 /// How a version came to be live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -423,17 +423,7 @@ impl VersionStore {
 }
 
 fn read_record(path: &Path) -> Result<Option<AppRecord>, StateError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(StateError::io("read", path)(error)),
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|error| StateError::Invalid {
-            path: path.to_owned(),
-            reason: error.to_string(),
-        })
+    read_json(path)
 }
 
 #[cfg(test)]

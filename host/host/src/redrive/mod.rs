@@ -32,7 +32,7 @@ use aws_sdk_kinesis::Client;
 use metrics::Label;
 use ruststream_runtime::clock::{Clock, SystemClock};
 use ruststream_runtime::sync::lock;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::Cause;
 use crate::lease::{LeaseError, LeaseStore};
@@ -142,7 +142,7 @@ fn derived_id(stream: &str, filter: &RedriveFilter) -> String {
 }
 
 /// Where a redrive stands.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RedriveState {
     /// Being run.
@@ -155,7 +155,7 @@ pub enum RedriveState {
 }
 
 /// A refused dead letter, as reported.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refused {
     /// Its shard in the dead-letter stream.
     pub shard: String,
@@ -169,8 +169,9 @@ pub struct Refused {
     pub reason: SkipReason,
 }
 
-/// Progress of a redrive, for its run's output, the admin route and metrics.
-#[derive(Debug, Clone, Default, Serialize)]
+/// Progress of a redrive, for its run's output, the admin route and metrics; kept in the
+/// host's state directory once a run the admin API started ended.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RedriveReport {
     /// Its id.
     pub id: String,
