@@ -1,6 +1,7 @@
 //! `ruststream check`: what each component declares, or why it is refused, in a few lines;
 //! with `--config`, an offline preflight of a whole tenants file.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -17,8 +18,9 @@ use crate::config::{Config, ConfigError};
 use crate::engine::{CompileCache, EngineError, runtime_config};
 
 /// Why a check failed: the tenants file, the engine, or the components refused (each refusal
-/// is printed on its own line before).
+/// is written on its own line before).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CheckError {
     /// The tenants file cannot be read or has a mistake (file, line and key named).
     #[error(transparent)]
@@ -43,22 +45,31 @@ pub enum CheckError {
         /// How many were checked.
         total: usize,
     },
+    /// What the check found cannot be written to the output.
+    #[error("cannot write the output")]
+    Output(#[from] std::io::Error),
 }
 
 /// Loads each component as a tenant with the default limits would (bounded compile,
-/// instantiation and `describe` under the deadline) and prints one line per component, plus
-/// one per subscription of those accepted. A refusal is one line whatever the component holds.
+/// instantiation and `describe` under the deadline) and writes to `out` one line per component,
+/// plus one per subscription of those accepted. A refusal is one line whatever the component
+/// holds.
 ///
 /// # Errors
-/// The runtime cannot be made, or components were refused.
-pub async fn check(components: &[PathBuf], compile: &CompileCache) -> Result<(), CheckError> {
+/// The runtime cannot be made, components were refused, or `out` cannot be written.
+pub async fn check(
+    components: &[PathBuf],
+    compile: &CompileCache,
+    out: &mut dyn Write,
+) -> Result<(), CheckError> {
     let config = runtime_config(CompileLimits::default(), compile.cache_dir(None), false)?;
     let runtime = Runtime::new(config).map_err(EngineError::from)?;
     let tenant = Arc::new(Tenant::trusted("check").limits(quiet_limits()));
     let mut failed = 0;
     for path in components {
         let shown = escape_controls(&path.display().to_string()).into_owned();
-        failed += usize::from(!check_one(&runtime, &tenant, path, &shown, false).await);
+        let passed = check_one(&runtime, &tenant, (path, &shown), false, out).await?;
+        failed += usize::from(!passed);
     }
     if failed > 0 {
         return Err(CheckError::Refused {
@@ -72,10 +83,15 @@ pub async fn check(components: &[PathBuf], compile: &CompileCache) -> Result<(),
 /// Checks the tenants file at `path` as `run --config` would load it, without a server: the
 /// file itself (every name and limit, with line and key), the lease table template, and each
 /// tenant's components under that tenant's grants and limits (compile bounds of `[host]`).
+/// What it finds is written to `out`, a line per component.
 ///
 /// # Errors
-/// The file's first mistake, or how many components were refused.
-pub async fn check_config(path: &Path, compile: &CompileCache) -> Result<(), CheckError> {
+/// The file's first mistake, how many components were refused, or `out` cannot be written.
+pub async fn check_config(
+    path: &Path,
+    compile: &CompileCache,
+    out: &mut dyn Write,
+) -> Result<(), CheckError> {
     let config = Config::load(path)?;
     let host = &config.host;
     let template = host
@@ -102,30 +118,32 @@ pub async fn check_config(path: &Path, compile: &CompileCache) -> Result<(), Che
         for (component, source) in section.components.iter().zip(&section.sources) {
             total += 1;
             let shown = format!("tenant `{}`, {source}", section.name);
-            failed += usize::from(!check_one(&runtime, &tenant, component, &shown, true).await);
+            let passed = check_one(&runtime, &tenant, (component, &shown), true, out).await?;
+            failed += usize::from(!passed);
         }
     }
     if failed > 0 {
         return Err(CheckError::Refused { failed, total });
     }
-    println!(
+    writeln!(
+        out,
         "ok    {}: {total} components of {} tenants",
         path.display(),
         config.tenants.len()
-    );
+    )?;
     Ok(())
 }
 
-/// Loads `path` under `tenant`'s policy and prints what it declares or why it is refused, on
-/// lines naming it `shown`; with `admit`, the tenant's grants must cover what it declares.
-/// Returns whether it passed.
+/// Loads `path` under `tenant`'s policy and writes to `out` what it declares or why it is
+/// refused, on lines naming it `shown`; with `admit`, the tenant's grants must cover what it
+/// declares. Returns whether it passed.
 async fn check_one(
     runtime: &Runtime,
     tenant: &Arc<Tenant>,
-    path: &Path,
-    shown: &str,
+    (path, shown): (&Path, &str),
     admit: bool,
-) -> bool {
+    out: &mut dyn Write,
+) -> Result<bool, CheckError> {
     // What the component says while it loads is counted, not shown: `check` reports.
     let log = LogSink::silent();
     let loaded = LoadedComponent::from_file(runtime, path, tenant.policy(), &log)
@@ -140,35 +158,43 @@ async fn check_one(
         });
     let passed = match loaded {
         Ok(component) => {
-            println!("ok    {shown}: {}", describe_app(component.app()));
-            println!("      calls: {}", component.form());
-            print_denied(component.denied_imports());
+            writeln!(out, "ok    {shown}: {}", describe_app(component.app()))?;
+            writeln!(out, "      calls: {}", component.form())?;
+            write_denied(component.denied_imports(), out)?;
             for s in &component.app().subscriptions {
-                println!(
+                writeln!(
+                    out,
                     "      {} on `{}` (max_attempts {:?}, dead letter {:?}, start {:?})",
                     s.name, s.stream, s.retry.max_attempts, s.retry.dead_letter, s.start
-                );
+                )?;
             }
             true
         }
         Err(reason) => {
-            println!("error {shown}: {reason}");
+            writeln!(out, "error {shown}: {reason}")?;
             false
         }
     };
     let said = log.count();
     if said > 0 {
-        println!("      ({said} log lines while loading, not shown; `run` logs them)");
+        writeln!(
+            out,
+            "      ({said} log lines while loading, not shown; `run` logs them)"
+        )?;
     }
-    passed
+    Ok(passed)
 }
 
 /// One line per WASI interface the component imports and the tenant is not granted: it loads,
 /// and every call into the interface fails with its access error.
-fn print_denied(denied: &[String]) {
+fn write_denied(denied: &[String], out: &mut dyn Write) -> std::io::Result<()> {
     for import in denied {
-        println!("      {import}: imported, denied (every call fails with an access error)");
+        writeln!(
+            out,
+            "      {import}: imported, denied (every call fails with an access error)"
+        )?;
     }
+    Ok(())
 }
 
 /// The default limits, with room for only a few log lines: counted lines cost memory too.

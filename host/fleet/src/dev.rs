@@ -7,28 +7,128 @@
 //! that fails is one line, and the running version goes on.
 
 use std::collections::HashMap;
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 
-use anyhow::{Context as _, bail};
 use ruststream_runtime::{
     TestApp,
     component::compile::CompileLimits,
     escape::{escape_controls, one_line},
     log::{LogLine, Origin},
     record::Published,
+    testing::TestAppError,
 };
 use tokio::sync::mpsc;
 
-use crate::engine::{CompileCache, runtime_config};
-use crate::watch::FileWatch;
+use crate::engine::{CompileCache, EngineError, runtime_config};
+use crate::watch::{FileWatch, WatchError};
 
 /// The target tenant components are built for.
 const TARGET: &str = "wasm32-wasip2";
 
 /// Lines read ahead of the app from the records' input.
 const READ_AHEAD: usize = 64;
+
+/// Why `dev` could not start, or stopped: the path, file or command it failed on. Once it
+/// runs, a record that is not JSON and a rebuild that fails are lines of its output, not
+/// errors.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DevError {
+    /// The path is a directory without a manifest.
+    #[error(
+        "{} is a directory without Cargo.toml: give a tenant crate or a .wasm file",
+        path.display()
+    )]
+    NoManifest {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The path names nothing.
+    #[error("{} does not exist", path.display())]
+    Missing {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The records file cannot be opened.
+    #[error("cannot open the records file {}", file.display())]
+    OpenRecords {
+        /// The records file.
+        file: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading the records (the file, or stdin) failed part way.
+    #[error("cannot read the records from {from}")]
+    ReadRecords {
+        /// The records file, or `stdin`.
+        from: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The crate's directory cannot be resolved.
+    #[error("cannot find the crate {}", dir.display())]
+    FindCrate {
+        /// The crate's directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Cargo cannot be run.
+    #[error("cannot run cargo to build {}", dir.display())]
+    RunCargo {
+        /// The crate's directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The build failed (cargo's errors went to stderr).
+    #[error("cargo build in {} failed ({status}): see its errors above", dir.display())]
+    BuildFailed {
+        /// The crate's directory.
+        dir: PathBuf,
+        /// How cargo exited.
+        status: ExitStatus,
+    },
+    /// The build made no component.
+    #[error(
+        "cargo built {} but no .wasm: is its [lib] crate-type = [\"cdylib\"]?",
+        dir.display()
+    )]
+    NoComponent {
+        /// The crate's directory.
+        dir: PathBuf,
+    },
+    /// The task the build ran on panicked or was cancelled.
+    #[error("the build task failed")]
+    BuildTask(#[source] tokio::task::JoinError),
+    /// The runtime the component runs on cannot be made.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The component cannot be loaded and started.
+    #[error("starting {}", component.display())]
+    Start {
+        /// The component file.
+        component: PathBuf,
+        /// Why (boxed: the error is large).
+        #[source]
+        source: Box<TestAppError>,
+    },
+    /// `--watch` cannot watch the crate or the component file.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+    /// No `--stream`, and the component subscribes to none.
+    #[error("the component subscribes to no stream: name one for the records with --stream")]
+    NoStream,
+    /// What `dev` shows cannot be written to the output.
+    #[error("cannot write the output")]
+    Output(#[from] std::io::Error),
+}
 
 /// What `ruststream dev` runs and how.
 #[derive(Debug, Clone)]
@@ -47,12 +147,14 @@ pub struct DevOptions {
     pub compile: CompileCache,
 }
 
-/// Runs `ruststream dev`: until the records end, or with `--watch` until Ctrl-C.
+/// Runs `ruststream dev` until the records end, or with `--watch` until Ctrl-C, writing what
+/// each record and each rebuild came to to `out` as it happens.
 ///
 /// # Errors
-/// When the first build or load fails, the records file cannot be opened or read, or no
-/// stream is named and the component subscribes to none.
-pub async fn dev(args: DevOptions) -> anyhow::Result<()> {
+/// When the first build or load fails, the records file cannot be opened or read, no stream
+/// is named and the component subscribes to none, or `out` cannot be written; see
+/// [`DevError`].
+pub async fn dev(args: DevOptions, out: &mut dyn Write) -> Result<(), DevError> {
     let source = Source::at(&args.path)?;
     let input = open_records(args.records.as_deref())?;
     let component = source.build().await?;
@@ -61,22 +163,32 @@ pub async fn dev(args: DevOptions) -> anyhow::Result<()> {
         args.compile.cache_dir(None),
         false,
     )?;
-    let app = TestApp::builder(&component).runtime(config).start().await?;
-    let mut session = Session::new(app, args.stream, source);
-    session.show_app(&component);
-    let stream = session.stream()?;
+    let app = TestApp::builder(&component)
+        .runtime(config)
+        .start()
+        .await
+        .map_err(|source| DevError::Start {
+            component: component.clone(),
+            source: Box::new(source),
+        })?;
     let from = args.records.as_ref().map_or_else(
         || "stdin".to_owned(),
         |path| escape_controls(&path.display().to_string()).into_owned(),
     );
+    let mut session = Session::new(app, args.stream, source, out);
+    session.show_app(&component)?;
+    let stream = session.stream()?;
     // Watching before saying so: a change made once this line is out is seen.
     let watch = if args.watch {
         Some(FileWatch::new(&session.source.watched())?)
     } else {
         None
     };
-    println!("records: JSON lines from {from}, to stream `{stream}`\n");
-    session.serve(read_lines(input), watch).await
+    writeln!(
+        session.out,
+        "records: JSON lines from {from}, to stream `{stream}`\n"
+    )?;
+    session.serve(read_lines(input), watch, &from).await
 }
 
 /// What `dev` runs: a tenant crate to build, or a component file.
@@ -89,18 +201,18 @@ enum Source {
 
 impl Source {
     /// A crate when `path` is a directory, else a component file.
-    fn at(path: &Path) -> anyhow::Result<Self> {
+    fn at(path: &Path) -> Result<Self, DevError> {
+        let path = path.to_owned();
         if path.is_dir() {
-            let manifest = path.join("Cargo.toml");
-            anyhow::ensure!(
-                manifest.is_file(),
-                "{} is a directory without Cargo.toml: give a tenant crate or a .wasm file",
-                path.display()
-            );
-            return Ok(Self::Crate(path.to_owned()));
+            if !path.join("Cargo.toml").is_file() {
+                return Err(DevError::NoManifest { path });
+            }
+            return Ok(Self::Crate(path));
         }
-        anyhow::ensure!(path.is_file(), "{} does not exist", path.display());
-        Ok(Self::Component(path.to_owned()))
+        if !path.is_file() {
+            return Err(DevError::Missing { path });
+        }
+        Ok(Self::Component(path))
     }
 
     /// What `--watch` watches: the crate's sources and manifest, or the component file.
@@ -112,14 +224,14 @@ impl Source {
     }
 
     /// The component file to load: built first for a crate.
-    async fn build(&self) -> anyhow::Result<PathBuf> {
+    async fn build(&self) -> Result<PathBuf, DevError> {
         match self {
             Self::Component(file) => Ok(file.clone()),
             Self::Crate(dir) => {
                 let dir = dir.clone();
                 tokio::task::spawn_blocking(move || build_crate(&dir))
                     .await
-                    .context("the build task failed")?
+                    .map_err(DevError::BuildTask)?
             }
         }
     }
@@ -129,11 +241,12 @@ impl Source {
 /// `target/` (never a target directory set in the environment, which another build may hold
 /// locked), and returns the `.wasm` it produced. Cargo's progress and diagnostics go to
 /// stderr as they come.
-fn build_crate(dir: &Path) -> anyhow::Result<PathBuf> {
+fn build_crate(dir: &Path) -> Result<PathBuf, DevError> {
     // Absolute, so that messages and cargo's paths name the crate wherever `dev` was started.
-    let dir = &dir
-        .canonicalize()
-        .with_context(|| format!("cannot find the crate {}", dir.display()))?;
+    let dir = &dir.canonicalize().map_err(|source| DevError::FindCrate {
+        dir: dir.to_owned(),
+        source,
+    })?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
         .args(["build", "--release", "--target", TARGET])
@@ -147,20 +260,18 @@ fn build_crate(dir: &Path) -> anyhow::Result<PathBuf> {
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
-        .with_context(|| format!("cannot run cargo to build {}", dir.display()))?;
+        .map_err(|source| DevError::RunCargo {
+            dir: dir.clone(),
+            source,
+        })?;
     if !output.status.success() {
-        bail!(
-            "cargo build in {} failed ({}): see its errors above",
-            dir.display(),
-            output.status
-        );
+        return Err(DevError::BuildFailed {
+            dir: dir.clone(),
+            status: output.status,
+        });
     }
-    built_component(&output.stdout, &dir.join("Cargo.toml")).with_context(|| {
-        format!(
-            "cargo built {} but no .wasm: is its [lib] crate-type = [\"cdylib\"]?",
-            dir.display()
-        )
-    })
+    built_component(&output.stdout, &dir.join("Cargo.toml"))
+        .ok_or_else(|| DevError::NoComponent { dir: dir.clone() })
 }
 
 /// The `.wasm` file among the artifacts cargo reported (one JSON message a line) for the
@@ -183,12 +294,14 @@ fn built_component(messages: &[u8], manifest: &Path) -> Option<PathBuf> {
 }
 
 /// Opens the records file, or stdin when there is none.
-fn open_records(path: Option<&Path>) -> anyhow::Result<Box<dyn BufRead + Send>> {
+fn open_records(path: Option<&Path>) -> Result<Box<dyn BufRead + Send>, DevError> {
     match path {
         None => Ok(Box::new(std::io::BufReader::new(std::io::stdin()))),
         Some(path) => {
-            let file = std::fs::File::open(path)
-                .with_context(|| format!("cannot open the records file {}", path.display()))?;
+            let file = std::fs::File::open(path).map_err(|source| DevError::OpenRecords {
+                file: path.to_owned(),
+                source,
+            })?;
             Ok(Box::new(std::io::BufReader::new(file)))
         }
     }
@@ -220,56 +333,63 @@ fn read_lines(mut input: Box<dyn BufRead + Send>) -> mpsc::Receiver<std::io::Res
 }
 
 /// The running app and what has been shown of it.
-struct Session {
+struct Session<'a> {
     app: TestApp,
     /// `--stream`; else the first subscription's stream of the running version.
     stream: Option<String>,
     source: Source,
+    /// Where everything `dev` shows is written.
+    out: &'a mut dyn Write,
     /// Records fed so far.
     records: usize,
-    /// Log lines already printed.
+    /// Log lines already shown.
     logs_shown: usize,
 }
 
-impl Session {
-    fn new(app: TestApp, stream: Option<String>, source: Source) -> Self {
+impl<'a> Session<'a> {
+    fn new(app: TestApp, stream: Option<String>, source: Source, out: &'a mut dyn Write) -> Self {
         let logs_shown = app.logs().len();
         Self {
             app,
             stream,
             source,
+            out,
             records: 0,
             logs_shown,
         }
     }
 
     /// Feeds each line as a record and, with `watch`, swaps in each rebuilt version, until
-    /// the input ends (without `watch`) or Ctrl-C.
+    /// the input ends (without `watch`) or Ctrl-C. `from` names the input in an error.
     async fn serve(
         &mut self,
         mut lines: mpsc::Receiver<std::io::Result<Vec<u8>>>,
         mut watch: Option<FileWatch>,
-    ) -> anyhow::Result<()> {
+        from: &str,
+    ) -> Result<(), DevError> {
         let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
         let mut reading = true;
         loop {
             tokio::select! {
                 line = lines.recv(), if reading => match line {
-                    Some(line) => self.feed(&line.context("cannot read the records")?).await,
+                    Some(Ok(line)) => self.feed(&line).await?,
+                    Some(Err(source)) => {
+                        return Err(DevError::ReadRecords { from: from.to_owned(), source });
+                    }
                     None if watch.is_none() => return Ok(()),
                     None => {
                         reading = false;
-                        println!("end of records; watching for changes (Ctrl-C stops)");
+                        writeln!(self.out, "end of records; watching for changes (Ctrl-C stops)")?;
                     }
                 },
-                changed = next_change(&mut watch) => self.reload(&changed).await,
+                changed = next_change(&mut watch) => self.reload(&changed).await?,
                 _ = &mut interrupt => return Ok(()),
             }
         }
     }
 
     /// The stream records go to.
-    fn stream(&self) -> anyhow::Result<String> {
+    fn stream(&self) -> Result<String, DevError> {
         let first = || {
             self.app
                 .app()
@@ -277,57 +397,74 @@ impl Session {
                 .first()
                 .map(|s| s.stream.clone())
         };
-        self.stream.clone().or_else(first).context(
-            "the component subscribes to no stream: name one for the records with --stream",
-        )
+        self.stream.clone().or_else(first).ok_or(DevError::NoStream)
     }
 
-    /// Publishes one line as a record and prints what it came to.
-    async fn feed(&mut self, line: &[u8]) {
+    /// Publishes one line as a record and shows what it came to.
+    async fn feed(&mut self, line: &[u8]) -> Result<(), DevError> {
         if line.trim_ascii().is_empty() {
-            return;
+            return Ok(());
         }
         self.records += 1;
         let number = self.records;
         let value = match serde_json::from_slice::<serde_json::Value>(line) {
             Ok(value) => value,
-            Err(error) => return println!("record {number}: not JSON ({error}); skipped"),
+            Err(error) => {
+                writeln!(self.out, "record {number}: not JSON ({error}); skipped")?;
+                return Ok(());
+            }
         };
         let stream = match self.stream() {
             Ok(stream) => stream,
-            Err(error) => return println!("record {number}: {error:#}; skipped"),
+            Err(error) => {
+                writeln!(self.out, "record {number}: {error}; skipped")?;
+                return Ok(());
+            }
         };
         self.app.create_stream(&stream);
         let before = self.calls();
         match self.app.publish(&stream, &value).await {
             Ok(Published {
                 sequence_number, ..
-            }) => println!("record {number} -> {stream} {sequence_number}: {value}"),
-            Err(error) => println!("record {number} -> {stream}: {}", one_line(&error)),
+            }) => writeln!(
+                self.out,
+                "record {number} -> {stream} {sequence_number}: {value}"
+            )?,
+            Err(error) => writeln!(
+                self.out,
+                "record {number} -> {stream}: {}",
+                one_line(&error)
+            )?,
         }
-        self.show_subscribers(&before, Some(&stream));
-        self.show_logs();
+        self.show_subscribers(&before, Some(&stream))?;
+        self.show_logs()
     }
 
     /// Rebuilds after `changed` and swaps the new version in; a failure is one line and the
     /// running version goes on.
-    async fn reload(&mut self, changed: &[PathBuf]) {
+    async fn reload(&mut self, changed: &[PathBuf]) -> Result<(), DevError> {
         let shown: Vec<_> = changed.iter().map(|p| p.display().to_string()).collect();
-        println!("changed: {}", escape_controls(&shown.join(", ")));
+        writeln!(self.out, "changed: {}", escape_controls(&shown.join(", ")))?;
         let running = self.running();
         let component = match self.source.build().await {
             Ok(component) => component,
-            Err(error) => return println!("build failed: {error:#}; still running {running}"),
+            Err(error) => {
+                let error = one_line(&error);
+                writeln!(self.out, "build failed: {error}; still running {running}")?;
+                return Ok(());
+            }
         };
         let before = self.calls();
         if let Err(error) = self.app.swap(&component).await {
-            self.show_logs();
-            return println!("load failed: {}; still running {running}", one_line(&error));
+            self.show_logs()?;
+            let error = one_line(&error);
+            writeln!(self.out, "load failed: {error}; still running {running}")?;
+            return Ok(());
         }
-        println!("swapped {running} for {}", self.running());
-        self.show_app(&component);
-        self.show_subscribers(&before, None);
-        self.show_logs();
+        writeln!(self.out, "swapped {running} for {}", self.running())?;
+        self.show_app(&component)?;
+        self.show_subscribers(&before, None)?;
+        self.show_logs()
     }
 
     /// The app and version running, as `ledger 0.1.0`.
@@ -336,12 +473,22 @@ impl Session {
         format!("{} {}", app.name, app.version)
     }
 
-    fn show_app(&self, component: &Path) {
+    fn show_app(&mut self, component: &Path) -> Result<(), DevError> {
         let shown = component.display().to_string();
-        println!("loaded {}: app {}", escape_controls(&shown), self.running());
+        let running = self.running();
+        writeln!(
+            self.out,
+            "loaded {}: app {running}",
+            escape_controls(&shown)
+        )?;
         for s in &self.app.app().subscriptions {
-            println!("  subscriber `{}` on stream `{}`", s.name, s.stream);
+            writeln!(
+                self.out,
+                "  subscriber `{}` on stream `{}`",
+                s.name, s.stream
+            )?;
         }
+        Ok(())
     }
 
     /// How many calls each subscriber has had.
@@ -353,7 +500,11 @@ impl Session {
 
     /// One line per subscriber that reads `stream` or was called since `before`: the
     /// outcomes since, the checkpoint and the held record. Every subscriber without `stream`.
-    fn show_subscribers(&self, before: &HashMap<String, usize>, stream: Option<&str>) {
+    fn show_subscribers(
+        &mut self,
+        before: &HashMap<String, usize>,
+        stream: Option<&str>,
+    ) -> Result<(), DevError> {
         for s in &self.app.app().subscriptions {
             let Ok(view) = self.app.subscriber(&s.name) else {
                 continue;
@@ -373,22 +524,25 @@ impl Session {
             } else {
                 outcomes.join(", ")
             };
-            println!(
+            writeln!(
+                self.out,
                 "  {}: {outcomes} | checkpoint {} | held at {}",
                 s.name,
                 view.checkpoint().unwrap_or("(none)"),
                 view.held_at().unwrap_or("-"),
-            );
+            )?;
         }
+        Ok(())
     }
 
-    /// Prints the log lines not shown yet.
-    fn show_logs(&mut self) {
+    /// Shows the log lines not shown yet.
+    fn show_logs(&mut self) -> Result<(), DevError> {
         let logs = self.app.logs();
         for line in logs.iter().skip(self.logs_shown) {
-            println!("  {}", short_line(line));
+            writeln!(self.out, "  {}", short_line(line))?;
         }
         self.logs_shown = logs.len();
+        Ok(())
     }
 }
 
@@ -435,16 +589,52 @@ not json
         );
     }
 
-    #[test]
-    fn a_directory_without_a_manifest_is_refused_by_name() -> anyhow::Result<()> {
+    fn options(path: PathBuf) -> DevOptions {
+        DevOptions {
+            path,
+            records: None,
+            stream: None,
+            watch: false,
+            compile: CompileCache::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_directory_without_a_manifest_is_refused_by_name() -> anyhow::Result<()> {
         let dir = std::env::temp_dir().join(format!("ruststream-dev-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        let error = Source::at(&dir)
-            .err()
-            .context("a directory without Cargo.toml")?;
+        let mut out = Vec::new();
+        let error = dev(options(dir.clone()), &mut out).await;
         assert!(
-            format!("{error:#}").contains("without Cargo.toml"),
-            "{error:#}"
+            matches!(&error, Err(DevError::NoManifest { path }) if *path == dir),
+            "{error:?}"
+        );
+        let shown = error.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(shown.contains("without Cargo.toml"), "{shown}");
+        assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_missing_records_file_is_named() -> anyhow::Result<()> {
+        let dir = std::env::temp_dir().join(format!("ruststream-dev-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let component = dir.join("app.wasm");
+        std::fs::write(&component, "not loaded: the records are opened first")?;
+        let records = dir.join("missing.jsonl");
+        let mut out = Vec::new();
+        let error = dev(
+            DevOptions {
+                records: Some(records.clone()),
+                ..options(component)
+            },
+            &mut out,
+        )
+        .await;
+        assert!(
+            matches!(&error, Err(DevError::OpenRecords { file, .. }) if *file == records),
+            "{error:?}"
         );
         std::fs::remove_dir_all(&dir)?;
         Ok(())

@@ -10,7 +10,47 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
+use ruststream_runtime::escape::escape_controls;
+
+/// Why a tenant crate was not written: the name, or the directory or file, at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NewError {
+    /// The name is not one cargo takes for a crate (or that can name its component).
+    #[error(
+        "`{}` is not a valid tenant crate name: use 1-64 characters of [A-Za-z0-9_-], \
+         starting with a letter",
+        escape_controls(.name)
+    )]
+    InvalidName {
+        /// The name as given.
+        name: String,
+    },
+    /// The directory holds files already.
+    #[error("{} already exists and is not empty", dir.display())]
+    Occupied {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// A directory of the crate cannot be made.
+    #[error("creating {}", dir.display())]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file of the crate cannot be written.
+    #[error("writing {}", file.display())]
+    Write {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// Where the tenant crate takes RustStream's crates from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,12 +86,15 @@ impl Source {
 /// Writes a tenant crate called `name` into `dir`, which must not exist or be empty.
 ///
 /// # Errors
-/// When `name` is not a valid crate name, `dir` holds files, or a file cannot be written.
-pub fn write_tenant_crate(name: &str, dir: &Path, source: &Source) -> anyhow::Result<()> {
+/// When `name` is not a valid crate name, `dir` holds files, or a file cannot be written; see
+/// [`NewError`].
+pub fn write_tenant_crate(name: &str, dir: &Path, source: &Source) -> Result<(), NewError> {
     check_name(name)?;
     let occupied = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
     if occupied {
-        bail!("{} already exists and is not empty", dir.display());
+        return Err(NewError::Occupied {
+            dir: dir.to_owned(),
+        });
     }
     let file = name.replace('-', "_");
     let fill = |template: &str| {
@@ -98,28 +141,28 @@ pub fn write_tenant_crate(name: &str, dir: &Path, source: &Source) -> anyhow::Re
     for (path, template) in files {
         let path = dir.join(path);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|source| NewError::CreateDir {
+                dir: parent.to_owned(),
+                source,
+            })?;
         }
         std::fs::write(&path, fill(template))
-            .with_context(|| format!("writing {}", path.display()))?;
+            .map_err(|source| NewError::Write { file: path, source })?;
     }
     Ok(())
 }
 
 /// A crate name cargo accepts, which also names the component file and its lease tables.
-fn check_name(name: &str) -> anyhow::Result<()> {
+fn check_name(name: &str) -> Result<(), NewError> {
     let valid = name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if !valid {
-        bail!(
-            "`{}` is not a valid tenant crate name: use 1-64 characters of [A-Za-z0-9_-], \
-             starting with a letter",
-            ruststream_runtime::escape::escape_controls(name)
-        );
+        return Err(NewError::InvalidName {
+            name: name.to_owned(),
+        });
     }
     Ok(())
 }
@@ -151,6 +194,20 @@ mod tests {
         for bad in ["", "2fast", "has space", "dot.ted", "x\u{1b}[2J"] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn an_invalid_name_is_refused_by_name_before_anything_is_written() {
+        let dir = std::env::temp_dir().join(format!("ruststream-new-bad-{}", std::process::id()));
+        let source = Source::Checkout(PathBuf::from("/src/ruststream"));
+        let error = write_tenant_crate("x\u{1b}[2J", &dir, &source);
+        assert!(
+            matches!(&error, Err(NewError::InvalidName { name }) if name == "x\u{1b}[2J"),
+            "{error:?}"
+        );
+        let shown = error.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(shown.starts_with("`x\\u{1b}[2J` is not a valid"), "{shown}");
+        assert!(!dir.exists(), "nothing is written");
     }
 
     #[test]
@@ -190,7 +247,10 @@ mod tests {
         assert!(dir.join("tests/records.jsonl").is_file());
         assert!(dir.join("tests/expect.toml").is_file());
         let again = write_tenant_crate("ledger-book", &dir, &source);
-        assert!(again.is_err(), "a second write over the crate is refused");
+        assert!(
+            matches!(&again, Err(NewError::Occupied { dir: named }) if *named == dir),
+            "a second write over the crate is refused: {again:?}"
+        );
         std::fs::remove_dir_all(&dir)?;
         Ok(())
     }

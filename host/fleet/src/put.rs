@@ -1,11 +1,13 @@
 //! `ruststream put STREAM`: JSON records written to a stream, with headers (in the `RSK2`
 //! envelope the host reads) and a partition key, from arguments or a JSON-lines file.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use aws_sdk_kinesis::Client;
+use aws_sdk_kinesis::error::{BuildError, SdkError};
+use aws_sdk_kinesis::operation::put_records::PutRecordsError;
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use ruststream_runtime::envelope;
@@ -17,6 +19,85 @@ use crate::aws::AwsOptions;
 const PER_CALL: usize = 500;
 /// Tries of the records a call did not take (throttled), with a growing pause between.
 const TRIES: u32 = 5;
+
+/// Why `put` wrote nothing, or not everything: the record, file, line, header or stream it
+/// failed on. Nothing is written when a record or a header is refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PutError {
+    /// The records file cannot be read.
+    #[error("cannot read {}", file.display())]
+    Read {
+        /// The records file.
+        file: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of the records file is not JSON.
+    #[error("{}, line {line} is not JSON", file.display())]
+    LineNotJson {
+        /// The records file.
+        file: PathBuf,
+        /// The line (1-based).
+        line: usize,
+        /// What the parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A record given as an argument is not JSON.
+    #[error("record {number} is not JSON")]
+    RecordNotJson {
+        /// Its position among the arguments (1-based).
+        number: usize,
+        /// What the parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Neither records nor a file with any were given.
+    #[error("no records to put: give JSON records or --file")]
+    NoRecords,
+    /// A `--header` has no `=`.
+    #[error("header `{header}` is not NAME=VALUE")]
+    HeaderNotPair {
+        /// The header as given.
+        header: String,
+    },
+    /// A `--header` takes a name the host keeps for itself.
+    #[error(
+        "header `{name}`: `{}*` names belong to the host",
+        envelope::RESERVED_PREFIX
+    )]
+    ReservedHeader {
+        /// The header's name.
+        name: String,
+    },
+    /// A record cannot be made into a request entry.
+    #[error("building a record")]
+    Build(#[source] BuildError),
+    /// A PutRecords call to the stream failed (records of earlier calls are written).
+    #[error("writing to `{stream}`")]
+    Kinesis {
+        /// The stream.
+        stream: String,
+        /// Why (boxed: the SDK's error is large).
+        #[source]
+        source: Box<SdkError<PutRecordsError>>,
+    },
+    /// Kinesis did not take some records however often they were tried (throttled).
+    #[error("{failed} of {total} records were not taken by `{stream}` after {TRIES} tries")]
+    NotTaken {
+        /// The stream.
+        stream: String,
+        /// How many of the call's records were not taken.
+        failed: usize,
+        /// How many the call had.
+        total: usize,
+    },
+    /// Where each record went cannot be written to the output.
+    #[error("cannot write the output")]
+    Output(#[source] std::io::Error),
+}
 
 /// What `ruststream put` writes, and where.
 #[derive(Debug, Clone)]
@@ -35,26 +116,25 @@ pub struct PutOptions {
     pub aws: AwsOptions,
 }
 
-/// Writes each record (arguments, or the lines of `--file`), in order, and prints where each
-/// went.
+/// Writes each record (arguments, or the lines of `--file`), in order, writes where each
+/// went to `out` (`SHARD SEQUENCE`, a line per record, as Kinesis answers), and returns how
+/// many it wrote.
 ///
 /// # Errors
 /// A record that is not JSON (naming it), a reserved header, or records Kinesis would not take
-/// after several tries.
-pub async fn put(args: PutOptions) -> anyhow::Result<()> {
+/// after several tries; see [`PutError`].
+pub async fn put(args: PutOptions, out: &mut dyn Write) -> Result<usize, PutError> {
     let payloads = match &args.file {
         Some(file) => read_lines(file)?,
-        None => checked(
-            args.records
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (format!("record {}", i + 1), r.clone())),
-        )?,
+        None => checked(args.records.iter().cloned().enumerate().map(|(i, record)| {
+            let number = i + 1;
+            let refused = move |source| PutError::RecordNotJson { number, source };
+            (record, refused)
+        }))?,
     };
-    anyhow::ensure!(
-        !payloads.is_empty(),
-        "no records to put: give JSON records or --file"
-    );
+    if payloads.is_empty() {
+        return Err(PutError::NoRecords);
+    }
     let headers = headers(&args.headers)?;
     let client = Client::new(&args.aws.kinesis_config().await);
     let mut written = 0;
@@ -70,21 +150,22 @@ pub async fn put(args: PutOptions) -> anyhow::Result<()> {
                     .partition_key(key)
                     .data(Blob::new(envelope::wrap(&headers, payload.as_bytes())))
                     .build()
-                    .context("building a record")?,
+                    .map_err(PutError::Build)?,
             );
         }
-        written += put_all(&client, &args.stream, entries).await?;
+        written += put_all(&client, &args.stream, entries, out).await?;
     }
-    eprintln!("wrote {written} records to `{}`", args.stream);
-    Ok(())
+    Ok(written)
 }
 
-/// Puts `entries`, trying again those Kinesis did not take; prints `shard sequence` per record.
+/// Puts `entries`, trying again those Kinesis did not take; writes `shard sequence` per record
+/// to `out`.
 async fn put_all(
     client: &Client,
     stream: &str,
     mut entries: Vec<PutRecordsRequestEntry>,
-) -> anyhow::Result<usize> {
+    out: &mut dyn Write,
+) -> Result<usize, PutError> {
     let total = entries.len();
     for attempt in 1..=TRIES {
         let answer = client
@@ -93,11 +174,16 @@ async fn put_all(
             .set_records(Some(entries.clone()))
             .send()
             .await
-            .with_context(|| format!("writing to `{stream}`"))?;
+            .map_err(|source| PutError::Kinesis {
+                stream: stream.to_owned(),
+                source: Box::new(source),
+            })?;
         let mut failed = Vec::new();
         for (entry, result) in entries.into_iter().zip(answer.records()) {
             match (result.shard_id(), result.sequence_number()) {
-                (Some(shard), Some(sequence)) => println!("{shard} {sequence}"),
+                (Some(shard), Some(sequence)) => {
+                    writeln!(out, "{shard} {sequence}").map_err(PutError::Output)?;
+                }
                 _ => failed.push(entry),
             }
         }
@@ -107,53 +193,64 @@ async fn put_all(
         entries = failed;
         tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
     }
-    anyhow::bail!(
-        "{} of {total} records were not taken by `{stream}` after {TRIES} tries",
-        entries.len()
-    )
+    Err(PutError::NotTaken {
+        stream: stream.to_owned(),
+        failed: entries.len(),
+        total,
+    })
 }
 
 /// The lines of `file` that are not blank, each checked to be JSON.
-fn read_lines(file: &Path) -> anyhow::Result<Vec<String>> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+fn read_lines(file: &Path) -> Result<Vec<String>, PutError> {
+    let text = std::fs::read_to_string(file).map_err(|source| PutError::Read {
+        file: file.to_owned(),
+        source,
+    })?;
     let lines = text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty());
     checked(lines.map(|(i, line)| {
-        (
-            format!("{}, line {}", file.display(), i + 1),
-            line.to_owned(),
-        )
+        let refused = move |source| PutError::LineNotJson {
+            file: file.to_owned(),
+            line: i + 1,
+            source,
+        };
+        (line.to_owned(), refused)
     }))
 }
 
-/// `records`, each named for its error, checked to be JSON.
-fn checked(records: impl Iterator<Item = (String, String)>) -> anyhow::Result<Vec<String>> {
+/// `records` checked to be JSON; one that is not is refused with the error its own function
+/// makes (which names it).
+fn checked<F>(records: impl Iterator<Item = (String, F)>) -> Result<Vec<String>, PutError>
+where
+    F: FnOnce(serde_json::Error) -> PutError,
+{
     records
         .map(
-            |(name, record)| match serde_json::from_str::<serde_json::Value>(&record) {
+            |(record, refused)| match serde_json::from_str::<serde_json::Value>(&record) {
                 Ok(_) => Ok(record),
-                Err(error) => Err(anyhow::anyhow!("{name} is not JSON: {error}")),
+                Err(error) => Err(refused(error)),
             },
         )
         .collect()
 }
 
 /// `--header name=value`s, none of them the host's own.
-fn headers(pairs: &[String]) -> anyhow::Result<Vec<Header>> {
+fn headers(pairs: &[String]) -> Result<Vec<Header>, PutError> {
     pairs
         .iter()
         .map(|pair| {
             let (name, value) = pair
                 .split_once('=')
-                .with_context(|| format!("header `{pair}` is not NAME=VALUE"))?;
-            anyhow::ensure!(
-                !envelope::is_reserved(name),
-                "header `{name}`: `{}*` names belong to the host",
-                envelope::RESERVED_PREFIX
-            );
+                .ok_or_else(|| PutError::HeaderNotPair {
+                    header: pair.clone(),
+                })?;
+            if envelope::is_reserved(name) {
+                return Err(PutError::ReservedHeader {
+                    name: name.to_owned(),
+                });
+            }
             Ok(Header::new(name, value))
         })
         .collect()
@@ -163,14 +260,71 @@ fn headers(pairs: &[String]) -> anyhow::Result<Vec<Header>> {
 mod tests {
     use super::*;
 
+    fn options(records: &[&str], file: Option<PathBuf>) -> PutOptions {
+        PutOptions {
+            stream: "orders".into(),
+            records: records.iter().map(|r| (*r).to_owned()).collect(),
+            file,
+            key: None,
+            headers: Vec::new(),
+            aws: AwsOptions::default(),
+        }
+    }
+
+    /// `put` refused before it reaches Kinesis (none is configured), writing nothing.
+    async fn refused(options: PutOptions) -> Option<PutError> {
+        let mut out = Vec::new();
+        let error = put(options, &mut out).await.err();
+        assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+        error
+    }
+
+    #[tokio::test]
+    async fn a_record_that_is_not_json_is_named_by_its_position() {
+        let error = refused(options(&["{}", "{nope"], None)).await;
+        assert!(
+            matches!(error, Some(PutError::RecordNotJson { number: 2, .. })),
+            "{error:?}"
+        );
+        let shown = error.map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(shown, "record 2 is not JSON");
+        let none = refused(options(&[], None)).await;
+        assert!(matches!(none, Some(PutError::NoRecords)), "{none:?}");
+    }
+
+    #[tokio::test]
+    async fn a_file_is_named_when_missing_and_its_bad_line_by_number() -> anyhow::Result<()> {
+        let dir = std::env::temp_dir().join(format!("ruststream-put-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let missing = dir.join("missing.jsonl");
+        let error = refused(options(&[], Some(missing.clone()))).await;
+        assert!(
+            matches!(&error, Some(PutError::Read { file, .. }) if *file == missing),
+            "{error:?}"
+        );
+        let file = dir.join("records.jsonl");
+        std::fs::write(&file, "{\"id\":1}\n\n{\"id\":\n")?;
+        let error = refused(options(&[], Some(file.clone()))).await;
+        assert!(
+            matches!(&error, Some(PutError::LineNotJson { file: f, line: 3, .. }) if *f == file),
+            "{error:?}"
+        );
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
     #[test]
-    fn records_and_headers_are_checked_before_anything_is_written() {
-        let error = checked([("record 2".to_owned(), "{nope".to_owned())].into_iter());
-        assert!(error.is_err_and(|e| e.to_string().starts_with("record 2 is not JSON")));
+    fn headers_are_checked_before_anything_is_written() {
         let reserved = headers(&["x-ruststream-retry-count=9".to_owned()]);
-        assert!(reserved.is_err_and(|e| e.to_string().contains("belong to the host")));
+        assert!(
+            matches!(&reserved, Err(PutError::ReservedHeader { name }) if name == "x-ruststream-retry-count"),
+            "{reserved:?}"
+        );
         let bad = headers(&["novalue".to_owned()]);
-        assert!(bad.is_err_and(|e| e.to_string().contains("NAME=VALUE")));
+        assert!(
+            matches!(&bad, Err(PutError::HeaderNotPair { header }) if header == "novalue"),
+            "{bad:?}"
+        );
         let ok = headers(&["trace=a=b".to_owned()]).unwrap_or_default();
         assert_eq!(ok, vec![Header::new("trace", "a=b")]);
     }

@@ -8,19 +8,22 @@
 //! with the same options, it resumes without writing anything twice.
 
 use std::fmt::Write as _;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use ruststream_host::DynamoLeaseStore;
+use ruststream_host::lease::LeaseError;
 use ruststream_host::redrive::filter::{RedriveFilter, Tenants};
-use ruststream_host::redrive::{DryRun, Redrive, RedriveReport, RedriveSpec, RedriveState};
+use ruststream_host::redrive::{
+    DryRun, Redrive, RedriveError, RedriveReport, RedriveSpec, RedriveState,
+};
 use ruststream_runtime::clock::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 
 use crate::aws::AwsOptions;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 
 /// The DynamoDB table redrives keep their progress in unless told otherwise.
 pub use ruststream_host::redrive::DEFAULT_TABLE;
@@ -63,6 +66,34 @@ const LISTED: usize = 10;
 /// checkpoint: the end-to-end tests' way of stopping a run at the worst moment.
 const ABORT_AFTER: &str = "RUSTSTREAM_REDRIVE_ABORT_AFTER_BATCHES";
 
+/// How often a running redrive writes its progress.
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// Why `ruststream redrive` stopped: the tenants file, the progress table, or the redrive
+/// itself (which names the call and stream); run again, it resumes.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedriveVerbError {
+    /// The tenants file cannot be read or has a mistake (file, line and key named).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The progress table cannot be created.
+    #[error("creating redrive table `{table}`")]
+    Table {
+        /// The table.
+        table: String,
+        /// Why.
+        #[source]
+        source: LeaseError,
+    },
+    /// The redrive (or its dry run) failed.
+    #[error(transparent)]
+    Redrive(#[from] RedriveError),
+    /// Progress or the summary cannot be written to the output.
+    #[error("cannot write the output")]
+    Output(#[from] std::io::Error),
+}
+
 /// What `ruststream redrive` moves, and where it keeps its progress.
 #[derive(Debug, Clone)]
 pub struct RedriveOptions {
@@ -95,11 +126,13 @@ pub struct RedriveOptions {
     pub aws: AwsOptions,
 }
 
-/// Runs (or with `--dry-run`, plans) the redrive.
+/// Runs (or with `--dry-run`, plans) the redrive, writing to `out` as it goes: its name, its
+/// progress every half second, and the summary (or the plan).
 ///
 /// # Errors
-/// The tenants file; the table; a failed call (running it again resumes).
-pub async fn redrive(args: RedriveOptions) -> anyhow::Result<()> {
+/// The tenants file; the table; a failed call (running it again resumes); `out`; see
+/// [`RedriveVerbError`].
+pub async fn redrive(args: RedriveOptions, out: &mut dyn Write) -> Result<(), RedriveVerbError> {
     let config = Config::load(&args.config)?;
     let tenants: Tenants = config
         .tenants
@@ -116,7 +149,10 @@ pub async fn redrive(args: RedriveOptions) -> anyhow::Result<()> {
         store
             .create_table_if_missing()
             .await
-            .with_context(|| format!("creating redrive table `{}`", args.redrive_table))?;
+            .map_err(|source| RedriveVerbError::Table {
+                table: args.redrive_table.clone(),
+                source,
+            })?;
     }
     let filter = RedriveFilter {
         tenant: args.tenant.clone(),
@@ -127,36 +163,52 @@ pub async fn redrive(args: RedriveOptions) -> anyhow::Result<()> {
     let spec = RedriveSpec::new(&args.stream, filter, args.id.clone());
     let owner = format!("redrive-{}-{}", std::process::id(), SystemClock.now_ms());
     let ttl = Duration::from_millis(args.lease_ttl_ms.max(1_000));
-    let mut redrive = Redrive::new(kinesis, Arc::new(store), tenants, spec, &owner, ttl);
+    let redrive = Redrive::new(kinesis, Arc::new(store), tenants, spec, &owner, ttl);
     if args.dry_run {
         let plan = redrive.dry_run(LISTED).await?;
-        print!("{}", render_plan(&args.stream, &plan));
+        write!(out, "{}", render_plan(&args.stream, &plan))?;
         return Ok(());
     }
-    if let Some(after) = std::env::var(ABORT_AFTER)
+    let redrive = abort_after_env(redrive);
+    writeln!(out, "redrive {} of `{}`", redrive.id(), args.stream)?;
+    let report = run_showing_progress(&redrive, out).await?;
+    write!(out, "{}", render_report(&report))?;
+    Ok(())
+}
+
+/// `redrive`, made to abort after the number of batches [`ABORT_AFTER`] names, when set.
+fn abort_after_env(redrive: Redrive) -> Redrive {
+    match std::env::var(ABORT_AFTER)
         .ok()
         .and_then(|n| n.parse::<u64>().ok())
     {
-        redrive = redrive.on_published(Arc::new(move |batches| {
+        Some(after) => redrive.on_published(Arc::new(move |batches| {
             if batches >= after {
                 std::process::abort();
             }
-        }));
+        })),
+        None => redrive,
     }
-    println!("redrive {} of `{}`", redrive.id(), args.stream);
+}
+
+/// Runs `redrive` to its end, writing its progress to `out` every [`PROGRESS_EVERY`].
+async fn run_showing_progress(
+    redrive: &Redrive,
+    out: &mut dyn Write,
+) -> Result<RedriveReport, RedriveVerbError> {
     let progress = redrive.progress();
-    let ticker = tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let now = ruststream_runtime::sync::lock(&progress).clone();
-            println!("progress: {}", counts(&now));
+    let mut run = std::pin::pin!(redrive.run());
+    let first = tokio::time::Instant::now() + PROGRESS_EVERY;
+    let mut ticks = tokio::time::interval_at(first, PROGRESS_EVERY);
+    loop {
+        tokio::select! {
+            report = &mut run => return Ok(report?),
+            _ = ticks.tick() => {
+                let now = ruststream_runtime::sync::lock(&progress).clone();
+                writeln!(out, "progress: {}", counts(&now))?;
+            }
         }
-    });
-    let result = redrive.run().await;
-    ticker.abort();
-    let report = result?;
-    print!("{}", render_report(&report));
-    Ok(())
+    }
 }
 
 fn counts(report: &RedriveReport) -> String {
@@ -228,4 +280,35 @@ fn render_plan(stream: &str, plan: &DryRun) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_tenants_file_is_named_before_anything_is_read() {
+        let config = std::env::temp_dir().join("ruststream-redrive-no-such-tenants.toml");
+        let options = RedriveOptions {
+            stream: "orders.dead".into(),
+            config: config.clone(),
+            tenant: None,
+            reason: None,
+            since: None,
+            until: None,
+            dry_run: true,
+            id: None,
+            redrive_table: DEFAULT_TABLE.into(),
+            create_redrive_table: false,
+            lease_ttl_ms: 1_000,
+            aws: AwsOptions::default(),
+        };
+        let mut out = Vec::new();
+        let error = redrive(options, &mut out).await.err();
+        assert!(
+            matches!(&error, Some(RedriveVerbError::Config(ConfigError::Read { path, .. })) if *path == config),
+            "{error:?}"
+        );
+        assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    }
 }

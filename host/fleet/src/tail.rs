@@ -2,12 +2,15 @@
 //! with the `RSK2` envelope taken apart: user headers, the host's retry count and due time,
 //! and a dead letter's origin.
 
+use std::io::Write;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use aws_sdk_kinesis::Client;
+use aws_sdk_kinesis::error::SdkError;
+use aws_sdk_kinesis::operation::get_records::GetRecordsError;
+use aws_sdk_kinesis::operation::get_shard_iterator::GetShardIteratorError;
 use aws_sdk_kinesis::types::ShardIteratorType;
-use ruststream_host::kinesis::list_shards;
+use ruststream_host::kinesis::{ReadError, list_shards};
 use ruststream_runtime::dead_letter::DeadLetterOrigin;
 use ruststream_runtime::envelope;
 use serde_json::{Map, Value, json};
@@ -16,6 +19,40 @@ use crate::aws::AwsOptions;
 
 /// How long `--follow` waits after a read that found nothing new.
 const FOLLOW_PAUSE: Duration = Duration::from_secs(1);
+
+/// Why `tail` stopped: the stream and shard it failed on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TailError {
+    /// The stream's shards cannot be listed (the error names the stream).
+    #[error(transparent)]
+    List(#[from] ReadError),
+    /// A shard cannot be opened where `--from` says.
+    #[error("opening shard {shard} of `{stream}`")]
+    Open {
+        /// The stream.
+        stream: String,
+        /// The shard.
+        shard: String,
+        /// Why (boxed: the SDK's error is large).
+        #[source]
+        source: Box<SdkError<GetShardIteratorError>>,
+    },
+    /// A read of a shard failed.
+    #[error("reading shard {shard} of `{stream}`")]
+    Read {
+        /// The stream.
+        stream: String,
+        /// The shard.
+        shard: String,
+        /// Why (boxed: the SDK's error is large).
+        #[source]
+        source: Box<SdkError<GetRecordsError>>,
+    },
+    /// A record cannot be written to the output (it was closed: `tail | head`).
+    #[error("cannot write the output")]
+    Output(#[source] std::io::Error),
+}
 
 /// What `ruststream tail` reads.
 #[derive(Debug, Clone)]
@@ -39,12 +76,14 @@ pub enum TailFrom {
     Latest,
 }
 
-/// Prints every record of every shard of the stream from where `--from` says, shard after
-/// shard; without `--follow` it stops once each shard is read up to its tip.
+/// Writes every record of every shard of the stream to `out`, one JSON object a line, from
+/// where `--from` says, shard after shard; without `--follow` it stops once each shard is
+/// read up to its tip. Each line is written as it is read.
 ///
 /// # Errors
-/// When the stream cannot be listed or a shard cannot be read.
-pub async fn tail(args: TailOptions) -> anyhow::Result<()> {
+/// When the stream cannot be listed, a shard cannot be read, or `out` cannot be written; see
+/// [`TailError`].
+pub async fn tail(args: TailOptions, out: &mut dyn Write) -> Result<(), TailError> {
     let client = Client::new(&args.aws.kinesis_config().await);
     let shards = list_shards(&client, &args.stream).await?;
     let kind = match args.from {
@@ -60,14 +99,18 @@ pub async fn tail(args: TailOptions) -> anyhow::Result<()> {
             .shard_iterator_type(kind.clone())
             .send()
             .await
-            .with_context(|| format!("opening shard {} of `{}`", shard.shard_id, args.stream))?
+            .map_err(|source| TailError::Open {
+                stream: args.stream.clone(),
+                shard: shard.shard_id.clone(),
+                source: Box::new(source),
+            })?
             .shard_iterator;
         readers.push((shard.shard_id.clone(), iterator));
     }
     loop {
         let mut all_caught_up = true;
         for (shard_id, iterator) in &mut readers {
-            all_caught_up &= read_to_tip(&client, &args.stream, shard_id, iterator).await?;
+            all_caught_up &= read_to_tip(&client, &args.stream, shard_id, iterator, out).await?;
         }
         if !args.follow || readers.iter().all(|(_, iterator)| iterator.is_none()) {
             return Ok(());
@@ -79,20 +122,26 @@ pub async fn tail(args: TailOptions) -> anyhow::Result<()> {
 }
 
 /// Reads `shard_id` from `iterator` until a read comes back empty at the tip (or the shard
-/// ends: `iterator` becomes `None`), printing each record. Returns whether it is at the tip.
+/// ends: `iterator` becomes `None`), writing each record to `out`. Returns whether it is at
+/// the tip.
 async fn read_to_tip(
     client: &Client,
     stream: &str,
     shard_id: &str,
     iterator: &mut Option<String>,
-) -> anyhow::Result<bool> {
+    out: &mut dyn Write,
+) -> Result<bool, TailError> {
     while let Some(current) = iterator.take() {
         let page = client
             .get_records()
             .shard_iterator(current)
             .send()
             .await
-            .with_context(|| format!("reading shard {shard_id} of `{stream}`"))?;
+            .map_err(|source| TailError::Read {
+                stream: stream.to_owned(),
+                shard: shard_id.to_owned(),
+                source: Box::new(source),
+            })?;
         for record in page.records() {
             let arrival_ms = record
                 .approximate_arrival_timestamp()
@@ -105,7 +154,7 @@ async fn read_to_tip(
                 arrival_ms,
                 record.data().as_ref(),
             );
-            println!("{line}");
+            writeln!(out, "{line}").map_err(TailError::Output)?;
         }
         *iterator = page.next_shard_iterator().map(str::to_owned);
         if page.records().is_empty() && page.millis_behind_latest().unwrap_or(0) == 0 {

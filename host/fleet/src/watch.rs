@@ -28,7 +28,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use notify::event::{AccessKind, AccessMode};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
@@ -42,6 +41,48 @@ pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Events queued between notify's thread and the task awaiting them; past it they are
 /// dropped and [`FileWatch::changed`] reports every watched path instead.
 const QUEUE: usize = 4096;
+
+/// Why a watch cannot start: the path it failed on, and the cause.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatchError {
+    /// The platform's watcher cannot start.
+    #[error("cannot start the file watcher")]
+    Start(#[source] notify::Error),
+    /// A path has no file name (`..`, `/`), so no file in its directory can be told apart.
+    #[error("cannot watch {}: not a file name", path.display())]
+    NotAFile {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A directory to watch cannot be resolved.
+    #[error("cannot watch {}", path.display())]
+    Directory {
+        /// The directory as given.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A watched file's directory is missing.
+    #[error("cannot watch {}: its directory is missing", path.display())]
+    NoDirectory {
+        /// The file as given.
+        path: PathBuf,
+        /// Why its directory cannot be resolved.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The backend refused to watch a directory.
+    #[error("cannot watch {}", path.display())]
+    Watch {
+        /// The directory, resolved.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: notify::Error,
+    },
+}
 
 /// Watches files and directories; see the module documentation for the contract.
 pub struct FileWatch {
@@ -72,11 +113,11 @@ impl FileWatch {
     /// # Errors
     /// When a directory to watch does not exist or cannot be watched (the error names it), or
     /// the platform's watcher cannot start.
-    pub fn new(paths: &[PathBuf]) -> anyhow::Result<Self> {
+    pub fn new(paths: &[PathBuf]) -> Result<Self, WatchError> {
         let targets = paths
             .iter()
             .map(|path| Target::resolve(path))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         let (sender, events) = mpsc::channel(QUEUE);
         let overflowed = Arc::new(AtomicBool::new(false));
         let full = overflowed.clone();
@@ -85,11 +126,11 @@ impl FileWatch {
                 full.store(true, Ordering::Relaxed);
             }
         })
-        .context("cannot start the file watcher")?;
+        .map_err(WatchError::Start)?;
         for (dir, mode) in watched_dirs(&targets) {
             watcher
                 .watch(&dir, mode)
-                .with_context(|| format!("cannot watch {}", dir.display()))?;
+                .map_err(|source| WatchError::Watch { path: dir, source })?;
         }
         Ok(Self {
             targets,
@@ -174,22 +215,28 @@ impl FileWatch {
 impl Target {
     /// Resolves `path` to what the backend will report: an absolute path through the real
     /// directories, the file's own name kept (it may not exist yet, or be a link).
-    fn resolve(path: &Path) -> anyhow::Result<Self> {
+    fn resolve(path: &Path) -> Result<Self, WatchError> {
         let directory = path.is_dir();
         let resolved = if directory {
             path.canonicalize()
-                .with_context(|| format!("cannot watch {}", path.display()))?
+                .map_err(|source| WatchError::Directory {
+                    path: path.to_owned(),
+                    source,
+                })?
         } else {
-            let name = path
-                .file_name()
-                .with_context(|| format!("cannot watch {}: not a file name", path.display()))?;
+            let name = path.file_name().ok_or_else(|| WatchError::NotAFile {
+                path: path.to_owned(),
+            })?;
             let parent = match path.parent() {
                 Some(parent) if !parent.as_os_str().is_empty() => parent,
                 _ => Path::new("."),
             };
-            let parent = parent.canonicalize().with_context(|| {
-                format!("cannot watch {}: its directory is missing", path.display())
-            })?;
+            let parent = parent
+                .canonicalize()
+                .map_err(|source| WatchError::NoDirectory {
+                    path: path.to_owned(),
+                    source,
+                })?;
             parent.join(name)
         };
         Ok(Self {
@@ -235,6 +282,8 @@ fn writes(kind: &EventKind) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use anyhow::Context as _;
+
     use super::*;
 
     /// Long enough for a loaded machine; only a failing test waits this long.
@@ -320,7 +369,7 @@ mod tests {
         ]
         .iter()
         .map(|p| Target::resolve(p))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
         let root = dir.canonicalize()?;
         assert_eq!(
             watched_dirs(&targets),

@@ -13,11 +13,12 @@ pub(crate) async fn check(
     config: Option<&PathBuf>,
     compile: &CompileArgs,
 ) -> anyhow::Result<()> {
+    let out = &mut std::io::stdout();
     match config {
         Some(config) if components.is_empty() => {
-            check::check_config(config, &compile.options()).await?;
+            check::check_config(config, &compile.options(), out).await?;
         }
-        _ => check::check(components, &compile.options()).await?,
+        _ => check::check(components, &compile.options(), out).await?,
     }
     Ok(())
 }

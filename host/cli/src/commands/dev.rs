@@ -4,9 +4,10 @@ use ruststream_fleet::dev::DevOptions;
 
 use crate::args::DevArgs;
 
-/// Builds, runs and feeds the component as the flags say.
+/// Builds, runs and feeds the component as the flags say, printing what happens as it
+/// happens.
 pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<()> {
-    ruststream_fleet::dev::dev(options(args)).await
+    Ok(ruststream_fleet::dev::dev(options(args), &mut std::io::stdout()).await?)
 }
 
 /// The flags as the library takes them.

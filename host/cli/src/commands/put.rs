@@ -4,9 +4,12 @@ use ruststream_fleet::put::PutOptions;
 
 use crate::args::PutArgs;
 
-/// Writes the records the flags give.
+/// Writes the records the flags give: where each went on stdout, how many on stderr.
 pub(crate) async fn put(args: PutArgs) -> anyhow::Result<()> {
-    ruststream_fleet::put::put(options(args)).await
+    let stream = args.stream.clone();
+    let written = ruststream_fleet::put::put(options(args), &mut std::io::stdout()).await?;
+    eprintln!("wrote {written} records to `{stream}`");
+    Ok(())
 }
 
 /// The flags as the library takes them.

@@ -5,9 +5,10 @@ use ruststream_fleet::redrive::RedriveOptions;
 
 use crate::args::RedriveArgs;
 
-/// Runs (or with `--dry-run`, plans) the redrive the flags describe.
+/// Runs (or with `--dry-run`, plans) the redrive the flags describe, printing its progress.
 pub(crate) async fn redrive(args: RedriveArgs) -> anyhow::Result<()> {
-    ruststream_fleet::redrive::redrive(options(args)).await
+    let out = &mut std::io::stdout();
+    Ok(ruststream_fleet::redrive::redrive(options(args), out).await?)
 }
 
 /// The flags as the library takes them.

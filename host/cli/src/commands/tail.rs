@@ -5,9 +5,9 @@ use ruststream_fleet::tail::{self, TailOptions};
 
 use crate::args::{TailArgs, TailFrom};
 
-/// Prints the stream's records as the flags say.
+/// Prints the stream's records as the flags say, each line as it is read.
 pub(crate) async fn tail(args: TailArgs) -> anyhow::Result<()> {
-    tail::tail(options(args)).await
+    Ok(tail::tail(options(args), &mut std::io::stdout()).await?)
 }
 
 /// The flags as the library takes them.

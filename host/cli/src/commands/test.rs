@@ -3,13 +3,22 @@
 
 use std::process::ExitCode;
 
-use ruststream_fleet::testrun::TestOptions;
+use ruststream_fleet::testrun::{self, TestOptions};
 
 use crate::args::TestArgs;
 
-/// Runs the test and prints its report; the exit status says how it went.
+/// Runs the test and prints its report; the exit status says how it went: 0 every
+/// expectation held, 1 one did not (or the run failed), 2 bad input (shown as one line).
 pub(crate) async fn test(args: TestArgs) -> ExitCode {
-    ruststream_fleet::testrun::test(options(args)).await
+    match testrun::test(&options(args), &mut std::io::stdout()).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(testrun::FAILED),
+        Err(error) => {
+            let status = error.exit_status();
+            crate::report(&error.into());
+            ExitCode::from(status)
+        }
+    }
 }
 
 /// The flags as the library takes them.

@@ -18,31 +18,32 @@ mod report;
 mod run;
 mod verdict;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use ruststream_runtime::{
-    component::compile::CompileLimits,
-    escape::{escape_controls, one_line},
-    testing::TestAppError,
+    component::compile::CompileLimits, escape::escape_controls, testing::TestAppError,
 };
 
-use crate::engine::{CompileCache, runtime_config};
+use crate::engine::{CompileCache, EngineError, runtime_config};
 
 /// Exit status of a run whose expectations do not all hold.
-const FAILED: u8 = 1;
+pub const FAILED: u8 = 1;
 /// Exit status of a run that could not be made: bad files, a component refused.
-const BAD_INPUT: u8 = 2;
+pub const BAD_INPUT: u8 = 2;
 
-/// Why a test could not be run, or stopped.
+/// Why a test could not be run, or stopped: the file (and line or entry) at fault. Shown as
+/// one line with its causes (`one_line`), each message is the file's name and what is wrong.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum TestRunError {
+#[non_exhaustive]
+pub enum TestRunError {
     /// A file could not be read.
-    #[error("cannot read {}: {source}", shown(.file))]
+    #[error("cannot read {}", shown(.file))]
     Read {
         /// The file.
         file: PathBuf,
         /// Why.
+        #[source]
         source: std::io::Error,
     },
     /// A line of the records file is not a record (line 0: the file as a whole).
@@ -64,30 +65,35 @@ pub(crate) enum TestRunError {
         message: String,
     },
     /// The runtime could not start or the component was refused.
-    #[error("{}: {}", shown(.file), one_line(.source))]
+    #[error("{}", shown(.file))]
     Component {
         /// The component file.
         file: PathBuf,
         /// Why (boxed: the error is large, and every result of the verb carries this type).
+        #[source]
         source: Box<TestAppError>,
     },
     /// Running the records failed (the app never settles, a record cannot be published).
-    #[error("running {}: {}", shown(.file), one_line(.source))]
+    #[error("running {}", shown(.file))]
     Run {
         /// The component file.
         file: PathBuf,
         /// Why.
+        #[source]
         source: Box<TestAppError>,
     },
-    /// The command line cannot be acted on.
-    #[error("{0}")]
-    Setup(String),
+    /// The runtime the component runs on cannot be made.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The report cannot be written to the output.
+    #[error("cannot write the report")]
+    Output(#[source] std::io::Error),
 }
 
 impl TestRunError {
-    /// The exit status it stands for: a run that went wrong is a failed test, anything else
-    /// is bad input.
-    fn exit_status(&self) -> u8 {
+    /// The exit status it stands for: a run that went wrong is a failed test ([`FAILED`]),
+    /// anything else is bad input ([`BAD_INPUT`]).
+    pub fn exit_status(&self) -> u8 {
         match self {
             Self::Run { .. } => FAILED,
             _ => BAD_INPUT,
@@ -131,30 +137,20 @@ pub struct TestOptions {
     pub compile: CompileCache,
 }
 
-/// Runs `ruststream test` and prints its report; the exit status says how it went (0 all
-/// expectations held, 1 one did not, 2 bad input).
-pub async fn test(args: TestOptions) -> ExitCode {
-    match run_and_report(&args).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(FAILED),
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::from(error.exit_status())
-        }
-    }
-}
-
-/// Reads both files, runs the component and prints the report; whether every expectation
-/// held.
-async fn run_and_report(args: &TestOptions) -> Result<bool, TestRunError> {
+/// Runs `ruststream test`: reads both files, runs the component, writes the report to `out`,
+/// and returns whether every expectation held (the verb exits 0, else [`FAILED`]).
+///
+/// # Errors
+/// A file that cannot be read or parsed, a component refused, a run that cannot finish, or
+/// `out`; [`TestRunError::exit_status`] is the verb's exit status for each.
+pub async fn test(args: &TestOptions, out: &mut dyn Write) -> Result<bool, TestRunError> {
     let records = records::read(&args.records)?;
     let expected = expect::read(&args.expect)?;
     let config = runtime_config(
         CompileLimits::default(),
         args.compile.cache_dir(None),
         false,
-    )
-    .map_err(|error| TestRunError::Setup(format!("{error:#}")))?;
+    )?;
     let observed = run::run(
         &args.component,
         config,
@@ -168,6 +164,51 @@ async fn run_and_report(args: &TestOptions) -> Result<bool, TestRunError> {
             message,
         })?;
     let passed = checks.iter().all(|check| check.passed);
-    print!("{}", report::render(&args.component, &observed, &checks));
+    let report = report::render(&args.component, &observed, &checks);
+    out.write_all(report.as_bytes())
+        .map_err(TestRunError::Output)?;
     Ok(passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(dir: &Path) -> TestOptions {
+        TestOptions {
+            component: dir.join("app.wasm"),
+            records: dir.join("records.jsonl"),
+            expect: dir.join("expect.toml"),
+            compile: CompileCache::default(),
+        }
+    }
+
+    /// `test` on the files in `dir`, which fails before any component is loaded: the error,
+    /// and that no report was written.
+    async fn refused(dir: &Path) -> Option<TestRunError> {
+        let mut out = Vec::new();
+        let error = test(&options(dir), &mut out).await.err();
+        assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+        error
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_and_a_bad_line_are_named() -> anyhow::Result<()> {
+        let dir = std::env::temp_dir().join(format!("ruststream-testrun-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let missing = refused(&dir).await;
+        assert!(
+            matches!(&missing, Some(TestRunError::Read { file, .. }) if *file == dir.join("records.jsonl")),
+            "{missing:?}"
+        );
+        assert_eq!(missing.map(|e| e.exit_status()), Some(BAD_INPUT));
+        std::fs::write(dir.join("records.jsonl"), "{\"json\": 1}\n{nope\n")?;
+        let bad = refused(&dir).await;
+        assert!(
+            matches!(&bad, Some(TestRunError::Records { line: 2, .. })),
+            "{bad:?}"
+        );
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
 }
