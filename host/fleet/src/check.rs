@@ -209,3 +209,33 @@ fn quiet_limits() -> Limits {
         ..Limits::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_refusal_is_written_to_the_output_given_and_counted() {
+        let missing = std::env::temp_dir().join("ruststream-check-no-such-component.wasm");
+        let compile = CompileCache {
+            compile_cache: None,
+            no_compile_cache: true,
+        };
+        let mut out = Vec::new();
+        let error = check(std::slice::from_ref(&missing), &compile, &mut out).await;
+        assert!(
+            matches!(
+                error,
+                Err(CheckError::Refused {
+                    failed: 1,
+                    total: 1
+                })
+            ),
+            "{error:?}"
+        );
+        let written = String::from_utf8_lossy(&out);
+        let line = format!("error {}: ", missing.display());
+        assert!(written.starts_with(&line), "{written}");
+        assert_eq!(written.lines().count(), 1, "{written}");
+    }
+}

@@ -12,6 +12,7 @@ mod kinesis;
 mod kinesis_copies;
 mod operate;
 mod polyglot;
+mod put_tail;
 mod reads;
 mod redrive;
 mod resilience;
