@@ -104,6 +104,21 @@ impl Setup {
             .collect())
     }
 
+    /// The records of `stream` a redrive wrote (tagged `x-ruststream-redrive`), and the
+    /// distinct entry ids among them.
+    fn redriven(&self, stream: &str) -> anyhow::Result<(Vec<Value>, BTreeSet<u64>)> {
+        let redriven: Vec<Value> = self
+            .tail(stream)?
+            .into_iter()
+            .filter(|r| r["headers"][envelope::REDRIVE_HEADER].is_string())
+            .collect();
+        let ids = redriven
+            .iter()
+            .filter_map(|r| r["payload"]["id"].as_u64())
+            .collect();
+        Ok((redriven, ids))
+    }
+
     /// Waits until `stream` holds at least `count` records; returns them.
     async fn wait_for(&self, stream: &str, count: usize) -> anyhow::Result<Vec<Value>> {
         let mut last = 0;
@@ -299,15 +314,7 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
     // Every dead letter is back in its origin stream once, none twice, nothing in `secrets`.
     let mut back = BTreeMap::new();
     for stream in ["orders", "refunds"] {
-        let records = setup.tail(stream)?;
-        let redriven: Vec<Value> = records
-            .into_iter()
-            .filter(|r| r["headers"][envelope::REDRIVE_HEADER].is_string())
-            .collect();
-        let ids: BTreeSet<u64> = redriven
-            .iter()
-            .filter_map(|r| r["payload"]["id"].as_u64())
-            .collect();
+        let (redriven, ids) = setup.redriven(stream)?;
         assert_eq!(redriven.len(), PER_STREAM, "{stream}");
         assert_eq!(ids.len(), PER_STREAM, "{stream}: an entry twice");
         assert!(
@@ -470,15 +477,7 @@ async fn a_redrive_the_host_ran_when_it_was_killed_resumes_when_it_starts_again(
     // tenant's 50 records a second with the redrive here, and one refused for the quota
     // dead-letters its entry again; that the handler acks each redriven entry once is
     // `a_killed_redrive_resumes_and_every_dead_letter_goes_back_once`.)
-    let redriven: Vec<Value> = setup
-        .tail("orders")?
-        .into_iter()
-        .filter(|r| r["headers"][envelope::REDRIVE_HEADER].is_string())
-        .collect();
-    let ids: BTreeSet<u64> = redriven
-        .iter()
-        .filter_map(|r| r["payload"]["id"].as_u64())
-        .collect();
+    let (redriven, ids) = setup.redriven("orders")?;
     assert_eq!(redriven.len() as u64, LETTERS, "none twice");
     assert_eq!(ids, (0..LETTERS).collect(), "every one back");
 

@@ -176,6 +176,19 @@ impl Host {
         run(&[args, &admin].concat())
     }
 
+    /// Deploys the component at `shadow` as the shadow of the app the component at `live`
+    /// runs (named after its file); returns what the verb said.
+    fn deploy_shadow(&self, setup: &Setup, shadow: &Path, live: &Path) -> anyhow::Result<String> {
+        let shadow = shadow.display().to_string();
+        let name = stem(live);
+        let (ok, text) = self.cli(
+            setup,
+            &["deploy", "acme", &shadow, "--name", &name, "--shadow"],
+        )?;
+        anyhow::ensure!(ok, "deploy --shadow: {text}");
+        Ok(text)
+    }
+
     /// The host's status, as `ruststream status --json` shows it.
     fn status(&self, setup: &Setup) -> anyhow::Result<Value> {
         let (ok, text) = self.cli(setup, &["status", "--json"])?;
@@ -245,13 +258,7 @@ async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promo
         "\"books.dead\", \"books.acked\"",
     )?;
     let host = Host::start(&setup, &tenants, "first", 2, &[]).await?;
-    let reworked = guests::BOOKS_REWORKED.path().display().to_string();
-    let name = stem(&fixed);
-    let (ok, text) = host.cli(
-        &setup,
-        &["deploy", "acme", &reworked, "--name", &name, "--shadow"],
-    )?;
-    assert!(ok, "{text}");
+    let text = host.deploy_shadow(&setup, &guests::BOOKS_REWORKED.path(), &fixed)?;
     assert!(
         text.contains("running as a shadow on 100% of records"),
         "{text}"
@@ -397,13 +404,7 @@ async fn a_trapping_shadow_never_touches_the_live_version() -> anyhow::Result<()
     let v1 = guests::VERSIONED_V1.path();
     let tenants = setup.tenants(&v1, "\"events\", \"legacy\"", "")?;
     let host = Host::start(&setup, &tenants, "host", 2, &[]).await?;
-    let trap = guests::VERSIONED_TRAP.path().display().to_string();
-    let name = stem(&v1);
-    let (ok, text) = host.cli(
-        &setup,
-        &["deploy", "acme", &trap, "--name", &name, "--shadow"],
-    )?;
-    assert!(ok, "{text}");
+    host.deploy_shadow(&setup, &guests::VERSIONED_TRAP.path(), &v1)?;
 
     setup.put("events", 1..=10)?;
     let app = host.compared(&setup, 10).await?;
@@ -466,13 +467,7 @@ async fn a_slow_shadow_skips_what_its_full_queue_cannot_take_and_never_holds_the
     // takes a second a batch. Its queue of 16 batches fills unless the live version is
     // slower than the shadow, 10 records a second.
     let host = Host::start(&setup, &tenants, "host", 2, &["--get-records-limit", "10"]).await?;
-    let slow = guests::VERSIONED_SLOW.path().display().to_string();
-    let name = stem(&v1);
-    let (ok, text) = host.cli(
-        &setup,
-        &["deploy", "acme", &slow, "--name", &name, "--shadow"],
-    )?;
-    assert!(ok, "{text}");
+    host.deploy_shadow(&setup, &guests::VERSIONED_SLOW.path(), &v1)?;
 
     const RECORDS: u64 = 1_000;
     setup.put("events", 1..=RECORDS)?;
@@ -534,13 +529,7 @@ async fn a_shadow_counts_against_the_tenants_memory_budget() -> anyhow::Result<(
         "limits = { memory_mib = 16, memory_budget_mib = 24 }\n",
     )?;
     let host = Host::start(&setup, &tenants, "host", 2, &[]).await?;
-    let slow = guests::VERSIONED_SLOW.path().display().to_string();
-    let name = stem(&v1);
-    let (ok, text) = host.cli(
-        &setup,
-        &["deploy", "acme", &slow, "--name", &name, "--shadow"],
-    )?;
-    assert!(ok, "{text}");
+    host.deploy_shadow(&setup, &guests::VERSIONED_SLOW.path(), &v1)?;
 
     // Live alone is past the budget: it runs anyway, and says so once; the shadow's instance
     // is never made, and its records are skipped for the budget.
