@@ -24,6 +24,7 @@ pub mod fixture;
 pub mod hostile;
 pub mod http;
 pub mod imports;
+pub mod neighbour;
 pub mod process;
 pub mod proxy;
 pub mod reads;

@@ -291,6 +291,10 @@ pub(crate) struct RunArgs {
     /// Records per handler call are the subscription's `batch_size`, a different thing.
     #[arg(long, env = "RUSTSTREAM_GET_RECORDS_LIMIT", value_parser = clap::value_parser!(i32).range(1..=10000))]
     pub get_records_limit: Option<i32>,
+    /// Threads that run guest calls, shared by tenants by their `cpu_weight` [default: one
+    /// per core; `[host] compute_threads`].
+    #[arg(long, env = "RUSTSTREAM_COMPUTE_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub compute_threads: Option<u16>,
     /// Pause after an empty read, in milliseconds [default: 1000; `[host] poll_interval`].
     #[arg(long, env = "RUSTSTREAM_POLL_INTERVAL_MS")]
     pub poll_interval_ms: Option<u64>,

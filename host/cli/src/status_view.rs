@@ -178,14 +178,19 @@ fn shard_line(shard_id: &str, shard: &ShardStatus, now_ms: u64) -> String {
     parts.join(", ")
 }
 
-/// Why records were skipped, where any were: ` (3 sample, 2 behind, 0 budget)`.
+/// Why records were skipped, where any were: ` (3 sample, 2 behind, 0 budget, 0 cpu, 0
+/// withdrawn)`.
 fn skip_reasons(counts: &ShadowCounts) -> String {
     if counts.skipped == 0 {
         return String::new();
     }
     format!(
-        " ({} sample, {} behind, {} budget)",
-        counts.skipped_sample, counts.skipped_behind, counts.skipped_budget
+        " ({} sample, {} behind, {} budget, {} cpu, {} withdrawn)",
+        counts.skipped_sample,
+        counts.skipped_behind,
+        counts.skipped_budget,
+        counts.skipped_cpu,
+        counts.skipped_withdrawn
     )
 }
 

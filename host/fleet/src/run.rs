@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ruststream_host::{Host, HostConfig, kinesis::ReaderConfig, lease::DEFAULT_TABLE_TEMPLATE};
-use ruststream_runtime::{Runtime, component::compile::CompileLimits, rollout::RolloutPolicy};
+use ruststream_runtime::{
+    Runtime, RuntimeConfig, component::compile::CompileLimits, cpu::Compute, rollout::RolloutPolicy,
+};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
 
@@ -137,6 +139,8 @@ pub struct RunOptions {
     pub owner_id: Option<String>,
     /// Most records per GetRecords (1-10000).
     pub get_records_limit: Option<i32>,
+    /// Threads that run guest calls (default: one per core).
+    pub compute_threads: Option<u16>,
     /// Pause after an empty read, in milliseconds.
     pub poll_interval_ms: Option<u64>,
     /// Least time between two checkpoint writes of a shard, in milliseconds.
@@ -190,6 +194,7 @@ impl Default for RunOptions {
             create_lease_table: false,
             owner_id: None,
             get_records_limit: None,
+            compute_threads: None,
             poll_interval_ms: None,
             checkpoint_interval_ms: None,
             lease_ttl_ms: None,
@@ -268,7 +273,12 @@ impl RunningHost {
             settings.compile_cache.clone(),
             settings.fuel,
         )
-        .and_then(|config| Ok(Runtime::new(config)?))?;
+        .and_then(|config| {
+            Ok(Runtime::new(RuntimeConfig {
+                compute: settings.compute,
+                ..config
+            })?)
+        })?;
         let identities = Identities::new(&args.aws).await;
         let config = host_config(&args, file.as_ref().map(|c| &c.host));
         if config.renew_interval >= config.lease_ttl {
@@ -617,6 +627,8 @@ struct Settings {
     compile_cache: Option<PathBuf>,
     /// Whether the engine meters fuel: when the tenants file sets `fuel` anywhere at start.
     fuel: bool,
+    /// Where guest calls run.
+    compute: Compute,
 }
 
 impl Settings {
@@ -642,6 +654,12 @@ impl Settings {
                 .compile
                 .cache_dir(host.and_then(|h| h.compile_cache.as_ref())),
             fuel: config.is_some_and(Config::uses_fuel),
+            compute: args
+                .compute_threads
+                .or(host.and_then(|h| h.compute_threads))
+                .map_or_else(Compute::pool, |threads| Compute::Pool {
+                    threads: usize::from(threads),
+                }),
             state_dir: args
                 .state_dir
                 .clone()

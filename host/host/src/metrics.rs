@@ -2,7 +2,7 @@
 //! the runtime's, and its labels): leases, checkpoint writes, swaps and rollbacks. Without an
 //! installed recorder every update is a no-op.
 
-use metrics::{Counter, Gauge, Label};
+use metrics::{Counter, Gauge, Histogram, Label};
 use ruststream_runtime::metrics::{owner_labels, subscription_labels};
 
 /// Leases taken by this host.
@@ -18,6 +18,10 @@ pub const SWAPS: &str = "ruststream_swaps_total";
 /// Rollbacks, by `trigger` (`automatic`, `operator`).
 pub const ROLLBACKS: &str = "ruststream_rollbacks_total";
 
+/// How late lease renewals started against their schedule: the host's own work delayed (by
+/// a busy executor, a starved core), whatever tenants run.
+pub const RENEWAL_LATENESS: &str = "ruststream_lease_renewal_lateness_seconds";
+
 /// Dead letters a redrive settled, by `redrive` (its id), `outcome` (`redriven`, `skipped`)
 /// and, when skipped, `reason`.
 pub const REDRIVE_RECORDS: &str = "ruststream_redrive_records_total";
@@ -30,6 +34,11 @@ pub fn describe() {
     metrics::describe_counter!(
         CHECKPOINT_WRITES,
         "Checkpoint writes to the lease store, by result."
+    );
+    metrics::describe_histogram!(
+        RENEWAL_LATENESS,
+        metrics::Unit::Seconds,
+        "How late lease renewals started against their schedule."
     );
     metrics::describe_counter!(SWAPS, "Component versions swapped in.");
     metrics::describe_counter!(ROLLBACKS, "Swaps rolled back, by trigger.");
@@ -47,6 +56,8 @@ pub(crate) struct LeaseMetrics {
     held: Gauge,
     written: Counter,
     write_failed: Counter,
+    /// Host-wide, unlabelled: the host's health, not the tenant's.
+    renewal_lateness: Histogram,
 }
 
 impl LeaseMetrics {
@@ -65,6 +76,7 @@ impl LeaseMetrics {
             held: metrics::gauge!(LEASES_HELD, labels()),
             written: result("ok"),
             write_failed: result("failed"),
+            renewal_lateness: metrics::histogram!(RENEWAL_LATENESS),
         }
     }
 
@@ -81,6 +93,11 @@ impl LeaseMetrics {
 
     pub(crate) fn lost(&self) {
         self.lost.increment(1);
+    }
+
+    /// A renewal started `late` after its schedule.
+    pub(crate) fn renewal_started(&self, late: std::time::Duration) {
+        self.renewal_lateness.record(late.as_secs_f64());
     }
 
     pub(crate) fn checkpoint_written(&self, ok: bool) {

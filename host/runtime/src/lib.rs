@@ -94,6 +94,7 @@ pub mod backoff;
 mod checkpoint;
 pub mod clock;
 pub mod component;
+pub mod cpu;
 pub mod dead_letter;
 pub mod env;
 pub mod envelope;

@@ -11,10 +11,17 @@ use std::time::Duration;
 /// overrides a value; `docs/sandbox.md` ("Defaults, and why") gives the reason for each default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock time one call (a batch, or a single record) may take, host imports included.
-    /// Instantiation and `describe` get the same deadline. Enforced only when the runtime has
-    /// deadlines enabled; time spent blocked in a host import is bounded either way.
+    /// Time one record of a call (a batch, or a single record) may take, host imports
+    /// included. Instantiation and `describe` get the same deadline. On a compute pool it is
+    /// the call's own time (its CPU, and its time blocked in imports; never the time it waited
+    /// for a compute slot), else wall-clock time (see [`cpu`](crate::cpu)). Enforced only when
+    /// the runtime has deadlines enabled; time spent blocked in a host import is bounded either
+    /// way.
     pub call_deadline: Duration,
+    /// The tenant's share of the compute threads against other tenants wanting more than
+    /// there is, as cgroup v2's `cpu.weight` (1-10000, default 100): a tenant with 200 gets
+    /// twice the CPU of one with 100, however many shards, subscriptions or shadows each runs.
+    pub cpu_weight: u32,
     /// Most bytes one instance may hold in all its linear memories and tables together (a
     /// table element counts 8 bytes: a reference, as wasmtime stores it).
     pub memory_bytes: usize,
@@ -156,6 +163,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             call_deadline: Duration::from_secs(5),
+            cpu_weight: crate::cpu::DEFAULT_CPU_WEIGHT,
             memory_bytes: 64 << 20,
             memory_budget: None,
             max_tables: 8,
@@ -188,6 +196,9 @@ pub struct RuntimeConfig {
     pub fuel: bool,
     /// Where and within which bounds components are compiled.
     pub compile: CompileConfig,
+    /// Where guest calls run: a pool of compute threads shared by tenant (the default), or
+    /// the caller's executor.
+    pub compute: crate::cpu::Compute,
 }
 
 impl RuntimeConfig {
@@ -198,6 +209,15 @@ impl RuntimeConfig {
         Self {
             compile: CompileConfig::in_process(),
             ..Self::default()
+        }
+    }
+
+    /// The same configuration, guest calls running on the caller's executor
+    /// ([`Compute::Inline`](crate::cpu::Compute::Inline)).
+    pub fn inline(self) -> Self {
+        Self {
+            compute: crate::cpu::Compute::Inline,
+            ..self
         }
     }
 }
@@ -212,6 +232,7 @@ impl Default for RuntimeConfig {
             max_wasm_stack: 512 << 10,
             fuel: false,
             compile: CompileConfig::default(),
+            compute: crate::cpu::Compute::default(),
         }
     }
 }

@@ -37,7 +37,7 @@ pub mod label {
     pub const SHARD: &str = "shard";
     /// Whose instance: `live` or `shadow`.
     pub const ROLE: &str = "role";
-    /// Why a shadow skipped a record: `sample`, `behind` or `budget`.
+    /// Why a shadow skipped a record: `sample`, `behind`, `budget`, `cpu` or `withdrawn`.
     pub const REASON: &str = "reason";
 }
 
@@ -73,8 +73,8 @@ pub const SHARD_GAUGE_SERIES: usize = 5;
 pub const TENANT_SERIES: usize = 4 + 2 + 3 * 4 + SHADOW_SERIES;
 
 /// The series one shadow version registers: its records by result (4) and its skipped ones
-/// by reason (3).
-pub const SHADOW_SERIES: usize = 4 + 3;
+/// by reason (5).
+pub const SHADOW_SERIES: usize = 4 + 5;
 
 /// The `app` and `subscriber` of the series of subscriptions past their tenant's bound.
 pub const FOLDED: &str = "_other";
@@ -266,7 +266,7 @@ pub fn describe() {
     );
     metrics::describe_counter!(
         SHADOW_SKIPPED,
-        "Records a shadow version skipped, by reason: sample, behind, budget."
+        "Records a shadow version skipped, by reason: sample, behind, budget, cpu, withdrawn."
     );
     metrics::describe_gauge!(
         INSTANCE_MEMORY,

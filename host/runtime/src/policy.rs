@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::cpu::Role;
 use crate::limits::Limits;
 use crate::log::{HostLineBudget, LogRate, LogSink};
 use crate::publish::PublishError;
@@ -61,6 +62,7 @@ impl StreamGrant {
 #[derive(Debug)]
 pub struct SandboxPolicy {
     tenant: String,
+    role: Role,
     limits: Limits,
     publish: StreamGrant,
     log_rate: LogRate,
@@ -69,17 +71,40 @@ pub struct SandboxPolicy {
 }
 
 impl SandboxPolicy {
-    /// The policy of tenant `tenant`: `limits`, and `publish` for what its guests publish.
+    /// The policy of tenant `tenant`'s live versions: `limits`, and `publish` for what its
+    /// guests publish.
     pub fn new(tenant: impl Into<String>, limits: Limits, publish: StreamGrant) -> Self {
-        let tenant = tenant.into();
+        Self::with_role(tenant.into(), limits, publish, Role::Live)
+    }
+
+    /// The policy of a shadow version of `live`'s tenant: the same limits and grants, with
+    /// budgets and a write quota of its own (so it never spends the live version's), its
+    /// calls below every live call on the compute threads (inside the tenant's share), and
+    /// its series labelled `role="shadow"`.
+    pub fn shadow_of(live: &Self) -> Self {
+        Self::with_role(
+            live.tenant.clone(),
+            live.limits.clone(),
+            live.publish.clone(),
+            Role::Shadow,
+        )
+    }
+
+    fn with_role(tenant: String, limits: Limits, publish: StreamGrant, role: Role) -> Self {
         Self {
             log_rate: LogRate::new(limits.log.lines_per_second),
             host_lines: HostLineBudget::new(limits.log.host_lines_per_second),
-            quota: WriteQuota::new(&limits.writes, &tenant),
+            quota: WriteQuota::new(&limits.writes, &tenant, role),
             tenant,
+            role,
             limits,
             publish,
         }
+    }
+
+    /// Whose calls it governs: the tenant's live versions, or a shadow.
+    pub fn role(&self) -> Role {
+        self.role
     }
 
     /// The tenant's name, for log lines and errors.

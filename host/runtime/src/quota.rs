@@ -9,6 +9,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::cpu::Role;
 use crate::limits::WriteLimits;
 use crate::publish::MAX_RECORD_BYTES;
 use crate::sync::lock;
@@ -34,8 +35,8 @@ struct Buckets {
 }
 
 impl WriteQuota {
-    /// The quota of `tenant` (which labels its throttle count).
-    pub(crate) fn new(limits: &WriteLimits, tenant: &str) -> Self {
+    /// The quota of `tenant`'s calls of `role` (which label its throttle count).
+    pub(crate) fn new(limits: &WriteLimits, tenant: &str, role: Role) -> Self {
         let records = f64::from(limits.records_per_second.max(1));
         let bytes = limits.bytes_per_second.max(1) as f64;
         let byte_capacity = bytes.max(MAX_RECORD_BYTES as f64);
@@ -51,7 +52,8 @@ impl WriteQuota {
             }),
             throttles: metrics::counter!(
                 crate::metrics::PUBLISH_THROTTLES,
-                crate::metrics::label::TENANT => tenant.to_owned()
+                crate::metrics::label::TENANT => tenant.to_owned(),
+                crate::metrics::label::ROLE => role.label()
             ),
         }
     }
@@ -95,6 +97,7 @@ mod tests {
                 bytes_per_second: 1 << 20,
             },
             "acme",
+            Role::Live,
         );
         for _ in 0..10 {
             assert_eq!(quota.take(1_000, 100), Ok(()));
@@ -115,6 +118,7 @@ mod tests {
                 bytes_per_second: 1_000,
             },
             "acme",
+            Role::Live,
         );
         assert!(quota.take(0, MAX_RECORD_BYTES).is_ok());
         let wait = quota.take(0, 10_000).expect_err("bytes are spent");

@@ -9,9 +9,25 @@ pub enum Stop {
     Lost,
     /// Another host asked for the lease: stop at the next call boundary and hand it over.
     HandOff(String),
+    /// The host is shutting down and the calls' part of the shutdown grace is over: a call in
+    /// flight ends at its next deadline check or host call, what it reported stands, the rest
+    /// of its records are left unsettled for the lease's next holder; the checkpoint is
+    /// flushed and the lease released.
+    Shutdown,
+    /// The version was withdrawn (a shadow aborted, promoted or replaced): a call in flight
+    /// ends at its next deadline check or host call, and nothing it did counts any more.
+    Withdrawn,
 }
 
-/// Whether `stop` (a keeper's signal, if the pipeline has one) says the lease is lost.
-pub(crate) fn is_lost(stop: Option<&tokio::sync::watch::Receiver<Option<Stop>>>) -> bool {
-    stop.is_some_and(|stop| matches!(*stop.borrow(), Some(Stop::Lost)))
+impl Stop {
+    /// Whether a call in flight must end at its next check rather than at its end.
+    pub fn cuts_calls(&self) -> bool {
+        !matches!(self, Self::HandOff(_))
+    }
+}
+
+/// The stop that cuts a call in flight, if `stop` (a keeper's signal, if the pipeline has
+/// one) says one.
+pub(crate) fn cutting(stop: Option<&tokio::sync::watch::Receiver<Option<Stop>>>) -> Option<Stop> {
+    stop.and_then(|stop| stop.borrow().clone().filter(Stop::cuts_calls))
 }

@@ -25,6 +25,7 @@ fn options(args: RunArgs) -> RunOptions {
         create_lease_table: args.create_lease_table,
         owner_id: args.owner_id,
         get_records_limit: args.get_records_limit,
+        compute_threads: args.compute_threads,
         poll_interval_ms: args.poll_interval_ms,
         checkpoint_interval_ms: args.checkpoint_interval_ms,
         lease_ttl_ms: args.lease_ttl_ms,

@@ -101,6 +101,8 @@ pub(crate) struct HostSection {
     pub poll_interval: Option<String>,
     /// Most records per GetRecords (1-10000).
     pub get_records_limit: Option<i32>,
+    /// Threads that run guest calls (1-1024; default one per core).
+    pub compute_threads: Option<u16>,
     /// Where the host keeps its state (relative to this file); `--state-dir` wins.
     pub state_dir: Option<PathBuf>,
     /// How many versions of each app the state directory keeps (at least 1).
@@ -184,6 +186,14 @@ impl HostSection {
             if let Some(Err(reason)) = text.as_deref().map(parse_duration) {
                 return Err(Mistake::new(at.clone().key(key), reason));
             }
+        }
+        if let Some(threads) = self.compute_threads
+            && !(1..=1024).contains(&threads)
+        {
+            return Err(Mistake::new(
+                at.key("compute_threads"),
+                format!("`compute_threads = {threads}`: give 1 to 1024"),
+            ));
         }
         match self.get_records_limit {
             Some(limit) if !(1..=10_000).contains(&limit) => Err(Mistake::new(
@@ -474,6 +484,7 @@ pub(crate) struct LimitOverrides {
     pub call_deadline_ms: Option<u64>,
     pub memory_mib: Option<usize>,
     pub memory_budget_mib: Option<usize>,
+    pub cpu_weight: Option<u32>,
     pub fuel: Option<u64>,
     pub max_tables: Option<usize>,
     pub max_memories: Option<usize>,
@@ -511,6 +522,7 @@ impl LimitOverrides {
         if let Some(mib) = self.memory_budget_mib {
             limits.memory_budget = Some(mib << 20);
         }
+        limits.cpu_weight = self.cpu_weight.unwrap_or(limits.cpu_weight);
         set(self.max_tables, &mut limits.max_tables);
         set(self.max_memories, &mut limits.max_memories);
         set(self.max_table_elements, &mut limits.max_table_elements);
@@ -562,6 +574,17 @@ impl LimitOverrides {
                 self.write_bytes_per_second == Some(0),
             ),
         ];
+        if let Some(weight) = self.cpu_weight
+            && !(1..=10_000).contains(&weight)
+        {
+            return Err(Mistake::new(
+                at.key("cpu_weight"),
+                format!(
+                    "`cpu_weight = {weight}`: give 1 to 10000 (100 is the default share; 200 \
+                     gets twice the CPU of 100 when tenants compete)"
+                ),
+            ));
+        }
         if self.memory_budget_mib == Some(0) {
             return Err(Mistake::new(
                 at.key("memory_budget_mib"),

@@ -30,6 +30,7 @@ use ruststream_runtime::{
     LoadedComponent, Runtime, Tenant,
     clock::{Clock as _, SystemClock},
     component::compile::content_hash,
+    cpu::CpuUsage,
     escape::{escape_controls, one_line},
     log::LogSink,
 };
@@ -95,6 +96,13 @@ struct WantedTenant {
 #[derive(Clone)]
 pub struct Fleet {
     inner: Arc<Inner>,
+}
+
+impl Fleet {
+    /// What each tenant's calls used of the compute threads so far.
+    pub(crate) fn cpu_usage(&self) -> Vec<CpuUsage> {
+        self.inner.runtime.cpu_usage()
+    }
 }
 
 struct Inner {

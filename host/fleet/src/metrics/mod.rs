@@ -8,6 +8,7 @@
 //! fleet's status at scrape time (`shards`): it is always current, and a shard this host no
 //! longer reads drops out of the next scrape instead of leaving a stale series behind.
 
+mod cpu;
 mod shards;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -20,7 +21,12 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use ruststream_host::metrics::RENEWAL_LATENESS;
 use ruststream_runtime::metrics::{CALL_DURATION, CALL_DURATION_BUCKETS};
+
+/// Upper bounds of the renewal lateness buckets (s): on time is well under 10 ms; past a
+/// second, the lease is at risk.
+const RENEWAL_LATENESS_BUCKETS: &[f64] = &[0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 
 use crate::fleet::Fleet;
 use crate::http_server::{self, HttpServer};
@@ -47,6 +53,11 @@ pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
             CALL_DURATION_BUCKETS,
         )
         .context("the call duration buckets")?
+        .set_buckets_for_metric(
+            Matcher::Full(RENEWAL_LATENESS.to_owned()),
+            RENEWAL_LATENESS_BUCKETS,
+        )
+        .context("the renewal lateness buckets")?
         .build_recorder();
     let handle = recorder.handle();
     ::metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
@@ -87,5 +98,6 @@ pub(crate) async fn serve(
 async fn metrics(State(scrape): State<Scrape>) -> impl IntoResponse {
     let mut text = scrape.handle.render();
     shards::render(&scrape.fleet, &mut text);
+    cpu::render(&scrape.fleet.cpu_usage(), &mut text);
     ([(header::CONTENT_TYPE, TEXT_FORMAT)], text)
 }

@@ -208,7 +208,7 @@ fn header(out: &mut String, name: &str, help: &str) {
 }
 
 /// `key="value",...` with values escaped as the text format wants.
-fn labels(pairs: &[(&str, &str)]) -> String {
+pub(super) fn labels(pairs: &[(&str, &str)]) -> String {
     let mut text = String::new();
     for (index, (key, value)) in pairs.iter().enumerate() {
         if index > 0 {

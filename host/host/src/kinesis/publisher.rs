@@ -16,19 +16,25 @@ use ruststream_runtime::{
 /// and attempts that outlast the attempt timeout (a call stalled after connecting, which would
 /// otherwise block the pipeline waiting for its copy); what is left after them is reported as a
 /// typed [`PublishError`].
+///
+/// Its calls run on the executor it was made on (the host's), wherever they are awaited: a
+/// guest's publish is awaited on a compute thread, and its connection must not depend on
+/// compute threads that spinning guests keep busy.
 #[derive(Debug, Clone)]
 pub struct KinesisPublisher {
     client: Client,
     attempt_timeout: Option<Duration>,
+    home: Option<tokio::runtime::Handle>,
 }
 
 impl KinesisPublisher {
     /// A publisher writing through `client`, its attempts bounded only by the client's own
-    /// timeout configuration.
+    /// timeout configuration; its calls run on the current executor (if any).
     pub fn new(client: Client) -> Self {
         Self {
             client,
             attempt_timeout: None,
+            home: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
@@ -46,7 +52,27 @@ impl Publisher for KinesisPublisher {
         stream: &'a str,
         record: OutgoingRecord,
     ) -> BoxFuture<'a, Result<Published, PublishError>> {
+        let Some(home) = self.home.clone() else {
+            return Box::pin(self.clone().put(stream.to_owned(), record));
+        };
+        let stream = stream.to_owned();
+        let call = home.spawn(self.clone().put(stream.clone(), record));
         Box::pin(async move {
+            call.await.unwrap_or_else(|error| {
+                Err(PublishError::Unavailable {
+                    stream,
+                    source: Arc::new(error),
+                })
+            })
+        })
+    }
+}
+
+impl KinesisPublisher {
+    /// One PutRecord of `record` to `stream`, with the SDK's retries.
+    async fn put(self, stream: String, record: OutgoingRecord) -> Result<Published, PublishError> {
+        let stream = stream.as_str();
+        {
             check_size(&record)?;
             let request = self
                 .client
@@ -92,6 +118,6 @@ impl Publisher for KinesisPublisher {
                     },
                 }),
             }
-        })
+        }
     }
 }

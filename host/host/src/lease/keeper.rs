@@ -54,6 +54,15 @@ impl KeeperTiming {
     }
 }
 
+/// When a held lease's calls are cut at shutdown: once `shutdown` has said so for `after`
+/// (the calls' part of the shutdown grace), a call still in flight ends at its next check
+/// ([`Stop::Shutdown`]), so the final checkpoint is flushed and the lease released within the
+/// rest of the grace, whatever the tenant's calls do.
+pub(crate) struct CutAtShutdown {
+    pub shutdown: watch::Receiver<bool>,
+    pub after: Duration,
+}
+
 /// Why a checkpoint was not written.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WriteError {
@@ -112,12 +121,13 @@ pub(crate) struct Keeper {
 }
 
 impl Keeper {
-    /// Starts keeping `lease`.
+    /// Starts keeping `lease`; its calls are cut at shutdown as `cut` says (never, without).
     pub(crate) fn spawn(
         store: Arc<dyn LeaseStore>,
         lease: HeldLease,
         timing: KeeperTiming,
         metrics: LeaseMetrics,
+        cut: Option<CutAtShutdown>,
     ) -> Self {
         let (checkpoint, checkpoint_rx) = watch::channel(lease.checkpoint.clone());
         let (writes, writes_rx) = mpsc::unbounded_channel();
@@ -133,7 +143,8 @@ impl Keeper {
             metrics: HeldLeaseMetrics::new(metrics),
         };
         // In the worker's span: lease lines name the shard and its subscription.
-        let task = tokio::spawn(keep(state, checkpoint_rx, writes_rx, finish_rx).in_current_span());
+        let task =
+            tokio::spawn(keep(state, checkpoint_rx, writes_rx, finish_rx, cut).in_current_span());
         Self {
             checkpoint,
             writes,
@@ -230,6 +241,7 @@ async fn keep(
     mut checkpoint: watch::Receiver<Option<String>>,
     mut writes: mpsc::UnboundedReceiver<(String, oneshot::Sender<Result<(), WriteError>>)>,
     mut finish: oneshot::Receiver<(Finish, Duration)>,
+    mut cut: Option<CutAtShutdown>,
 ) {
     let timing = state.timing;
     let mut renew =
@@ -237,9 +249,21 @@ async fn keep(
     renew.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut next_write: Option<Instant> = None;
     let mut last_write = Instant::now() - timing.checkpoint_every;
+    let mut cut_at: Option<Instant> = None;
     loop {
         let lost_at = state.last_renewed + timing.lost_after;
         tokio::select! {
+            said = shutting_down(&mut cut), if cut.is_some() && cut_at.is_none() => {
+                cut_at = said.then(|| Instant::now() + cut.as_ref().map_or(Duration::ZERO, |c| c.after));
+                if !said {
+                    cut = None;
+                }
+            }
+            () = sleep_until(cut_at), if cut_at.is_some() => {
+                cut = None;
+                cut_at = None;
+                state.cut_calls();
+            }
             ended = &mut finish => {
                 if let Ok((how, grace)) = ended {
                     let latest = checkpoint.borrow_and_update().clone();
@@ -251,7 +275,8 @@ async fn keep(
                 state.mark_lost(&format!("no renewal succeeded for {:?}", timing.lost_after));
                 return;
             }
-            _ = renew.tick() => {
+            scheduled = renew.tick() => {
+                state.metrics.0.renewal_started(Instant::now().saturating_duration_since(scheduled));
                 if !state.renew().await {
                     return;
                 }
@@ -408,11 +433,33 @@ impl State {
         *self.stop.borrow() == Some(Stop::Lost)
     }
 
+    /// The host is shutting down and the calls' part of the grace is over: a call in flight
+    /// ends at its next check (unless the lease is lost already, which cuts it anyway).
+    fn cut_calls(&self) {
+        self.stop.send_if_modified(|stop| {
+            if stop.as_ref().is_some_and(Stop::cuts_calls) {
+                return false;
+            }
+            tracing::info!(lease = %self.lease.key,
+                "shutting down: a call still in flight is stopped at its next check");
+            *stop = Some(Stop::Shutdown);
+            true
+        });
+    }
+
     fn mark_lost(&self, why: &str) {
         self.metrics.0.lost();
         tracing::warn!(lease = %self.lease.key, owner = %self.lease.owner,
             "lease lost ({why}); the shard is no longer delivered here");
         self.stop.send_replace(Some(Stop::Lost));
+    }
+}
+
+/// Whether the host is shutting down, once it says so: `false` when its signal is gone.
+async fn shutting_down(cut: &mut Option<CutAtShutdown>) -> bool {
+    match cut {
+        Some(cut) => cut.shutdown.wait_for(|stop| *stop).await.is_ok(),
+        None => std::future::pending().await,
     }
 }
 
@@ -554,7 +601,7 @@ mod tests {
         let counter = lease.counter;
         let metrics = LeaseMetrics::new("tenant", "app", "ledger", 100);
         (
-            Keeper::spawn(store.clone(), lease, timing(), metrics),
+            Keeper::spawn(store.clone(), lease, timing(), metrics, None),
             counter,
         )
     }

@@ -420,6 +420,10 @@ impl RunningApp {
                 for subscription in core.subscriptions.values() {
                     subscription.stop.send_replace(true);
                 }
+                // A shadow settles nothing: it gets no part of the grace.
+                if let Some(shadow) = &core.shadow {
+                    shadow.withdraw();
+                }
                 std::mem::take(&mut core.tasks)
             };
             let stopped = self.stopped.clone();
@@ -517,12 +521,20 @@ impl AppCore {
         self.subscriptions.insert(spec.name.clone(), subscription);
     }
 
-    /// Makes `shadow` the app's shadow (none: no shadow) on every running subscription.
+    /// Makes `shadow` the app's shadow (none: no shadow) on every running subscription; the
+    /// one it replaces is withdrawn at once (its calls stopped, its queues dropped).
     fn set_shadow(&mut self, shadow: Option<Arc<ShadowRelease>>) {
         for subscription in self.subscriptions.values() {
             subscription.shadow.send_replace(shadow.clone());
         }
-        self.shadow = shadow;
+        if let Some(old) = std::mem::replace(&mut self.shadow, shadow)
+            && !self
+                .shadow
+                .as_ref()
+                .is_some_and(|new| Arc::ptr_eq(new, &old))
+        {
+            old.withdraw();
+        }
     }
 
     /// Refuses a version under which a running subscription's lease keys would change.

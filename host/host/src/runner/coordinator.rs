@@ -30,7 +30,6 @@ use super::seek::{SeekError, SeekRequest, ShardSeek};
 use super::status::StatusBoard;
 use super::worker::{self, Assignment, WorkerContext, WorkerExit};
 use crate::kinesis::{ReadError, ShardInfo};
-use crate::lease::keeper::KeeperTiming;
 use crate::lease::{
     Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
     PresenceKey, SHARD_END,
@@ -117,7 +116,7 @@ pub(crate) async fn coordinate(
 ) {
     let owner = ctx.config.owner_id.clone();
     let scope = lease_key(&ctx.stream, "", &ctx.subscriber, shared_stream).scope();
-    let timing = keeper_timing(&ctx.config);
+    let timing = ctx.config.keeper_timing();
     let presence = Presence::spawn(ctx.store.clone(), PresenceKey::new(&scope, &owner), timing);
     let mut coordinator = Coordinator {
         source,
@@ -169,14 +168,6 @@ pub(crate) async fn coordinate(
     }
     coordinator.drain().await;
     presence.withdraw().await;
-}
-
-fn keeper_timing(config: &HostConfig) -> KeeperTiming {
-    KeeperTiming::new(
-        config.lease_ttl,
-        config.renew_interval,
-        config.checkpoint_interval,
-    )
 }
 
 /// The lease key of a shard: `stream:shard`, with `@subscriber` when several subscriptions of
@@ -565,7 +556,7 @@ impl Coordinator {
     }
 
     fn call_timeout(&self) -> Duration {
-        keeper_timing(&self.ctx.config).call_timeout
+        self.ctx.config.keeper_timing().call_timeout
     }
 
     async fn acquire(&mut self, key: LeaseKey, claim: Claim) {

@@ -32,6 +32,7 @@ use tokio::sync::watch;
 
 use crate::kinesis::{KinesisPublisher, ReaderConfig, ShardListings, SharedReads};
 use crate::lease::LeaseStore;
+use crate::lease::keeper::KeeperTiming;
 use ruststream_runtime::{
     LoadedComponent, Tenant,
     clock::{Clock, SystemClock},
@@ -59,7 +60,9 @@ pub struct HostConfig {
     pub shard_sync_interval: Duration,
     /// Least time between two checkpoint writes of one shard.
     pub checkpoint_interval: Duration,
-    /// How long shutdown waits for in-flight calls and final checkpoint writes.
+    /// How long shutdown waits for in-flight calls and final checkpoint writes: calls still in
+    /// flight after half of it are stopped at their next check (their records are left for
+    /// the lease's next holder), so the checkpoints are flushed within the rest.
     pub shutdown_grace: Duration,
     /// How a swapped-in version is judged against the one it replaced.
     pub rollout: RolloutPolicy,
@@ -83,6 +86,23 @@ impl Default for HostConfig {
             rollout: RolloutPolicy::default(),
             publish_timeout: Duration::from_secs(5),
         }
+    }
+}
+
+impl HostConfig {
+    /// How a held lease is kept: renewed, checkpointed, counted lost.
+    pub(crate) fn keeper_timing(&self) -> KeeperTiming {
+        KeeperTiming::new(
+            self.lease_ttl,
+            self.renew_interval,
+            self.checkpoint_interval,
+        )
+    }
+
+    /// How long calls in flight at shutdown may go on before they are stopped: half the
+    /// shutdown grace, so the other half is left for the final checkpoints and releases.
+    pub(crate) fn calls_grace(&self) -> Duration {
+        self.shutdown_grace / 2
     }
 }
 

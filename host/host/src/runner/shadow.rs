@@ -6,16 +6,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, watch};
 use tracing::Instrument as _;
 
+use ruststream_runtime::cpu::{CpuAccount, Role};
 use ruststream_runtime::shadow::{
     Disagreement, RecordingPublisher, Settled, ShadowCounts, ShadowResult, ShadowRun, ShadowTally,
     SkipReason,
 };
 use ruststream_runtime::tenant::MemoryBudget;
-use ruststream_runtime::{LoadedComponent, ShardPipeline, Tenant, env::Env, policy::SandboxPolicy};
+use ruststream_runtime::{
+    LoadedComponent, ShardPipeline, Tenant, env::Env, pipeline::Stop, policy::SandboxPolicy,
+};
 
 use super::Host;
 use super::settings::OperatorSettings;
@@ -41,6 +44,10 @@ pub(crate) struct ShadowRelease {
     pub tally: Arc<ShadowTally>,
     publisher: Arc<RecordingPublisher>,
     settings: HashMap<String, OperatorSettings>,
+    /// Says `Withdrawn` once the shadow is aborted, promoted or replaced.
+    withdrawn: watch::Sender<Option<Stop>>,
+    /// The tenant's share of the compute threads, which its calls wait in.
+    cpu: Option<Arc<CpuAccount>>,
 }
 
 impl ShadowRelease {
@@ -58,11 +65,8 @@ impl ShadowRelease {
         settings: HashMap<String, OperatorSettings>,
     ) -> Self {
         let live = tenant.policy();
-        let policy = SandboxPolicy::new(
-            tenant.name(),
-            live.limits().clone(),
-            live.publish_grant().clone(),
-        );
+        let policy = SandboxPolicy::shadow_of(live);
+        let cpu = component.cpu_account(&policy);
         let publisher = Arc::new(RecordingPublisher::default());
         let mut env = component.env(
             Arc::new(policy),
@@ -85,6 +89,28 @@ impl ShadowRelease {
             tally,
             publisher,
             settings,
+            withdrawn: watch::channel(None).0,
+            cpu,
+        }
+    }
+
+    /// Withdraws it: its calls in flight stop at their next check, and the records queued
+    /// for it are dropped, counted `withdrawn`. Its CPU use ends within one epoch tick.
+    pub(crate) fn withdraw(&self) {
+        self.withdrawn.send_replace(Some(Stop::Withdrawn));
+    }
+
+    /// Why a full queue skips records: its calls wait for CPU that live calls took (`cpu`),
+    /// or it is slower than the live version (`behind`).
+    fn full_queue_reason(&self) -> SkipReason {
+        if self
+            .cpu
+            .as_ref()
+            .is_some_and(|cpu| cpu.is_waiting(Role::Shadow))
+        {
+            SkipReason::Cpu
+        } else {
+            SkipReason::Behind
         }
     }
 
@@ -121,6 +147,7 @@ impl ShadowRelease {
             Some(settings) => settings.apply(spec),
             None => spec.clone(),
         };
+        let mut withdrawn = self.withdrawn.subscribe();
         let mut run = ShadowRun::new(
             &self.component,
             Arc::new(spec),
@@ -128,16 +155,34 @@ impl ShadowRelease {
             self.env.clone(),
             self.memory.clone(),
             self.tally.clone(),
-        );
+        )
+        .stop_when(withdrawn.clone());
+        let tally = self.tally.clone();
         let (feed, mut queue) = mpsc::channel::<Vec<Settled>>(QUEUED_BATCHES);
         let span = tracing::info_span!("shadow", shard = %shard_id,
             version = %self.component.app().version);
-        // Ends once the worker drops its end of the queue (a shadow dropped or replaced, the
-        // shard gone) and what was queued is compared.
+        // Ends once the worker drops its end of the queue (the shard gone) and what was
+        // queued is compared, or at once when the shadow is withdrawn, dropping the queue.
         tokio::spawn(
             async move {
-                while let Some(settled) = queue.recv().await {
-                    run.compare(settled).await;
+                loop {
+                    let settled = tokio::select! {
+                        biased;
+                        _ = withdrawn.wait_for(Option::is_some) => None,
+                        settled = queue.recv() => settled,
+                    };
+                    match settled {
+                        Some(settled) if !run.is_withdrawn() => run.compare(settled).await,
+                        _ => break,
+                    }
+                }
+                if run.is_withdrawn() {
+                    queue.close();
+                    let mut dropped = 0;
+                    while let Ok(settled) = queue.try_recv() {
+                        dropped += settled.len() as u64;
+                    }
+                    tally.count(ShadowResult::Skipped(SkipReason::Withdrawn), dropped);
                 }
             }
             .instrument(span),
@@ -252,7 +297,7 @@ impl ShadowFeed {
         }
         match queue.try_send(sampled) {
             Ok(()) => {}
-            Err(TrySendError::Full(sampled)) => skip(SkipReason::Behind, sampled.len()),
+            Err(TrySendError::Full(sampled)) => skip(shadow.full_queue_reason(), sampled.len()),
             Err(TrySendError::Closed(sampled)) => {
                 skip(SkipReason::Behind, sampled.len());
                 self.queue = None;

@@ -22,7 +22,7 @@ use crate::kinesis::{
     ReadError, ReaderOwner, ShardInfo, ShardListings, ShardReader, SharedReads, StartAt,
     list_shards,
 };
-use crate::lease::keeper::{Keeper, KeeperTiming, WriteError};
+use crate::lease::keeper::{CutAtShutdown, Keeper, WriteError};
 use crate::lease::{
     AT_SEQUENCE_PREFIX, Checkpoint, HeldLease, LeaseKey, LeaseStore, SHARD_END, TRIM_HORIZON,
 };
@@ -117,8 +117,12 @@ async fn work(
     let keeper = Keeper::spawn(
         ctx.store.clone(),
         lease,
-        timing(&ctx.config),
+        ctx.config.keeper_timing(),
         ctx.leases.clone(),
+        Some(CutAtShutdown {
+            shutdown: ctx.shutdown.clone(),
+            after: ctx.config.calls_grace(),
+        }),
     );
     let grace = ctx.config.shutdown_grace;
     if stored == Some(Checkpoint::ShardEnd) {
@@ -399,6 +403,7 @@ async fn read(
         match stop.borrow_and_update().clone() {
             Some(Stop::Lost) => return WorkerExit::Lost,
             Some(Stop::HandOff(to)) => return WorkerExit::HandedOver(to),
+            Some(Stop::Shutdown | Stop::Withdrawn) => return WorkerExit::Stopped,
             None => {}
         }
         if *shutdown.borrow() {
@@ -579,14 +584,6 @@ fn pinned(start: &StartAt, clock: &dyn Clock) -> Option<Checkpoint> {
         StartAt::AtTimestamp(ms) => Some(Checkpoint::AtTimestamp(*ms)),
         _ => None,
     }
-}
-
-fn timing(config: &HostConfig) -> KeeperTiming {
-    KeeperTiming::new(
-        config.lease_ttl,
-        config.renew_interval,
-        config.checkpoint_interval,
-    )
 }
 
 /// The monotonic instant at which the pipeline clock reads `at_ms`.

@@ -14,13 +14,14 @@ use super::exports::{CallForm, Exports, HandlerPre};
 use super::phase::LoadPhase;
 use super::progress::CallProgress;
 use super::state::{CallKind, CallScope, HostState, board_outcomes, sync_progress};
-use super::trap::{DeadlineExceeded, LeaseLost, TrapKind, classify};
+use super::trap::{CallStopped, DeadlineExceeded, TrapKind, classify};
+use crate::cpu::{CallClock, Meter, Seat};
 use crate::env::Env;
 use crate::escape::one_line;
 use crate::outcome::Outcome;
 use crate::publish::PublishLog;
 use crate::record::Deliveries;
-use crate::stop::{Stop, is_lost};
+use crate::stop::{Stop, cutting};
 
 /// One batch of one shard, as handed to a component.
 pub struct BatchCall<'a> {
@@ -77,6 +78,10 @@ impl std::error::Error for CallFailure {}
 ///
 /// After any failed call the instance is poisoned (wasmtime refuses to enter it again), so it
 /// is dropped and the next call runs in a fresh one (≈10-25 µs).
+///
+/// On a runtime with a compute pool ([`Compute::Pool`](crate::cpu::Compute::Pool)) each call
+/// runs on a compute thread, in its tenant's share, its deadline charged its own time (see
+/// [`cpu`](crate::cpu)); the caller's executor only waits for it.
 pub struct HandlerInstance {
     runtime: Runtime,
     pre: HandlerPre,
@@ -87,6 +92,42 @@ pub struct HandlerInstance {
     layout: BatchLayout,
     /// Where accepted publishes are noted, kept across replacements.
     publishes: Option<PublishLog>,
+    /// The calls' own time, which their deadlines are charged.
+    clock: CallClock,
+    /// Whose compute slots its calls take, on a runtime with a compute pool.
+    meter: Option<Meter>,
+}
+
+/// A [`BatchCall`] that owns what it refers to, to be moved onto a compute thread: every
+/// field a reference count, nothing copied.
+struct OwnedCall {
+    subscription: u32,
+    stream: Arc<str>,
+    shard_id: Arc<str>,
+    deliveries: Deliveries,
+    stop: Option<watch::Receiver<Option<Stop>>>,
+}
+
+impl OwnedCall {
+    fn of(call: &BatchCall<'_>) -> Self {
+        Self {
+            subscription: call.subscription,
+            stream: call.stream.clone(),
+            shard_id: call.shard_id.clone(),
+            deliveries: call.deliveries.clone(),
+            stop: call.stop.cloned(),
+        }
+    }
+
+    fn call(&self) -> BatchCall<'_> {
+        BatchCall {
+            subscription: self.subscription,
+            stream: &self.stream,
+            shard_id: &self.shard_id,
+            deliveries: self.deliveries.clone(),
+            stop: self.stop.as_ref(),
+        }
+    }
 }
 
 pub(super) struct Live {
@@ -96,6 +137,8 @@ pub(super) struct Live {
 
 impl HandlerInstance {
     pub(crate) fn new(runtime: Runtime, pre: HandlerPre, env: Env) -> Self {
+        let clock = CallClock::new();
+        let meter = meter_of(&runtime, &env, &clock);
         Self {
             runtime,
             pre,
@@ -104,6 +147,23 @@ impl HandlerInstance {
             replacements: 0,
             layout: BatchLayout::default(),
             publishes: None,
+            clock,
+            meter,
+        }
+    }
+
+    /// A stand-in, with nothing live, while the instance runs a call on a compute thread.
+    fn stand_in(&self) -> Self {
+        Self {
+            runtime: self.runtime.clone(),
+            pre: self.pre.clone(),
+            env: self.env.clone(),
+            live: None,
+            replacements: self.replacements,
+            layout: BatchLayout::default(),
+            publishes: self.publishes.clone(),
+            clock: self.clock.clone(),
+            meter: self.meter.clone(),
         }
     }
 
@@ -137,6 +197,39 @@ impl HandlerInstance {
         &mut self,
         call: &BatchCall<'_>,
     ) -> Result<Vec<Outcome>, BatchFailure> {
+        let runtime = self.runtime.clone();
+        let (Some(pool), Some(meter)) = (runtime.compute(), self.meter.clone()) else {
+            return self.handle_here(call).await;
+        };
+        let owned = OwnedCall::of(call);
+        let mut this = std::mem::replace(self, self.stand_in());
+        let ran = pool
+            .run(meter, async move {
+                let result = this.handle_here(&owned.call()).await;
+                (this, result)
+            })
+            .await;
+        match ran {
+            Ok((this, result)) => {
+                *self = this;
+                result
+            }
+            Err(error) => {
+                // The stand-in has no live instance: the next call makes a fresh one.
+                self.replacements += 1;
+                Err(BatchFailure {
+                    settled: Vec::new(),
+                    failure: CallFailure {
+                        kind: TrapKind::Other,
+                        message: format!("the call's compute task failed: {error}"),
+                    },
+                })
+            }
+        }
+    }
+
+    /// [`handle_batch`](Self::handle_batch) on the caller's executor.
+    async fn handle_here(&mut self, call: &BatchCall<'_>) -> Result<Vec<Outcome>, BatchFailure> {
         match self.pre.form() {
             CallForm::Batch => self.call_batch(call).await,
             CallForm::Handle => self.handle_each(call).await,
@@ -253,7 +346,12 @@ impl HandlerInstance {
 
     async fn live(&mut self) -> Result<&mut Live, CallFailure> {
         if self.live.is_none() {
-            let pending = instantiate(self.runtime.clone(), self.pre.clone(), self.env.clone());
+            let pending = instantiate(
+                self.runtime.clone(),
+                self.pre.clone(),
+                self.env.clone(),
+                self.clock.clone(),
+            );
             let mut live = pending.await.map_err(|mut failure| {
                 failure.message = format!("instantiation failed: {}", failure.message);
                 failure
@@ -281,11 +379,13 @@ async fn within_deadline<R>(
 ) -> Result<wasmtime::Result<R>, Cut> {
     let mut call = std::pin::pin!(call);
     loop {
-        if is_lost(stop.as_ref()) {
-            return Err(Cut::LeaseLost);
+        if let Some(stop) = cutting(stop.as_ref()) {
+            return Err(Cut::Stopped(stop));
         }
-        let deadline = progress.deadline() + IMPORT_SLACK;
-        let wake = deadline.min(Instant::now() + progress.check_interval());
+        // Own time passes no faster than wall time, so waking after what is left of it (at
+        // most a check interval) never wakes too late.
+        let left = progress.left(IMPORT_SLACK);
+        let wake = Instant::now() + left.min(progress.check_interval());
         let stopped = async {
             match stop.as_mut() {
                 Some(stop) => {
@@ -300,7 +400,7 @@ async fn within_deadline<R>(
             result = &mut call => return Ok(result),
             () = stopped => {}
             () = tokio::time::sleep_until(wake.into()) => {
-                if Instant::now() >= progress.deadline() + IMPORT_SLACK {
+                if progress.left(IMPORT_SLACK).is_zero() {
                     return Err(Cut::Elapsed);
                 }
             }
@@ -314,8 +414,9 @@ const IMPORT_SLACK: Duration = Duration::from_millis(100);
 enum Cut {
     /// It ran past its deadline while blocked outside the guest.
     Elapsed,
-    /// The shard's lease was lost.
-    LeaseLost,
+    /// The host stopped it: the lease was lost, the host is shutting down, the version was
+    /// withdrawn.
+    Stopped(Stop),
 }
 
 /// A call's result, or the failure it came to.
@@ -333,10 +434,13 @@ fn settle_call<R>(
             kind: TrapKind::Deadline,
             message: DeadlineExceeded(deadline).to_string(),
         }),
-        Err(Cut::LeaseLost) => Err(CallFailure {
-            kind: TrapKind::LeaseLost,
-            message: LeaseLost.to_string(),
-        }),
+        Err(Cut::Stopped(stop)) => {
+            let stopped = CallStopped(stop);
+            Err(CallFailure {
+                kind: stopped.kind(),
+                message: stopped.to_string(),
+            })
+        }
     }
 }
 
@@ -344,10 +448,15 @@ fn settle_call<R>(
 /// while instantiating get the call deadline (blocked imports included), memory caps and fuel.
 /// Takes its inputs by value: a `HandlerInstance` is not `Sync`, so the future must not borrow
 /// one.
-async fn instantiate(runtime: Runtime, pre: HandlerPre, env: Env) -> Result<Live, CallFailure> {
+async fn instantiate(
+    runtime: Runtime,
+    pre: HandlerPre,
+    env: Env,
+    clock: CallClock,
+) -> Result<Live, CallFailure> {
     let limits = env.policy.limits().clone();
     let deadline = limits.call_deadline;
-    let mut store = Store::new(runtime.engine(), HostState::new(env));
+    let mut store = Store::new(runtime.engine(), HostState::new(env, clock));
     let failed = |message: String| CallFailure {
         kind: TrapKind::Other,
         message,
@@ -362,15 +471,16 @@ async fn instantiate(runtime: Runtime, pre: HandlerPre, env: Env) -> Result<Live
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |mut ctx| {
             sync_progress(ctx.as_context_mut());
-            if ctx.data().lease_lost() {
-                return Err(wasmtime::Error::new(LeaseLost));
+            if let Some(stop) = ctx.data().cut() {
+                return Err(wasmtime::Error::new(CallStopped(stop)));
             }
-            match ctx.data().deadline() {
-                Some(at) if Instant::now() >= at => {
-                    Err(wasmtime::Error::new(DeadlineExceeded(deadline)))
-                }
-                _ => Ok(UpdateDeadline::Yield(1)),
+            if ctx.data().past_deadline() {
+                return Err(wasmtime::Error::new(DeadlineExceeded(deadline)));
             }
+            // Every tick yields, so the call's own timer and the stop signal are looked at;
+            // on a compute pool it is also where the scheduler may preempt the call.
+            ctx.data().clock().note_tick_yield();
+            Ok(UpdateDeadline::Yield(1))
         });
     }
     // A guest blocked in an import is timed from outside, which cannot read its board: what
@@ -403,8 +513,32 @@ pub(crate) async fn describe(
     pre: &HandlerPre,
     env: Env,
 ) -> Result<wit::App, (LoadPhase, CallFailure)> {
+    let clock = CallClock::new();
+    let meter = meter_of(runtime, &env, &clock);
+    let describing = describe_here(runtime.clone(), pre.clone(), env, clock);
+    let (Some(pool), Some(meter)) = (runtime.compute(), meter) else {
+        return describing.await;
+    };
+    pool.run(meter, describing).await.unwrap_or_else(|error| {
+        Err((
+            LoadPhase::Instantiate,
+            CallFailure {
+                kind: TrapKind::Other,
+                message: format!("the compute task failed: {error}"),
+            },
+        ))
+    })
+}
+
+/// [`describe`] on the caller's executor.
+async fn describe_here(
+    runtime: Runtime,
+    pre: HandlerPre,
+    env: Env,
+    clock: CallClock,
+) -> Result<wit::App, (LoadPhase, CallFailure)> {
     let deadline = env.policy.limits().call_deadline;
-    let mut live = instantiate(runtime.clone(), pre.clone(), env)
+    let mut live = instantiate(runtime, pre, env, clock)
         .await
         .map_err(|failure| (LoadPhase::Instantiate, failure))?;
     let progress = live
@@ -424,4 +558,17 @@ pub(super) fn call_info<'a>(call: &'a BatchCall<'_>) -> wit::CallInfo<'a> {
         stream: call.stream,
         shard_id: call.shard_id,
     }
+}
+
+/// Whose compute slots `env`'s calls take on `runtime`, if it has a compute pool: its
+/// tenant's account, in the role its policy gives it.
+fn meter_of(runtime: &Runtime, env: &Env, clock: &CallClock) -> Option<Meter> {
+    let pool = runtime.compute()?;
+    let policy = &env.policy;
+    Some(Meter {
+        account: pool.account(policy.tenant(), policy.limits().cpu_weight),
+        role: policy.role(),
+        seat: Arc::new(Seat::default()),
+        clock: clock.clone(),
+    })
 }

@@ -16,6 +16,7 @@ use super::phase::LoadPhase;
 use super::version::{self, CONTRACT_PREFIX, VersionRefusal};
 use crate::app::{AppSpec, DeclarationBounds, SpecError};
 use crate::clock::{Clock, SystemClock};
+use crate::cpu::CpuAccount;
 use crate::env::Env;
 use crate::escape::quote;
 use crate::log::LogSink;
@@ -228,6 +229,13 @@ impl LoadedComponent {
     pub fn through_handle(mut self) -> Self {
         self.pre = self.pre.without_batch();
         self
+    }
+
+    /// The account `policy`'s calls of this component are charged to on its runtime's compute
+    /// pool (shared by every component of the tenant), if it has one.
+    pub fn cpu_account(&self, policy: &SandboxPolicy) -> Option<Arc<CpuAccount>> {
+        let pool = self.runtime.compute()?;
+        Some(pool.account(policy.tenant(), policy.limits().cpu_weight))
     }
 
     /// A new instance (instantiated lazily, on its first call) acting on `env`.

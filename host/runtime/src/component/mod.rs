@@ -45,6 +45,7 @@ use wasmtime::component::Linker;
 use wasmtime::{Config, Engine};
 
 use crate::app::AppSpec;
+use crate::cpu::{Compute, ComputePool, CpuUsage};
 use compile::Compilation;
 use state::HostState;
 
@@ -60,6 +61,7 @@ struct RuntimeInner {
     config: RuntimeConfig,
     compilation: Compilation,
     ticker: Option<Ticker>,
+    compute: Option<ComputePool>,
 }
 
 impl Runtime {
@@ -82,6 +84,12 @@ impl Runtime {
         } else {
             None
         };
+        let compute = match config.compute {
+            Compute::Inline => None,
+            Compute::Pool { threads } => {
+                Some(ComputePool::start(threads).map_err(RuntimeError::Compute)?)
+            }
+        };
         Ok(Self {
             inner: Arc::new(RuntimeInner {
                 engine,
@@ -89,8 +97,27 @@ impl Runtime {
                 config,
                 compilation,
                 ticker,
+                compute,
             }),
         })
+    }
+
+    /// What each tenant's calls used of the compute pool so far (empty with
+    /// [`Compute::Inline`]).
+    pub fn cpu_usage(&self) -> Vec<CpuUsage> {
+        self.inner
+            .compute
+            .as_ref()
+            .map_or_else(Vec::new, ComputePool::usage)
+    }
+
+    /// How many guest calls run at once at most (`None` with [`Compute::Inline`]).
+    pub fn compute_slots(&self) -> Option<usize> {
+        self.inner.compute.as_ref().map(ComputePool::slots)
+    }
+
+    pub(crate) fn compute(&self) -> Option<&ComputePool> {
+        self.inner.compute.as_ref()
     }
 
     /// The wasmtime engine every component of this runtime is compiled for.
@@ -131,6 +158,9 @@ pub enum RuntimeError {
     /// The thread advancing the engine's epoch (deadlines) cannot start.
     #[error("cannot start the epoch ticker thread")]
     Ticker(#[source] std::io::Error),
+    /// The compute threads cannot start.
+    #[error("cannot start the compute threads")]
+    Compute(#[source] std::io::Error),
 }
 
 impl RuntimeError {

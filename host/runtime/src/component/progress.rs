@@ -7,11 +7,15 @@
 //! every epoch tick while the guest runs, and at least every eighth of the per-record
 //! deadline from the timer that bounds the call from outside (time blocked in host imports).
 //! A record therefore gets at least its deadline, and at most one check interval more.
+//!
+//! Deadlines are on the call's own clock ([`CallClock`]): on a compute pool the time it ran
+//! and was blocked in imports, never the time it waited for a compute slot.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::cpu::CallClock;
 use crate::sync::lock;
 
 /// The progress of one call, shared between the instance's store, the epoch callback and the
@@ -21,6 +25,7 @@ pub(crate) struct CallProgress(Arc<Shared>);
 
 struct Shared {
     per_record: Duration,
+    clock: CallClock,
     /// Records reported so far.
     reported: AtomicUsize,
     watch: Mutex<Watch>,
@@ -29,18 +34,22 @@ struct Shared {
 /// What the last check saw.
 struct Watch {
     reported: usize,
-    deadline: Instant,
+    /// On the call's own clock.
+    deadline: Duration,
 }
 
 impl CallProgress {
-    /// A call whose records each have `per_record` to finish; the first starts now.
-    pub(crate) fn new(per_record: Duration) -> Self {
+    /// A call whose records each have `per_record` of `clock`'s own time to finish; the
+    /// first starts now.
+    pub(crate) fn new(per_record: Duration, clock: CallClock) -> Self {
+        let deadline = clock.now() + per_record;
         Self(Arc::new(Shared {
             per_record,
+            clock,
             reported: AtomicUsize::new(0),
             watch: Mutex::new(Watch {
                 reported: 0,
-                deadline: Instant::now() + per_record,
+                deadline,
             }),
         }))
     }
@@ -57,16 +66,23 @@ impl CallProgress {
         self.0.reported.load(Ordering::Relaxed)
     }
 
-    /// When the record under way must be done: its deadline counted from the first check
-    /// that saw the record before it reported.
-    pub(crate) fn deadline(&self) -> Instant {
+    /// When the record under way must be done, on the call's own clock: its deadline
+    /// counted from the first check that saw the record before it reported.
+    pub(crate) fn deadline(&self) -> Duration {
         let reported = self.0.reported.load(Ordering::Relaxed);
         let mut watch = lock(&self.0.watch);
         if reported != watch.reported {
             watch.reported = reported;
-            watch.deadline = Instant::now() + self.0.per_record;
+            watch.deadline = self.0.clock.now() + self.0.per_record;
         }
         watch.deadline
+    }
+
+    /// How much own time the record under way has left, `slack` past its deadline included;
+    /// zero once it is past. Reads the running thread's clock: only from the thread polling
+    /// the call.
+    pub(crate) fn left(&self, slack: Duration) -> Duration {
+        (self.deadline() + slack).saturating_sub(self.0.clock.now())
     }
 
     /// How often the outside timer checks for reports while the call is blocked: an eighth of
@@ -82,7 +98,7 @@ mod tests {
 
     #[test]
     fn a_report_moves_the_deadline_at_the_next_check() {
-        let progress = CallProgress::new(Duration::from_secs(60));
+        let progress = CallProgress::new(Duration::from_secs(60), CallClock::new());
         let first = progress.deadline();
         assert_eq!(progress.deadline(), first, "no report, no new deadline");
         std::thread::sleep(Duration::from_millis(2));

@@ -2,7 +2,7 @@
 //! reports (`record-outcome`, or a board: `board.rs`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -16,7 +16,8 @@ use super::board::{self, Board};
 use super::imports::{self, DeniedHttp};
 use super::output::{LogBudget, OutputCapture};
 use super::progress::CallProgress;
-use super::trap::{MemoryLimitExceeded, TableLimitExceeded};
+use super::trap::{CallStopped, MemoryLimitExceeded, TableLimitExceeded};
+use crate::cpu::CallClock;
 use crate::env::Env;
 use crate::envelope::is_reserved;
 use crate::escape::{one_line, quote};
@@ -26,7 +27,7 @@ use crate::outcome::Outcome;
 use crate::publish::{PublishError, check_size, derived_partition_key};
 use crate::publish::{PublishLog, RecordedPublish};
 use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
-use crate::stop::{Stop, is_lost};
+use crate::stop::{Stop, cutting};
 
 /// What a call is. Only a `handle-batch` call takes progress reports: one from anywhere else
 /// would give the guest a fresh deadline it has not earned.
@@ -78,6 +79,8 @@ pub(crate) struct HostState {
     call: Option<CallTags>,
     /// The call under way; its deadline is read by the epoch callback.
     progress: Option<CallProgress>,
+    /// The own time of this instance's calls, which their deadlines are charged.
+    clock: CallClock,
     /// Whether the call under way takes progress reports: a `handle-batch` call only.
     takes_reports: bool,
     /// The lease keeper's signal for the call under way: once the lease is lost the call
@@ -104,7 +107,7 @@ pub(crate) struct HostState {
 const MAX_RANDOM_BYTES: u64 = 64 << 10;
 
 impl HostState {
-    pub(crate) fn new(env: Env) -> Self {
+    pub(crate) fn new(env: Env, clock: CallClock) -> Self {
         let limits = env.policy.limits();
         let limiter = InstanceLimiter {
             total_bytes: limits.memory_bytes,
@@ -134,6 +137,7 @@ impl HostState {
             env,
             call: None,
             progress: None,
+            clock,
             takes_reports: false,
             stop: None,
             outcomes: Vec::new(),
@@ -170,7 +174,7 @@ impl HostState {
             deliveries: scope.deliveries,
             handle: kind == CallKind::Handle,
         });
-        let progress = CallProgress::new(per_record);
+        let progress = CallProgress::new(per_record, self.clock.clone());
         self.progress = Some(progress.clone());
         self.takes_reports = kind == CallKind::Batch;
         self.outcomes = Vec::new();
@@ -187,14 +191,22 @@ impl HostState {
         }
     }
 
-    /// When the record under way must be done, during a call.
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.progress.as_ref().map(CallProgress::deadline)
+    /// Whether the record under way is past its deadline, during a call.
+    pub(crate) fn past_deadline(&self) -> bool {
+        self.progress
+            .as_ref()
+            .is_some_and(|progress| progress.left(Duration::ZERO).is_zero())
     }
 
-    /// Whether the call under way must stop: the shard's lease was lost.
-    pub(crate) fn lease_lost(&self) -> bool {
-        is_lost(self.stop.as_ref())
+    /// The own clock of this instance's calls.
+    pub(crate) fn clock(&self) -> &CallClock {
+        &self.clock
+    }
+
+    /// Why the call under way must stop now, if it must: the shard's lease was lost, the host
+    /// is shutting down, the version was withdrawn.
+    pub(crate) fn cut(&self) -> Option<Stop> {
+        cutting(self.stop.as_ref())
     }
 
     /// Ends a call: what it wrote to stdout/stderr becomes log lines (within the budget), and
@@ -456,12 +468,14 @@ impl host::Host for HostState {
                 .map(|h| Header::new(h.name.to_ascii_lowercase(), h.value))
                 .collect(),
         };
-        // The lease's next holder handles this record again: a publish from here would be a
-        // second. The call itself stops at its next check.
-        if self.lease_lost() {
-            return Err(host::PublishError::Unavailable(
-                "the shard's lease was lost: this call publishes nothing more".to_owned(),
-            ));
+        // The record is handled again (by the lease's next holder) or never counts (a
+        // withdrawn version): a publish from here would be a second. The call itself stops
+        // at its next check.
+        if let Some(stop) = self.cut() {
+            return Err(host::PublishError::Unavailable(format!(
+                "{}: this call publishes nothing more",
+                CallStopped(stop)
+            )));
         }
         let noted = self
             .publishes

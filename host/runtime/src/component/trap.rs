@@ -4,6 +4,8 @@ use std::fmt;
 use std::time::Duration;
 
 use wasmtime::Trap;
+
+use crate::stop::Stop;
 use wasmtime::component::ResourceTableError;
 
 /// Why a component call did not return.
@@ -26,10 +28,21 @@ pub enum TrapKind {
     /// Not the guest's doing: the host stopped the call because the shard's lease was lost.
     /// The record under way is left for the lease's next holder; never counted as a failure.
     LeaseLost,
+    /// Not the guest's doing: the host stopped the call because it is shutting down or the
+    /// version was withdrawn. The record under way is left unsettled; never counted as a
+    /// failure.
+    Stopped,
 }
 
 impl TrapKind {
-    /// Every kind a guest's call fails by (not [`LeaseLost`](Self::LeaseLost), the host's).
+    /// Whether the host stopped the call (the lease lost, a shutdown, a withdrawn version):
+    /// not a failure of the guest, and the record under way is not settled.
+    pub fn is_hosts(self) -> bool {
+        matches!(self, Self::LeaseLost | Self::Stopped)
+    }
+
+    /// Every kind a guest's call fails by (not [`LeaseLost`](Self::LeaseLost) nor
+    /// [`Stopped`](Self::Stopped), the host's).
     pub const ALL: [Self; 7] = [
         Self::Deadline,
         Self::MemoryLimit,
@@ -51,6 +64,7 @@ impl TrapKind {
             Self::ResourceLimit => "resource_limit",
             Self::Other => "other",
             Self::LeaseLost => "lease_lost",
+            Self::Stopped => "stopped",
         }
     }
 }
@@ -66,14 +80,35 @@ impl fmt::Display for TrapKind {
             Self::ResourceLimit => "resource limit exceeded",
             Self::Other => "trap",
             Self::LeaseLost => "stopped: the shard's lease was lost",
+            Self::Stopped => "stopped by the host",
         })
     }
 }
 
-/// The error the epoch callback raises when the shard's lease is lost during a call.
+/// The error the epoch callback raises when the host stops a call (see [`Stop`]).
 #[derive(Debug, thiserror::Error)]
-#[error("the call was stopped: the shard's lease was lost")]
-pub(crate) struct LeaseLost;
+pub(crate) struct CallStopped(pub Stop);
+
+impl fmt::Display for CallStopped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.0 {
+            Stop::Lost => "the call was stopped: the shard's lease was lost",
+            Stop::Shutdown => "the call was stopped: the host is shutting down",
+            Stop::Withdrawn => "the call was stopped: its version was withdrawn",
+            Stop::HandOff(_) => "the call was stopped: the shard is handed over",
+        })
+    }
+}
+
+impl CallStopped {
+    /// The kind of failure it is.
+    pub(crate) fn kind(&self) -> TrapKind {
+        match self.0 {
+            Stop::Lost => TrapKind::LeaseLost,
+            _ => TrapKind::Stopped,
+        }
+    }
+}
 
 /// The error the epoch callback raises when a call outlives its deadline.
 #[derive(Debug, thiserror::Error)]
@@ -106,8 +141,8 @@ const COUNT_LIMIT_PREFIX: &str = "resource limit exceeded";
 
 /// Classifies the error of a failed call.
 pub(crate) fn classify(error: &wasmtime::Error) -> TrapKind {
-    if error.downcast_ref::<LeaseLost>().is_some() {
-        return TrapKind::LeaseLost;
+    if let Some(stopped) = error.downcast_ref::<CallStopped>() {
+        return stopped.kind();
     }
     if error.downcast_ref::<DeadlineExceeded>().is_some() {
         return TrapKind::Deadline;

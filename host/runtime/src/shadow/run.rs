@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use tokio::sync::watch;
+
 use super::compare::{Comparison, Handling, compare};
 use super::tally::{Disagreement, ShadowResult, ShadowTally, SkipReason};
 use crate::app::DEFAULT_BATCH_LIMIT;
@@ -10,6 +12,7 @@ use crate::component::{BatchCall, BatchFailure, HandlerInstance, LoadedComponent
 use crate::env::Env;
 use crate::publish::PublishLog;
 use crate::record::{Deliveries, Delivery};
+use crate::stop::Stop;
 use crate::tenant::{MemoryBudget, MemoryReservation};
 
 /// A record the live version settled, and how.
@@ -40,6 +43,9 @@ pub struct ShadowRun {
     shard_id: Arc<str>,
     publishes: PublishLog,
     tally: Arc<ShadowTally>,
+    /// Says when the shadow is withdrawn: its calls stop at their next check, and what is
+    /// left of its records is counted `withdrawn`.
+    stop: Option<watch::Receiver<Option<Stop>>>,
 }
 
 impl ShadowRun {
@@ -65,7 +71,21 @@ impl ShadowRun {
             spec,
             publishes: PublishLog::default(),
             tally,
+            stop: None,
         }
+    }
+
+    /// Stops its calls (at their next check) and its batches once `stop` says anything.
+    pub fn stop_when(mut self, stop: watch::Receiver<Option<Stop>>) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Whether it was withdrawn.
+    pub fn is_withdrawn(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|stop| stop.borrow().is_some())
     }
 
     /// Hands `settled` to the shadow in order, in batches of the subscription's size,
@@ -83,6 +103,12 @@ impl ShadowRun {
             .map_or(DEFAULT_BATCH_LIMIT, |l| l as usize);
         let mut next = 0;
         while next < deliveries.len() {
+            if self.is_withdrawn() {
+                let left = (deliveries.len() - next) as u64;
+                self.tally
+                    .count(ShadowResult::Skipped(SkipReason::Withdrawn), left);
+                return;
+            }
             let end = deliveries.len().min(next + limit);
             if !self.fits() {
                 let skipped = (end - next) as u64;
@@ -94,6 +120,10 @@ impl ShadowRun {
             let batch = Deliveries::new(deliveries.clone(), next..end);
             let handled = self.call(batch).await;
             let by_record = self.publishes.take_by_record();
+            if handled.is_empty() && self.is_withdrawn() {
+                // Stopped before it settled anything: counted above at the next turn.
+                continue;
+            }
             let count = handled.len().max(1);
             for (offset, (outcome, trap)) in handled.into_iter().enumerate() {
                 let delivery = &deliveries[next + offset];
@@ -143,7 +173,7 @@ impl ShadowRun {
             stream: &self.stream,
             shard_id: &self.shard_id,
             deliveries: batch,
-            stop: None,
+            stop: self.stop.as_ref(),
         };
         let Some(instance) = self.instance.as_mut() else {
             // `compare` calls only once `fits` made the instance.
@@ -153,6 +183,11 @@ impl ShadowRun {
             Ok(outcomes) => outcomes.into_iter().map(|o| (o, None)).collect(),
             Err(BatchFailure { settled, failure }) => {
                 let mut handled: Vec<_> = settled.into_iter().map(|o| (o, None)).collect();
+                // Stopped by the host: the rest are neither compared nor trapped (the next
+                // turn counts them withdrawn).
+                if failure.kind.is_hosts() {
+                    return handled;
+                }
                 if handled.len() < call.deliveries.len() {
                     handled.push((self.spec.on_trap, Some(failure.kind)));
                 }

@@ -53,6 +53,12 @@ pub enum SkipReason {
     Behind,
     /// Its instance did not fit in the tenant's memory budget.
     Budget,
+    /// Its queue was full while its calls waited for the CPU that live calls took: a shadow
+    /// runs only on what the live versions leave.
+    Cpu,
+    /// The shadow was aborted, promoted or replaced before it got to them: queued records are
+    /// dropped, and a call in flight is stopped.
+    Withdrawn,
 }
 
 impl SkipReason {
@@ -62,6 +68,8 @@ impl SkipReason {
             Self::Sample => "sample",
             Self::Behind => "behind",
             Self::Budget => "budget",
+            Self::Cpu => "cpu",
+            Self::Withdrawn => "withdrawn",
         }
     }
 }
@@ -92,7 +100,7 @@ pub struct ShadowCounts {
     pub disagree: u64,
     /// The shadow trapped.
     pub trap: u64,
-    /// Not compared, for any reason: the three below together.
+    /// Not compared, for any reason: the five below together.
     pub skipped: u64,
     /// Left out by the sampling rate.
     #[cfg_attr(feature = "serde", serde(default))]
@@ -103,6 +111,12 @@ pub struct ShadowCounts {
     /// Skipped because the shadow's instance did not fit in the tenant's memory budget.
     #[cfg_attr(feature = "serde", serde(default))]
     pub skipped_budget: u64,
+    /// Skipped because live calls took the CPU the shadow waited for.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub skipped_cpu: u64,
+    /// Dropped because the shadow was withdrawn (aborted, promoted, replaced).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub skipped_withdrawn: u64,
 }
 
 impl ShadowCounts {
@@ -123,8 +137,8 @@ impl ShadowCounts {
 /// within the tenant's series bound) and the first `keep` disagreements.
 pub struct ShadowTally {
     /// Agree, disagree, trap, skipped; then skipped by reason.
-    counts: [AtomicU64; 7],
-    counters: [Counter; 7],
+    counts: [AtomicU64; 9],
+    counters: [Counter; 9],
     keep: usize,
     first: Mutex<Vec<Disagreement>>,
 }
@@ -136,7 +150,13 @@ const RESULTS: [ShadowResult; 4] = [
     ShadowResult::Skipped(SkipReason::Sample),
 ];
 
-const REASONS: [SkipReason; 3] = [SkipReason::Sample, SkipReason::Behind, SkipReason::Budget];
+const REASONS: [SkipReason; 5] = [
+    SkipReason::Sample,
+    SkipReason::Behind,
+    SkipReason::Budget,
+    SkipReason::Cpu,
+    SkipReason::Withdrawn,
+];
 
 impl ShadowTally {
     /// An empty tally of `tenant`'s shadow of `app`, keeping the first `keep` disagreements.
@@ -163,10 +183,12 @@ impl ShadowTally {
             metrics::counter!(SHADOW_SKIPPED, labels)
         };
         let [agree, disagree, trap, skipped] = RESULTS.map(result);
-        let [sample, behind, budget] = REASONS.map(reason);
+        let [sample, behind, budget, cpu, withdrawn] = REASONS.map(reason);
         Self {
             counts: Default::default(),
-            counters: [agree, disagree, trap, skipped, sample, behind, budget],
+            counters: [
+                agree, disagree, trap, skipped, sample, behind, budget, cpu, withdrawn,
+            ],
             keep,
             first: Mutex::new(Vec::new()),
         }
@@ -203,6 +225,8 @@ impl ShadowTally {
             skipped_sample: read(4),
             skipped_behind: read(5),
             skipped_budget: read(6),
+            skipped_cpu: read(7),
+            skipped_withdrawn: read(8),
         }
     }
 

@@ -111,6 +111,8 @@ impl TestAppBuilder {
     /// this process ([`RuntimeConfig::in_process`]): a tenant testing its own component trusts
     /// it, and a test binary does not serve the compile worker. A program that runs components
     /// it does not trust (as `ruststream dev` does) passes a config with the worker here.
+    /// Whatever `config` says of compute threads, calls run on the test's own executor
+    /// ([`Compute::Inline`](crate::cpu::Compute::Inline)), so paused time reaches them.
     pub fn runtime(mut self, config: RuntimeConfig) -> Self {
         self.runtime = config;
         self
@@ -136,7 +138,7 @@ impl TestAppBuilder {
     /// # Errors
     /// When the runtime cannot start or the component is refused.
     pub async fn start(self) -> Result<TestApp, TestAppError> {
-        let runtime = Runtime::new(self.runtime)?;
+        let runtime = Runtime::new(self.runtime.inline())?;
         let tenant = Arc::new(self.tenant);
         let log = LogSink::capturing();
         let component =

@@ -5,6 +5,7 @@ mod binary;
 mod chaos;
 mod config;
 mod contract;
+mod cpu;
 mod dead_letters;
 mod hotload;
 mod identity;

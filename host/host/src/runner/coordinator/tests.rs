@@ -48,7 +48,13 @@ impl Shards for TestShards {
         Box::pin(async move {
             let shard = assignment.lease.key.shard_id().to_owned();
             let metrics = LeaseMetrics::new("tenant", "app", STREAM, 100);
-            let keeper = Keeper::spawn(store, assignment.lease, keeper_timing(&config), metrics);
+            let keeper = Keeper::spawn(
+                store,
+                assignment.lease,
+                config.keeper_timing(),
+                metrics,
+                None,
+            );
             let mut stop = keeper.stop();
             let grace = config.shutdown_grace;
             // The keeper's signal, or `None` at shutdown (no guard is held past the select).
@@ -62,7 +68,7 @@ impl Shards for TestShards {
                     WorkerExit::HandedOver(to)
                 }
                 Some(Stop::Lost) => WorkerExit::Lost,
-                None => {
+                Some(Stop::Shutdown | Stop::Withdrawn) | None => {
                     keeper.finish(grace).await;
                     WorkerExit::Stopped
                 }

@@ -81,8 +81,9 @@ impl ShardPipeline {
         self.call_duration = started.elapsed();
         self.metrics.called(self.call_duration);
         let failure = result.as_ref().err().map(|f| &f.failure);
-        // A call stopped because the lease was lost failed nobody: no quarantine, no rollout.
-        if failure.is_none_or(|f| f.kind != TrapKind::LeaseLost) {
+        // A call the host stopped (lease lost, shutdown) failed nobody: no quarantine, no
+        // rollout.
+        if failure.is_none_or(|f| !f.kind.is_hosts()) {
             self.count_call(failure);
         }
         let (outcomes, failure) = match result {
@@ -106,8 +107,8 @@ impl ShardPipeline {
         let Some(failure) = failure else {
             return settled;
         };
-        if failure.kind == TrapKind::LeaseLost {
-            self.stopped_by_lost_lease(settled, deliveries.len());
+        if failure.kind.is_hosts() {
+            self.stopped_by_host(failure.kind, settled, deliveries.len());
             return settled;
         }
         // The record the guest was on when the call failed (none if it failed after the last).
@@ -118,17 +119,25 @@ impl ShardPipeline {
         settled
     }
 
-    /// The lease was lost during the call: the records reported before settled (with nothing
-    /// stored: the keeper writes nothing once the lease is lost, and no copy goes out); the
-    /// rest are left to the lease's next holder, which reads them again.
-    fn stopped_by_lost_lease(&self, settled: usize, records: usize) {
+    /// The host stopped the call: the records reported before settled; the rest are left to
+    /// the lease's next holder, which reads them again. After a lost lease nothing of them is
+    /// stored (the keeper writes nothing more, and no copy goes out); at a shutdown the
+    /// checkpoint of what settled is flushed.
+    fn stopped_by_host(&self, kind: TrapKind, settled: usize, records: usize) {
+        let (tag, why) = match kind {
+            TrapKind::LeaseLost => ("lease-lost", "the shard's lease was lost during a call"),
+            _ => (
+                "call-stopped",
+                "the host is shutting down and a call outlived the calls' part of the grace",
+            ),
+        };
         self.log.say(
-            "lease-lost",
+            tag,
             Level::Warn,
             None,
             format!(
-                "the shard's lease was lost during a call: it was stopped after {settled} of its \
-                 {records} records; the rest are left to the lease's next holder"
+                "{why}: it was stopped after {settled} of its {records} records; the rest are \
+                 left to the lease's next holder"
             ),
         );
     }
