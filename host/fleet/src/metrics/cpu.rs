@@ -14,9 +14,12 @@ pub(crate) const CPU_SECONDS: &str = "ruststream_tenant_cpu_seconds_total";
 /// Time a tenant's calls were ready to run and waited for a compute slot (s).
 pub(crate) const CPU_WAIT_SECONDS: &str = "ruststream_tenant_cpu_wait_seconds_total";
 
+/// A counter: its name, its help, and its value for one tenant and role.
+type UsageCounter = (&'static str, &'static str, fn(&CpuUsage) -> f64);
+
 /// Appends both counters, one series per tenant and role, to `out`.
 pub(crate) fn render(usage: &[CpuUsage], out: &mut String) {
-    let counters: [(&str, &str, fn(&CpuUsage) -> f64); 2] = [
+    let counters: [UsageCounter; 2] = [
         (
             CPU_SECONDS,
             "CPU time the tenant's calls ran on the compute threads, by role (live, shadow).",
