@@ -12,10 +12,10 @@
 //! It logs each result (`result` = `Ok` or the error's text) and acks.
 //!
 //! The host must refuse the first with `reserved-header("x-ruststream-due-ms")` and the third
-//! with `reserved-header("Kinesis-Sequence-Number")`, publishing nothing, and must carry the
-//! second as opaque data: a reader of `ledger` (the seed's settlement tenant) sees the whole
-//! envelope as its payload, with no headers, no delay and attempt 1 (never a record parked
-//! until the year 5138 or already counted 1000 times).
+//! with `reserved-header("kinesis-sequence-number")` (the SDK lowercases names), publishing
+//! nothing, and must carry the second as opaque data: a reader of `ledger` (the seed's
+//! settlement tenant) sees the whole envelope as its payload, with no headers, no delay and
+//! attempt 1 (never a record parked until the year 5138 or already counted 1000 times).
 
 use std::fmt::Display;
 
