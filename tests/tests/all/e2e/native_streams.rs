@@ -3,7 +3,9 @@
 //! headers its reader sets on delivery, and a subscription with a `retry_stream` keeps its
 //! counted copies off the stream, so a native reader of it (which would handle a copy at once,
 //! as a record of its own) never sees them, while the copies still come back to their owner
-//! at their due time, across a crash, and are dead-lettered once spent.
+//! at their due time, across a crash, and are dead-lettered once spent. Carried copies go there
+//! too, also those of copies made before the setting, which otherwise still come back from the
+//! stream itself.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -128,6 +130,7 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
         subscribe = ["paced", "singly", "refunds", "payouts", "audit"]
         publish = ["paced.retry", "refunds.retry", "refunds.dead"]
         starting_position = "trim_horizon"
+        limits = {{ max_hold_ms = 1000 }}
 
         [tenants.subscriptions.pace]
         retry_stream = "paced.retry"
@@ -140,23 +143,27 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
     ))?;
     let client = fixture.client();
 
-    // A copy of `pace`'s already in its input stream, from before it had a retry stream: it
-    // still comes back to its owner, from there.
-    let owner = CopyOwner {
-        tenant: "acme".into(),
-        app: "pacer".into(),
-        subscriber: "pace".into(),
-    };
-    let mut headers = envelope::origin_headers(&CopyOrigin {
-        owner: owner.clone(),
-        chain: "shardId-000000000000/1".into(),
-        first_arrival_ms: now_ms(),
-    })
-    .to_vec();
-    headers.push(Header::new(RETRY_COUNT_HEADER, "1"));
-    headers.push(Header::new(DUE_AT_HEADER, now_ms().to_string()));
-    let earlier = envelope::wrap(&headers, br#"{"id":1}"#);
-    put_raw(client, "paced", "k", earlier).await?;
+    // Copies of `pace`'s already in its input stream, from before it had a retry stream: one
+    // due now comes back to its owner from there; one due in two minutes, held in front of a
+    // record handled behind it for longer than `max_hold`, is carried forward to the retry
+    // stream, not to the input stream.
+    let far = now_ms() + 120_000;
+    for (id, due) in [(1, now_ms()), (3, far)] {
+        let mut headers = envelope::origin_headers(&CopyOrigin {
+            owner: CopyOwner {
+                tenant: "acme".into(),
+                app: "pacer".into(),
+                subscriber: "pace".into(),
+            },
+            chain: format!("shardId-000000000000/{id}"),
+            first_arrival_ms: now_ms(),
+        })
+        .to_vec();
+        headers.push(Header::new(RETRY_COUNT_HEADER, "1"));
+        headers.push(Header::new(DUE_AT_HEADER, due.to_string()));
+        let earlier = envelope::wrap(&headers, format!(r#"{{"id":{id}}}"#).as_bytes());
+        put_raw(client, "paced", "k", earlier).await?;
+    }
 
     let host = start(&fixture, &tenants, "host.log").await?;
     wait_for_paced(&host, 1, 2).await?;
@@ -198,8 +205,9 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
         );
     }
 
-    // A step asking for a copy in 20 s: the copy is in the retry stream and the original's
-    // checkpoint stored before the host is killed.
+    // A step asking for a copy in 20 s: the copy is in the retry stream, the waiting copy in
+    // front of it carried there, and the original's checkpoint stored before the host is
+    // killed.
     let (shard, step) = put_json(
         client,
         "paced",
@@ -259,7 +267,7 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
         "after the crash: the copy once, not its original"
     );
 
-    // The input streams hold no copy but the one from before; the retry streams hold them all.
+    // The input streams hold no copy but the ones from before; the retry streams hold them all.
     let copies = |stream: &[ReadBack]| -> Vec<(String, u32)> {
         stream
             .iter()
@@ -272,11 +280,11 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
             .collect()
     };
     let input = read_all(client, "paced").await?;
-    assert_eq!(input.len(), 2, "the earlier copy and the step");
+    assert_eq!(input.len(), 3, "the earlier copies and the step");
     assert_eq!(
         copies(&input),
-        [("pace".to_owned(), 1)],
-        "only the earlier copy"
+        [("pace".to_owned(), 1), ("pace".to_owned(), 1)],
+        "only the earlier copies"
     );
     assert_eq!(copies(&read_all(client, "refunds").await?), []);
     assert_eq!(
@@ -284,7 +292,16 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
         [("reconcile".to_owned(), 1), ("reconcile".to_owned(), 2)]
     );
     let retried = read_all(client, "paced.retry").await?;
-    assert_eq!(copies(&retried), [("pace".to_owned(), 1)]);
+    assert_eq!(
+        copies(&retried),
+        [("pace".to_owned(), 1), ("pace".to_owned(), 1)]
+    );
+    let carried = retried[1].envelope();
+    assert_eq!(
+        (&carried.payload[..], carried.due_at_ms),
+        (&br#"{"id":3}"#[..], Some(far)),
+        "the waiting copy, carried with its due time"
+    );
 
     // The retry stream's lease is the subscription's own, its checkpoint past the copy.
     let retry_key = format!("paced.retry:{}@pace", copy.shard_id);
