@@ -70,7 +70,9 @@ pub enum PublishError {
     Throttled,
     /// Another failure, as the host describes it.
     Unavailable(String),
-    /// The header name is in the `x-ruststream-` space, which the host reserves for itself.
+    /// The header name is in the `x-ruststream-` space, which the host reserves for itself, or
+    /// is one readers set on delivery (`partition-key`, `kinesis-sequence-number`,
+    /// `kinesis-shard-id`), which no reader would show.
     ReservedHeader(String),
 }
 
@@ -83,7 +85,10 @@ impl fmt::Display for PublishError {
             Self::Throttled => f.write_str("the stream stayed throttled"),
             Self::Unavailable(reason) => write!(f, "publish failed: {reason}"),
             Self::ReservedHeader(name) => {
-                write!(f, "header `{name}` is reserved to the host")
+                write!(
+                    f,
+                    "header `{name}` is reserved to the host or set by readers on delivery"
+                )
             }
         }
     }

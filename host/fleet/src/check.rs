@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ruststream_host::lease::{DEFAULT_TABLE_TEMPLATE, TableTemplate, TemplateError};
+use ruststream_host::runner::admit_settings;
 use ruststream_runtime::{
     LoadedComponent, Runtime, Tenant,
     component::{compile::CompileLimits, describe_app},
@@ -14,7 +15,7 @@ use ruststream_runtime::{
     tenant::{Limits, LogLimits},
 };
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, OperatorConfig};
 use crate::engine::{CompileCache, EngineError, runtime_config};
 
 /// Why a check failed: the tenants file, the engine, or the components refused (each refusal
@@ -68,7 +69,7 @@ pub async fn check(
     let mut failed = 0;
     for path in components {
         let shown = escape_controls(&path.display().to_string()).into_owned();
-        let passed = check_one(&runtime, &tenant, (path, &shown), false, out).await?;
+        let passed = check_one(&runtime, &tenant, (path, &shown), None, out).await?;
         failed += usize::from(!passed);
     }
     if failed > 0 {
@@ -115,10 +116,12 @@ pub async fn check_config(
     let (mut failed, mut total) = (0, 0);
     for section in &config.tenants {
         let tenant = Arc::new(config.tenant(section));
+        let operator = section.operator_settings();
         for (component, source) in section.components.iter().zip(&section.sources) {
             total += 1;
             let shown = format!("tenant `{}`, {source}", section.name);
-            let passed = check_one(&runtime, &tenant, (component, &shown), true, out).await?;
+            let admit = Some(&operator);
+            let passed = check_one(&runtime, &tenant, (component, &shown), admit, out).await?;
             failed += usize::from(!passed);
         }
     }
@@ -135,13 +138,14 @@ pub async fn check_config(
 }
 
 /// Loads `path` under `tenant`'s policy and writes to `out` what it declares or why it is
-/// refused, on lines naming it `shown`; with `admit`, the tenant's grants must cover what it
-/// declares. Returns whether it passed.
+/// refused, on lines naming it `shown`; with the operator's settings to `admit` it with, the
+/// tenant's grants must cover what it declares and what the settings add (a retry stream).
+/// Returns whether it passed.
 async fn check_one(
     runtime: &Runtime,
     tenant: &Arc<Tenant>,
     (path, shown): (&Path, &str),
-    admit: bool,
+    admit: Option<&OperatorConfig>,
     out: &mut dyn Write,
 ) -> Result<bool, CheckError> {
     // What the component says while it loads is counted, not shown: `check` reports.
@@ -150,11 +154,15 @@ async fn check_one(
         .await
         .map_err(|error| one_line(&error))
         .and_then(|component| match admit {
-            true => tenant
-                .admit(&component)
-                .map(|()| component)
-                .map_err(|refused| one_line(&refused)),
-            false => Ok(component),
+            Some(operator) => {
+                let settings = operator.for_subscriptions(&component.app().subscriptions);
+                tenant
+                    .admit(&component)
+                    .and_then(|()| admit_settings(tenant, &component, &settings))
+                    .map(|()| component)
+                    .map_err(|refused| one_line(&refused))
+            }
+            None => Ok(component),
         });
     let passed = match loaded {
         Ok(component) => {

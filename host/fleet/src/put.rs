@@ -63,10 +63,12 @@ pub enum PutError {
         /// The header as given.
         header: String,
     },
-    /// A `--header` takes a name the host keeps for itself.
+    /// A `--header` takes a name the host keeps for itself, or one readers set on delivery
+    /// (which no reader would show).
     #[error(
-        "header `{name}`: `{}*` names belong to the host",
-        envelope::RESERVED_PREFIX
+        "header `{name}`: `{}*` names belong to the host, and readers set `{}` on delivery",
+        envelope::RESERVED_PREFIX,
+        envelope::NATIVE_DELIVERY_HEADERS.join("`, `")
     )]
     ReservedHeader {
         /// The header's name.
@@ -246,7 +248,7 @@ fn headers(pairs: &[String]) -> Result<Vec<Header>, PutError> {
                 .ok_or_else(|| PutError::HeaderNotPair {
                     header: pair.clone(),
                 })?;
-            if envelope::is_reserved(name) {
+            if envelope::refused_on_publish(name) {
                 return Err(PutError::ReservedHeader {
                     name: name.to_owned(),
                 });
@@ -319,6 +321,11 @@ mod tests {
         assert!(
             matches!(&reserved, Err(PutError::ReservedHeader { name }) if name == "x-ruststream-retry-count"),
             "{reserved:?}"
+        );
+        let native = headers(&["Kinesis-Sequence-Number=1".to_owned()]);
+        assert!(
+            matches!(&native, Err(PutError::ReservedHeader { name }) if name == "Kinesis-Sequence-Number"),
+            "{native:?}"
         );
         let bad = headers(&["novalue".to_owned()]);
         assert!(

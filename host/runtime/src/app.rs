@@ -44,6 +44,33 @@ pub struct SubscriptionSpec {
     /// How old a record may get before it is given up on: an operator's setting, components
     /// do not declare it.
     pub max_record_age: Option<MaxRecordAge>,
+    /// Where the subscription's counted copies go instead of back to `stream`, when set (an
+    /// operator's setting): a stream of its own, which the subscription reads beside `stream`
+    /// ([`reading_retry_stream`](Self::reading_retry_stream)), so that other readers of
+    /// `stream` (native services, which would handle a copy at once as a record of their own)
+    /// never see its copies. Dead letters still go to their dead-letter stream.
+    pub retry_stream: Option<String>,
+}
+
+impl SubscriptionSpec {
+    /// The stream the subscription's counted copies are published to: its retry stream, else
+    /// the stream it reads.
+    pub fn copy_stream(&self) -> &str {
+        self.retry_stream.as_deref().unwrap_or(&self.stream)
+    }
+
+    /// The subscription as the readers of its retry stream run it, when it has one: the same
+    /// subscription (name, handler, policy), reading the retry stream from its oldest record
+    /// wherever the subscription itself starts (every record there is a copy someone is
+    /// owed), its copies going back to the retry stream.
+    pub fn reading_retry_stream(&self) -> Option<Self> {
+        let retry_stream = self.retry_stream.clone()?;
+        Some(Self {
+            stream: retry_stream,
+            start: Some(StartPosition::Horizon),
+            ..self.clone()
+        })
+    }
 }
 
 /// Records older than `age` (from their arrival) are dead-lettered to `dead_letter`, or

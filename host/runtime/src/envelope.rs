@@ -17,6 +17,14 @@
 //!
 //! Header names starting with [`RESERVED_PREFIX`] belong to the host; a guest cannot publish
 //! them.
+//!
+//! The headers a native RustStream reader sets on every delivery
+//! ([`NATIVE_DELIVERY_HEADERS`]: the record's partition key, sequence number and shard) are
+//! never user headers here, whatever an envelope says: a native service writes every header it
+//! was delivered into the envelope of the copies it makes, so a native copy carries the
+//! original's sequence number and shard. Its own reader overwrites them on read; this one
+//! drops them (in any case), so a handler is never told another record's position. Nobody
+//! may publish them either: every reader would discard them.
 
 use std::sync::Arc;
 
@@ -55,12 +63,24 @@ pub const FIRST_ARRIVAL_HEADER: &str = "x-ruststream-first-arrival-ms";
 /// redrive resumed after a crash finds what it already wrote.
 pub const REDRIVE_HEADER: &str = "x-ruststream-redrive";
 
+/// The headers a native RustStream Kinesis reader (`ruststream-kinesis` 0.7) sets on every
+/// delivery, over whatever the record's envelope holds: `partition-key` (which its writer
+/// leaves out of envelopes), `kinesis-sequence-number` and `kinesis-shard-id` (which its
+/// counted copies carry, as the copied record's). Names compare in any case, as the native
+/// header map's do.
+pub const NATIVE_DELIVERY_HEADERS: [&str; 3] = [
+    "partition-key",
+    "kinesis-sequence-number",
+    "kinesis-shard-id",
+];
+
 /// A record's payload split from its envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Unwrapped {
     /// The payload the handler decodes.
     pub payload: Bytes,
-    /// User headers, without the host's own `x-ruststream-*` control headers.
+    /// User headers, without the host's own `x-ruststream-*` control headers and without
+    /// [`NATIVE_DELIVERY_HEADERS`].
     pub headers: Vec<Header>,
     /// Value of [`RETRY_COUNT_HEADER`], 0 when absent or unreadable.
     pub retry_count: u32,
@@ -137,6 +157,20 @@ impl OutgoingRecord {
 pub fn is_reserved(name: &str) -> bool {
     name.len() >= RESERVED_PREFIX.len()
         && name.as_bytes()[..RESERVED_PREFIX.len()].eq_ignore_ascii_case(RESERVED_PREFIX.as_bytes())
+}
+
+/// Whether `name` is one of [`NATIVE_DELIVERY_HEADERS`], in any case.
+pub fn is_set_on_delivery(name: &str) -> bool {
+    NATIVE_DELIVERY_HEADERS
+        .iter()
+        .any(|native| native.eq_ignore_ascii_case(name))
+}
+
+/// Whether a record may not be published with a header `name`: one of the host's own
+/// ([`is_reserved`]), or one readers set on delivery ([`is_set_on_delivery`]), which no reader
+/// would ever show (this host drops it, a native one overwrites it).
+pub fn refused_on_publish(name: &str) -> bool {
+    is_reserved(name) || is_set_on_delivery(name)
 }
 
 /// Encodes `payload` with `headers`. Without headers the payload is returned as is, exactly as
@@ -263,6 +297,8 @@ fn split_control(all: Vec<Header>, payload: Bytes) -> Unwrapped {
             COPY_FOR_HEADER => copy.owner = parse_owner(&header.value),
             COPY_OF_HEADER => copy.chain = String::from_utf8(header.value).ok(),
             FIRST_ARRIVAL_HEADER => copy.first_arrival_ms = parse_number(&header.value),
+            // A native copy's record of where the original was: never this record's.
+            name if is_set_on_delivery(name) => {}
             _ => out.headers.push(header),
         }
     }
@@ -398,6 +434,66 @@ mod tests {
         assert!(is_reserved("x-ruststream-anything"));
         assert!(!is_reserved("x-rust"));
         assert!(!is_reserved("trace-id"));
+    }
+
+    /// A native service's counted copy, as its framework writes it: every header it was
+    /// delivered (the user's, then the sequence number and shard its reader set; the partition
+    /// key its writer leaves out), and the retry count.
+    fn native_copy(names: [&str; 3]) -> Vec<u8> {
+        let [partition, sequence, shard] = names;
+        wrap(
+            &[
+                header("x-tenant", "acme"),
+                header(partition, "pk-of-the-original"),
+                header(
+                    sequence,
+                    "49650000000000000000000000000000000000000000000000000001",
+                ),
+                header(shard, "shardId-000000000003"),
+                header(RETRY_COUNT_HEADER, "1"),
+            ],
+            b"{}",
+        )
+    }
+
+    #[test]
+    fn headers_a_native_reader_sets_on_delivery_are_never_user_headers() {
+        for names in [
+            NATIVE_DELIVERY_HEADERS,
+            [
+                "Partition-Key",
+                "KINESIS-SEQUENCE-NUMBER",
+                "Kinesis-Shard-Id",
+            ],
+        ] {
+            let read = unwrap(&native_copy(names));
+            assert_eq!(read.headers, vec![header("x-tenant", "acme")], "{names:?}");
+            assert_eq!(read.retry_count, 1);
+            assert_eq!(&read.payload[..], b"{}");
+        }
+        // The text envelope of native 0.6 too.
+        let block = b"kinesis-sequence-number: 1\nKinesis-Shard-Id: s\ntrace: t\n";
+        let mut data = b"RSK1".to_vec();
+        data.extend_from_slice(&(block.len() as u32).to_be_bytes());
+        data.extend_from_slice(block);
+        assert_eq!(unwrap(&data).headers, vec![header("trace", "t")]);
+        // Names that only look alike are the user's.
+        let alike = wrap(&[header("kinesis-sequence-numbers", "1")], b"");
+        assert_eq!(unwrap(&alike).headers.len(), 1);
+    }
+
+    #[test]
+    fn no_publish_may_carry_the_hosts_or_the_readers_headers() {
+        for name in NATIVE_DELIVERY_HEADERS.into_iter().chain([
+            "Kinesis-Shard-Id",
+            RETRY_COUNT_HEADER,
+            "X-RustStream-Anything",
+        ]) {
+            assert!(refused_on_publish(name), "{name}");
+        }
+        for name in ["trace-id", "kinesis-region", "partition", "x-rust"] {
+            assert!(!refused_on_publish(name), "{name}");
+        }
     }
 
     #[test]

@@ -237,6 +237,7 @@ pub(crate) struct TenantSection {
     pub maximum_retry_attempts: Option<u32>,
     pub on_failure: Option<String>,
     pub maximum_record_age: Option<String>,
+    pub retry_stream: Option<String>,
     pub enabled: Option<bool>,
     /// The same settings for one subscription, by subscriber name; they win over the tenant's.
     #[serde(default)]
@@ -272,6 +273,9 @@ pub(crate) struct MappingSettings {
     pub on_failure: Option<String>,
     /// Records older than this (`"1h"`, `"30s"`) are given up on, held ones included.
     pub maximum_record_age: Option<String>,
+    /// The stream the subscription's counted copies go to (and are read back from) instead
+    /// of the stream it reads.
+    pub retry_stream: Option<String>,
     pub enabled: Option<bool>,
 }
 
@@ -288,6 +292,7 @@ impl MappingSettings {
             on_failure: self.on_failure.clone().or_else(|| base.on_failure.clone()),
             maximum_record_age: (self.maximum_record_age.clone())
                 .or_else(|| base.maximum_record_age.clone()),
+            retry_stream: (self.retry_stream.clone()).or_else(|| base.retry_stream.clone()),
             enabled: self.enabled.or(base.enabled),
         }
     }
@@ -308,6 +313,7 @@ impl MappingSettings {
             on_failure: self.on_failure.clone(),
             max_record_age: (self.maximum_record_age.as_deref())
                 .and_then(|text| parse_duration(text).ok()),
+            retry_stream: self.retry_stream.clone(),
             enabled: self.enabled.unwrap_or(true),
         }
     }
@@ -352,6 +358,28 @@ impl MappingSettings {
                     quote(stream)
                 ),
             ));
+        }
+        if let Some(stream) = &self.retry_stream {
+            if !(valid_name(stream, 128) && publish.contains(stream)) {
+                return Err(Mistake::new(
+                    at.clone().key("retry_stream"),
+                    format!(
+                        "`{}` must be a stream the tenant may publish to (its `publish` list): \
+                         the subscription's counted copies are written there",
+                        quote(stream)
+                    ),
+                ));
+            }
+            if self.on_failure.as_ref() == Some(stream) {
+                return Err(Mistake::new(
+                    at.clone().key("retry_stream"),
+                    format!(
+                        "`{}` is also `on_failure`: the subscription would read the records it \
+                         gave up on back as new ones; give its copies a stream of their own",
+                        quote(stream)
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -434,6 +462,7 @@ impl TenantSection {
             maximum_retry_attempts: self.maximum_retry_attempts,
             on_failure: self.on_failure.clone(),
             maximum_record_age: self.maximum_record_age.clone(),
+            retry_stream: self.retry_stream.clone(),
             enabled: self.enabled,
         }
     }
@@ -979,6 +1008,7 @@ mod tests {
                 on_trap: ruststream_runtime::Outcome::Retry,
                 batch_limit: None,
                 max_record_age: None,
+                retry_stream: None,
             },
             SubscriptionSpec {
                 index: 1,
@@ -989,6 +1019,7 @@ mod tests {
                 on_trap: ruststream_runtime::Outcome::Retry,
                 batch_limit: None,
                 max_record_age: None,
+                retry_stream: None,
             },
         ];
         let settings = config.tenants[0]
@@ -1004,6 +1035,53 @@ mod tests {
             (Some(10), None)
         );
         assert!(audit.enabled);
+        Ok(())
+    }
+
+    #[test]
+    fn a_retry_stream_is_one_the_tenant_publishes_to_and_not_its_on_failure() -> anyhow::Result<()>
+    {
+        let base = "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\npublish = [\"ops\", \"ledger.retry\"]\n";
+        let error = |extra: &str| {
+            parse(&format!("{base}{extra}"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let ungranted = error("[tenants.subscriptions.book]\nretry_stream = \"elsewhere\"");
+        assert!(
+            ungranted.contains("line 6, `tenants[0].subscriptions.book.retry_stream`")
+                && ungranted.contains("its `publish` list"),
+            "{ungranted}"
+        );
+        let dead = error("on_failure = \"ops\"\nretry_stream = \"ops\"");
+        assert!(
+            dead.contains("`tenants[0].retry_stream`") && dead.contains("also `on_failure`"),
+            "{dead}"
+        );
+        // The tenant's retry stream for every subscription, one's own over it.
+        let config = parse(&format!(
+            "{base}retry_stream = \"ops\"\n[tenants.subscriptions.book]\nretry_stream = \"ledger.retry\"\n"
+        ))?;
+        let spec = |name: &str| SubscriptionSpec {
+            index: 0,
+            name: name.into(),
+            stream: "ledger".into(),
+            retry: Default::default(),
+            start: None,
+            on_trap: ruststream_runtime::Outcome::Retry,
+            batch_limit: None,
+            max_record_age: None,
+            retry_stream: None,
+        };
+        let settings = config.tenants[0]
+            .operator_settings()
+            .for_subscriptions(&[spec("book"), spec("audit")]);
+        assert_eq!(
+            settings["book"].retry_stream.as_deref(),
+            Some("ledger.retry")
+        );
+        assert_eq!(settings["audit"].retry_stream.as_deref(), Some("ops"));
         Ok(())
     }
 

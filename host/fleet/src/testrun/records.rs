@@ -188,7 +188,8 @@ fn within_line(error: &serde_json::Error) -> String {
     format!("{bare} (column {})", error.column())
 }
 
-/// User headers; the host's own names are refused (`attempt` sets the retry count).
+/// User headers; the host's own names are refused (`attempt` sets the retry count), and so
+/// are the ones readers set on delivery, which no handler would be shown.
 fn headers(given: BTreeMap<String, String>) -> Result<Vec<Header>, String> {
     given
         .into_iter()
@@ -197,6 +198,12 @@ fn headers(given: BTreeMap<String, String>) -> Result<Vec<Header>, String> {
                 return Err(format!(
                     "header `{name}`: `{}*` names belong to the host (use `attempt`)",
                     envelope::RESERVED_PREFIX
+                ));
+            }
+            if envelope::is_set_on_delivery(&name) {
+                return Err(format!(
+                    "header `{name}`: readers set it on delivery, so no handler is shown it \
+                     (give the key as `partition_key`)"
                 ));
             }
             Ok(Header::new(name, value))
@@ -263,6 +270,10 @@ mod tests {
             (
                 "{\"json\": 1}\n{\"json\": 1, \"headers\": {\"x-ruststream-due-ms\": \"1\"}}",
                 "belong to the host",
+            ),
+            (
+                "{\"json\": 1}\n{\"json\": 1, \"headers\": {\"Kinesis-Shard-Id\": \"s\"}}",
+                "set it on delivery",
             ),
         ] {
             let error = parse(text).err();

@@ -5,6 +5,11 @@
 //! stream); their shard workers change over between two calls, keeping leases, checkpoints,
 //! held records and pending copies. Subscriptions only the new version declares start;
 //! subscriptions it no longer declares stop, flush their checkpoints and release their leases.
+//!
+//! A subscription with a retry stream (an operator's setting) reads it beside its own stream,
+//! with a coordinator of its own whose lease keys always name the subscriber (the retry
+//! stream's shards are the subscription's alone): its copies go there and are handled from
+//! there, so the stream's other readers never see them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -25,7 +30,7 @@ use ruststream_runtime::{
 use super::coordinator;
 use super::release::{Release, SubscriptionRelease};
 use super::seek::{SeekError, SeekRequest};
-use super::settings::OperatorSettings;
+use super::settings::{OperatorSettings, admit_settings};
 use super::shadow::{ShadowRelease, ShadowStatus};
 use super::status::{AppVersions, RolloutStatus, StatusBoard, SubscriptionStatus};
 use super::worker::{WorkerContext, short};
@@ -107,6 +112,8 @@ struct Subscription {
     stream: String,
     shared_stream: bool,
     release: watch::Sender<Arc<SubscriptionRelease>>,
+    /// The readers of its retry stream, when it has one.
+    retry: Option<RetryReaders>,
     stop: watch::Sender<bool>,
     board: StatusBoard,
     seeks: mpsc::Sender<SeekRequest>,
@@ -114,6 +121,37 @@ struct Subscription {
     ended: watch::Receiver<bool>,
     /// The app's shadow version, as its workers follow it.
     shadow: watch::Sender<Option<Arc<ShadowRelease>>>,
+}
+
+/// The readers of a subscription's retry stream: what its coordinator's workers run, and their
+/// status (a subscription of its own in [`RunningApp::status`], on the retry stream).
+struct RetryReaders {
+    stream: String,
+    release: watch::Sender<Arc<SubscriptionRelease>>,
+    board: StatusBoard,
+}
+
+impl Subscription {
+    /// Whether `next` reads what this subscription reads: the same stream, the same retry
+    /// stream (a version that changes either starts afresh once this one is drained).
+    fn reads_as(&self, next: &SubscriptionRelease) -> bool {
+        self.stream == next.spec.stream
+            && self.retry.as_ref().map(|r| r.stream.as_str()) == next.spec.retry_stream.as_deref()
+    }
+
+    /// Hands `next` to its workers, and to its retry stream's.
+    fn follow(&self, next: Arc<SubscriptionRelease>) {
+        if let Some((retry, next)) = self.retry.as_ref().zip(next.reading_retry_stream()) {
+            retry.release.send_replace(next);
+        }
+        self.release.send_replace(next);
+    }
+
+    /// Its status, and its retry stream's.
+    fn status(&self) -> impl Iterator<Item = SubscriptionStatus> {
+        let retry = self.retry.as_ref().map(|r| r.board.snapshot());
+        std::iter::once(self.board.snapshot()).chain(retry)
+    }
 }
 
 /// The mutable part of a running app, shared with its rollout judge.
@@ -145,6 +183,11 @@ struct AppCore {
 impl RunningApp {
     pub(crate) fn start(host: &Host, deployment: Deployment) -> Result<Self, TenantError> {
         deployment.tenant.admit(&deployment.component)?;
+        admit_settings(
+            &deployment.tenant,
+            &deployment.component,
+            &deployment.settings,
+        )?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let window = host.config.rollout.calls;
         let name = deployment.component.app().name.clone();
@@ -199,12 +242,13 @@ impl RunningApp {
         &self.tenant
     }
 
-    /// Every running subscription's status.
+    /// Every running subscription's status; a subscription with a retry stream has a second
+    /// one, of the same name, on its retry stream.
     pub fn status(&self) -> Vec<SubscriptionStatus> {
         let core = self.lock();
         core.subscriptions
             .values()
-            .map(|s| s.board.snapshot())
+            .flat_map(Subscription::status)
             .collect()
     }
 
@@ -263,7 +307,7 @@ impl RunningApp {
         settings: HashMap<String, OperatorSettings>,
     ) -> Result<Swapped, SwapError> {
         let mut core = self.lock();
-        self.admit(&core, &component)?;
+        self.admit(&core, &component, &settings)?;
         let window = core.host.config.rollout.calls;
         let release = Arc::new(Release::new(
             &core.host,
@@ -313,8 +357,8 @@ impl RunningApp {
         sample_rate: f64,
     ) -> Result<(), SwapError> {
         let mut core = self.lock();
-        self.admit(&core, &component)?;
         let settings = core.current.settings.clone();
+        self.admit(&core, &component, &settings)?;
         let shadow = ShadowRelease::new(&core.host, component, &self.tenant, sample_rate, settings);
         tracing::info!(tenant = %self.tenant.name(), app = %self.name,
             version = %shadow.component.app().version,
@@ -371,7 +415,7 @@ impl RunningApp {
         reason: &str,
     ) -> Result<Swapped, SwapError> {
         let mut core = self.lock();
-        self.admit(&core, &component)?;
+        self.admit(&core, &component, &settings)?;
         let window = core.host.config.rollout.calls;
         let release = Release::new(&core.host, component, &self.tenant, settings, window);
         core.previous = Some(Arc::new(release));
@@ -443,9 +487,15 @@ impl RunningApp {
         tasks.detach_all();
     }
 
-    /// Whether `component` may take this app's place: the same app, its streams granted, no
-    /// subscription's lease key moved (a swap, a rollback and a shadow are checked alike).
-    fn admit(&self, core: &AppCore, component: &LoadedComponent) -> Result<(), SwapError> {
+    /// Whether `component` may take this app's place with `settings`: the same app, its
+    /// streams granted, its settings admitted, no subscription's lease key moved (a swap, a
+    /// rollback and a shadow are checked alike).
+    fn admit(
+        &self,
+        core: &AppCore,
+        component: &LoadedComponent,
+        settings: &HashMap<String, OperatorSettings>,
+    ) -> Result<(), SwapError> {
         if component.app().name != self.name {
             return Err(SwapError::Renamed {
                 component: component.name().to_owned(),
@@ -454,6 +504,7 @@ impl RunningApp {
             });
         }
         core.tenant.admit(component)?;
+        admit_settings(&core.tenant, component, settings)?;
         core.check_lease_keys(&component.app().subscriptions)
     }
 
@@ -465,6 +516,7 @@ impl RunningApp {
 impl AppCore {
     fn start_subscription(&mut self, spec: &SubscriptionSpec, shared_stream: bool) {
         let release = self.current.for_subscription(spec, self.rollbacks);
+        let retry_release = release.reading_retry_stream();
         let (release_tx, release_rx) = watch::channel(release);
         let (stop, stop_rx) = watch::channel(false);
         let board = StatusBoard::new(&spec.name, &spec.stream);
@@ -493,9 +545,35 @@ impl AppCore {
                 self.tenant.policy().limits().max_metric_series,
             ),
         };
+        // The retry stream's readers: the same subscription on another stream, keyed by
+        // subscriber whatever else reads it, started where nothing is checkpointed at its
+        // oldest record, and moved by no seek (its copies are owed wherever the stream is).
+        let (retry, retry_ctx) = match retry_release {
+            Some(retry_release) => {
+                let stream = retry_release.spec.stream.clone();
+                let board = StatusBoard::new(&spec.name, &stream);
+                let (release, release_rx) = watch::channel(retry_release);
+                let retry_ctx = WorkerContext {
+                    stream: stream.clone(),
+                    release: release_rx,
+                    status: board.clone(),
+                    ..ctx.clone()
+                };
+                let readers = RetryReaders {
+                    stream,
+                    release,
+                    board,
+                };
+                (Some(readers), Some(retry_ctx))
+            }
+            None => (None, None),
+        };
         // Every line about the subscription (its shards, leases, calls and the component's own
         // lines) carries tenant, app, subscriber and stream through this span.
         let span = tracing::info_span!(parent: &self.span, "subscription", subscriber = %spec.name, stream = %spec.stream);
+        let retry_span = retry.as_ref().map(|r| {
+            tracing::info_span!(parent: &self.span, "subscription", subscriber = %spec.name, stream = %r.stream)
+        });
         let (ended_tx, ended) = watch::channel(false);
         let before = self.draining.remove(&spec.name);
         self.tasks.spawn(
@@ -503,7 +581,16 @@ impl AppCore {
                 if let Some(mut before) = before {
                     let _ = before.wait_for(|ended| *ended).await;
                 }
-                coordinator::run(ctx, shared_stream, seek_rx).await;
+                let retries = async move {
+                    if let Some((retry_ctx, retry_span)) = retry_ctx.zip(retry_span) {
+                        // No seek reaches it: its sender is gone from the start.
+                        let (_, no_seeks) = mpsc::channel(1);
+                        coordinator::run(retry_ctx, true, no_seeks)
+                            .instrument(retry_span)
+                            .await;
+                    }
+                };
+                tokio::join!(coordinator::run(ctx, shared_stream, seek_rx), retries);
                 ended_tx.send_replace(true);
             }
             .instrument(span),
@@ -512,6 +599,7 @@ impl AppCore {
             stream: spec.stream.clone(),
             shared_stream,
             release: release_tx,
+            retry,
             stop,
             board,
             seeks,
@@ -556,7 +644,8 @@ impl AppCore {
     }
 
     /// Makes `release` the running version: subscriptions it shares with the running one
-    /// change over, its new ones start, the ones it drops stop.
+    /// (same name, stream and retry stream) change over, its new ones start, the ones it drops
+    /// stop; one whose stream or retry stream changes stops and starts again once drained.
     fn publish(&mut self, release: Arc<Release>, rewind: bool) -> Swapped {
         if rewind {
             self.rollbacks += 1;
@@ -583,13 +672,12 @@ impl AppCore {
         for name in names {
             let keeps = wanted
                 .get(name.as_str())
+                .map(|spec| release.for_subscription(spec, self.rollbacks))
                 .zip(self.subscriptions.get(&name))
-                .filter(|(spec, running)| spec.stream == running.stream);
+                .filter(|(next, running)| running.reads_as(next));
             match keeps {
-                Some((spec, running)) => {
-                    running
-                        .release
-                        .send_replace(release.for_subscription(spec, self.rollbacks));
+                Some((next, running)) => {
+                    running.follow(next);
                     swapped.kept.push(name);
                 }
                 None => {

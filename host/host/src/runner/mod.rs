@@ -17,7 +17,7 @@ mod worker;
 
 pub use app::{RunningApp, SwapError, Swapped};
 pub use seek::SeekError;
-pub use settings::OperatorSettings;
+pub use settings::{OperatorSettings, admit_settings};
 pub use shadow::{KEPT_DISAGREEMENTS, ShadowStatus};
 pub use status::{
     AppVersions, RolloutStatus, ShardState, ShardStatus, SubscriptionStatus, UnknownShardState,

@@ -98,3 +98,19 @@ pub(crate) struct SubscriptionRelease {
     /// shard again from the checkpoint, so the held records reach the version rolled back to.
     pub rewind: u64,
 }
+
+impl SubscriptionRelease {
+    /// What the workers of the subscription's retry stream run, when it has one: the same
+    /// release, the subscription as
+    /// [`reading_retry_stream`](ruststream_runtime::app::SubscriptionSpec::reading_retry_stream)
+    /// makes it.
+    pub(crate) fn reading_retry_stream(&self) -> Option<Arc<Self>> {
+        let spec = self.spec.reading_retry_stream()?;
+        Some(Arc::new(Self {
+            release: self.release.clone(),
+            start: spec.start.clone(),
+            spec: Arc::new(spec),
+            rewind: self.rewind,
+        }))
+    }
+}

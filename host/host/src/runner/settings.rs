@@ -1,9 +1,11 @@
 //! What an operator sets for a subscription over what its component declares: the host's
 //! side of Lambda's event source mapping settings. The component's values stay the defaults.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use ruststream_runtime::app::{MaxRecordAge, StartPosition, SubscriptionSpec};
+use ruststream_runtime::{LoadedComponent, Tenant, tenant::TenantError};
 
 /// An operator's settings for one subscription; `None` keeps what the component declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +25,10 @@ pub struct OperatorSettings {
     /// Records older than this are given up on (dead-lettered, or retired), held ones
     /// included (Lambda's `MaximumRecordAgeInSeconds`).
     pub max_record_age: Option<Duration>,
+    /// Where the subscription's counted copies go, and are read back from, instead of the
+    /// stream it reads: a stream of its own, so that the stream's other readers (native
+    /// services among them) never see its copies. Checked by [`admit_settings`].
+    pub retry_stream: Option<String>,
     /// Whether the subscription runs at all (Lambda's `Enabled`).
     pub enabled: bool,
 }
@@ -35,6 +41,7 @@ impl Default for OperatorSettings {
             max_attempts: None,
             on_failure: None,
             max_record_age: None,
+            retry_stream: None,
             enabled: true,
         }
     }
@@ -71,8 +78,74 @@ impl OperatorSettings {
             age,
             dead_letter: on_failure.or_else(|| spec.retry.dead_letter.clone()),
         });
+        spec.retry_stream.clone_from(&self.retry_stream);
         spec
     }
+
+    /// Whether `tenant` may run `declared` (a subscription of component `component`) with these
+    /// settings: a retry stream must be one the tenant may publish to, and a stream of the
+    /// subscription's own: neither the stream it reads (its copies would reach that stream's
+    /// other readers) nor a dead-letter stream it declares or the operator names (it would read
+    /// the records it gave up on back as new ones).
+    ///
+    /// # Errors
+    /// [`TenantError::RetryStreamNotGranted`] or [`TenantError::RetryStreamNotOwn`].
+    pub fn admit(
+        &self,
+        tenant: &Tenant,
+        component: &str,
+        declared: &SubscriptionSpec,
+    ) -> Result<(), TenantError> {
+        let Some(retry_stream) = &self.retry_stream else {
+            return Ok(());
+        };
+        let clash = if *retry_stream == declared.stream {
+            Some("the stream it reads, whose other readers would get its copies")
+        } else if [&declared.retry.dead_letter, &self.on_failure]
+            .into_iter()
+            .any(|dead| dead.as_ref() == Some(retry_stream))
+        {
+            Some("where its records given up on go: it would read them back as new records")
+        } else {
+            None
+        };
+        if let Some(clash) = clash {
+            return Err(TenantError::RetryStreamNotOwn {
+                tenant: tenant.name().to_owned(),
+                component: component.to_owned(),
+                subscriber: declared.name.clone(),
+                stream: retry_stream.clone(),
+                clash,
+            });
+        }
+        if !tenant.policy().publish_grant().allows(retry_stream) {
+            return Err(TenantError::RetryStreamNotGranted {
+                tenant: tenant.name().to_owned(),
+                component: component.to_owned(),
+                subscriber: declared.name.clone(),
+                stream: retry_stream.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whether `tenant` may run every subscription of `component` with `settings` (by subscriber
+/// name; one without settings runs as declared): [`OperatorSettings::admit`] for each.
+///
+/// # Errors
+/// The first subscription refused.
+pub fn admit_settings(
+    tenant: &Tenant,
+    component: &LoadedComponent,
+    settings: &HashMap<String, OperatorSettings>,
+) -> Result<(), TenantError> {
+    for declared in &component.app().subscriptions {
+        if let Some(settings) = settings.get(&declared.name) {
+            settings.admit(tenant, component.name(), declared)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -94,6 +167,7 @@ mod tests {
             on_trap: Outcome::Retry,
             batch_limit: None,
             max_record_age: None,
+            retry_stream: None,
         }
     }
 
@@ -105,6 +179,7 @@ mod tests {
             max_attempts: Some(2),
             on_failure: Some("refunds.ops".into()),
             max_record_age: Some(Duration::from_secs(60)),
+            retry_stream: Some("refunds.retry".into()),
             enabled: true,
         };
         let spec = settings.apply(&declared());
@@ -117,6 +192,20 @@ mod tests {
             dead_letter: Some("refunds.ops".into()),
         };
         assert_eq!(spec.max_record_age, Some(expiry));
+        assert_eq!(spec.retry_stream.as_deref(), Some("refunds.retry"));
+        assert_eq!(spec.copy_stream(), "refunds.retry");
+        let retry_reader = spec.reading_retry_stream();
+        assert_eq!(
+            retry_reader
+                .as_ref()
+                .map(|r| (r.stream.as_str(), r.copy_stream(), r.start.clone())),
+            Some((
+                "refunds.retry",
+                "refunds.retry",
+                Some(StartPosition::Horizon)
+            )),
+            "the retry stream is read from its oldest record, its copies go back to it"
+        );
         let higher = OperatorSettings {
             max_attempts: Some(9),
             on_failure: Some("refunds".into()),
@@ -140,5 +229,45 @@ mod tests {
         assert_eq!(spec.retry, RetryPolicy::default());
         let expiry = spec.max_record_age.map(|m| m.dead_letter);
         assert_eq!(expiry, Some(Some("refunds.ops".to_owned())));
+    }
+
+    #[test]
+    fn a_retry_stream_is_granted_and_the_subscription_s_own() {
+        use ruststream_runtime::policy::StreamGrant;
+
+        let tenant = Tenant::new("acme").publish(StreamGrant::only(["refunds.dead", "r"]));
+        let retry = |stream: &str, on_failure: Option<&str>| OperatorSettings {
+            retry_stream: Some(stream.into()),
+            on_failure: on_failure.map(str::to_owned),
+            ..OperatorSettings::default()
+        };
+        let admit =
+            |settings: OperatorSettings| settings.admit(&tenant, "ledger.wasm", &declared());
+        assert_eq!(admit(OperatorSettings::default()), Ok(()));
+        assert_eq!(admit(retry("r", None)), Ok(()));
+        let refused = admit(retry("elsewhere", None)).map_err(|e| e.to_string());
+        assert_eq!(
+            refused,
+            Err(
+                "tenant `acme`, component `ledger.wasm`: subscriber `reconcile` writes its \
+                 counted copies to retry stream `elsewhere`, which the tenant may not publish \
+                 to (add it to the tenant's `publish` list)"
+                    .to_owned()
+            )
+        );
+        for (settings, says) in [
+            (retry("refunds", None), "is the stream it reads"),
+            (
+                retry("refunds.dead", None),
+                "where its records given up on go",
+            ),
+            (retry("r", Some("r")), "where its records given up on go"),
+        ] {
+            let refused = admit(settings).map_err(|e| e.to_string());
+            assert!(
+                refused.as_ref().is_err_and(|e| e.contains(says)),
+                "{refused:?}"
+            );
+        }
     }
 }

@@ -105,6 +105,7 @@ fn subscription_spec(
         },
         batch_limit: s.batch_limit,
         max_record_age: None,
+        retry_stream: None,
         name: s.name,
         stream: s.stream,
     })

@@ -19,7 +19,7 @@ use super::progress::CallProgress;
 use super::trap::{CallStopped, MemoryLimitExceeded, TableLimitExceeded};
 use crate::cpu::CallClock;
 use crate::env::Env;
-use crate::envelope::is_reserved;
+use crate::envelope::refused_on_publish;
 use crate::escape::{one_line, quote};
 use crate::limits::TABLE_ELEMENT_BYTES;
 use crate::log::{Level, LogLine, LogTags, Origin};
@@ -510,12 +510,13 @@ impl HostState {
         Some(delivery.sequence_number.to_string())
     }
 
-    /// What a guest publish must pass before anything is sent: the grant, the host's reserved
-    /// header names, the record size and the tenant's write quota.
+    /// What a guest publish must pass before anything is sent: the grant, the reserved header
+    /// names (the host's, and those readers set on delivery), the record size and the tenant's
+    /// write quota.
     fn admit_publish(&self, stream: &str, record: &OutgoingRecord) -> Result<(), PublishError> {
         let policy = &self.env.policy;
         policy.publish_grant().check_publish(stream)?;
-        if let Some(reserved) = record.headers.iter().find(|h| is_reserved(&h.name)) {
+        if let Some(reserved) = record.headers.iter().find(|h| refused_on_publish(&h.name)) {
             return Err(PublishError::ReservedHeader(quote(&reserved.name)));
         }
         check_size(record)?;

@@ -7,8 +7,9 @@
 //! - handled (ack, drop, retired): marked handled, so the checkpoint may pass it;
 //! - held (`retry` without declared attempts): a warning, and the checkpoint stays in front of
 //!   it while later records go on;
-//! - a counted copy: published to the stream (or dead-letter stream) first, and only once the
-//!   stream has acknowledged it is the original marked handled. A failed publish is retried
+//! - a counted copy: published to the stream (or the subscription's retry stream, or the
+//!   dead-letter stream) first, and only once that stream has acknowledged it is the original
+//!   marked handled. A failed publish is retried
 //!   with backoff while the original holds the checkpoint; nothing is ever lost. A copy that
 //!   can never be published (larger than a stream record once its headers are added) is given
 //!   up with an error, and its original is held like a `retry` without attempts.
@@ -572,7 +573,7 @@ impl ShardPipeline {
             .is_some_and(|origin| origin.owner != self.owner)
     }
 
-    /// What a copy of `delivery` back to this shard's stream says about itself.
+    /// What a copy of `delivery` for this subscription says about itself.
     fn copy_origin(&self, delivery: &Delivery) -> CopyOrigin {
         CopyOrigin::of(delivery, &self.shard_id, &self.owner)
     }
@@ -590,7 +591,7 @@ impl ShardPipeline {
         UnsentCopy::new(
             waiting.ticket,
             delivery.sequence_number.to_string(),
-            self.stream.to_string(),
+            self.subscription.copy_stream().to_owned(),
             record,
         )
     }
@@ -601,7 +602,7 @@ impl ShardPipeline {
         if self.stopped() == Some(Stop::Lost) {
             return;
         }
-        let dead_letter = copy.target() != &*self.stream;
+        let dead_letter = copy.target() != self.subscription.copy_stream();
         if let Some(ticket) = self.outbox.send(copy, &self.env.env, &self.log).await {
             self.metrics.copy_published(dead_letter);
             self.mark(ticket);

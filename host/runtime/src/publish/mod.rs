@@ -56,8 +56,13 @@ pub enum PublishError {
     /// The tenant's write quota is spent for now.
     #[error("tenant `{0}` has spent its write quota for now (records or bytes per second)")]
     QuotaExceeded(String),
-    /// The record carries a header reserved to the host (`x-ruststream-*`).
-    #[error("header `{0}` is reserved to the host")]
+    /// The record carries a header reserved to the host (`x-ruststream-*`), or one readers
+    /// set on delivery ([`NATIVE_DELIVERY_HEADERS`](crate::envelope::NATIVE_DELIVERY_HEADERS)),
+    /// which no reader would show.
+    #[error(
+        "header `{0}` is reserved to the host (`x-ruststream-*`) or set by readers on delivery \
+         (`partition-key`, `kinesis-sequence-number`, `kinesis-shard-id`)"
+    )]
     ReservedHeader(String),
     /// The transport failed otherwise: the cause is the transport's own error (an SDK error
     /// stays an SDK error).

@@ -57,6 +57,41 @@ pub enum TenantError {
         /// Its dead-letter stream.
         stream: String,
     },
+    /// An operator's settings send a subscription's counted copies to a retry stream the
+    /// tenant may not publish to.
+    #[error(
+        "tenant `{tenant}`, component `{component}`: subscriber `{subscriber}` writes its \
+         counted copies to retry stream `{stream}`, which the tenant may not publish to (add it \
+         to the tenant's `publish` list)"
+    )]
+    RetryStreamNotGranted {
+        /// The tenant.
+        tenant: String,
+        /// The component declaring the subscription.
+        component: String,
+        /// The subscription.
+        subscriber: String,
+        /// Its retry stream.
+        stream: String,
+    },
+    /// A subscription's retry stream is not a stream of its own: it is the stream it reads, or
+    /// where its records given up on go.
+    #[error(
+        "tenant `{tenant}`, component `{component}`: subscriber `{subscriber}`'s retry stream \
+         `{stream}` is {clash}; give its copies a stream of their own"
+    )]
+    RetryStreamNotOwn {
+        /// The tenant.
+        tenant: String,
+        /// The component declaring the subscription.
+        component: String,
+        /// The subscription.
+        subscriber: String,
+        /// Its retry stream.
+        stream: String,
+        /// What else the stream is, and what would go wrong.
+        clash: &'static str,
+    },
 }
 
 /// A tenant of the host: its grants, its sandbox policy, its quarantine gate, and the memory

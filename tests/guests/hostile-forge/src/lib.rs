@@ -5,11 +5,14 @@
 //!   future, through the SDK's header API;
 //! - `attempt="raw"`: a record with no headers whose data is a hand-built `RSK2` envelope
 //!   carrying `x-ruststream-due-ms` and `x-ruststream-retry-count: 1000`, then
-//!   `{"id":7,"amount":1}`.
+//!   `{"id":7,"amount":1}`;
+//! - `attempt="position"`: a JSON record with a user header `Kinesis-Sequence-Number`, one of
+//!   the headers readers set on delivery, which a native copy carries as its original's.
 //!
 //! It logs each result (`result` = `Ok` or the error's text) and acks.
 //!
-//! The host must refuse the first with `reserved-header("x-ruststream-due-ms")`, publishing
+//! The host must refuse the first with `reserved-header("x-ruststream-due-ms")` and the third
+//! with `reserved-header("kinesis-sequence-number")` (the SDK lowercases names), publishing
 //! nothing, and must carry the second as opaque data: a reader of `ledger` (the seed's
 //! settlement tenant) sees the whole envelope as its payload, with no headers, no delay and
 //! attempt 1 (never a record parked until the year 5138 or already counted 1000 times).
@@ -78,6 +81,15 @@ async fn forge(_record: &Raw) -> HandlerOutcome {
     );
     let raw = outcome(publish("ledger", Record::new(raw)));
     tracing::info!(attempt = "raw", result = %raw, "forged publish");
+
+    let position = match Record::json(&entry) {
+        Ok(record) => outcome(publish(
+            "ledger",
+            record.header("Kinesis-Sequence-Number", "1"),
+        )),
+        Err(error) => outcome::<(), _>(Err(error)),
+    };
+    tracing::info!(attempt = "position", result = %position, "forged publish");
     HandlerOutcome::ack()
 }
 

@@ -121,6 +121,54 @@ fn check_config_loads_every_component_under_its_tenants_grants() -> anyhow::Resu
 }
 
 #[test]
+fn a_retry_stream_must_be_granted_and_of_the_subscription_s_own() -> anyhow::Result<()> {
+    let dir = temp_dir("config-retry-stream")?;
+    let config = dir.join("tenants.toml");
+    let retries = |retry_stream: &str| {
+        format!(
+            "[host]\ncompile_cache = \"{}\"\n\n[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\n\
+             subscribe = [\"refunds\", \"payouts\", \"audit\"]\n\
+             publish = [\"refunds.dead\", \"refunds.retry\"]\n\
+             [tenants.subscriptions.reconcile]\nretry_stream = \"{retry_stream}\"\n",
+            compile_cache_dir().display(),
+            guests::SETTLEMENT_RETRIES.path().display()
+        )
+    };
+    std::fs::write(&config, retries("refunds.retry"))?;
+    let (ok, output) = ruststream(&["check"], &config)?;
+    assert!(ok, "{output}");
+
+    // Not in `publish`: the file's mistake, for `run` as for `check`.
+    std::fs::write(&config, retries("payments.retry"))?;
+    for args in [&RUN[..], &["check"][..]] {
+        let (ok, output) = ruststream(args, &config)?;
+        assert!(!ok, "{args:?}: {output}");
+        assert!(
+            output.contains("line 10, `tenants[0].subscriptions.reconcile.retry_stream`")
+                && output.contains("its `publish` list"),
+            "{args:?}: {output}"
+        );
+    }
+
+    // Granted, but where the component dead-letters: the component is refused.
+    std::fs::write(&config, retries("refunds.dead"))?;
+    let (ok, output) = ruststream(&["check"], &config)?;
+    assert!(!ok, "{output}");
+    let refused = output
+        .lines()
+        .find(|l| l.starts_with("error tenant `acme`, config file "))
+        .ok_or_else(|| anyhow::anyhow!("no refusal: {output}"))?;
+    assert!(
+        refused.contains(
+            "subscriber `reconcile`'s retry stream `refunds.dead` is where its records given \
+             up on go"
+        ),
+        "{refused}"
+    );
+    Ok(())
+}
+
+#[test]
 fn fuel_in_the_tenants_file_is_metered() -> anyhow::Result<()> {
     let dir = temp_dir("config-fuel")?;
     let config = dir.join("tenants.toml");

@@ -11,6 +11,7 @@ mod hotload;
 mod identity;
 mod kinesis;
 mod kinesis_copies;
+mod native_streams;
 mod operate;
 mod polyglot;
 mod put_tail;

@@ -263,8 +263,8 @@ impl ShardPipeline {
         let due_at_ms = self
             .copy_delay(delivery, &plan)
             .map(|delay| self.env.env.clock.now_ms().saturating_add(millis(delay)));
-        // A copy back to the stream is this subscription's alone; a dead letter is anyone's
-        // who reads the dead-letter stream.
+        // A copy back to the stream (or to the retry stream) is this subscription's alone; a
+        // dead letter is anyone's who reads the dead-letter stream.
         let origin = plan
             .dead_letter
             .is_none()
@@ -287,7 +287,7 @@ impl ShardPipeline {
                 );
                 dead_letter
             }
-            None => self.stream.to_string(),
+            None => self.subscription.copy_stream().to_owned(),
         };
         let copy = UnsentCopy::new(ticket, delivery.sequence_number.to_string(), target, record);
         self.send_copy(copy).await;

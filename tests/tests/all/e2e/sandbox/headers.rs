@@ -1,6 +1,7 @@
 //! Control headers: the `x-ruststream-` headers are the host's. A guest cannot publish them,
-//! neither as headers nor inside a raw payload shaped like the host's envelope, and a due time
-//! read from a stream is clamped, whoever wrote it.
+//! neither as headers nor inside a raw payload shaped like the host's envelope, nor the
+//! headers readers set on delivery, and a due time read from a stream is clamped, whoever
+//! wrote it.
 
 use std::time::Duration;
 
@@ -43,6 +44,11 @@ async fn a_guest_cannot_forge_the_hosts_control_headers() -> anyhow::Result<()> 
     };
     let header = result("header").expect("the guest got an answer");
     assert!(header.contains("reserved to the host"), "{header}");
+    let position = result("position").expect("the guest got an answer");
+    assert!(
+        position.contains("`kinesis-sequence-number` is reserved"),
+        "{position}"
+    );
     assert_eq!(
         result("raw").as_deref(),
         Some("Ok"),
@@ -54,6 +60,12 @@ async fn a_guest_cannot_forge_the_hosts_control_headers() -> anyhow::Result<()> 
         .expect("the host logs the refusal");
     assert_eq!(refusal.tenant.as_deref(), Some("forger"));
     assert!(refusal.message.contains(DUE_AT_HEADER), "{refusal:?}");
+    assert!(
+        logs.iter().any(|l| l.origin == Origin::Runtime
+            && l.message.starts_with("publish refused")
+            && l.message.contains("kinesis-sequence-number")),
+        "the host logs the refusal of the reader's header"
+    );
 
     // The raw record is in the neighbour's stream as data: no due time, no retry count.
     let ledger = read_all(&arena.client, "ledger").await?;
@@ -62,6 +74,15 @@ async fn a_guest_cannot_forge_the_hosts_control_headers() -> anyhow::Result<()> 
         .filter(|r| r.envelope().payload.starts_with(b"RSK2"))
         .collect();
     assert_eq!(forged.len(), 1, "only the raw one was published");
+    // Only the raw one starts with the envelope's magic: a published header record would too.
+    assert!(
+        ledger
+            .iter()
+            .filter(|r| r.data.starts_with(b"RSK2"))
+            .count()
+            == 1,
+        "neither refused record was published"
+    );
     let read = forged[0].envelope();
     assert_eq!((read.due_at_ms, read.retry_count), (None, 0));
     // Settlement was handed it as attempt 1, not parked, and retired it (not JSON of its type).
