@@ -327,6 +327,55 @@ async fn requests_without_the_token_a_json_body_or_the_hosts_name_are_refused_wi
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_from_another_origin_are_refused_and_change_nothing() -> anyhow::Result<()> {
+    let (fixture, config) = events("origin").await?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
+    let addr = host.addr().await?;
+    let admin = host.admin().await?;
+    let bearer = format!("Bearer {}", admin.token);
+    let pause = "/v1/tenants/acme/pause";
+    let with = |extra: (&'static str, String)| {
+        let headers = [
+            ("Authorization", bearer.clone()),
+            ("Content-Type", "application/json".to_owned()),
+            extra,
+        ];
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        request(&addr, "POST", pause, &headers, b"{}")
+    };
+    // The token, a JSON body, this API's Host: only the page it came from is foreign.
+    for (name, value) in [
+        ("Origin", "http://evil.example".to_owned()),
+        ("Origin", "null".to_owned()),
+        ("Origin", format!("http://{addr}.evil.example")),
+        ("Origin", format!("https://{addr}")),
+        ("Sec-Fetch-Site", "cross-site".to_owned()),
+    ] {
+        let (code, body) = with((name, value.clone()))?;
+        assert_eq!(code, 403, "{name}: {value}: {body}");
+        let reason = error_of(&body);
+        assert!(
+            reason.starts_with(&format!("{name} `{value}`")),
+            "{name}: {value}: {reason}"
+        );
+    }
+    let (_, body) = with(("Origin", "http://evil.example".to_owned()))?;
+    assert!(
+        error_of(&body).contains(&format!("is not this admin API's own (http://{addr}")),
+        "{body}"
+    );
+    assert!(!paused(&admin)?, "no refused request paused the tenant");
+    // A page of the API's own origin, and a client that is no browser, are served.
+    let (code, body) = with(("Origin", format!("http://{addr}")))?;
+    assert_eq!(code, 200, "{body}");
+    assert!(paused(&admin)?);
+    let (ok, text) = host.cli(&["resume", "acme"]).await?;
+    assert!(ok && !paused(&admin)?, "{text}");
+    host.stop().await?;
+    Ok(())
+}
+
 /// `PUT` headers of an upload to `addr` with `admin`'s token.
 fn upload_head(admin: &AdminApi, length: usize) -> String {
     format!(
