@@ -243,7 +243,11 @@ mod tests {
     #[test]
     fn only_the_apis_own_origin_or_none_passes() {
         let hosts = AllowedHosts::new("127.0.0.1:9465".parse().expect("addr"), false, Vec::new());
-        for own in ["http://127.0.0.1:9465", "http://localhost:9465", "http://LOCALHOST:9465"] {
+        for own in [
+            "http://127.0.0.1:9465",
+            "http://localhost:9465",
+            "http://LOCALHOST:9465",
+        ] {
             origin(&hosts, own).unwrap_or_else(|e| panic!("{own}: {e}"));
         }
         hosts.check_origin(None, None).expect("no page at all");

@@ -304,10 +304,16 @@ mod tests {
         fold(&mut folded, [10.0, 0.5, 1.0, 0.0, 1.0].map(Some));
         assert_eq!(folded, Some([10.0, 2.0, 4.0, 4.0, 6.0].map(Some)));
         // A shard whose lag is unknown leaves the others' largest.
-        fold(&mut folded, [None, Some(0.0), Some(1.0), Some(0.0), Some(0.0)]);
+        fold(
+            &mut folded,
+            [None, Some(0.0), Some(1.0), Some(0.0), Some(0.0)],
+        );
         assert_eq!(folded.map(|row| row[0]), Some(Some(10.0)));
         let mut unknown = None;
-        fold(&mut unknown, [None, Some(0.0), Some(1.0), Some(0.0), Some(0.0)]);
+        fold(
+            &mut unknown,
+            [None, Some(0.0), Some(1.0), Some(0.0), Some(0.0)],
+        );
         assert_eq!(unknown.map(|row| row[0]), Some(None));
     }
 }

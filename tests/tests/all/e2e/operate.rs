@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::http::{AdminApi, http};
-use ruststream_tests::{binary, guests};
 use ruststream_tests::scrape::Scrape;
 use ruststream_tests::wait::{eventually, poll_for};
+use ruststream_tests::{binary, guests};
 use serde_json::{Value, json};
 
 /// Entries written; the one with this id is a refund, which `acme`'s `book` holds.
@@ -460,8 +460,7 @@ fn now_ms() -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_shard_taken_while_its_tenant_is_paused_never_reads_as_caught_up() -> anyhow::Result<()>
-{
+async fn a_shard_taken_while_its_tenant_is_paused_never_reads_as_caught_up() -> anyhow::Result<()> {
     let fixture = Fixture::builder("paused-lag")
         .stream("ledger", 1)
         .dynamo()
@@ -499,7 +498,10 @@ async fn a_shard_taken_while_its_tenant_is_paused_never_reads_as_caught_up() -> 
     }
     // Records nobody handles: the checkpoint stays in front of them.
     fixture
-        .put_all("ledger", (1..=3).map(|id| json!({ "id": id, "amount": 10 })))
+        .put_all(
+            "ledger",
+            (1..=3).map(|id| json!({ "id": id, "amount": 10 })),
+        )
         .await?;
     let put = now_ms();
     // `a` stops (its checkpoint flushed, its lease released) and `b` takes the lease while
