@@ -130,6 +130,25 @@ impl AllowedHosts {
         }
     }
 
+    /// The names clients reach this API by, without ports: its IP address (unless it is a
+    /// wildcard), `localhost` on loopback or a wildcard, and the configured names.
+    pub(crate) fn served_names(&self) -> Vec<String> {
+        let ip = self.addr.ip();
+        let mut names = Vec::new();
+        if !ip.is_unspecified() {
+            names.push(ip.to_string());
+        }
+        if ip.is_loopback() || ip.is_unspecified() {
+            names.push("localhost".to_owned());
+        }
+        for name in &self.names {
+            if !names.contains(&name.name) {
+                names.push(name.name.clone());
+            }
+        }
+        names
+    }
+
     /// This API's own origins, for a refusal.
     fn own_origins(&self) -> String {
         let scheme = self.scheme();
