@@ -52,9 +52,7 @@ impl ReadProgress {
             .store(behind_ms.unwrap_or(NONE).max(NONE + 1), Ordering::Relaxed);
         self.answered_at_ms.store(now_ms, Ordering::Relaxed);
         self.waiting_since_ms.store(
-            oldest_arrival_ms
-                .unwrap_or(NOT_WAITING)
-                .min(NOT_WAITING - 1),
+            oldest_arrival_ms.map_or(NOT_WAITING, |ms| ms.min(NOT_WAITING - 1)),
             Ordering::Relaxed,
         );
     }
