@@ -154,7 +154,10 @@ impl AllowedHosts {
         let scheme = self.scheme();
         self.shown()
             .split(", ")
-            .map(|host| format!("{scheme}://{host}"))
+            .map(|host| match host.strip_prefix("any IP address") {
+                Some(port) => format!("{scheme}://ANY-IP-ADDRESS{port}"),
+                None => format!("{scheme}://{host}"),
+            })
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -298,6 +301,13 @@ mod tests {
             let error = site(refused).expect_err(refused);
             assert!(error.starts_with("Sec-Fetch-Site `"), "{error}");
         }
+        let wildcard = AllowedHosts::new("0.0.0.0:9465".parse().expect("addr"), false, Vec::new());
+        origin(&wildcard, "http://10.1.2.3:9465").expect("any IP address is its own");
+        let error = origin(&wildcard, "http://evil.example:9465").expect_err("a name");
+        assert!(
+            error.contains("(http://ANY-IP-ADDRESS:9465, http://localhost:9465)"),
+            "{error}"
+        );
         let tls = AllowedHosts::new("127.0.0.1:443".parse().expect("addr"), true, Vec::new());
         origin(&tls, "https://127.0.0.1").expect("443 is https's own port");
         origin(&tls, "http://127.0.0.1:443").expect_err("not over TLS");

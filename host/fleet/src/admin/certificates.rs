@@ -12,7 +12,11 @@
 //! its validity and names the host the URL names, whatever its basic constraints say. So the
 //! self-signed certificate a plain `openssl req -x509` makes (which marks itself a CA, as
 //! OpenSSL's default configuration does) is trusted given as itself, as it is served. The
-//! handshake's signature is checked as always: the server holds the certificate's key.
+//! handshake's signature is checked as always: the server holds the certificate's key. A
+//! pinned certificate that marks itself a CA is not judged by its extended key usage (webpki
+//! stops at its basic constraints, after its validity): the operator named that very
+//! certificate. On a wildcard address without `--admin-host` the host knows no name to judge a
+//! served certificate by, and asks only that it name some host.
 
 use std::sync::Arc;
 
