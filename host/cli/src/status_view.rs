@@ -12,8 +12,8 @@ use ruststream_fleet::escape::escape_controls;
 
 use ruststream_fleet::admin::model::{
     AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShadowCounts,
-    ShadowDeployed, ShadowDropped, ShadowStatus, ShardStatus, SubscriptionStatus, TenantStatus,
-    Undeployed,
+    ShadowDeployed, ShadowDropped, ShadowStatus, ShardState, ShardStatus, SubscriptionStatus,
+    TenantStatus, Undeployed,
 };
 
 /// Hex digits of a content hash shown.
@@ -169,8 +169,14 @@ fn shard_line(shard_id: &str, shard: &ShardStatus, now_ms: u64) -> String {
         shard.delivered,
         outcomes(&shard.outcomes)
     ));
-    if let Some(behind) = shard.millis_behind_latest {
-        parts.push(format!("{behind} ms behind"));
+    match shard.millis_behind_latest {
+        Some(behind) => parts.push(format!("{behind} ms behind")),
+        // Read here but no answer yet (a shard taken while its tenant is paused): unknown is
+        // said, never shown as caught up.
+        None if matches!(shard.state, ShardState::Opening | ShardState::Reading) => {
+            parts.push("lag unknown".to_owned());
+        }
+        None => {}
     }
     if shard.paused {
         parts.push("paused".to_owned());
@@ -412,6 +418,25 @@ retry 0, retry_after 0, trapped 0), paused
       error: stream `secret` is not granted to tenant `acme`
 ";
         assert_eq!(shown, expected, "\n{shown}");
+    }
+
+    #[test]
+    fn a_shard_read_here_whose_lag_is_unknown_says_so() {
+        let mut status = sample_status();
+        let shards = &mut status.tenants[0].apps[0].subscriptions[0].shards;
+        let reading = shards.values_mut().next().expect("a shard");
+        reading.millis_behind_latest = None;
+        let shown = render_status(&status, 1_012_500);
+        let line = shown
+            .lines()
+            .find(|l| l.contains("shardId-000000000000"))
+            .unwrap_or_default();
+        assert!(line.ends_with("trapped 1), lag unknown"), "{line}");
+        let stopped = shown
+            .lines()
+            .find(|l| l.contains("shardId-000000000001"))
+            .unwrap_or_default();
+        assert!(!stopped.contains("lag"), "a shard not read here: {stopped}");
     }
 
     #[test]

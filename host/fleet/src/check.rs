@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ruststream_host::lease::{DEFAULT_TABLE_TEMPLATE, TableTemplate, TemplateError};
+use ruststream_host::lease::DEFAULT_TABLE_TEMPLATE;
 use ruststream_host::runner::admit_settings;
 use ruststream_runtime::{
     LoadedComponent, Runtime, Tenant,
@@ -15,7 +15,7 @@ use ruststream_runtime::{
     tenant::{Limits, LogLimits},
 };
 
-use crate::config::{Config, ConfigError, OperatorConfig};
+use crate::config::{Config, ConfigError, OperatorConfig, component_file};
 use crate::engine::{CompileCache, EngineError, runtime_config};
 
 /// Why a check failed: the tenants file, the engine, or the components refused (each refusal
@@ -23,18 +23,10 @@ use crate::engine::{CompileCache, EngineError, runtime_config};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckError {
-    /// The tenants file cannot be read or has a mistake (file, line and key named).
+    /// The tenants file cannot be read, has a mistake (file, line and key named), or its lease
+    /// table template does not fit its tenants and components.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The lease table template does not fit the tenants file's tenants and components.
-    #[error("config file {}, `host.lease_table`", path.display())]
-    LeaseTable {
-        /// The tenants file.
-        path: PathBuf,
-        /// Why the template does not fit.
-        #[source]
-        source: TemplateError,
-    },
     /// The runtime the components are checked on cannot be made.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -69,7 +61,12 @@ pub async fn check(
     let mut failed = 0;
     for path in components {
         let shown = escape_controls(&path.display().to_string()).into_owned();
-        let passed = check_one(&runtime, &tenant, (path, &shown), None, out).await?;
+        // What the component says while it loads is counted, not shown: `check` reports.
+        let log = LogSink::silent();
+        let loaded = LoadedComponent::from_file(&runtime, path, tenant.policy(), &log)
+            .await
+            .map_err(|error| one_line(&error));
+        let passed = report(&shown, loaded, &log, out)?;
         failed += usize::from(!passed);
     }
     if failed > 0 {
@@ -99,13 +96,7 @@ pub async fn check_config(
         .lease_table
         .as_deref()
         .unwrap_or(DEFAULT_TABLE_TEMPLATE);
-    let busiest = config.tenants.iter().map(|t| t.components.len()).max();
-    TableTemplate::new(template, config.tenants.len(), busiest.unwrap_or(0)).map_err(|source| {
-        CheckError::LeaseTable {
-            path: path.to_owned(),
-            source,
-        }
-    })?;
+    config.check_lease_table(path, template)?;
     let cache = compile.cache_dir(host.compile_cache.as_ref());
     let runtime = Runtime::new(runtime_config(
         host.compile_limits(),
@@ -113,15 +104,23 @@ pub async fn check_config(
         config.uses_fuel(),
     )?)
     .map_err(EngineError::from)?;
+    let max_bytes = runtime.config().compile.limits.max_bytes;
     let (mut failed, mut total) = (0, 0);
     for section in &config.tenants {
         let tenant = Arc::new(config.tenant(section));
         let operator = section.operator_settings();
         for (component, source) in section.components.iter().zip(&section.sources) {
             total += 1;
-            let shown = format!("tenant `{}`, {source}", section.name);
-            let admit = Some(&operator);
-            let passed = check_one(&runtime, &tenant, (component, &shown), admit, out).await?;
+            let log = LogSink::silent();
+            let read = component_file::read(component, &source.shown_path(), max_bytes).await;
+            let loaded = match read {
+                Ok(bytes) => {
+                    let name = stem(component);
+                    admitted(&runtime, &tenant, &operator, &name, bytes, &log).await
+                }
+                Err(reason) => Err(reason),
+            };
+            let passed = report(&source.named(&section.name), loaded, &log, out)?;
             failed += usize::from(!passed);
         }
     }
@@ -137,33 +136,36 @@ pub async fn check_config(
     Ok(())
 }
 
-/// Loads `path` under `tenant`'s policy and writes to `out` what it declares or why it is
-/// refused, on lines naming it `shown`; with the operator's settings to `admit` it with, the
-/// tenant's grants must cover what it declares and what the settings add (a retry stream).
-/// Returns whether it passed.
-async fn check_one(
+/// Loads component `name` from `bytes` (read as `run` reads them, so a refusal is worded as
+/// `run` words it) under `tenant`'s policy, and admits it under its grants: what it declares
+/// and what the `operator`'s settings add (a retry stream).
+async fn admitted(
     runtime: &Runtime,
     tenant: &Arc<Tenant>,
-    (path, shown): (&Path, &str),
-    admit: Option<&OperatorConfig>,
+    operator: &OperatorConfig,
+    name: &str,
+    bytes: Vec<u8>,
+    log: &LogSink,
+) -> Result<LoadedComponent, String> {
+    let component = LoadedComponent::from_bytes(runtime, name, bytes, tenant.policy(), log)
+        .await
+        .map_err(|error| one_line(&error))?;
+    let settings = operator.for_subscriptions(&component.app().subscriptions);
+    tenant
+        .admit(&component)
+        .and_then(|()| admit_settings(tenant, &component, &settings))
+        .map_err(|refused| one_line(&refused))?;
+    Ok(component)
+}
+
+/// Writes to `out` what the component named `shown` declares, or why it was refused (one
+/// line), and how many lines it logged while loading (`log`). Returns whether it passed.
+fn report(
+    shown: &str,
+    loaded: Result<LoadedComponent, String>,
+    log: &LogSink,
     out: &mut dyn Write,
 ) -> Result<bool, CheckError> {
-    // What the component says while it loads is counted, not shown: `check` reports.
-    let log = LogSink::silent();
-    let loaded = LoadedComponent::from_file(runtime, path, tenant.policy(), &log)
-        .await
-        .map_err(|error| one_line(&error))
-        .and_then(|component| match admit {
-            Some(operator) => {
-                let settings = operator.for_subscriptions(&component.app().subscriptions);
-                tenant
-                    .admit(&component)
-                    .and_then(|()| admit_settings(tenant, &component, &settings))
-                    .map(|()| component)
-                    .map_err(|refused| one_line(&refused))
-            }
-            None => Ok(component),
-        });
     let passed = match loaded {
         Ok(component) => {
             writeln!(out, "ok    {shown}: {}", describe_app(component.app()))?;
@@ -203,6 +205,14 @@ fn write_denied(denied: &[String], out: &mut dyn Write) -> std::io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// A component's name: its file's stem, as `run` names it.
+fn stem(path: &Path) -> String {
+    path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
 }
 
 /// The default limits, with room for only a few log lines: counted lines cost memory too.

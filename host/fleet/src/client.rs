@@ -26,6 +26,7 @@ use rustls::pki_types::pem::PemObject as _;
 use ruststream_runtime::escape::{escape_controls, quote};
 use serde::de::DeserializeOwned;
 
+use crate::admin::certificates::GivenCertificates;
 use crate::admin::model::{
     AppVersionList, Deployed, ErrorBody, HostStatus, Moved, PauseState, RollbackTo, SeekPosition,
     ShadowDeployed, ShadowDropped, Undeployed,
@@ -64,6 +65,17 @@ pub enum ClientError {
         /// Why.
         #[source]
         source: hyper_util::client::legacy::Error,
+    },
+    /// The server's TLS certificate is not one this client trusts (nor issued by one).
+    #[error(
+        "the admin API at {url} presented a certificate not trusted here ({reason}): give the \
+         certificate it serves, or the CA that issued it, with --admin-ca"
+    )]
+    Certificate {
+        /// The request's URL.
+        url: String,
+        /// What rustls found wrong with it, one line.
+        reason: String,
     },
     /// The server did not answer in time.
     #[error("no answer from the admin API at {url} within {after:?}")]
@@ -321,9 +333,15 @@ impl AdminClient {
         let request = self.request(method, &url, body)?;
         let exchange = async {
             let response = self.http.request(request).await;
-            let response = response.map_err(|source| ClientError::Connect {
-                url: url.clone(),
-                source,
+            let response = response.map_err(|source| match refused_certificate(&source) {
+                Some(reason) => ClientError::Certificate {
+                    url: url.clone(),
+                    reason,
+                },
+                None => ClientError::Connect {
+                    url: url.clone(),
+                    source,
+                },
             })?;
             let status = response.status();
             let limited = Limited::new(response.into_body(), MAX_ANSWER_BYTES);
@@ -410,6 +428,28 @@ fn answer<T: DeserializeOwned>(
     Err(ClientError::Server { status, message })
 }
 
+/// Why the server's certificate was refused, when that is why `error` happened. rustls's error
+/// travels inside `io::Error`s (one in another), whose `source()` skips what they wrap: each
+/// is looked into.
+fn refused_certificate(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(rustls::Error::InvalidCertificate(refusal)) =
+            error.downcast_ref::<rustls::Error>()
+        {
+            return Some(refusal.to_string());
+        }
+        let wrapped = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref);
+        next = match wrapped {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => error.source(),
+        };
+    }
+    None
+}
+
 /// `url` checked and without a trailing `/`, and whether it is `https://`.
 fn base_url(url: &str) -> Result<(String, bool), ClientError> {
     let bad = |reason: &str| ClientError::BadUrl {
@@ -444,40 +484,41 @@ fn is_loopback(host: &str) -> bool {
         || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The TLS configuration of a client: trusting the certificates in `ca`, else (for an
-/// `https://` URL) the system's roots. An `http://` client trusts nothing: it never uses TLS.
+/// The TLS configuration of a client: trusting the certificates in `ca` (as roots, and each
+/// pinned: a server presenting one of them is trusted as it, see `admin::certificates`), else
+/// (for an `https://` URL) the system's roots. An `http://` client trusts nothing: it never
+/// uses TLS.
 fn tls_config(https: bool, ca: Option<&Path>) -> Result<rustls::ClientConfig, ClientError> {
     let tls = |reason: String| ClientError::Tls { reason };
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|error| tls(error.to_string()))?;
+    if let Some(path) = ca {
+        let pem = std::fs::read(path)
+            .map_err(|error| tls(format!("cannot read {}: {error}", path.display())))?;
+        let certificates = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| tls(format!("{}: {error}", path.display())))?;
+        if certificates.is_empty() {
+            return Err(tls(format!("{} holds no certificate", path.display())));
+        }
+        let given = GivenCertificates::new(certificates, &provider)
+            .map_err(|error| tls(format!("{}: {error}", path.display())))?;
+        return Ok(builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(given))
+            .with_no_client_auth());
+    }
     let mut roots = rustls::RootCertStore::empty();
-    match ca {
-        Some(path) => {
-            let pem = std::fs::read(path)
-                .map_err(|error| tls(format!("cannot read {}: {error}", path.display())))?;
-            for cert in CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|error| tls(format!("{}: {error}", path.display())))?;
-                roots
-                    .add(cert)
-                    .map_err(|error| tls(format!("{}: {error}", path.display())))?;
-            }
-            if roots.is_empty() {
-                return Err(tls(format!("{} holds no certificate", path.display())));
-            }
+    if https {
+        let native = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(native.certs);
+        if roots.is_empty() {
+            return Err(tls(
+                "the system has no root certificates: give the host's with --admin-ca".to_owned(),
+            ));
         }
-        None if https => {
-            let native = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(native.certs);
-            if roots.is_empty() {
-                return Err(tls(
-                    "the system has no root certificates: give the host's with --admin-ca"
-                        .to_owned(),
-                ));
-            }
-        }
-        None => {}
     }
     Ok(builder.with_root_certificates(roots).with_no_client_auth())
 }

@@ -108,9 +108,13 @@ pub enum RunError {
     /// The metrics recorder cannot be installed or its endpoint cannot listen.
     #[error(transparent)]
     Metrics(anyhow::Error),
-    /// The first load started no component (every one refused: the log says why).
-    #[error("no component could be started")]
-    NothingStarted,
+    /// The first load started no component: every one was refused, each named as `check
+    /// --config` names it, with why (`; ` between them).
+    #[error("no component could be started: {reasons}")]
+    NothingStarted {
+        /// Each refused component and why.
+        reasons: String,
+    },
 }
 
 /// What `ruststream run` runs, and how: each `Option` left `None` takes the tenants file's
@@ -412,10 +416,12 @@ impl RunningHost {
 fn first_load_done(fleet: &Fleet) -> Result<(), RunError> {
     fleet.first_load_done();
     let apps = fleet.with_tenants(|t| t.values().map(|t| t.components.len()).sum::<usize>());
-    if apps == 0 {
-        return Err(RunError::NothingStarted);
-    }
     let left_out = fleet.not_started();
+    if apps == 0 {
+        return Err(RunError::NothingStarted {
+            reasons: left_out.join("; "),
+        });
+    }
     if left_out.is_empty() {
         tracing::info!(apps, "every tenant is loaded");
     } else {
@@ -646,6 +652,7 @@ impl Settings {
                     .or(host.and_then(|h| h.lease_store))
                     .unwrap_or(LeaseStoreKind::Memory),
                 template,
+                template_from_flag: args.lease_table.is_some(),
                 create_table: args.create_lease_table
                     || host.and_then(|h| h.create_lease_table).unwrap_or(false),
             },

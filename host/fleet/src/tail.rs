@@ -215,12 +215,20 @@ fn describe(
             "attempts": origin.attempts,
             "reason": origin.reason,
         });
+        if let Some(first) = origin.first {
+            line["dead_letter"]["first"] = json!({
+                "shard": first.shard_id,
+                "sequence": first.sequence_number,
+                "arrival_ms": first.arrival_ms,
+            });
+        }
     }
     line
 }
 
 #[cfg(test)]
 mod tests {
+    use ruststream_runtime::dead_letter::FirstRecord;
     use ruststream_runtime::record::Header;
 
     use super::*;
@@ -236,6 +244,11 @@ mod tests {
             app: Some("books".into()),
             attempts: 3,
             reason: "attempts-exhausted".into(),
+            first: Some(FirstRecord {
+                shard_id: "shardId-000000000000".into(),
+                sequence_number: "40".into(),
+                arrival_ms: 1_000,
+            }),
         };
         let mut headers = vec![
             Header::new("trace", "abc"),
@@ -257,6 +270,11 @@ mod tests {
         assert_eq!(line["dead_letter"]["stream"], "refunds");
         assert_eq!(line["dead_letter"]["attempts"], 3);
         assert_eq!(line["dead_letter"]["reason"], "attempts-exhausted");
+        assert_eq!(
+            line["dead_letter"]["first"],
+            json!({ "shard": "shardId-000000000000", "sequence": "40", "arrival_ms": 1_000 })
+        );
+        assert_eq!(line["headers"].as_object().map(Map::len), Some(1), "{line}");
         let plain = describe("s", "shard", "1", "k", None, b"not json");
         assert_eq!(plain["payload"], "not json");
         assert!(plain.get("dead_letter").is_none());

@@ -1,4 +1,5 @@
-//! Which `Host` headers the admin API answers: its own address, and names the operator gave.
+//! Which `Host` and `Origin` headers the admin API answers: its own address, and names the
+//! operator gave.
 //!
 //! A web page can make a browser send requests to `127.0.0.1:9465` under a name of its own
 //! that it re-points at loopback (DNS rebinding); such a request carries that name as its
@@ -6,10 +7,17 @@
 //! `localhost` on loopback) nor a configured name (`--admin-host`) is refused. On a wildcard
 //! address (`0.0.0.0`, `::`) any IP literal with the right port is the host's own: rebinding
 //! always comes under a name.
+//!
+//! A browser names the page a request comes from in `Origin` (and says how it relates to the
+//! target in `Sec-Fetch-Site`). The API's own origins are its scheme (`https` over TLS, else
+//! `http`) with a `Host` it answers; a request from any other origin (`null` too: a sandboxed
+//! page, a file) is refused, whatever else it carries. Requests without an `Origin` (the
+//! verbs, `curl`, probes) are not browsers' cross-site requests and pass this check.
 
 use std::net::{IpAddr, SocketAddr};
 
 use axum::http::HeaderValue;
+use axum::http::Uri;
 use axum::http::uri::Authority;
 use ruststream_runtime::escape::quote;
 
@@ -53,19 +61,105 @@ fn normalize(host: &str) -> String {
 #[derive(Debug, Clone)]
 pub(crate) struct AllowedHosts {
     addr: SocketAddr,
-    /// The port a `Host` without one means: 443 over TLS, else 80.
-    default_port: u16,
+    /// Over TLS: its origins are `https://`, and a `Host` without a port means 443, else 80.
+    tls: bool,
     names: Vec<HostName>,
 }
 
 impl AllowedHosts {
     /// The hosts of an API listening on `addr` (over TLS when `tls`), and `names`.
     pub(crate) fn new(addr: SocketAddr, tls: bool, names: Vec<HostName>) -> Self {
-        Self {
-            addr,
-            default_port: if tls { 443 } else { 80 },
-            names,
+        Self { addr, tls, names }
+    }
+
+    /// The port a `Host` without one means.
+    fn default_port(&self) -> u16 {
+        if self.tls { 443 } else { 80 }
+    }
+
+    /// The scheme of this API's own origins.
+    fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
+    }
+
+    /// Whether a request with this `Origin` header (and `Sec-Fetch-Site`, if the browser sent
+    /// one) comes from this API's own origin, or from no page at all.
+    ///
+    /// # Errors
+    /// Why not, one line: another site's page (or `null`), or a browser saying it is
+    /// cross-site.
+    pub(crate) fn check_origin(
+        &self,
+        origin: Option<&HeaderValue>,
+        fetch_site: Option<&HeaderValue>,
+    ) -> Result<(), String> {
+        let foreign = |shown: &str| {
+            format!(
+                "Origin `{}` is not this admin API's own ({}): refused, as a request a page of \
+                 another site made a browser send would be",
+                quote(shown),
+                self.own_origins()
+            )
+        };
+        if let Some(origin) = origin {
+            let text = String::from_utf8_lossy(origin.as_bytes());
+            let own = origin
+                .to_str()
+                .ok()
+                .and_then(|text| text.parse::<Uri>().ok())
+                .filter(|uri| uri.path_and_query().is_none_or(|p| p.as_str() == "/"))
+                .filter(|uri| uri.scheme_str() == Some(self.scheme()))
+                .and_then(|uri| {
+                    let authority = uri.authority()?;
+                    let port = authority.port_u16().unwrap_or(self.default_port());
+                    Some(self.allows(&normalize(authority.host()), port))
+                });
+            if own != Some(true) {
+                return Err(foreign(&text));
+            }
         }
+        match fetch_site.map(HeaderValue::as_bytes) {
+            None | Some(b"same-origin" | b"none") => Ok(()),
+            Some(other) => Err(format!(
+                "Sec-Fetch-Site `{}`: the browser says a page of another origin sent this \
+                 request; refused, only this admin API's own pages ({}) and clients that are \
+                 not browsers may",
+                quote(&String::from_utf8_lossy(other)),
+                self.own_origins()
+            )),
+        }
+    }
+
+    /// The names clients reach this API by, without ports: its IP address (unless it is a
+    /// wildcard), `localhost` on loopback or a wildcard, and the configured names.
+    pub(crate) fn served_names(&self) -> Vec<String> {
+        let ip = self.addr.ip();
+        let mut names = Vec::new();
+        if !ip.is_unspecified() {
+            names.push(ip.to_string());
+        }
+        if ip.is_loopback() || ip.is_unspecified() {
+            names.push("localhost".to_owned());
+        }
+        for name in &self.names {
+            if !names.contains(&name.name) {
+                names.push(name.name.clone());
+            }
+        }
+        names
+    }
+
+    /// This API's own origins, for a refusal.
+    fn own_origins(&self) -> String {
+        let scheme = self.scheme();
+        self.shown()
+            .split(", ")
+            .map(|host| match host.strip_prefix("any IP address") {
+                Some(port) => format!("{scheme}://ANY-IP-ADDRESS{port}"),
+                None => format!("{scheme}://{host}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Whether a request with this `Host` header is for this API.
@@ -81,7 +175,7 @@ impl AllowedHosts {
             .parse()
             .map_err(|_| format!("the Host header `{}` is not HOST[:PORT]", quote(text)))?;
         let host = normalize(authority.host());
-        let port = authority.port_u16().unwrap_or(self.default_port);
+        let port = authority.port_u16().unwrap_or(self.default_port());
         if self.allows(&host, port) {
             return Ok(());
         }
@@ -161,6 +255,62 @@ mod tests {
         }
         let error = hosts.check(None).expect_err("no header");
         assert_eq!(error, "the request has no Host header");
+    }
+
+    fn origin(hosts: &AllowedHosts, origin: &str) -> Result<(), String> {
+        let value = HeaderValue::from_str(origin).expect("a header");
+        hosts.check_origin(Some(&value), None)
+    }
+
+    #[test]
+    fn only_the_apis_own_origin_or_none_passes() {
+        let hosts = AllowedHosts::new("127.0.0.1:9465".parse().expect("addr"), false, Vec::new());
+        for own in [
+            "http://127.0.0.1:9465",
+            "http://localhost:9465",
+            "http://LOCALHOST:9465",
+        ] {
+            origin(&hosts, own).unwrap_or_else(|e| panic!("{own}: {e}"));
+        }
+        hosts.check_origin(None, None).expect("no page at all");
+        for foreign in [
+            "http://evil.example",
+            "http://evil.example:9465",
+            "null",
+            "https://127.0.0.1:9465",
+            "http://127.0.0.1:9466",
+            "http://127.0.0.1",
+            "http://localhost:9465/page",
+            "file://",
+        ] {
+            let error = origin(&hosts, foreign).expect_err(foreign);
+            assert!(
+                error.contains(
+                    "is not this admin API's own (http://127.0.0.1:9465, http://localhost:9465)"
+                ),
+                "{foreign}: {error}"
+            );
+        }
+        let site = |value: &str| {
+            let value = HeaderValue::from_str(value).expect("a header");
+            hosts.check_origin(None, Some(&value))
+        };
+        site("same-origin").expect("the API's own page");
+        site("none").expect("typed in the address bar");
+        for refused in ["cross-site", "same-site"] {
+            let error = site(refused).expect_err(refused);
+            assert!(error.starts_with("Sec-Fetch-Site `"), "{error}");
+        }
+        let wildcard = AllowedHosts::new("0.0.0.0:9465".parse().expect("addr"), false, Vec::new());
+        origin(&wildcard, "http://10.1.2.3:9465").expect("any IP address is its own");
+        let error = origin(&wildcard, "http://evil.example:9465").expect_err("a name");
+        assert!(
+            error.contains("(http://ANY-IP-ADDRESS:9465, http://localhost:9465)"),
+            "{error}"
+        );
+        let tls = AllowedHosts::new("127.0.0.1:443".parse().expect("addr"), true, Vec::new());
+        origin(&tls, "https://127.0.0.1").expect("443 is https's own port");
+        origin(&tls, "http://127.0.0.1:443").expect_err("not over TLS");
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! The checks an admin request passes before its route runs, each refusal saying which failed:
 //!
 //! 1. its `Host` is this API's (421, see `allowed_hosts`), on every route;
-//! 2. it carries the token, `Authorization: Bearer <token>` (401), on every route but
+//! 2. it comes from no page, or from a page of this API's own origin: an `Origin` that is not
+//!    this API's, and a `Sec-Fetch-Site` other than `same-origin` or `none`, are refused (403),
+//!    on every route;
+//! 3. it carries the token, `Authorization: Bearer <token>` (401), on every route but
 //!    `/healthz` and `/readyz`;
-//! 3. a body is `application/json`, or `application/wasm` for an upload (415);
-//! 4. an upload is within the compile size bound, refused by its `Content-Length` before any of
+//! 4. a body is `application/json`, or `application/wasm` for an upload (415);
+//! 5. an upload is within the compile size bound, refused by its `Content-Length` before any of
 //!    it is read (413), and one runs at a time (429).
 //!
 //! The size of an upload without a `Content-Length` is bounded while it streams in (the
@@ -14,7 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING};
+use axum::http::header::{
+    AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderName, ORIGIN, TRANSFER_ENCODING,
+};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -27,6 +32,9 @@ use super::token::AdminToken;
 /// How long an upload may take to arrive: 32 MiB at 2 Mbit/s. A client that stalls would
 /// otherwise hold the one upload slot until its connection dies.
 pub(crate) const UPLOAD_TIME: Duration = Duration::from_secs(150);
+
+/// What a browser says of how the page that sent a request relates to its target.
+const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 
 /// The routes a probe reaches without the token.
 const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
@@ -98,14 +106,21 @@ impl Guard {
     }
 }
 
-/// Checks 1 and 2, on every request.
+/// Checks 1, 2 and 3, on every request.
 pub(crate) async fn host_and_token(
     State(guard): State<Arc<Guard>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if let Err(reason) = guard.hosts.check(request.headers().get(HOST)) {
+    let headers = request.headers();
+    if let Err(reason) = guard.hosts.check(headers.get(HOST)) {
         return refuse(StatusCode::MISDIRECTED_REQUEST, reason);
+    }
+    if let Err(reason) = guard
+        .hosts
+        .check_origin(headers.get(ORIGIN), headers.get(SEC_FETCH_SITE))
+    {
+        return refuse(StatusCode::FORBIDDEN, reason);
     }
     let open = request.method() == Method::GET && OPEN_ROUTES.contains(&request.uri().path());
     if !open && let Err(reason) = guard.check_token(request.headers()) {
@@ -119,7 +134,7 @@ pub(crate) async fn host_and_token(
     next.run(request).await
 }
 
-/// Check 3 for the routes that take JSON (or nothing).
+/// Check 4 for the routes that take JSON (or nothing).
 pub(crate) async fn json_body(request: Request, next: Next) -> Response {
     if let Err(reason) = content_type(request.headers(), "application/json") {
         return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, reason);
@@ -127,7 +142,7 @@ pub(crate) async fn json_body(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// Checks 3 and 4 for an upload; the permit is held until the upload is answered.
+/// Checks 4 and 5 for an upload; the permit is held until the upload is answered.
 pub(crate) async fn upload(
     State(guard): State<Arc<Guard>>,
     request: Request,

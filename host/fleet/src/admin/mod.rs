@@ -10,6 +10,7 @@
 //! is the [`Control`] trait; this module is only the HTTP layer over it.
 
 pub mod allowed_hosts;
+pub(crate) mod certificates;
 pub mod control;
 mod error;
 #[cfg(any(test, feature = "fake"))]
@@ -95,7 +96,13 @@ pub(crate) async fn serve<C: Control>(
     if options.allow_remote && options.tls.is_none() {
         return Err(AdminStartError::RemoteWithoutTls);
     }
-    let tls = options.tls.as_ref().map(tls::server_config).transpose()?;
+    // A certificate must name how clients reach the API, or no client could verify it.
+    let names = AllowedHosts::new(addr, true, options.hosts.clone()).served_names();
+    let tls = options
+        .tls
+        .as_ref()
+        .map(|files| tls::server_config(files, &names))
+        .transpose()?;
     let what = "admin API";
     let listener = http_server::bind(what, addr).await?;
     let local_addr = http_server::local_addr(what, addr, &listener)?;

@@ -59,6 +59,15 @@ pub enum TlsError {
         /// What the PEM reader said.
         reason: String,
     },
+    /// The certificate names none of the names clients reach the API by: no client could
+    /// verify it.
+    #[error("the admin TLS certificate {} cannot be served: {reason}", path.display())]
+    Names {
+        /// The certificate file.
+        path: PathBuf,
+        /// Why, with the `openssl` line that makes one that can.
+        reason: String,
+    },
     /// rustls refused the pair (a key that does not match the certificate, an unsupported key).
     #[error("the admin TLS certificate {} and key {} cannot be used together: {source}",
         cert.display(), key.display())]
@@ -74,10 +83,14 @@ pub enum TlsError {
 }
 
 /// The server's TLS configuration: the operator's chain and key, TLS 1.2 and 1.3, HTTP/1.1.
+/// The certificate must name one of `names`, the names clients reach the API by.
 ///
 /// # Errors
 /// [`TlsError`] naming the file and what is wrong with it.
-pub(crate) fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
+pub(crate) fn server_config(
+    files: &TlsFiles,
+    names: &[String],
+) -> Result<Arc<ServerConfig>, TlsError> {
     let pem = |what, path: &Path| {
         std::fs::read(path).map_err(|source| TlsError::Read {
             what,
@@ -102,6 +115,10 @@ pub(crate) fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsEr
             reason: "no `BEGIN CERTIFICATE` section".to_owned(),
         });
     }
+    super::certificates::check_names(&chain[0], names).map_err(|reason| TlsError::Names {
+        path: files.cert.clone(),
+        reason,
+    })?;
     let key_pem = pem("key", &files.key)?;
     let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|error| TlsError::Pem {
         what: "key",

@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ruststream_host::lease::{TableTemplate, TemplateError};
 use ruststream_host::runner::OperatorSettings;
 use ruststream_runtime::{
     Tenant,
@@ -46,6 +47,7 @@ use ruststream_runtime::{
 };
 use serde::Deserialize;
 
+pub(crate) mod component_file;
 mod parse_error;
 
 use crate::identity::Role;
@@ -738,6 +740,21 @@ impl std::fmt::Display for ComponentSource {
     }
 }
 
+impl ComponentSource {
+    /// What names the component in a line about it: `tenant `T`, config file F, line 3,
+    /// `tenants[0].components[1]` = "acme/ledger.wasm"`. `check --config` and `run` (its log,
+    /// its `partial start` line, readiness, and the error it ends with when nothing starts)
+    /// name a component of a tenants file with these words, followed by `: ` and the reason.
+    pub(crate) fn named(&self, tenant: &str) -> String {
+        format!("tenant `{tenant}`, {self}")
+    }
+
+    /// The path as the tenants file writes it, as a refusal shows it.
+    pub(crate) fn shown_path(&self) -> String {
+        escape_controls(&self.written).into_owned()
+    }
+}
+
 /// Why a tenants file cannot be used; each message names the file (and the line and key of a
 /// mistake in it).
 #[derive(Debug, thiserror::Error)]
@@ -759,9 +776,34 @@ pub enum ConfigError {
     /// and where.
     #[error("{0}")]
     Mistake(String),
+    /// The lease table template (`[host] lease_table`) does not fit the file's tenants and
+    /// components.
+    #[error("config file {}, `host.lease_table`", path.display())]
+    LeaseTable {
+        /// The tenants file.
+        path: PathBuf,
+        /// Why the template does not fit.
+        #[source]
+        source: TemplateError,
+    },
 }
 
 impl Config {
+    /// Whether the lease table template `template` (the file's `[host] lease_table`, read
+    /// from `path`) keeps every tenant's apps in tables of their own.
+    ///
+    /// # Errors
+    /// [`ConfigError::LeaseTable`], naming the file and the key.
+    pub(crate) fn check_lease_table(&self, path: &Path, template: &str) -> Result<(), ConfigError> {
+        let busiest = self.tenants.iter().map(|t| t.components.len()).max();
+        TableTemplate::new(template, self.tenants.len(), busiest.unwrap_or(0))
+            .map(drop)
+            .map_err(|source| ConfigError::LeaseTable {
+                path: path.to_owned(),
+                source,
+            })
+    }
+
     /// Reads and checks the file at `path`; component paths become relative to its folder.
     ///
     /// # Errors

@@ -38,7 +38,7 @@ use tokio::task::JoinSet;
 
 use crate::admin::control::ControlError;
 use crate::admin::model::{Deployed, VersionOrigin};
-use crate::config::{ComponentSource, Config, LeaseStoreKind, OperatorConfig};
+use crate::config::{ComponentSource, Config, LeaseStoreKind, OperatorConfig, component_file};
 use crate::identity::{Clients, Identities, Role};
 use crate::state::Kept;
 use crate::state::redrives::RedriveRecords;
@@ -69,6 +69,8 @@ pub(crate) struct Refused {
 pub(crate) struct LeaseSettings {
     pub kind: LeaseStoreKind,
     pub template: String,
+    /// The template came from `--lease-table` (a mistake in it names the flag, not the file).
+    pub template_from_flag: bool,
     pub create_table: bool,
 }
 
@@ -159,6 +161,20 @@ pub(crate) struct TenantRun {
     pub refused: BTreeMap<String, Refused>,
     /// Component files the config lists for the tenant.
     configured: Vec<PathBuf>,
+    /// Where the tenants file names each configured component, by component name: what a
+    /// line about the component says first.
+    sources: BTreeMap<String, ComponentSource>,
+}
+
+impl TenantRun {
+    /// How a line names component `name` of tenant `tenant`: by its place in the tenants file
+    /// when the file lists it (as `check --config` does), else by its name.
+    fn named(&self, tenant: &str, name: &str) -> String {
+        self.sources.get(name).map_or_else(
+            || format!("tenant `{tenant}`, component `{}`", escape_controls(name)),
+            |source| source.named(tenant),
+        )
+    }
 }
 
 impl TenantRun {
@@ -403,7 +419,8 @@ impl Fleet {
     fn wanted(&self) -> anyhow::Result<Wanted> {
         let Some(path) = &self.inner.config_path else {
             let components = self.inner.cli_components.len();
-            TableTemplate::new(&self.inner.leases.template, 1, components)?;
+            TableTemplate::new(&self.inner.leases.template, 1, components)
+                .map_err(|e| anyhow::Error::new(e).context("--lease-table"))?;
             let tenant = Arc::new(Tenant::trusted("default"));
             return Ok(Wanted {
                 tenants: vec![WantedTenant {
@@ -423,13 +440,16 @@ impl Fleet {
              (no tenant set it then): restart the host to meter fuel",
             path.display()
         );
-        let busiest = config.tenants.iter().map(|t| t.components.len()).max();
-        // Checked again on every reload: the names of the tables must stay distinct.
-        TableTemplate::new(
-            &self.inner.leases.template,
-            config.tenants.len(),
-            busiest.unwrap_or(0),
-        )?;
+        // Checked again on every reload: the names of the tables must stay distinct. Worded
+        // as `check --config` words it when the template is the file's.
+        let template = &self.inner.leases.template;
+        if self.inner.leases.template_from_flag {
+            let busiest = config.tenants.iter().map(|t| t.components.len()).max();
+            TableTemplate::new(template, config.tenants.len(), busiest.unwrap_or(0))
+                .map_err(|e| anyhow::Error::new(e).context("--lease-table"))?;
+        } else {
+            config.check_lease_table(path, template)?;
+        }
         let tenants = config
             .tenants
             .iter()
@@ -532,8 +552,15 @@ impl Fleet {
                     components: BTreeMap::new(),
                     refused: BTreeMap::new(),
                     configured: Vec::new(),
+                    sources: BTreeMap::new(),
                 });
             run.configured = wanted.components.clone();
+            run.sources = wanted
+                .components
+                .iter()
+                .zip(&wanted.sources)
+                .map(|(path, source)| (stem(path), source.clone()))
+                .collect();
             (run.tenant.clone(), fresh)
         };
         let mut deployed = Vec::new();
@@ -609,27 +636,19 @@ impl Fleet {
         }
     }
 
-    /// The file's bytes, within the compile size bound. Errors name the file as the tenants
-    /// file does (`written`), or by its path.
+    /// The file's bytes, within the compile size bound, read as `check --config` reads them.
+    /// Errors name the file as the tenants file writes it (`written`), or by its path.
     async fn read_file(
         &self,
         path: &Path,
         written: Option<&ComponentSource>,
     ) -> Result<Vec<u8>, String> {
-        let shown = written.map_or_else(|| path.display().to_string(), ToString::to_string);
+        let shown = written.map_or_else(
+            || escape_controls(&path.display().to_string()).into_owned(),
+            ComponentSource::shown_path,
+        );
         let max = self.inner.runtime.config().compile.limits.max_bytes;
-        let size = tokio::fs::metadata(path)
-            .await
-            .map_err(|e| format!("cannot read {shown}: {e}"))?
-            .len();
-        if size > max as u64 {
-            return Err(format!(
-                "{shown} is {size} bytes, more than the {max} a component may have"
-            ));
-        }
-        tokio::fs::read(path)
-            .await
-            .map_err(|e| format!("cannot read {shown}: {e}"))
+        component_file::read(path, &shown, max).await
     }
 
     /// Loads one version and makes it live: swapped into the app the component runs, or
@@ -772,8 +791,15 @@ impl Fleet {
         reason: String,
         file_hash: Option<String>,
     ) -> ControlError {
+        let named = self.with_tenants(|t| t.get(tenant).map(|run| run.named(tenant, component)));
+        let named = named.unwrap_or_else(|| {
+            format!(
+                "tenant `{tenant}`, component `{}`",
+                escape_controls(component)
+            )
+        });
         tracing::error!(tenant = %tenant, component = %escape_controls(component),
-            "version refused, the running one (if any) goes on: {reason}");
+            "version refused, the running one (if any) goes on: {named}: {reason}");
         if let Some(run) = self.state().tenants.get_mut(tenant) {
             let at_ms = SystemClock.now_ms();
             run.refused.insert(
@@ -881,7 +907,8 @@ fn not_started(tenants: &BTreeMap<String, TenantRun>) -> Vec<String> {
         for (component, refused) in &run.refused {
             if !run.components.contains_key(component) {
                 lines.push(format!(
-                    "tenant `{name}`: component `{component}` failed to load: {}",
+                    "{}: {}",
+                    run.named(name, component),
                     refused.reason
                 ));
             }

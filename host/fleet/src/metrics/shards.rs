@@ -31,8 +31,9 @@ const SHARD_GAUGES: [(&str, &str); metrics::SHARD_GAUGE_SERIES] = [
         BEHIND_LATEST,
         "How far behind the tip the shard's checkpoint is, at least: Kinesis's \
          MillisBehindLatest for the last read (growing with the time since, while the shard \
-         is not read), or the time a held record has held the checkpoint, whichever is \
-         larger.",
+         is not read), the age of the oldest record read and not yet delivered, or the time a \
+         held record has held the checkpoint, whichever is larger. No sample while none of \
+         these is known (no answer read yet): unknown, not caught up.",
     ),
     (
         ITERATOR_AGE,
@@ -53,10 +54,13 @@ const SHARD_GAUGES: [(&str, &str); metrics::SHARD_GAUGE_SERIES] = [
 /// ages by the largest, counts by the sum.
 const FOLD_BY_SUM: [bool; 5] = [false, false, true, false, true];
 
+/// One shard's gauge values, [`SHARD_GAUGES`] in order; `None` is unknown, and has no sample.
+type Values = [Option<f64>; 5];
+
 /// One shard's series, labelled.
 struct ShardRow {
     labels: String,
-    values: [f64; 5],
+    values: Values,
 }
 
 /// A tenant's state at a scrape.
@@ -65,7 +69,7 @@ struct TenantRow {
     quarantined: bool,
     paused: bool,
     /// Its shards past its series bound, added up into one row.
-    folded: Option<[f64; 5]>,
+    folded: Option<Values>,
 }
 
 /// Appends the per-shard gauges of every shard this host reads, and each tenant's state, to
@@ -133,7 +137,9 @@ pub(crate) fn render(fleet: &Fleet, out: &mut String) {
     for (index, (name, help)) in SHARD_GAUGES.iter().enumerate() {
         header(out, name, help);
         for row in &rows {
-            let _ = writeln!(out, "{name}{{{}}} {}", row.labels, row.values[index]);
+            if let Some(value) = row.values[index] {
+                let _ = writeln!(out, "{name}{{{}}} {value}", row.labels);
+            }
         }
     }
     tenant_gauges(&tenants, out);
@@ -171,34 +177,40 @@ fn tenant_gauges(tenants: &[TenantRow], out: &mut String) {
     }
 }
 
-/// Adds `values` into a folded row.
-fn fold(into: &mut Option<[f64; 5]>, values: [f64; 5]) {
+/// Adds `values` into a folded row; an unknown value adds nothing (a folded lag is unknown
+/// only while every shard's is).
+fn fold(into: &mut Option<Values>, values: Values) {
     let Some(row) = into else {
         *into = Some(values);
         return;
     };
     for (index, value) in values.into_iter().enumerate() {
-        row[index] = if FOLD_BY_SUM[index] {
-            row[index] + value
-        } else {
-            row[index].max(value)
+        row[index] = match (row[index], value) {
+            (Some(a), Some(b)) if FOLD_BY_SUM[index] => Some(a + b),
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (known, None) | (None, known) => known,
         };
     }
 }
 
-fn values(shard: &ShardStatus, now_ms: u64) -> [f64; 5] {
+fn values(shard: &ShardStatus, now_ms: u64) -> Values {
     let held_for_ms = shard
         .held_since_ms
-        .map_or(0, |since| now_ms.saturating_sub(since));
-    let read_behind = shard.millis_behind_latest.unwrap_or(0).max(0) as u64;
+        .map(|since| now_ms.saturating_sub(since));
+    let read_behind = shard
+        .millis_behind_latest
+        .map(|behind| u64::try_from(behind.max(0)).unwrap_or(0));
+    let seconds = |ms: u64| ms as f64 / 1000.0;
     [
         // A held record is read again, with everything after it, when the lease is next
         // taken: the checkpoint is as far behind as the hold is old, whatever the reader says.
-        read_behind.max(held_for_ms) as f64 / 1000.0,
-        shard.iterator_age_ms.unwrap_or(0) as f64 / 1000.0,
-        shard.unhandled as f64,
-        held_for_ms as f64 / 1000.0,
-        shard.copies_pending as f64,
+        // Neither known (no answer read yet, nothing held): no sample, never a 0 that would
+        // read as caught up.
+        read_behind.max(held_for_ms).map(seconds),
+        Some(seconds(shard.iterator_age_ms.unwrap_or(0))),
+        Some(shard.unhandled as f64),
+        Some(seconds(held_for_ms.unwrap_or(0))),
+        Some(shard.copies_pending as f64),
     ]
 }
 
@@ -262,7 +274,10 @@ mod tests {
             iterator_age_ms: Some(3),
             paused: false,
         };
-        assert_eq!(values(&shard, 61_000), [60.0, 0.003, 1.0, 60.0, 0.0]);
+        assert_eq!(
+            values(&shard, 61_000),
+            [Some(60.0), Some(0.003), Some(1.0), Some(60.0), Some(0.0)]
+        );
         let caught_up = ShardStatus {
             held_at: None,
             held_since_ms: None,
@@ -270,14 +285,35 @@ mod tests {
             millis_behind_latest: Some(250),
             ..shard
         };
-        assert_eq!(values(&caught_up, 61_000), [0.25, 0.003, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            values(&caught_up, 61_000),
+            [Some(0.25), Some(0.003), Some(0.0), Some(0.0), Some(0.0)]
+        );
+        // Taken while its tenant is paused, nothing read yet: unknown, not 0.
+        let unknown = ShardStatus {
+            millis_behind_latest: None,
+            ..caught_up
+        };
+        assert_eq!(values(&unknown, 61_000)[0], None);
     }
 
     #[test]
     fn folded_shards_add_counts_and_keep_the_largest_lag() {
         let mut folded = None;
-        fold(&mut folded, [1.0, 2.0, 3.0, 4.0, 5.0]);
-        fold(&mut folded, [10.0, 0.5, 1.0, 0.0, 1.0]);
-        assert_eq!(folded, Some([10.0, 2.0, 4.0, 4.0, 6.0]));
+        fold(&mut folded, [1.0, 2.0, 3.0, 4.0, 5.0].map(Some));
+        fold(&mut folded, [10.0, 0.5, 1.0, 0.0, 1.0].map(Some));
+        assert_eq!(folded, Some([10.0, 2.0, 4.0, 4.0, 6.0].map(Some)));
+        // A shard whose lag is unknown leaves the others' largest.
+        fold(
+            &mut folded,
+            [None, Some(0.0), Some(1.0), Some(0.0), Some(0.0)],
+        );
+        assert_eq!(folded.map(|row| row[0]), Some(Some(10.0)));
+        let mut unknown = None;
+        fold(
+            &mut unknown,
+            [None, Some(0.0), Some(1.0), Some(0.0), Some(0.0)],
+        );
+        assert_eq!(unknown.map(|row| row[0]), Some(None));
     }
 }

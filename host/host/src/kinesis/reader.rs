@@ -192,8 +192,8 @@ impl ShardReader {
     fn received(&mut self, answer: &Answer, records: Vec<Delivery>) -> Option<Batch> {
         self.backoff.reset();
         self.millis_behind_latest = answer.millis_behind_latest;
-        self.progress
-            .answered(answer.millis_behind_latest, SystemClock.now_ms());
+        // Noted as it arrived (`fetch`); from here the pipeline says what it holds.
+        self.progress.handed_on();
         self.position = answer.next_position.clone();
         match &answer.next_iterator {
             Some(iterator) => {
@@ -265,9 +265,17 @@ impl ShardReader {
             config: self.config.clone(),
         };
         self.iterator = iterator;
+        let progress = self.progress.clone();
         self.in_flight = Some(tokio::spawn(async move {
             tokio::time::sleep_until(not_before).await;
-            hub.read(request).await
+            let outcome = hub.read(request).await;
+            // Noted on arrival, not when taken: a reader nobody polls (its tenant paused)
+            // still says how far behind its shard is.
+            if let Outcome::Records(answer) = &*outcome {
+                let oldest = answer.records.first().map(|record| record.arrival_ms);
+                progress.answered(answer.millis_behind_latest, oldest, SystemClock.now_ms());
+            }
+            outcome
         }));
     }
 }

@@ -249,6 +249,7 @@ mod tests {
             app: app.map(str::to_owned),
             attempts: 3,
             reason: "attempts-exhausted".into(),
+            first: None,
         }
     }
 

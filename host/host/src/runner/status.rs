@@ -18,7 +18,7 @@ use ruststream_runtime::sync::lock;
 use ruststream_runtime::{
     ShardPipeline,
     clock::{Clock, SystemClock},
-    pipeline::OutcomeCounts,
+    pipeline::{OutcomeCounter, OutcomeCounts},
 };
 
 use crate::kinesis::ReadProgress;
@@ -213,6 +213,10 @@ pub(crate) struct StatusBoard {
     /// Each shard's reader progress, read at every snapshot: lag stays current while a worker
     /// is not reading (its tenant stopped, a long call).
     progress: Arc<Mutex<HashMap<String, Arc<ReadProgress>>>>,
+    /// Each shard's outcome counts, which its pipelines (one per lease this host took of it)
+    /// count in and every snapshot reads: the one source of a shard's `outcomes`, so they
+    /// never lag what the pipeline settled, whatever step settled it.
+    outcomes: Arc<Mutex<HashMap<String, OutcomeCounter>>>,
 }
 
 impl StatusBoard {
@@ -224,13 +228,20 @@ impl StatusBoard {
                 ..SubscriptionStatus::default()
             })),
             progress: Arc::default(),
+            outcomes: Arc::default(),
         }
     }
 
     /// The status now; each shard's `millis_behind_latest` is its reader's last figure plus
-    /// the time since, beyond the reader's usual gap, that nobody read the shard.
+    /// the time since, beyond the reader's usual gap, that nobody read the shard, and its
+    /// `outcomes` what its pipelines counted up to now.
     pub(crate) fn snapshot(&self) -> SubscriptionStatus {
         let mut status = self.lock().clone();
+        for (shard_id, counter) in lock(&self.outcomes).iter() {
+            if let Some(shard) = status.shards.get_mut(shard_id) {
+                shard.outcomes = counter.get();
+            }
+        }
         let now_ms = SystemClock.now_ms();
         for (shard_id, progress) in lock(&self.progress).iter() {
             if let (Some(shard), Some(behind)) =
@@ -245,6 +256,16 @@ impl StatusBoard {
     /// Reports `shard_id`'s lag from `progress` from now on (its reader, opened or reopened).
     pub(crate) fn follow_reads(&self, shard_id: &str, progress: Arc<ReadProgress>) {
         lock(&self.progress).insert(shard_id.to_owned(), progress);
+    }
+
+    /// The counter `shard_id`'s pipelines count their outcomes in (see
+    /// [`ShardPipeline::count_outcomes_in`]): the same for every lease of the shard this host
+    /// takes, so the shard's counts add up to what the subscription's metrics counted here.
+    pub(crate) fn outcome_counter(&self, shard_id: &str) -> OutcomeCounter {
+        lock(&self.outcomes)
+            .entry(shard_id.to_owned())
+            .or_default()
+            .clone()
     }
 
     pub(crate) fn set_state(&self, shard_id: &str, state: ShardState) {

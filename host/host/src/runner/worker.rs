@@ -181,6 +181,7 @@ async fn work(
         current.release.env.clone(),
     );
     pipeline.stop_when(keeper.stop());
+    pipeline.count_outcomes_in(ctx.status.outcome_counter(&shard.shard_id));
     ctx.status.set_state(&shard.shard_id, ShardState::Reading);
     let mut version = Version {
         release,
@@ -200,7 +201,6 @@ async fn work(
     .await;
     ctx.status.update(&shard.shard_id, |s| {
         s.checkpoint = pipeline.checkpoint().map(str::to_owned);
-        s.outcomes = pipeline.outcomes();
     });
     ctx.status
         .set_holds(&shard.shard_id, &pipeline, ctx.clock.now_ms());
@@ -442,7 +442,6 @@ async fn read(
                     let behind = reader.millis_behind_latest();
                     ctx.status.update(&shard_id, |s| {
                         s.delivered += count;
-                        s.outcomes = pipeline.outcomes();
                         s.millis_behind_latest = behind;
                         s.iterator_age_ms = age.or(s.iterator_age_ms);
                     });

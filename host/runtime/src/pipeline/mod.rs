@@ -43,6 +43,7 @@ mod outbox;
 mod settlement;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -125,16 +126,67 @@ pub struct OutcomeCounts {
     pub foreign_copies: u64,
 }
 
-impl OutcomeCounts {
-    fn count(&mut self, outcome: Outcome, trapped: bool) {
+/// A shard's [`OutcomeCounts`], shared: its pipeline adds to them where it adds to the
+/// subscription's metrics (an atomic add each), and whoever holds a clone reads them at any
+/// time, so a status read from them says what `/metrics` says, whichever step of the pipeline
+/// settled the records (a read, a copy that came due, a seek, a change-over, a handoff).
+#[derive(Debug, Clone, Default)]
+pub struct OutcomeCounter(Arc<[AtomicU64; 6]>);
+
+impl OutcomeCounter {
+    const ACK: usize = 0;
+    const DROP: usize = 1;
+    const RETRY: usize = 2;
+    const RETRY_AFTER: usize = 3;
+    const TRAPPED: usize = 4;
+    const FOREIGN_COPIES: usize = 5;
+
+    /// The counts now.
+    pub fn get(&self) -> OutcomeCounts {
+        let at = |slot: usize| self.0[slot].load(Ordering::Relaxed);
+        OutcomeCounts {
+            ack: at(Self::ACK),
+            drop: at(Self::DROP),
+            retry: at(Self::RETRY),
+            retry_after: at(Self::RETRY_AFTER),
+            trapped: at(Self::TRAPPED),
+            foreign_copies: at(Self::FOREIGN_COPIES),
+        }
+    }
+
+    fn add(&self, slot: usize, by: u64) {
+        self.0[slot].fetch_add(by, Ordering::Relaxed);
+    }
+
+    fn count(&self, outcome: Outcome, trapped: bool) {
         let slot = match outcome {
-            Outcome::Ack => &mut self.ack,
-            Outcome::Drop => &mut self.drop,
-            Outcome::Retry => &mut self.retry,
-            Outcome::RetryAfter(_) => &mut self.retry_after,
+            Outcome::Ack => Self::ACK,
+            Outcome::Drop => Self::DROP,
+            Outcome::Retry => Self::RETRY,
+            Outcome::RetryAfter(_) => Self::RETRY_AFTER,
         };
-        *slot += 1;
-        self.trapped += u64::from(trapped);
+        self.add(slot, 1);
+        if trapped {
+            self.add(Self::TRAPPED, 1);
+        }
+    }
+
+    fn foreign_copy(&self) {
+        self.add(Self::FOREIGN_COPIES, 1);
+    }
+
+    /// Adds `counts` (what another counter counted) to these.
+    fn absorb(&self, counts: OutcomeCounts) {
+        for (slot, by) in [
+            (Self::ACK, counts.ack),
+            (Self::DROP, counts.drop),
+            (Self::RETRY, counts.retry),
+            (Self::RETRY_AFTER, counts.retry_after),
+            (Self::TRAPPED, counts.trapped),
+            (Self::FOREIGN_COPIES, counts.foreign_copies),
+        ] {
+            self.add(slot, by);
+        }
     }
 }
 
@@ -169,7 +221,7 @@ pub struct ShardPipeline {
     /// Set when the shard must stop being delivered here (lease lost, or wanted elsewhere).
     stop: Option<watch::Receiver<Option<Stop>>>,
     checkpoint_moved: bool,
-    outcomes: OutcomeCounts,
+    outcomes: OutcomeCounter,
     env: PipelineEnv,
     log: RuntimeLog,
     /// The app the component declares, for reports.
@@ -233,7 +285,7 @@ impl ShardPipeline {
             outbox: Outbox::default(),
             stop: None,
             checkpoint_moved: false,
-            outcomes: OutcomeCounts::default(),
+            outcomes: OutcomeCounter::default(),
             env,
             log,
             app,
@@ -349,7 +401,7 @@ impl ShardPipeline {
         let mut expired = Vec::new();
         for (ticket, delivery) in tickets.into_iter().zip(records) {
             if self.is_foreign(&delivery) {
-                self.outcomes.foreign_copies += 1;
+                self.outcomes.foreign_copy();
                 self.metrics.foreign_copy();
                 self.mark(ticket);
                 continue;
@@ -462,9 +514,18 @@ impl ShardPipeline {
         self.watermark.held_at()
     }
 
-    /// How many of this shard's deliveries settled with each outcome.
+    /// How many of this shard's deliveries settled with each outcome (with what the counter
+    /// given to [`count_outcomes_in`](Self::count_outcomes_in) held before).
     pub fn outcomes(&self) -> OutcomeCounts {
-        self.outcomes
+        self.outcomes.get()
+    }
+
+    /// Counts outcomes in `counter` from now on, what was counted so far added to it: a status
+    /// board hands each pipeline of a shard the shard's one counter, and reads it whenever it
+    /// is asked, never a copy a step of the pipeline may have left stale.
+    pub fn count_outcomes_in(&mut self, counter: OutcomeCounter) {
+        counter.absorb(self.outcomes.get());
+        self.outcomes = counter;
     }
 
     /// How many records read are not handled yet: held, waiting for their due time, parked,

@@ -327,6 +327,55 @@ async fn requests_without_the_token_a_json_body_or_the_hosts_name_are_refused_wi
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_from_another_origin_are_refused_and_change_nothing() -> anyhow::Result<()> {
+    let (fixture, config) = events("origin").await?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
+    let addr = host.addr().await?;
+    let admin = host.admin().await?;
+    let bearer = format!("Bearer {}", admin.token);
+    let pause = "/v1/tenants/acme/pause";
+    let with = |extra: (&'static str, String)| {
+        let headers = [
+            ("Authorization", bearer.clone()),
+            ("Content-Type", "application/json".to_owned()),
+            extra,
+        ];
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        request(&addr, "POST", pause, &headers, b"{}")
+    };
+    // The token, a JSON body, this API's Host: only the page it came from is foreign.
+    for (name, value) in [
+        ("Origin", "http://evil.example".to_owned()),
+        ("Origin", "null".to_owned()),
+        ("Origin", format!("http://{addr}.evil.example")),
+        ("Origin", format!("https://{addr}")),
+        ("Sec-Fetch-Site", "cross-site".to_owned()),
+    ] {
+        let (code, body) = with((name, value.clone()))?;
+        assert_eq!(code, 403, "{name}: {value}: {body}");
+        let reason = error_of(&body);
+        assert!(
+            reason.starts_with(&format!("{name} `{value}`")),
+            "{name}: {value}: {reason}"
+        );
+    }
+    let (_, body) = with(("Origin", "http://evil.example".to_owned()))?;
+    assert!(
+        error_of(&body).contains(&format!("is not this admin API's own (http://{addr}")),
+        "{body}"
+    );
+    assert!(!paused(&admin)?, "no refused request paused the tenant");
+    // A page of the API's own origin, and a client that is no browser, are served.
+    let (code, body) = with(("Origin", format!("http://{addr}")))?;
+    assert_eq!(code, 200, "{body}");
+    assert!(paused(&admin)?);
+    let (ok, text) = host.cli(&["resume", "acme"]).await?;
+    assert!(ok && !paused(&admin)?, "{text}");
+    host.stop().await?;
+    Ok(())
+}
+
 /// `PUT` headers of an upload to `addr` with `admin`'s token.
 fn upload_head(admin: &AdminApi, length: usize) -> String {
     format!(
@@ -537,6 +586,115 @@ async fn remote_admin_is_refused_without_tls_and_served_with_it_and_the_token() 
     assert!(!ok, "{text}");
     let plain = request(&addr, "GET", "/healthz", &[], b"");
     assert!(plain.is_err(), "{plain:?}");
+    host.stop().await?;
+    Ok(())
+}
+
+/// A self-signed certificate and its key as an operator makes them, `openssl req -x509` with
+/// OpenSSL's default extensions (which mark it a CA), in `dir` as `NAME.pem` and
+/// `NAME-key.pem`; naming `san` (`subjectAltName`), or nothing but its CN.
+fn openssl_certificate(
+    dir: &Path,
+    name: &str,
+    san: Option<&str>,
+) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let (cert, key) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}-key.pem")),
+    );
+    let mut command = Command::new("openssl");
+    command
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:P-256", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert);
+    if let Some(san) = san {
+        command.args(["-addext", &format!("subjectAltName={san}")]);
+    }
+    let out = command.output().map_err(|error| {
+        anyhow::anyhow!("this test needs the `openssl` program to make certificates: {error}")
+    })?;
+    anyhow::ensure!(
+        out.status.success(),
+        "openssl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((cert, key))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_made_with_plain_openssl_is_served_and_trusted_as_itself()
+-> anyhow::Result<()> {
+    let (fixture, config) = events("openssl").await?;
+    let kinesis = &fixture.kinesis;
+    let dir = fixture.dir();
+    let (cert, key) = openssl_certificate(dir, "admin", Some("DNS:localhost,IP:127.0.0.1"))?;
+    let (other, _) = openssl_certificate(dir, "other", Some("DNS:localhost,IP:127.0.0.1"))?;
+    let (bare, bare_key) = openssl_certificate(dir, "bare", None)?;
+    let files = |cert: &Path, key: &Path| {
+        [
+            "--admin-tls-cert".to_owned(),
+            cert.display().to_string(),
+            "--admin-tls-key".to_owned(),
+            key.display().to_string(),
+        ]
+    };
+    // A certificate naming nothing a client could check is refused at start, with the line
+    // that makes one that works.
+    let bare_args = files(&bare, &bare_key);
+    let bare_args: Vec<&str> = bare_args.iter().map(String::as_str).collect();
+    let text = refused_start(&config, kinesis, &bare_args).await?;
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains(&format!(
+            "the admin TLS certificate {} cannot be served: it names none of the names \
+             clients reach this admin API by (127.0.0.1, localhost) in its subjectAltName",
+            bare.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "`openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 \
+             -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout \
+             key.pem -out cert.pem`"
+        ),
+        "{text}"
+    );
+
+    // The host serves the certificate; the verbs trust it given as itself.
+    let args = files(&cert, &key);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let host = Host::start(&fixture, &config, 1, &args)?;
+    let addr = host.addr().await?;
+    let port = addr.rsplit(':').next().unwrap_or_default().to_owned();
+    let status = |url: String, ca: &Path| {
+        let mut command = Command::new(binary());
+        command
+            .args(["status", "--admin", &url, "--admin-ca"])
+            .arg(ca)
+            .arg("--state-dir")
+            .arg(&host.state);
+        command
+    };
+    for name in ["127.0.0.1", "localhost"] {
+        let (ok, text) = run_cli(status(format!("https://{name}:{port}"), &cert)).await?;
+        assert!(ok && text.contains("tenant acme"), "{name}: {text}");
+    }
+    // Another certificate is not this one: refused, in one line that says so.
+    let (ok, text) = run_cli(status(format!("https://127.0.0.1:{port}"), &other)).await?;
+    assert!(!ok, "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "error: the admin API at https://127.0.0.1:{port}/v1/status presented a \
+             certificate not trusted here (UnknownIssuer): give the certificate it serves, or \
+             the CA that issued it, with --admin-ca"
+        )),
+        "{text}"
+    );
     host.stop().await?;
     Ok(())
 }

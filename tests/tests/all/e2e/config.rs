@@ -36,6 +36,28 @@ fn ruststream(args: &[&str], config: &Path) -> anyhow::Result<(bool, String)> {
     Ok((out.status.success(), text))
 }
 
+/// [`ruststream`], stdout and stderr apart.
+fn ruststream_apart(args: &[&str], config: &Path) -> anyhow::Result<(bool, String, String)> {
+    let out = Command::new(binary())
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env(
+            "RUSTSTREAM_STATE_DIR",
+            ruststream_tests::process::state_dir(config),
+        )
+        .env("RUST_LOG", "warn")
+        .output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
 /// `run`'s flags that keep it on loopback and off the default ports.
 const RUN: [&str; 7] = [
     "run",
@@ -202,5 +224,80 @@ fn fuel_in_the_tenants_file_is_metered() -> anyhow::Result<()> {
     )?;
     let (ok, output) = ruststream(&["check"], &config)?;
     assert!(ok, "{output}");
+    Ok(())
+}
+
+#[test]
+fn run_names_a_refused_component_in_one_line_in_the_words_of_check() -> anyhow::Result<()> {
+    let dir = temp_dir("config-words")?;
+    let config = dir.join("tenants.toml");
+    let cache = format!(
+        "[host]\ncompile_cache = \"{}\"\n\n",
+        compile_cache_dir().display()
+    );
+    // A component file that is not there, as the file writes it; one reading a stream its
+    // tenant is not granted: each is a refusal of a component the tenants file names.
+    let missing = "[[tenants]]\nname = \"acme\"\ncomponents = [\"gone/missing.wasm\"]\n\
+                   subscribe = [\"ledger\"]\n";
+    let snoop = tenant("evil", &guests::HOSTILE_SUBSCRIBE.path(), "ledger", "");
+    for (tenants, names) in [
+        (
+            missing.to_owned(),
+            vec!["tenant `acme`", "cannot read gone/missing.wasm: "],
+        ),
+        (snoop, vec!["tenant `evil`", "not granted"]),
+    ] {
+        std::fs::write(&config, format!("{cache}{tenants}"))?;
+        let (ok, checked, _) = ruststream_apart(&["check"], &config)?;
+        assert!(!ok, "{checked}");
+        let refusal = checked
+            .lines()
+            .find_map(|line| line.strip_prefix("error "))
+            .ok_or_else(|| anyhow::anyhow!("check refused nothing: {checked}"))?;
+        let (ok, out, err) = ruststream_apart(&RUN, &config)?;
+        assert!(!ok, "{out}{err}");
+        // One line, the reason in it, in check's words.
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert_eq!(
+            err.trim_end(),
+            format!("error: no component could be started: {refusal}"),
+            "run: {err}check: {checked}"
+        );
+        for name in names {
+            assert!(refusal.contains(name), "{name}: {refusal}");
+        }
+        assert!(
+            refusal.contains(", config file ")
+                && refusal.contains("`tenants[0].components[0]` = \""),
+            "{refusal}"
+        );
+        // The tenants file itself was read fine: nothing says it could not be.
+        assert!(
+            !format!("{out}{err}").contains("cannot read config file"),
+            "{out}{err}"
+        );
+    }
+
+    // A lease table template that does not fit the file: the same line from both.
+    let component = guests::SETTLEMENT.path();
+    std::fs::write(
+        &config,
+        format!(
+            "[host]\nlease_table = \"rs-{{app}}\"\ncompile_cache = \"{}\"\n\n{}\n{}",
+            compile_cache_dir().display(),
+            tenant("acme", &component, "ledger", ""),
+            tenant("globex", &component, "ledger", ""),
+        ),
+    )?;
+    let (ok, _, checked) = ruststream_apart(&["check"], &config)?;
+    assert!(!ok, "{checked}");
+    let (ok, _, ran) = ruststream_apart(&RUN, &config)?;
+    assert!(!ok, "{ran}");
+    assert_eq!(ran, checked);
+    assert_eq!(ran.lines().count(), 1, "{ran}");
+    assert!(
+        ran.starts_with("error: config file ") && ran.contains("`host.lease_table`: "),
+        "{ran}"
+    );
     Ok(())
 }

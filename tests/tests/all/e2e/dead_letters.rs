@@ -1,6 +1,7 @@
 //! Dead letters worth reading, through the binary: `ruststream put` writes a refund the
-//! tenant never books, the host dead-letters it after its attempts, and `ruststream tail`
-//! shows the dead letter with its origin and the producer's own headers. And the operator's
+//! tenant never books, the host dead-letters it after its attempts (two counted copies), and
+//! `ruststream tail` shows the dead letter with its origin (the last copy, and the original
+//! it started as) and the producer's own headers. And the operator's
 //! settings in the tenants file winning over what the component declares.
 
 use std::process::Command;
@@ -113,6 +114,17 @@ async fn a_dead_letter_carries_its_origin_and_tail_shows_it() -> anyhow::Result<
     assert_eq!(lines.len(), 3, "{text}");
     assert_eq!(lines[0]["sequence"], sequence.as_str());
     assert_eq!(lines[2]["retry_count"], 2, "{text}");
+    // The dead letter names the copy its last attempt was made on, and the original record
+    // the chain of two copies started from: its shard, sequence number and arrival.
+    assert_eq!(origin["sequence"], lines[2]["sequence"], "{dead}\n{text}");
+    let first = &origin["first"];
+    assert_eq!(first["shard"], shard.as_str(), "{dead}");
+    assert_eq!(first["sequence"], sequence.as_str(), "{dead}");
+    assert_eq!(
+        first["arrival_ms"], lines[0]["arrival_ms"],
+        "{dead}\n{text}"
+    );
+    assert!(first["arrival_ms"].as_u64().is_some(), "{dead}");
     // Bad input is refused before anything is written.
     let (ok, _, error) = ruststream(kinesis, &["put", "refunds", "{not json"])?;
     assert!(!ok && error.contains("record 1 is not JSON"), "{error}");

@@ -195,10 +195,11 @@ async fn a_role_that_cannot_be_assumed_leaves_the_other_tenants_running() -> any
         .find(|line| line.contains("partial start"))
         .unwrap_or_default();
     for (tenant, role) in [("alpha", ALPHA_ROLE), ("beta", BETA_ROLE)] {
-        let refusal = format!(
-            "tenant `{tenant}`: component `ledger_audit` failed to load: cannot assume role `{role}`"
-        );
+        // Named as `check --config` names it: the tenant, then where the file lists it.
+        let refusal = format!("tenant `{tenant}`, config file ");
+        let reason = format!("ledger_audit.wasm\": cannot assume role `{role}`");
         assert!(partial.contains(&refusal), "no `{refusal}` in: {partial}");
+        assert!(partial.contains(&reason), "no `{reason}` in: {partial}");
     }
     host.wait_for_log("reading shard", 1).await?;
     let output = host.stop().await?;

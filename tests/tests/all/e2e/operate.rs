@@ -1,14 +1,15 @@
 //! Operating a running `ruststream run` by what it exposes: `GET /metrics`, scraped and parsed
-//! as Prometheus would, and `--log-format json` lines, read as a log pipeline would. Two
-//! tenants read streams of the same name; one of them holds a record.
+//! as Prometheus would, `ruststream status`, and `--log-format json` lines, read as a log
+//! pipeline would. Two tenants read streams of the same name; one of them holds a record.
 
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ruststream_tests::fixture::{BinaryHost, Fixture};
-use ruststream_tests::guests;
 use ruststream_tests::http::{AdminApi, http};
 use ruststream_tests::scrape::Scrape;
 use ruststream_tests::wait::{eventually, poll_for};
+use ruststream_tests::{binary, guests};
 use serde_json::{Value, json};
 
 /// Entries written; the one with this id is a refund, which `acme`'s `book` holds.
@@ -350,5 +351,192 @@ async fn a_component_with_many_subscriptions_stays_under_the_series_bound() -> a
         (RECORDS * 40) as f64
     );
     host.stop().await?;
+    Ok(())
+}
+
+/// `ruststream ARGS` against `host`'s admin API (the token from its state directory): what it
+/// printed, once it succeeded.
+async fn verb(host: &BinaryHost, args: &[&str]) -> anyhow::Result<String> {
+    let url = format!("http://{}", host.admin_addr().await?);
+    let mut command = Command::new(binary());
+    command
+        .args(args)
+        .args(["--admin", &url])
+        .env("RUSTSTREAM_STATE_DIR", host.state_dir());
+    let out = tokio::task::spawn_blocking(move || command.output()).await??;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    anyhow::ensure!(
+        out.status.success(),
+        "{args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(text)
+}
+
+/// The shards of `tenant`'s subscription `subscriber` in `ruststream status --json`.
+async fn status_shards(
+    host: &BinaryHost,
+    tenant: &str,
+    subscriber: &str,
+) -> anyhow::Result<Vec<Value>> {
+    let status: Value = serde_json::from_str(&verb(host, &["status", "--json"]).await?)?;
+    let shards = status["tenants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["name"] == tenant)
+        .flat_map(|t| t["apps"].as_array().into_iter().flatten())
+        .flat_map(|a| a["subscriptions"].as_array().into_iter().flatten())
+        .filter(|s| s["name"] == subscriber)
+        .flat_map(|s| s["shards"].as_array().into_iter().flatten())
+        .cloned()
+        .collect();
+    Ok(shards)
+}
+
+const OUTCOMES: [&str; 4] = ["ack", "drop", "retry", "retry_after"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_counts_what_metrics_count_when_copies_settle_at_their_due_time()
+-> anyhow::Result<()> {
+    let fixture = Fixture::builder("status-due")
+        .stream("refunds", 1)
+        .stream("refunds.dead", 1)
+        .stream("payouts", 1)
+        .stream("audit", 1)
+        .start()
+        .await?;
+    // `reconcile` retries every refund, 3 attempts, then the dead letter. The second copy is
+    // due 4 s after it is made: it is read before then and settled when it comes due, on a
+    // shard that reads nothing after it.
+    let config = format!(
+        "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\n\
+         subscribe = [\"refunds\", \"payouts\", \"audit\"]\npublish = [\"refunds.dead\"]\n\
+         limits = {{ min_copy_delay_ms = 4000 }}\n",
+        guests::SETTLEMENT_RETRIES.path().display()
+    );
+    let host = fixture.host(&fixture.tenants(&config)?).start()?;
+    host.wait_for_log("reading shard", 3).await?;
+    fixture
+        .put("refunds", &json!({ "id": 9, "amount": -5 }))
+        .await?;
+    let reconcile = [("tenant", "acme"), ("subscriber", "reconcile")];
+    let scrape = scrape_until(&host, |s| {
+        s.sum("ruststream_dead_letters_total", &reconcile) == 1.0
+    })
+    .await?;
+    assert_eq!(
+        scrape.sum(
+            "ruststream_records_total",
+            &[reconcile[0], reconcile[1], ("outcome", "retry")]
+        ),
+        3.0,
+        "three attempts"
+    );
+    // Nothing is read after the last attempt; status says what /metrics says all the same.
+    let shards = status_shards(&host, "acme", "reconcile").await?;
+    anyhow::ensure!(!shards.is_empty(), "no reconcile shard in status");
+    for outcome in OUTCOMES {
+        let in_status: u64 = shards
+            .iter()
+            .map(|shard| shard["outcomes"][outcome].as_u64().unwrap_or_default())
+            .sum();
+        let labels = [reconcile[0], reconcile[1], ("outcome", outcome)];
+        assert_eq!(
+            in_status as f64,
+            scrape.sum("ruststream_records_total", &labels),
+            "{outcome}: status {shards:?}"
+        );
+    }
+    host.stop().await?;
+    Ok(())
+}
+
+/// Now, in ms since the epoch.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_taken_while_its_tenant_is_paused_never_reads_as_caught_up() -> anyhow::Result<()> {
+    let fixture = Fixture::builder("paused-lag")
+        .stream("ledger", 1)
+        .dynamo()
+        .start()
+        .await?;
+    let config = format!(
+        "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n",
+        guests::SETTLEMENT.path().display()
+    );
+    // Two hosts on one lease table, each with its own state directory (beside its tenants
+    // file): `a` reads the shard, `b` waits for a lease (one shard, two hosts: `a` holds its
+    // share).
+    let sync = ["--shard-sync-interval-ms", "1000"];
+    for host in ["a", "b"] {
+        std::fs::create_dir_all(fixture.dir().join(host))?;
+    }
+    let a = fixture
+        .host(&fixture.tenants_file("a/tenants.toml", &config)?)
+        .log("a.log")
+        .dynamo_leases()
+        .owner("a")
+        .args(&sync)
+        .start()?;
+    a.wait_for_log("reading shard", 1).await?;
+    let b = fixture
+        .host(&fixture.tenants_file("b/tenants.toml", &config)?)
+        .log("b.log")
+        .dynamo_leases()
+        .owner("b")
+        .args(&sync)
+        .start()?;
+    b.wait_for_log("every tenant is loaded", 1).await?;
+    for host in [&a, &b] {
+        verb(host, &["pause", "acme"]).await?;
+    }
+    // Records nobody handles: the checkpoint stays in front of them.
+    fixture
+        .put_all(
+            "ledger",
+            (1..=3).map(|id| json!({ "id": id, "amount": 10 })),
+        )
+        .await?;
+    let put = now_ms();
+    // `a` stops (its checkpoint flushed, its lease released) and `b` takes the lease while
+    // its tenant is paused: it reads nothing for the tenant, and its lag is not 0.
+    a.stop().await?;
+    b.wait_for_log("reading shard", 1).await?;
+    let acme = [("tenant", "acme")];
+    let scrape = scrape_until(&b, |s| {
+        s.max("ruststream_held_records", &acme).is_some()
+            && s.max("ruststream_behind_latest_seconds", &acme).is_some()
+    })
+    .await?;
+    let waited = (now_ms() - put) as f64 / 1000.0;
+    let behind = scrape
+        .max("ruststream_behind_latest_seconds", &acme)
+        .unwrap_or_default();
+    assert!(
+        behind + 0.001 >= waited,
+        "{behind} s behind while records have waited {waited} s: {}",
+        b.output()
+    );
+    let shards = status_shards(&b, "acme", "book").await?;
+    let waited_ms = now_ms() - put;
+    let shown = shards
+        .iter()
+        .filter_map(|shard| shard["millis_behind_latest"].as_u64())
+        .max();
+    assert!(
+        shown.is_some_and(|ms| ms >= waited_ms),
+        "status: {shards:?}, waited {waited_ms} ms"
+    );
+    assert!(
+        shards.iter().all(|shard| shard["paused"] == json!(true)),
+        "{shards:?}"
+    );
+    b.stop().await?;
     Ok(())
 }

@@ -190,6 +190,7 @@ fn origin(stream: &str, tenant: &str) -> DeadLetterOrigin {
         app: Some("books".into()),
         attempts: 1,
         reason: "attempts-exhausted".into(),
+        first: None,
     }
 }
 

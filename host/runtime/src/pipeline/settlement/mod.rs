@@ -11,7 +11,7 @@ use tracing::Instrument as _;
 use crate::checkpoint::Ticket;
 use crate::clock::millis;
 use crate::component::{BatchCall, BatchFailure, CallFailure, TrapKind};
-use crate::dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, RECORD_AGE_EXCEEDED};
+use crate::dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin, FirstRecord, RECORD_AGE_EXCEEDED};
 use crate::limits::CopyLimits;
 use crate::log::Level;
 use crate::outcome::Outcome;
@@ -293,8 +293,9 @@ impl ShardPipeline {
         self.send_copy(copy).await;
     }
 
-    /// Marks `record` (a dead letter of `delivery`) with where it came from and `reason`. A
-    /// record dead-lettered before keeps only its latest origin.
+    /// Marks `record` (a dead letter of `delivery`) with where it came from and `reason`: the
+    /// record its last attempt was made on, and the original its chain of copies started
+    /// from. A record dead-lettered before keeps only its latest origin.
     fn add_origin(&self, record: &mut OutgoingRecord, delivery: &Delivery, reason: &str) {
         let origin = DeadLetterOrigin {
             stream: self.stream.to_string(),
@@ -305,6 +306,7 @@ impl ShardPipeline {
             app: Some(self.app.to_string()),
             attempts: delivery.attempt(),
             reason: reason.to_owned(),
+            first: FirstRecord::of(delivery, &self.shard_id),
         };
         record
             .headers
