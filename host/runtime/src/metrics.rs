@@ -67,10 +67,10 @@ pub const SERIES_PER_SUBSCRIPTION: usize = 4 + 7 + 14 + 3 + 3 + 2 + SHARD_GAUGE_
 pub const SHARD_GAUGE_SERIES: usize = 5;
 
 /// Series a tenant has besides its subscriptions' and its shadows', kept out of its bound for
-/// them: its quarantine, pause, folded and write-throttle series, its instance memory by role
-/// (2), its apps' swap and rollback counters (3 per app, room for 4 apps), and one set of
-/// shadow series for the shadows past the bound ([`FOLDED`]).
-pub const TENANT_SERIES: usize = 4 + 2 + 3 * 4 + SHADOW_SERIES;
+/// them: its quarantine, pause and folded gauges, its write throttles, CPU and CPU wait by role
+/// (6), its instance memory by role (2), its apps' swap and rollback counters (3 per app, room
+/// for 4 apps), and one set of shadow series for the shadows past the bound ([`FOLDED`]).
+pub const TENANT_SERIES: usize = 3 + 6 + 2 + 3 * 4 + SHADOW_SERIES;
 
 /// The series one shadow version registers: its records by result (4) and its skipped ones
 /// by reason (5).
