@@ -4,9 +4,11 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use ruststream_runtime::{escape::escape_controls, testing::SHARD_ID};
+use ruststream_runtime::{escape::escape_controls, publish::RefusedPublish, testing::SHARD_ID};
 
-use super::expect::{Expectations, ExpectedCheckpoint, ExpectedPublish, ExpectedRecord, Position};
+use super::expect::{
+    Expectations, ExpectedCheckpoint, ExpectedPublish, ExpectedRecord, ExpectedRefusal, Position,
+};
 use super::records::InputRecord;
 use super::run::{Observed, Sent, SubscriptionState, Written};
 
@@ -28,12 +30,14 @@ pub(crate) struct Check {
     pub sequence: Option<String>,
 }
 
-/// Checks every expectation against what was observed.
+/// Checks every expectation against what was observed, and every refused publish against
+/// the refusals expected.
 ///
 /// # Errors
 /// A message naming the entry of the expectations file that does not fit the records or the
-/// component: a count of `[[record]]` entries other than the records', a subscription the
-/// component does not have, a record number past the last record.
+/// component: a count of positional `[[record]]` entries other than the records', two
+/// entries about one record's call by one subscription, a subscription the component does
+/// not have or that does not read the record's stream, a record number past the last record.
 pub(crate) fn judge(
     records: &[InputRecord],
     expected: &Expectations,
@@ -41,6 +45,7 @@ pub(crate) fn judge(
 ) -> Result<Vec<Check>, String> {
     let mut checks = record_checks(records, &expected.records, observed)?;
     checks.extend(publish_checks(&expected.publishes, &observed.written));
+    checks.extend(refusal_checks(records, &expected.refused, observed)?);
     for (index, checkpoint) in expected.checkpoints.iter().enumerate() {
         let found = checkpoint_checks(checkpoint, observed)
             .map_err(|e| format!("[[checkpoint]] {}: {e}", index + 1))?;
@@ -54,34 +59,57 @@ fn record_checks(
     expected: &[ExpectedRecord],
     observed: &Observed,
 ) -> Result<Vec<Check>, String> {
-    if expected.is_empty() {
-        return Ok(Vec::new());
-    }
-    if expected.len() != records.len() {
+    let positional = expected.iter().filter(|e| e.number.is_none()).count();
+    if positional != 0 && positional != records.len() {
         return Err(format!(
-            "{} [[record]] entries for {} records: give one per record, in order",
-            expected.len(),
+            "{positional} [[record]] entries for {} records: give one per record, in order \
+             (an entry with `number` is about that record alone)",
             records.len()
         ));
     }
-    let triples = records.iter().zip(expected).zip(&observed.sent);
-    (triples.enumerate())
-        .map(|(i, ((record, expected), sent))| {
-            let subscriber = subscriber_of(record, expected, sent, observed)
-                .map_err(|e| format!("[[record]] {}: {e}", i + 1))?;
-            Ok(record_check(record, expected, sent, &subscriber, observed))
-        })
-        .collect()
+    // How many positional entries were met so far: the next one is about the record after.
+    let mut positional_seen = 0;
+    // Each (record, subscription) is checked once: which entry checks it.
+    let mut checked: BTreeMap<(usize, String), usize> = BTreeMap::new();
+    let mut checks = Vec::new();
+    for entry in expected {
+        let about = |e: String| format!("[[record]] {}: {e}", entry.entry);
+        let number = entry.number.unwrap_or_else(|| {
+            positional_seen += 1;
+            positional_seen
+        });
+        let (Some(record), Some(sent)) = (records.get(number - 1), observed.sent.get(number - 1))
+        else {
+            return Err(about(format!(
+                "record {number}: there are {} records",
+                records.len()
+            )));
+        };
+        for subscriber in subscribers_of(record, entry, sent, observed).map_err(about)? {
+            let key = (number, subscriber.clone());
+            if let Some(other) = checked.insert(key, entry.entry) {
+                return Err(about(format!(
+                    "record {number} on `{subscriber}` is already expected by [[record]] {other}: \
+                     give one outcome per record and subscription"
+                )));
+            }
+            let check = record_check(record, entry, sent, &subscriber, observed);
+            checks.push((number, check));
+        }
+    }
+    // In the records' order, each record's subscriptions in the order the file gives them.
+    checks.sort_by_key(|(number, _)| *number);
+    Ok(checks.into_iter().map(|(_, check)| check).collect())
 }
 
-/// The subscription whose call on `record` is checked: the one named, else the only one
-/// reading its stream.
-fn subscriber_of(
+/// The subscriptions whose call on `record` is checked: the one the entry names, else the
+/// one the record names, else every subscription reading the record's stream.
+fn subscribers_of(
     record: &InputRecord,
     expected: &ExpectedRecord,
     sent: &Sent,
     observed: &Observed,
-) -> Result<String, String> {
+) -> Result<Vec<String>, String> {
     let readers: Vec<_> = (observed.subscriptions.iter())
         .filter(|s| s.stream == sent.stream)
         .map(|s| s.name.clone())
@@ -90,17 +118,27 @@ fn subscriber_of(
         .subscription
         .as_ref()
         .or(record.subscription.as_ref());
-    match (named, readers.as_slice()) {
-        (Some(name), _) if readers.contains(name) => Ok(name.clone()),
-        (Some(name), _) => Err(format!("no subscription `{name}` reads `{}`", sent.stream)),
-        (None, [only]) => Ok(only.clone()),
-        (None, []) => Err(format!("no subscription reads `{}`", sent.stream)),
-        (None, _) => Err(format!(
-            "`{}` is read by {}: name the `subscription`",
-            sent.stream,
-            readers.join(", ")
-        )),
+    let Some(name) = named else {
+        if readers.is_empty() {
+            return Err(format!(
+                "no subscription reads `{}`, where record {} went",
+                escape_controls(&sent.stream),
+                record.number
+            ));
+        }
+        return Ok(readers);
+    };
+    if readers.contains(name) {
+        return Ok(vec![name.clone()]);
     }
+    let state = subscription(name, observed)?;
+    Err(format!(
+        "subscription `{}` reads `{}`, not `{}`, where record {} went",
+        escape_controls(&state.name),
+        escape_controls(&state.stream),
+        escape_controls(&sent.stream),
+        record.number
+    ))
 }
 
 fn record_check(
@@ -115,11 +153,12 @@ fn record_check(
     let got = call.map(|call| call.outcome);
     Check {
         subject: format!(
-            "record {} (line {}, key {}, sequence {}) on `{subscriber}`",
+            "record {} (line {}, key {}, sequence {}) on `{}`",
             record.number,
             record.line,
             escape_controls(&sent.key),
-            sent.sequence
+            sent.sequence,
+            escape_controls(subscriber)
         ),
         expected: expected.outcome.to_string(),
         got: got.map_or_else(|| "no call".to_owned(), |outcome| outcome.to_string()),
@@ -270,20 +309,204 @@ fn subscription<'a>(name: &str, observed: &'a Observed) -> Result<&'a Subscripti
     if let Some(found) = all.iter().find(|s| s.name == name) {
         return Ok(found);
     }
+    let shown = escape_controls(name);
     let mut on_stream = all.iter().filter(|s| s.stream == name);
     match (on_stream.next(), on_stream.next()) {
         (Some(only), None) => Ok(only),
         (Some(_), Some(_)) => Err(format!(
-            "`{name}` is read by several subscriptions: name one"
+            "`{shown}` is read by several subscriptions: name one"
         )),
         (None, _) => {
-            let names: Vec<_> = all.iter().map(|s| s.name.as_str()).collect();
+            let names: Vec<_> = all.iter().map(|s| escape_controls(&s.name)).collect();
             Err(format!(
-                "no subscription `{name}` in the component (it has: {})",
+                "no subscription `{shown}` in the component (it has: {})",
                 names.join(", ")
             ))
         }
     }
+}
+
+/// Where a refused publish came from: an input record (its index in the records, the call on
+/// it or on a copy of it), another record (its sequence number), or no record at all.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Origin {
+    Input(usize),
+    Other(String),
+    Outside,
+}
+
+/// The refused publishes, one group per subscription, origin, stream and reason (a record's
+/// copies add to its own), with how many and the first refusal's error.
+fn refusal_groups<'a>(observed: &'a Observed) -> Vec<(Origin, u64, &'a RefusedPublish)> {
+    let mut groups: Vec<(Origin, u64, &RefusedPublish)> = Vec::new();
+    for refused in &observed.refused {
+        let origin = origin_of(refused, &observed.sent);
+        let same = groups.iter_mut().find(|(o, _, r)| {
+            *o == origin
+                && r.subscriber == refused.subscriber
+                && r.stream == refused.stream
+                && r.reason() == refused.reason()
+        });
+        match same {
+            Some((_, count, _)) => *count += refused.count,
+            None => groups.push((origin, refused.count, refused)),
+        }
+    }
+    groups
+}
+
+fn origin_of(refused: &RefusedPublish, sent: &[Sent]) -> Origin {
+    let Some(sequence) = &refused.sequence_number else {
+        return Origin::Outside;
+    };
+    // A copy names the record its chain started from as `shard/sequence`.
+    let chain = refused.chain.as_deref().and_then(|c| c.rsplit_once('/'));
+    let started = chain.map(|(_, sequence)| sequence);
+    let input = sent
+        .iter()
+        .position(|s| s.sequence == *sequence || Some(s.sequence.as_str()) == started);
+    input.map_or_else(|| Origin::Other(sequence.clone()), Origin::Input)
+}
+
+/// One check per group of refused publishes (passed when an entry expects it), and one per
+/// `[[refused]]` entry that no refusal matched.
+fn refusal_checks(
+    records: &[InputRecord],
+    expected: &[ExpectedRefusal],
+    observed: &Observed,
+) -> Result<Vec<Check>, String> {
+    let subscribers = expected
+        .iter()
+        .map(|entry| {
+            let about = |e: String| format!("[[refused]] {}: {e}", entry.entry);
+            if let Some(number) = entry.record.filter(|n| *n > records.len()) {
+                return Err(about(format!(
+                    "record {number}: there are {} records",
+                    records.len()
+                )));
+            }
+            let name = entry.subscription.as_deref();
+            name.map(|name| subscription(name, observed).map(|s| s.name.clone()))
+                .transpose()
+                .map_err(about)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut matched = vec![false; expected.len()];
+    let mut checks = Vec::new();
+    for (origin, count, refused) in refusal_groups(observed) {
+        let fits = |(entry, subscriber): (&ExpectedRefusal, &Option<String>)| {
+            let record = match &origin {
+                Origin::Input(index) => Some(index + 1),
+                Origin::Outside => Some(0),
+                Origin::Other(_) => None,
+            };
+            entry.stream == refused.stream
+                && entry.record.is_none_or(|n| Some(n) == record)
+                && subscriber.as_ref().is_none_or(|s| *s == refused.subscriber)
+                && entry
+                    .reason
+                    .as_deref()
+                    .is_none_or(|r| r == refused.reason())
+                && entry.count.is_none_or(|c| c == count)
+        };
+        // Every entry it fits is met by it.
+        let mut expected_by_one = false;
+        for (i, pair) in expected.iter().zip(&subscribers).enumerate() {
+            if fits(pair) {
+                matched[i] = true;
+                expected_by_one = true;
+            }
+        }
+        let grouped = RefusedPublish {
+            count,
+            ..refused.clone()
+        };
+        checks.push(Check {
+            subject: format!(
+                "publish refused, from {} on `{}`",
+                describe_origin(&origin, records, &observed.sent),
+                escape_controls(&refused.subscriber)
+            ),
+            expected: "no refused publish".to_owned(),
+            got: crate::streams::refusal(&grouped),
+            passed: expected_by_one,
+            sequence: match &origin {
+                Origin::Input(index) => observed.sent.get(*index).map(|s| s.sequence.clone()),
+                Origin::Other(sequence) => Some(sequence.clone()),
+                Origin::Outside => None,
+            },
+        });
+    }
+    for (entry, _) in expected.iter().zip(matched).filter(|(_, met)| !met) {
+        checks.push(Check {
+            subject: format!("refused publish of [[refused]] {}", entry.entry),
+            expected: describe_refusal(entry),
+            got: "no such refused publish".to_owned(),
+            passed: false,
+            sequence: None,
+        });
+    }
+    for (subscriber, record, count) in &observed.unlisted {
+        let origin = match record {
+            Some(sequence) => match observed.sent.iter().position(|s| s.sequence == *sequence) {
+                Some(index) => Origin::Input(index),
+                None => Origin::Other(sequence.clone()),
+            },
+            None => Origin::Outside,
+        };
+        checks.push(Check {
+            subject: format!(
+                "publishes refused, from {} on `{}`",
+                describe_origin(&origin, records, &observed.sent),
+                escape_controls(subscriber)
+            ),
+            expected: "no refused publish".to_owned(),
+            got: format!(
+                "{count} more, to other streams or for other reasons than those above (not \
+                 listed one by one)"
+            ),
+            passed: false,
+            sequence: None,
+        });
+    }
+    Ok(checks)
+}
+
+/// `record 2 (line 3, key 2, sequence ...)`, a sequence number that is no input record's,
+/// or no record at all.
+fn describe_origin(origin: &Origin, records: &[InputRecord], sent: &[Sent]) -> String {
+    match origin {
+        Origin::Input(index) => match (records.get(*index), sent.get(*index)) {
+            (Some(record), Some(sent)) => format!(
+                "record {} (line {}, key {}, sequence {})",
+                record.number,
+                record.line,
+                escape_controls(&sent.key),
+                sent.sequence
+            ),
+            _ => format!("record {}", index + 1),
+        },
+        Origin::Other(sequence) => format!("sequence {sequence} (not an input record)"),
+        Origin::Outside => "outside any record (while instantiating)".to_owned(),
+    }
+}
+
+/// What a `[[refused]]` entry asks for.
+fn describe_refusal(entry: &ExpectedRefusal) -> String {
+    let mut text = format!("to `{}`", escape_controls(&entry.stream));
+    if let Some(reason) = &entry.reason {
+        text.push_str(&format!(": {reason}"));
+    }
+    if let Some(record) = entry.record {
+        text.push_str(&format!(", from record {record}"));
+    }
+    if let Some(subscription) = &entry.subscription {
+        text.push_str(&format!(" on `{}`", escape_controls(subscription)));
+    }
+    if let Some(count) = entry.count {
+        text.push_str(&format!(", {count} times"));
+    }
+    text
 }
 
 /// The sequence number a position stands for.

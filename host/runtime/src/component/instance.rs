@@ -18,7 +18,7 @@ use super::trap::{DeadlineExceeded, LeaseLost, TrapKind, classify};
 use crate::env::Env;
 use crate::escape::one_line;
 use crate::outcome::Outcome;
-use crate::publish::PublishLog;
+use crate::publish::{PublishLog, RefusalNotes};
 use crate::record::Deliveries;
 use crate::stop::{Stop, is_lost};
 
@@ -87,6 +87,8 @@ pub struct HandlerInstance {
     layout: BatchLayout,
     /// Where accepted publishes are noted, kept across replacements.
     publishes: Option<PublishLog>,
+    /// Where refused publishes are noted, kept across replacements.
+    refusals: Option<RefusalNotes>,
 }
 
 pub(super) struct Live {
@@ -104,6 +106,7 @@ impl HandlerInstance {
             replacements: 0,
             layout: BatchLayout::default(),
             publishes: None,
+            refusals: None,
         }
     }
 
@@ -114,6 +117,15 @@ impl HandlerInstance {
             live.store.data_mut().publishes = log.clone();
         }
         self.publishes = log;
+    }
+
+    /// Notes every publish refused from now on (this instance and the ones replacing it after
+    /// a trap), or stops noting them.
+    pub(crate) fn note_refusals(&mut self, notes: Option<RefusalNotes>) {
+        if let Some(live) = &mut self.live {
+            live.store.data_mut().refusals = notes.clone();
+        }
+        self.refusals = notes;
     }
 
     /// How many times a failed instance was replaced.
@@ -259,6 +271,7 @@ impl HandlerInstance {
                 failure
             })?;
             live.store.data_mut().publishes = self.publishes.clone();
+            live.store.data_mut().refusals = self.refusals.clone();
             self.live = Some(live);
         }
         self.live.as_mut().ok_or_else(|| CallFailure {

@@ -24,7 +24,7 @@ use crate::limits::TABLE_ELEMENT_BYTES;
 use crate::log::{Level, LogLine, LogTags, Origin};
 use crate::outcome::Outcome;
 use crate::publish::{PublishError, check_size, derived_partition_key};
-use crate::publish::{PublishLog, RecordedPublish};
+use crate::publish::{PublishLog, RecordedPublish, RefusalNotes};
 use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
 use crate::stop::{Stop, is_lost};
 
@@ -96,6 +96,9 @@ pub(crate) struct HostState {
     /// Where the publishes the stream accepted are noted, by the record under way, when a
     /// shadow compares this instance's records (see [`crate::shadow`]).
     pub(crate) publishes: Option<PublishLog>,
+    /// Where refused publishes are noted, by the record under way, for a tool that reports
+    /// them (`TestApp`); none on a serving host, whose log lines say it.
+    pub(crate) refusals: Option<RefusalNotes>,
 }
 
 /// Most random bytes one WASI call may ask for: wasmtime-wasi allocates what is asked on the
@@ -144,6 +147,7 @@ impl HostState {
             stdout,
             stderr,
             publishes: None,
+            refusals: None,
         }
     }
 
@@ -474,6 +478,9 @@ impl host::Host for HostState {
         if let (Ok(_), Some(log), Some(noted)) = (&result, &self.publishes, noted) {
             log.note(self.record_under_way(), noted);
         }
+        if let (Err(error), Some(refusals)) = (&result, &self.refusals) {
+            refusals.note(self.delivery_under_way(), &stream, error);
+        }
         result
             .map(|published| host::Published {
                 shard_id: published.shard_id,
@@ -487,13 +494,22 @@ impl HostState {
     /// The sequence number of the record the call under way is on: the first one not yet
     /// reported (a board is read into the progress on every host call, so it is current).
     fn record_under_way(&self) -> Option<String> {
+        let delivery = self.delivery_under_way()?;
+        Some(delivery.sequence_number.to_string())
+    }
+
+    /// The record the call under way is on (see [`record_under_way`](Self::record_under_way)).
+    fn delivery_under_way(&self) -> Option<&Delivery> {
+        self.call.as_ref()?.delivery(self.index_under_way())
+    }
+
+    /// The index in the call of the record under way: the count reported so far.
+    fn index_under_way(&self) -> Option<u32> {
         let index = self
             .progress
             .as_ref()
             .map_or(0, CallProgress::reported_so_far);
-        let call = self.call.as_ref()?;
-        let delivery = call.delivery(u32::try_from(index).ok())?;
-        Some(delivery.sequence_number.to_string())
+        u32::try_from(index).ok()
     }
 
     /// What a guest publish must pass before anything is sent: the grant, the host's reserved
@@ -516,7 +532,9 @@ impl HostState {
             PublishError::NotPermitted(_) | PublishError::ReservedHeader(_) => Level::Warn,
             _ => Level::Info,
         };
-        let mut line = self.tag(level, format!("publish refused: {error}"), None);
+        // About the record the call was on, in a batch too: the guest is not asked to say.
+        let record = self.index_under_way();
+        let mut line = self.tag(level, format!("publish refused: {error}"), record);
         line.origin = Origin::Runtime;
         line.fields.push(("target_stream".into(), quote(stream)));
         self.host_line("publish-refused", line);

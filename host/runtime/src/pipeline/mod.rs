@@ -53,7 +53,7 @@ use crate::component::{HandlerInstance, LoadedComponent, TrapKind};
 use crate::env::Env;
 use crate::limits::Limits;
 use crate::outcome::Outcome;
-use crate::publish::PublishLog;
+use crate::publish::{PublishLog, RefusedPublishes};
 use crate::record::{CopyOrigin, CopyOwner, Delivery, OutgoingRecord};
 use crate::rollout::CallStats;
 use crate::shadow::{Handling, Settled};
@@ -182,6 +182,8 @@ pub struct ShardPipeline {
     call_duration: Duration,
     /// What was settled since last taken, while a shadow compares this shard.
     notes: Option<Notes>,
+    /// Where the publishes its instances are refused are noted, for a tool reporting them.
+    refusals: Option<RefusedPublishes>,
     /// Its instance's memory cap, reserved from the tenant's (live, never refused) while the
     /// pipeline lives, whichever version's instance it runs.
     _memory: MemoryReservation,
@@ -239,7 +241,19 @@ impl ShardPipeline {
             metrics,
             call_duration: Duration::ZERO,
             notes: None,
+            refusals: None,
         }
+    }
+
+    /// Notes every publish its component is refused from here on in `log`, under this
+    /// subscription's name and by the record the call was on, or stops noting them. Off by
+    /// default: a serving host says it in a log line and keeps nothing.
+    pub fn note_refused_publishes(&mut self, log: Option<RefusedPublishes>) {
+        let notes = log
+            .as_ref()
+            .map(|l| l.for_subscriber(&self.subscription.name));
+        self.instance.note_refusals(notes);
+        self.refusals = log;
     }
 
     /// Starts (or stops) noting what is settled from here on, for a shadow to compare: each
@@ -528,6 +542,8 @@ impl ShardPipeline {
         self.instance = component.instance(env.env.clone());
         let log = self.notes.as_ref().map(|n| n.publishes.clone());
         self.instance.note_publishes(log);
+        let refusals = (self.refusals.as_ref()).map(|l| l.for_subscriber(&subscription.name));
+        self.instance.note_refusals(refusals);
         // The app name cannot change in a swap; the tenant's labels are rebuilt all the same,
         // so counts follow the subscription as the new version declares it.
         self.metrics = subscription_metrics(&env, &self.app, &subscription);

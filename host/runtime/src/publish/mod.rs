@@ -1,8 +1,11 @@
 //! Writing records to streams: the seam between the runtime and a transport.
 
 mod recorded;
+mod refused;
 
 pub use recorded::{PublishLog, RecordedPublish, RecordingPublisher};
+pub(crate) use refused::RefusalNotes;
+pub use refused::{MAX_NOTED_PER_RECORD, RefusedPublish, RefusedPublishes};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -77,6 +80,20 @@ impl PublishError {
     /// or grant one. Only a record too large never fits.
     pub fn can_succeed_later(&self) -> bool {
         !matches!(self, Self::RecordTooLarge { .. } | Self::ReservedHeader(_))
+    }
+
+    /// The case of the contract's `publish-error` a component is told: `stream-not-found`,
+    /// `not-permitted`, `record-too-large`, `throttled` (the stream's or the tenant's write
+    /// quota), `reserved-header` or `unavailable`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::StreamNotFound(_) => "stream-not-found",
+            Self::NotPermitted(_) => "not-permitted",
+            Self::RecordTooLarge { .. } => "record-too-large",
+            Self::Throttled(_) | Self::QuotaExceeded(_) => "throttled",
+            Self::ReservedHeader(_) => "reserved-header",
+            Self::Unavailable { .. } => "unavailable",
+        }
     }
 }
 
