@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 
+use ruststream_runtime::app::{MAX_STREAM_NAME_LEN, valid_name};
 use ruststream_runtime::escape::escape_controls;
 use ruststream_runtime::publish::RefusedPublish;
 use ruststream_runtime::testing::MissingStream;
@@ -27,26 +28,41 @@ pub enum StreamsMode {
     Listed,
 }
 
-/// Why `--streams` and `--with-stream` do not go together.
+/// Why `--streams` and `--with-stream` are refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "--with-stream `{0}` lists a stream for --streams listed; with --streams any (the default) \
-     every stream exists: add --streams listed"
-)]
-pub struct StreamsFlagError(String);
+#[non_exhaustive]
+pub enum StreamsFlagError {
+    /// Streams listed with `--streams any`, where the list would mean nothing.
+    #[error(
+        "--with-stream `{0}` lists a stream for --streams listed; with --streams any (the \
+         default) every stream exists: add --streams listed"
+    )]
+    ListedWithAny(String),
+    /// A listed name no Kinesis stream can have.
+    #[error(
+        "--with-stream `{0}` is not a stream name: 1 to {MAX_STREAM_NAME_LEN} letters, digits, \
+         `_`, `.` and `-`"
+    )]
+    NotAStreamName(String),
+}
 
 /// The streams that exist for `mode` and the `--with-stream` names `listed`.
 ///
 /// # Errors
-/// [`StreamsFlagError`] when streams are listed with `--streams any`, where the list would
-/// mean nothing: the caller surely meant `--streams listed`.
+/// [`StreamsFlagError::ListedWithAny`] when streams are listed with `--streams any`, where
+/// the list would mean nothing (the caller surely meant `--streams listed`), and
+/// [`StreamsFlagError::NotAStreamName`] for a name no stream can have.
 pub fn existing_streams(
     mode: StreamsMode,
     listed: &[String],
 ) -> Result<ExistingStreams, StreamsFlagError> {
+    let shown = |name: &String| escape_controls(name).into_owned();
+    if let Some(bad) = listed.iter().find(|s| !valid_name(s, MAX_STREAM_NAME_LEN)) {
+        return Err(StreamsFlagError::NotAStreamName(shown(bad)));
+    }
     match (mode, listed.first()) {
         (StreamsMode::Any, None) => Ok(ExistingStreams::Any),
-        (StreamsMode::Any, Some(first)) => Err(StreamsFlagError(escape_controls(first).into())),
+        (StreamsMode::Any, Some(first)) => Err(StreamsFlagError::ListedWithAny(shown(first))),
         (StreamsMode::Listed, _) => Ok(ExistingStreams::Listed(
             listed.iter().cloned().collect::<BTreeSet<_>>(),
         )),
@@ -118,6 +134,11 @@ mod tests {
         assert!(
             error.is_some_and(|e| e.to_string().contains("--with-stream `ledger`")),
             "a list with --streams any is refused"
+        );
+        let bad = ["ledger".to_owned(), "a b".to_owned()];
+        assert_eq!(
+            existing_streams(StreamsMode::Listed, &bad),
+            Err(StreamsFlagError::NotAStreamName("a b".into()))
         );
     }
 }

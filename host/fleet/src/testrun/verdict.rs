@@ -337,7 +337,7 @@ enum Origin {
 
 /// The refused publishes, one group per subscription, origin, stream and reason (a record's
 /// copies add to its own), with how many and the first refusal's error.
-fn refusal_groups<'a>(observed: &'a Observed) -> Vec<(Origin, u64, &'a RefusedPublish)> {
+fn refusal_groups(observed: &Observed) -> Vec<(Origin, u64, &RefusedPublish)> {
     let mut groups: Vec<(Origin, u64, &RefusedPublish)> = Vec::new();
     for refused in &observed.refused {
         let origin = origin_of(refused, &observed.sent);
@@ -529,5 +529,162 @@ fn describe_position(sequence: Option<&str>, sent: &[Sent]) -> String {
     match sent.iter().position(|s| s.sequence == sequence) {
         Some(index) => format!("record {} (sequence {sequence})", index + 1),
         None => format!("sequence {sequence} (a copy, not an input record)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ruststream_runtime::Outcome;
+    use ruststream_runtime::publish::PublishError;
+    use ruststream_runtime::testing::ExistingStreams;
+
+    use super::super::records;
+    use super::*;
+
+    /// Two records on `ledger`, read by `book` and `audit`; `other` reads `orders`.
+    fn observed(refused: Vec<RefusedPublish>) -> (Vec<InputRecord>, Observed) {
+        let records = records::parse("{\"json\": 1}\n{\"json\": 2}\n").expect("two records");
+        let state = |name: &str, stream: &str| SubscriptionState {
+            name: name.into(),
+            stream: stream.into(),
+            checkpoint: None,
+            held_at: None,
+            pending_copies: 0,
+        };
+        let sent = |sequence: &str, key: &str| Sent {
+            stream: "ledger".into(),
+            sequence: sequence.into(),
+            key: key.into(),
+        };
+        let observed = Observed {
+            app: "dispatch 0.1.0".into(),
+            subscriptions: vec![
+                state("book", "ledger"),
+                state("audit", "ledger"),
+                state("other", "orders"),
+            ],
+            sent: vec![sent("11", "1"), sent("12", "2")],
+            calls: Vec::new(),
+            written: Vec::new(),
+            refused,
+            unlisted: Vec::new(),
+            existing: ExistingStreams::Any,
+            logs: Vec::new(),
+        };
+        (records, observed)
+    }
+
+    fn entry(entry: usize, number: Option<usize>, subscription: Option<&str>) -> ExpectedRecord {
+        ExpectedRecord {
+            entry,
+            number,
+            subscription: subscription.map(str::to_owned),
+            outcome: Outcome::Ack,
+        }
+    }
+
+    fn judged(records: Vec<ExpectedRecord>) -> Result<Vec<String>, String> {
+        let (input, observed) = observed(Vec::new());
+        let expected = Expectations {
+            records,
+            ..Expectations::default()
+        };
+        let checks = judge(&input, &expected, &observed)?;
+        Ok(checks.into_iter().map(|c| c.subject).collect())
+    }
+
+    #[test]
+    fn an_entry_without_a_subscription_is_checked_for_every_reader_of_the_stream() {
+        let subjects = judged(vec![
+            entry(1, None, None),
+            entry(2, None, Some("book")),
+            entry(3, Some(2), Some("audit")),
+        ]);
+        let on: Vec<_> = (subjects.expect("fits").iter())
+            .map(|s| {
+                let record = s.split(' ').nth(1).unwrap_or_default().to_owned();
+                let subscriber = s.rsplit(' ').next().unwrap_or_default().to_owned();
+                format!("{record} {subscriber}")
+            })
+            .collect();
+        assert_eq!(on, ["1 `book`", "1 `audit`", "2 `book`", "2 `audit`"]);
+    }
+
+    #[test]
+    fn entries_that_do_not_fit_are_named() {
+        let cases = [
+            (
+                vec![entry(1, None, None)],
+                "1 [[record]] entries for 2 records",
+            ),
+            (
+                vec![entry(1, Some(1), None), entry(2, Some(1), Some("book"))],
+                "[[record]] 2: record 1 on `book` is already expected by [[record]] 1",
+            ),
+            (
+                vec![entry(1, Some(2), Some("audt"))],
+                "[[record]] 1: no subscription `audt` in the component (it has: book, audit, other)",
+            ),
+            (
+                vec![entry(1, Some(2), Some("other"))],
+                "[[record]] 1: subscription `other` reads `orders`, not `ledger`, where record 2 went",
+            ),
+            (
+                vec![entry(1, Some(3), None)],
+                "[[record]] 1: record 3: there are 2 records",
+            ),
+        ];
+        for (entries, says) in cases {
+            let error = judged(entries).err().unwrap_or_default();
+            assert!(error.starts_with(says), "{says}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_copys_refusals_count_as_its_records_and_each_must_be_expected() {
+        let refusal = |sequence: &str, chain: Option<&str>| RefusedPublish {
+            subscriber: "book".into(),
+            sequence_number: Some(sequence.into()),
+            chain: chain.map(str::to_owned),
+            stream: "booked".into(),
+            error: PublishError::StreamNotFound("booked".into()),
+            count: 1,
+        };
+        let (input, observed) = observed(vec![
+            refusal("12", None),
+            refusal("13", Some("shardId-000000000000/12")),
+            refusal("99", None),
+        ]);
+        let expected = Expectations {
+            refused: vec![ExpectedRefusal {
+                entry: 1,
+                record: Some(2),
+                subscription: Some("book".into()),
+                stream: "booked".into(),
+                reason: Some("stream-not-found".into()),
+                count: Some(2),
+            }],
+            ..Expectations::default()
+        };
+        let checks = judge(&input, &expected, &observed).expect("fits");
+        let seen: Vec<_> = (checks.iter())
+            .map(|c| (c.subject.as_str(), c.passed, c.got.as_str()))
+            .collect();
+        let booked = "to `booked`: stream-not-found (stream `booked` does not exist)";
+        assert_eq!(
+            seen,
+            [
+                (
+                    "publish refused, from record 2 (line 2, key 2, sequence 12) on `book`",
+                    true,
+                    format!("{booked}, 2 times").as_str()
+                ),
+                (
+                    "publish refused, from sequence 99 (not an input record) on `book`",
+                    false,
+                    booked
+                ),
+            ]
+        );
     }
 }

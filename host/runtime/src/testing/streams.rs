@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::app::{MAX_STREAM_NAME_LEN, valid_name};
 use crate::clock::Clock;
 use crate::envelope;
+use crate::escape::escape_controls;
 use crate::publish::{BoxFuture, PublishError, Publisher, check_size};
 use crate::record::{Delivery, Header, OutgoingRecord, Published};
 use crate::sync::lock;
@@ -191,10 +193,22 @@ impl InProcessStreams {
     /// Appends a record.
     ///
     /// # Errors
-    /// [`PublishError::StreamNotFound`] for a stream that was never created (unless these
-    /// streams create one on its first write), and [`PublishError::RecordTooLarge`] past the
-    /// Kinesis record limit.
+    /// [`PublishError::Unavailable`] for a name no Kinesis stream can have (Kinesis refuses
+    /// it before looking for the stream), [`PublishError::StreamNotFound`] for a stream that
+    /// was never created (unless these streams create one on its first write), and
+    /// [`PublishError::RecordTooLarge`] past the Kinesis record limit.
     pub fn append(&self, stream: &str, record: &OutgoingRecord) -> Result<Published, PublishError> {
+        if !valid_name(stream, MAX_STREAM_NAME_LEN) {
+            let reason = format!(
+                "`{}` is not a Kinesis stream name: 1 to {MAX_STREAM_NAME_LEN} letters, digits, \
+                 `_`, `.` and `-`",
+                escape_controls(stream)
+            );
+            return Err(PublishError::Unavailable {
+                stream: stream.to_owned(),
+                source: Arc::new(std::io::Error::other(reason)),
+            });
+        }
         check_size(record)?;
         let arrival_ms = self.clock.now_ms();
         let mut streams = self.lock();
