@@ -700,6 +700,38 @@ mod tests {
     }
 
     #[test]
+    fn dev_and_test_read_the_same_stream_flags() {
+        let dev = parse(&[
+            "dev",
+            "x.wasm",
+            "--streams",
+            "listed",
+            "--with-stream",
+            "ledger",
+            "--with-stream",
+            "ledger.dead",
+        ]);
+        let Ok(Command::Dev(dev)) = dev.map(|cli| cli.command) else {
+            panic!("not a dev")
+        };
+        let listed = ["ledger".to_owned(), "ledger.dead".to_owned()];
+        assert_eq!(
+            dev.streams.existing(),
+            Ok(ExistingStreams::Listed(listed.into_iter().collect()))
+        );
+        let test = parse(&["test", "x.wasm", "--records", "r", "--expect", "e"]);
+        let Ok(Command::Test(test)) = test.map(|cli| cli.command) else {
+            panic!("not a test")
+        };
+        assert_eq!(test.streams.existing(), Ok(ExistingStreams::Any));
+        let error = parse(&["dev", "x.wasm", "--streams", "some"]).expect_err("no such choice");
+        assert!(
+            error.to_string().contains("[possible values: any, listed]"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn admin_verbs() {
         let cli = parse(&["seek", "acme", "ledger", "book", "at-timestamp:5"]).expect("a seek");
         let Command::Seek(seek) = cli.command else {

@@ -381,7 +381,7 @@ struct Session<'a> {
     /// How many of each refused publish noted (by its place in the app's list) were shown.
     refusals_shown: Vec<u64>,
     /// How many refused publishes past those noted were shown, by subscriber and record.
-    unlisted_shown: HashMap<(String, Option<String>), u64>,
+    unlisted_shown: HashMap<(Option<String>, Option<String>), u64>,
 }
 
 impl<'a> Session<'a> {
@@ -598,8 +598,8 @@ impl<'a> Session<'a> {
             let origin = origin(&since.sequence_number, since.chain.as_deref(), &self.fed);
             writeln!(
                 self.out,
-                "  {}: publish refused, from {origin}: {}",
-                escape_controls(&since.subscriber),
+                "  publish refused, from {origin} {}: {}",
+                crate::streams::by_whom(since.subscriber.as_deref()),
                 crate::streams::refusal(&since)
             )?;
         }
@@ -616,9 +616,9 @@ impl<'a> Session<'a> {
             let origin = origin(&record, None, &self.fed);
             writeln!(
                 self.out,
-                "  {}: {more} more publishes refused, from {origin} (to other streams or for \
+                "  {more} more publishes refused, from {origin} {} (to other streams or for \
                  other reasons than those shown)",
-                escape_controls(&subscriber)
+                crate::streams::by_whom(subscriber.as_deref())
             )?;
         }
         Ok(())
@@ -639,7 +639,7 @@ impl<'a> Session<'a> {
 /// a sequence number that is no record fed, or no record at all.
 fn origin(sequence: &Option<String>, chain: Option<&str>, fed: &HashMap<String, usize>) -> String {
     let Some(sequence) = sequence else {
-        return "outside any record (while instantiating)".to_owned();
+        return "outside any record".to_owned();
     };
     if let Some(number) = fed.get(sequence) {
         return format!("record {number} (sequence {sequence})");

@@ -98,6 +98,15 @@ pub fn missing(missing: &[MissingStream]) -> String {
     )
 }
 
+/// Whose publish it was, as both verbs show it: `on `book``, or while loading the component
+/// (where every publish is refused).
+pub fn by_whom(subscriber: Option<&str>) -> String {
+    match subscriber {
+        Some(subscriber) => format!("on `{}`", escape_controls(subscriber)),
+        None => "while loading the component (instantiating, `describe`)".to_owned(),
+    }
+}
+
 /// A refusal as both verbs show it: `to `STREAM`: REASON (MESSAGE)`, with the count when
 /// more than one publish was refused alike.
 pub fn refusal(refused: &RefusedPublish) -> String {

@@ -33,6 +33,16 @@ fn header(component: &Path, observed: &Observed) -> String {
         observed.sent.len()
     );
     let _ = writeln!(out, "  {}", crate::streams::describe(&observed.existing));
+    let loading: u64 = (observed.refused.iter())
+        .filter(|r| r.subscriber.is_none())
+        .map(|r| r.count)
+        .sum();
+    if loading > 0 {
+        let _ = writeln!(
+            out,
+            "  {loading} publishes refused while loading the component"
+        );
+    }
     for s in &observed.subscriptions {
         let calls = observed.calls.iter().filter(|c| c.subscriber == s.name);
         let _ = write!(
@@ -43,13 +53,13 @@ fn header(component: &Path, observed: &Observed) -> String {
             calls.count()
         );
         let refused: u64 = (observed.refused.iter())
-            .filter(|r| r.subscriber == s.name)
+            .filter(|r| r.subscriber.as_ref() == Some(&s.name))
             .map(|r| r.count)
             .chain(
                 observed
                     .unlisted
                     .iter()
-                    .filter(|u| u.0 == s.name)
+                    .filter(|u| u.0.as_ref() == Some(&s.name))
                     .map(|u| u.2),
             )
             .sum();

@@ -43,7 +43,7 @@ pub(crate) struct Observed {
     /// Every publish the component was refused, by subscription and record.
     pub refused: Vec<RefusedPublish>,
     /// Refused publishes past the kinds noted for a record: subscriber, record, how many.
-    pub unlisted: Vec<(String, Option<String>, u64)>,
+    pub unlisted: Vec<(Option<String>, Option<String>, u64)>,
     /// Which streams existed.
     pub existing: ExistingStreams,
     /// Every log line: the component's and the runtime's.

@@ -402,7 +402,9 @@ fn refusal_checks(
             };
             entry.stream == refused.stream
                 && entry.record.is_none_or(|n| Some(n) == record)
-                && subscriber.as_ref().is_none_or(|s| *s == refused.subscriber)
+                && subscriber
+                    .as_ref()
+                    .is_none_or(|s| Some(s) == refused.subscriber.as_ref())
                 && entry
                     .reason
                     .as_deref()
@@ -423,9 +425,9 @@ fn refusal_checks(
         };
         checks.push(Check {
             subject: format!(
-                "publish refused, from {} on `{}`",
+                "publish refused, from {} {}",
                 describe_origin(&origin, records, &observed.sent),
-                escape_controls(&refused.subscriber)
+                crate::streams::by_whom(refused.subscriber.as_deref())
             ),
             expected: "no refused publish".to_owned(),
             got: crate::streams::refusal(&grouped),
@@ -456,9 +458,9 @@ fn refusal_checks(
         };
         checks.push(Check {
             subject: format!(
-                "publishes refused, from {} on `{}`",
+                "publishes refused, from {} {}",
                 describe_origin(&origin, records, &observed.sent),
-                escape_controls(subscriber)
+                crate::streams::by_whom(subscriber.as_deref())
             ),
             expected: "no refused publish".to_owned(),
             got: format!(
@@ -487,7 +489,7 @@ fn describe_origin(origin: &Origin, records: &[InputRecord], sent: &[Sent]) -> S
             _ => format!("record {}", index + 1),
         },
         Origin::Other(sequence) => format!("sequence {sequence} (not an input record)"),
-        Origin::Outside => "outside any record (while instantiating)".to_owned(),
+        Origin::Outside => "outside any record".to_owned(),
     }
 }
 
@@ -643,7 +645,7 @@ mod tests {
     #[test]
     fn a_copys_refusals_count_as_its_records_and_each_must_be_expected() {
         let refusal = |sequence: &str, chain: Option<&str>| RefusedPublish {
-            subscriber: "book".into(),
+            subscriber: Some("book".into()),
             sequence_number: Some(sequence.into()),
             chain: chain.map(str::to_owned),
             stream: "booked".into(),

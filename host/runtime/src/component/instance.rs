@@ -265,13 +265,17 @@ impl HandlerInstance {
 
     async fn live(&mut self) -> Result<&mut Live, CallFailure> {
         if self.live.is_none() {
-            let pending = instantiate(self.runtime.clone(), self.pre.clone(), self.env.clone());
+            let pending = instantiate(
+                self.runtime.clone(),
+                self.pre.clone(),
+                self.env.clone(),
+                self.refusals.clone(),
+            );
             let mut live = pending.await.map_err(|mut failure| {
                 failure.message = format!("instantiation failed: {}", failure.message);
                 failure
             })?;
             live.store.data_mut().publishes = self.publishes.clone();
-            live.store.data_mut().refusals = self.refusals.clone();
             self.live = Some(live);
         }
         self.live.as_mut().ok_or_else(|| CallFailure {
@@ -355,12 +359,19 @@ fn settle_call<R>(
 
 /// A fresh instance, under the tenant's limits: the start functions and constructors that run
 /// while instantiating get the call deadline (blocked imports included), memory caps and fuel.
-/// Takes its inputs by value: a `HandlerInstance` is not `Sync`, so the future must not borrow
-/// one.
-async fn instantiate(runtime: Runtime, pre: HandlerPre, env: Env) -> Result<Live, CallFailure> {
+/// Publishes it is refused, from the start functions on, are noted in `refusals`. Takes its
+/// inputs by value: a `HandlerInstance` is not `Sync`, so the future must not borrow one.
+async fn instantiate(
+    runtime: Runtime,
+    pre: HandlerPre,
+    env: Env,
+    refusals: Option<RefusalNotes>,
+) -> Result<Live, CallFailure> {
     let limits = env.policy.limits().clone();
     let deadline = limits.call_deadline;
-    let mut store = Store::new(runtime.engine(), HostState::new(env));
+    let mut state = HostState::new(env);
+    state.refusals = refusals;
+    let mut store = Store::new(runtime.engine(), state);
     let failed = |message: String| CallFailure {
         kind: TrapKind::Other,
         message,
@@ -407,7 +418,7 @@ async fn instantiate(runtime: Runtime, pre: HandlerPre, env: Env) -> Result<Live
 }
 
 /// Instantiates `pre` once and asks the component to describe itself, each phase under the
-/// tenant's limits.
+/// tenant's limits; the publishes refused meanwhile are noted in `refusals`.
 ///
 /// # Errors
 /// The phase (instantiation or `describe`) and how it failed.
@@ -415,9 +426,10 @@ pub(crate) async fn describe(
     runtime: &Runtime,
     pre: &HandlerPre,
     env: Env,
+    refusals: Option<RefusalNotes>,
 ) -> Result<wit::App, (LoadPhase, CallFailure)> {
     let deadline = env.policy.limits().call_deadline;
-    let mut live = instantiate(runtime.clone(), pre.clone(), env)
+    let mut live = instantiate(runtime.clone(), pre.clone(), env, refusals)
         .await
         .map_err(|failure| (LoadPhase::Instantiate, failure))?;
     let progress = live

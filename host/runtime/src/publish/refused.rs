@@ -17,8 +17,9 @@ pub const MAX_NOTED_PER_RECORD: usize = 16;
 /// Publishes of one record, by one subscription, to one stream, refused for one reason.
 #[derive(Debug, Clone)]
 pub struct RefusedPublish {
-    /// The subscription whose call published.
-    pub subscriber: String,
+    /// The subscription whose instance published; none while the component was loaded (its
+    /// instantiation and `describe`, where every publish is refused).
+    pub subscriber: Option<String>,
     /// The record the call was on (its sequence number in the stream the subscription
     /// reads), or none when the publish came outside any record (while instantiating).
     pub sequence_number: Option<String>,
@@ -50,7 +51,7 @@ impl RefusedPublish {
 pub struct RefusedPublishes(Arc<Mutex<Noted>>);
 
 /// Who and which record a refusal is about.
-type RecordKey = (String, Option<String>);
+type RecordKey = (Option<String>, Option<String>);
 
 #[derive(Default)]
 struct Noted {
@@ -71,7 +72,7 @@ impl RefusedPublishes {
 
     /// Publishes refused beyond [`MAX_NOTED_PER_RECORD`] kinds for a record: subscriber,
     /// record, how many.
-    pub fn unlisted(&self) -> Vec<(String, Option<String>, u64)> {
+    pub fn unlisted(&self) -> Vec<(Option<String>, Option<String>, u64)> {
         let noted = lock(&self.0);
         let mut unlisted: Vec<_> = (noted.unlisted.iter())
             .map(|((subscriber, record), count)| (subscriber.clone(), record.clone(), *count))
@@ -84,13 +85,21 @@ impl RefusedPublishes {
     pub(crate) fn for_subscriber(&self, subscriber: &str) -> RefusalNotes {
         RefusalNotes {
             log: self.clone(),
-            subscriber: subscriber.into(),
+            subscriber: Some(subscriber.into()),
+        }
+    }
+
+    /// A handle noting under no subscriber: while a component is loaded.
+    pub(crate) fn while_loading(&self) -> RefusalNotes {
+        RefusalNotes {
+            log: self.clone(),
+            subscriber: None,
         }
     }
 
     fn note(
         &self,
-        subscriber: &str,
+        subscriber: Option<&str>,
         delivery: Option<&Delivery>,
         stream: &str,
         error: PublishError,
@@ -100,7 +109,7 @@ impl RefusedPublishes {
             .and_then(|d| d.copy.as_ref())
             .map(|c| c.chain.clone());
         let mut noted = lock(&self.0);
-        let record: RecordKey = (subscriber.to_owned(), sequence);
+        let record: RecordKey = (subscriber.map(str::to_owned), sequence);
         let key = (record.clone(), stream.to_owned(), error.kind());
         if let Some(at) = noted.index.get(&key).copied() {
             noted.refused[at].count += 1;
@@ -125,19 +134,20 @@ impl RefusedPublishes {
     }
 }
 
-/// A component instance's handle on a [`RefusedPublishes`]: the subscription it runs for.
+/// A component instance's handle on a [`RefusedPublishes`]: the subscription it runs for,
+/// none while loading.
 #[derive(Clone)]
 pub(crate) struct RefusalNotes {
     log: RefusedPublishes,
-    subscriber: Arc<str>,
+    subscriber: Option<Arc<str>>,
 }
 
 impl RefusalNotes {
     /// Notes that a publish to `stream`, made while the call was on `delivery` (none outside
     /// any record), was refused with `error`.
     pub(crate) fn note(&self, delivery: Option<&Delivery>, stream: &str, error: &PublishError) {
-        self.log
-            .note(&self.subscriber, delivery, stream, error.clone());
+        let subscriber = self.subscriber.as_deref();
+        self.log.note(subscriber, delivery, stream, error.clone());
     }
 }
 
@@ -162,12 +172,14 @@ mod tests {
         let too_large = PublishError::RecordTooLarge { size: 2 };
         book.note(Some(&seven), "big", &too_large);
         book.note(None, "booked", &missing);
+        let loading = log.while_loading();
+        loading.note(None, "booked", &PublishError::NotPermitted("booked".into()));
         let noted = log.noted();
         let seen: Vec<_> = (noted.iter())
             .map(|r| {
                 let record = r.sequence_number.as_deref();
                 (
-                    r.subscriber.as_str(),
+                    r.subscriber.as_deref(),
                     record,
                     r.stream.as_str(),
                     r.reason(),
@@ -178,10 +190,11 @@ mod tests {
         assert_eq!(
             seen,
             [
-                ("book", Some("7"), "booked", "stream-not-found", 2),
-                ("audit", Some("7"), "booked", "stream-not-found", 1),
-                ("book", Some("7"), "big", "record-too-large", 1),
-                ("book", None, "booked", "stream-not-found", 1),
+                (Some("book"), Some("7"), "booked", "stream-not-found", 2),
+                (Some("audit"), Some("7"), "booked", "stream-not-found", 1),
+                (Some("book"), Some("7"), "big", "record-too-large", 1),
+                (Some("book"), None, "booked", "stream-not-found", 1),
+                (None, None, "booked", "not-permitted", 1),
             ]
         );
         assert!(log.unlisted().is_empty());
@@ -206,7 +219,7 @@ mod tests {
         );
         assert_eq!(
             log.unlisted(),
-            [("book".to_owned(), Some("1".to_owned()), 5)]
+            [(Some("book".to_owned()), Some("1".to_owned()), 5)]
         );
         // A kind already noted still counts in full.
         book.note(Some(&one), "s0", &missing("s0"));

@@ -193,8 +193,15 @@ impl TestAppBuilder {
         let runtime = Runtime::new(self.runtime)?;
         let tenant = Arc::new(self.tenant);
         let log = LogSink::capturing();
-        let component =
-            LoadedComponent::from_file(&runtime, &self.component, tenant.policy(), &log).await?;
+        let refusals = RefusedPublishes::default();
+        let component = LoadedComponent::from_file_noting(
+            &runtime,
+            &self.component,
+            tenant.policy(),
+            &log,
+            Some(&refusals),
+        )
+        .await?;
         tenant.admit(&component)?;
         let clock = Arc::new(ManualClock::new(START_MS));
         let streams = match &self.existing {
@@ -213,7 +220,7 @@ impl TestAppBuilder {
             clock,
             log,
             reports: Arc::default(),
-            refusals: RefusedPublishes::default(),
+            refusals,
             readers: Vec::new(),
             max_record_ages: self.max_record_ages,
         };
@@ -487,9 +494,14 @@ impl TestApp {
     /// ([`TestAppError::MissingStreams`]): then nothing changed and the running version goes
     /// on. [`TestAppError::NeverSettles`] after the swap.
     pub async fn swap(&mut self, component: impl AsRef<Path>) -> Result<(), TestAppError> {
-        let next =
-            LoadedComponent::from_file(&self.runtime, component, self.tenant.policy(), &self.log)
-                .await?;
+        let next = LoadedComponent::from_file_noting(
+            &self.runtime,
+            component,
+            self.tenant.policy(),
+            &self.log,
+            Some(&self.refusals),
+        )
+        .await?;
         self.install(next).await
     }
 
@@ -498,12 +510,13 @@ impl TestApp {
     /// # Errors
     /// As [`swap`](Self::swap).
     pub async fn swap_bytes(&mut self, name: &str, bytes: Vec<u8>) -> Result<(), TestAppError> {
-        let next = LoadedComponent::from_bytes(
+        let next = LoadedComponent::from_bytes_noting(
             &self.runtime,
             name,
             bytes,
             self.tenant.policy(),
             &self.log,
+            Some(&self.refusals),
         )
         .await?;
         self.install(next).await

@@ -448,6 +448,34 @@ fn a_refused_publish_is_reported_whatever_the_reason() -> anyhow::Result<()> {
             "record {record}, {reason}:\n{said}"
         );
     }
+
+    // Outside any record: `describe` publishing 100 000 times, each refused.
+    let dir = tempdir("reasons-describe")?;
+    let (records, expect) = (dir.join("records.jsonl"), dir.join("expect.toml"));
+    std::fs::write(&records, "{\"data\": \"x\"}\n")?;
+    std::fs::write(&expect, "")?;
+    let component = guests::HOSTILE_DESCRIBE_PUBLISH.path();
+    let run = ruststream_test(&component, &records, &expect)?;
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert_eq!(run.code, Some(1), "{said}");
+    assert!(
+        run.stdout
+            .contains("  100000 publishes refused while loading the component"),
+        "{said}"
+    );
+    assert!(
+        run.stdout.contains(
+            "FAIL  publish refused, from outside any record while loading the component \
+             (instantiating, `describe`): expected no refused publish, got to `payments`: \
+             not-permitted (publishing to stream `payments` is not granted to this tenant)"
+        ),
+        "{said}"
+    );
+    // Expected by its record number, 0: outside any record.
+    std::fs::write(&expect, "[[refused]]\nrecord = 0\nstream = \"payments\"\n")?;
+    let run = ruststream_test(&component, &records, &expect)?;
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert_eq!(run.code, Some(0), "{said}");
     Ok(())
 }
 

@@ -223,7 +223,7 @@ async fn dev_gives_a_component_every_stream_it_publishes_to_and_shows_each_refus
         format!("  book: ack | checkpoint {first} | held at -"),
         format!("record 2 -> ledger {second}: "),
         format!(
-            "  book: publish refused, from record 2 (sequence {second}): to `ledger.booked`: \
+            "  publish refused, from record 2 (sequence {second}) on `book`: to `ledger.booked`: \
              reserved-header (header `x-ruststream-due-ms` is reserved to the host)"
         ),
     ];
@@ -246,10 +246,10 @@ async fn dev_gives_a_component_every_stream_it_publishes_to_and_shows_each_refus
         "  streams: listed, only `ledger`, `ledger.dead`".to_owned(),
         "  book: retry, retry | ".to_owned(),
         format!(
-            "  book: publish refused, from record 1 (sequence {first}): to `ledger.booked`: \
+            "  publish refused, from record 1 (sequence {first}) on `book`: to `ledger.booked`: \
              stream-not-found (stream `ledger.booked` does not exist)"
         ),
-        "  book: publish refused, from record 1 (a copy, sequence ".to_owned(),
+        "  publish refused, from record 1 (a copy, sequence ".to_owned(),
     ];
     in_order(&text, &expected)?;
 
