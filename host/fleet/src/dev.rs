@@ -583,8 +583,8 @@ impl<'a> Session<'a> {
     /// One line per publish refused since the last shown (a refusal noted before and refused
     /// again shows again, with the count since), naming the subscriber and the record.
     fn show_refusals(&mut self) -> Result<(), DevError> {
-        let log = self.app.refused_publishes();
-        let noted = log.noted();
+        let log = self.app.publish_notes();
+        let noted = log.refused();
         self.refusals_shown.resize(noted.len(), 0);
         for (refused, shown) in noted.iter().zip(&mut self.refusals_shown) {
             if refused.count == *shown {

@@ -24,6 +24,8 @@
 //! stream = "shipments"
 //! json = { id = 1 }     # or data (text) or data_base64
 //! headers = { x-source = "orders" }
+//! record = 1            # who published it: the record and the subscription
+//! subscription = "forward"
 //!
 //! [[checkpoint]]
 //! subscription = "book" # or its stream
@@ -75,8 +77,14 @@ pub(crate) struct ExpectedRecord {
 /// One record the component publishes.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ExpectedPublish {
+    /// Which `[[publish]]` entry of the file it is (from 1), for messages.
+    pub entry: usize,
     /// The stream it goes to.
     pub stream: String,
+    /// The record whose call published it (0: outside any record), when checked.
+    pub record: Option<usize>,
+    /// The subscription whose call published it, or the stream only it reads, when checked.
+    pub subscription: Option<String>,
     /// Its payload.
     pub payload: Payload,
     /// Its partition key, when checked.
@@ -177,6 +185,9 @@ struct RefusedEntry {
 #[serde(deny_unknown_fields)]
 struct PublishEntry {
     stream: String,
+    record: Option<usize>,
+    #[serde(alias = "subscriber")]
+    subscription: Option<String>,
     data: Option<String>,
     data_base64: Option<String>,
     json: Option<serde_json::Value>,
@@ -246,7 +257,7 @@ impl File {
         let publishes = (self.publish.into_iter().enumerate())
             .map(|(i, entry)| {
                 entry
-                    .expected()
+                    .expected(i + 1)
                     .map_err(|e| format!("[[publish]] {}: {e}", i + 1))
             })
             .collect::<Result<_, _>>()?;
@@ -332,7 +343,7 @@ fn written_delay(text: &str) -> Option<u64> {
 }
 
 impl PublishEntry {
-    fn expected(self) -> Result<ExpectedPublish, String> {
+    fn expected(self, entry: usize) -> Result<ExpectedPublish, String> {
         let payload = PayloadFields {
             data: self.data,
             data_base64: self.data_base64,
@@ -340,7 +351,10 @@ impl PublishEntry {
         }
         .payload()?;
         Ok(ExpectedPublish {
+            entry,
             stream: self.stream,
+            record: self.record,
+            subscription: self.subscription,
             payload,
             partition_key: self.partition_key,
             headers: self.headers,

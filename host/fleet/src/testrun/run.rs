@@ -13,7 +13,7 @@ use ruststream_runtime::{
     app::AppSpec,
     log::LogLine,
     pipeline::DeliveryReport,
-    publish::RefusedPublish,
+    publish::{PublishedBy, RefusedPublish},
     record::{Header, OutgoingRecord},
     testing::{ExistingStreams, TestAppError},
 };
@@ -81,6 +81,8 @@ pub(crate) struct SubscriptionState {
 pub(crate) struct Written {
     /// The stream.
     pub stream: String,
+    /// Who published it: the subscription and the record its call was on.
+    pub by: Option<PublishedBy>,
     /// Its partition key.
     pub key: String,
     /// Its payload.
@@ -280,8 +282,8 @@ fn collect(
         sent,
         calls,
         written,
-        refused: app.refused_publishes().noted(),
-        unlisted: app.refused_publishes().unlisted(),
+        refused: app.publish_notes().refused(),
+        unlisted: app.publish_notes().unlisted(),
         existing: existing.clone(),
         logs: app.logs(),
     })
@@ -301,6 +303,7 @@ fn written(app: &TestApp, streams: &BTreeSet<String>, sent: &[Sent]) -> Vec<Writ
                 continue;
             }
             out.push(Written {
+                by: app.publish_notes().written_by(&record.sequence_number),
                 stream: stream.clone(),
                 key: record.partition_key.clone(),
                 payload: record.payload(),

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use ruststream_runtime::{escape::escape_controls, publish::RefusedPublish, testing::SHARD_ID};
+use ruststream_runtime::escape::escape_controls;
+use ruststream_runtime::publish::{PublishedBy, RefusedPublish};
+use ruststream_runtime::testing::SHARD_ID;
 
 use super::expect::{
     Expectations, ExpectedCheckpoint, ExpectedPublish, ExpectedRecord, ExpectedRefusal, Position,
@@ -44,7 +46,7 @@ pub(crate) fn judge(
     observed: &Observed,
 ) -> Result<Vec<Check>, String> {
     let mut checks = record_checks(records, &expected.records, observed)?;
-    checks.extend(publish_checks(&expected.publishes, &observed.written));
+    checks.extend(publish_checks(records, &expected.publishes, observed)?);
     checks.extend(refusal_checks(records, &expected.refused, observed)?);
     for (index, checkpoint) in expected.checkpoints.iter().enumerate() {
         let found = checkpoint_checks(checkpoint, observed)
@@ -168,7 +170,27 @@ fn record_check(
 }
 
 /// The publishes of each stream, expected against written, position by position.
-fn publish_checks(expected: &[ExpectedPublish], written: &[Written]) -> Vec<Check> {
+fn publish_checks(
+    records: &[InputRecord],
+    expected: &[ExpectedPublish],
+    observed: &Observed,
+) -> Result<Vec<Check>, String> {
+    // Who each entry expects to have published it, checked against the component first.
+    let mut publishers = BTreeMap::new();
+    for entry in expected {
+        let about = |e: String| format!("[[publish]] {}: {e}", entry.entry);
+        if let Some(number) = entry.record.filter(|n| *n > records.len()) {
+            return Err(about(format!(
+                "record {number}: there are {} records",
+                records.len()
+            )));
+        }
+        if let Some(name) = &entry.subscription {
+            let state = subscription(name, observed).map_err(about)?;
+            publishers.insert(entry.entry, state.name.clone());
+        }
+    }
+    let written = &observed.written;
     let mut streams: Vec<&str> = Vec::new();
     let names = expected.iter().map(|e| e.stream.as_str());
     for stream in names.chain(written.iter().map(|w| w.stream.as_str())) {
@@ -181,35 +203,40 @@ fn publish_checks(expected: &[ExpectedPublish], written: &[Written]) -> Vec<Chec
         let wanted: Vec<_> = expected.iter().filter(|e| e.stream == stream).collect();
         let got: Vec<_> = written.iter().filter(|w| w.stream == stream).collect();
         for position in 0..wanted.len().max(got.len()) {
-            let (wanted, got) = (wanted.get(position), got.get(position));
-            checks.push(publish_check(
-                stream,
-                position + 1,
-                wanted.copied(),
-                got.copied(),
-            ));
+            let (wanted, got) = (wanted.get(position).copied(), got.get(position).copied());
+            let publisher = wanted
+                .and_then(|w| publishers.get(&w.entry))
+                .map(String::as_str);
+            let passed = matches!((wanted, got), (Some(w), Some(g))
+                if publish_matches(w, publisher, g, &observed.sent));
+            let origin = got.and_then(|g| g.by.as_ref()).map(|by| {
+                let (origin, whom) = (publish_origin(by, &observed.sent), by.subscriber.as_deref());
+                let from = describe_origin(&origin, records, &observed.sent);
+                format!(" from {from} {}", crate::streams::by_whom(whom))
+            });
+            checks.push(Check {
+                subject: format!("publish {} to `{}`", position + 1, escape_controls(stream)),
+                expected: wanted.map_or_else(|| "nothing".to_owned(), describe_expected),
+                got: got.map_or_else(
+                    || "nothing".to_owned(),
+                    |g| describe_written(g, wanted, origin.as_deref()),
+                ),
+                passed,
+                sequence: None,
+            });
         }
     }
-    checks
+    Ok(checks)
 }
 
-fn publish_check(
-    stream: &str,
-    number: usize,
-    wanted: Option<&ExpectedPublish>,
-    got: Option<&Written>,
-) -> Check {
-    let passed = matches!((wanted, got), (Some(w), Some(g)) if publish_matches(w, g));
-    Check {
-        subject: format!("publish {number} to `{}`", escape_controls(stream)),
-        expected: wanted.map_or_else(|| "nothing".to_owned(), describe_expected),
-        got: got.map_or_else(|| "nothing".to_owned(), |g| describe_written(g, wanted)),
-        passed,
-        sequence: None,
-    }
-}
-
-fn publish_matches(wanted: &ExpectedPublish, got: &Written) -> bool {
+/// Whether `got` is `wanted`: payload, and the key, headers, record and subscription it gives
+/// (`publisher`, the subscription's name, resolved).
+fn publish_matches(
+    wanted: &ExpectedPublish,
+    publisher: Option<&str>,
+    got: &Written,
+    sent: &[Sent],
+) -> bool {
     let key = wanted
         .partition_key
         .as_ref()
@@ -218,7 +245,13 @@ fn publish_matches(wanted: &ExpectedPublish, got: &Written) -> bool {
         .headers
         .as_ref()
         .is_none_or(|headers| *headers == header_map(got));
-    key && headers && wanted.payload.matches(&got.payload)
+    let by = got.by.as_ref();
+    let subscriber =
+        publisher.is_none_or(|name| by.and_then(|b| b.subscriber.as_deref()) == Some(name));
+    let record = wanted.record.is_none_or(|number| {
+        by.map(|b| publish_origin(b, sent)).and_then(|o| o.number()) == Some(number)
+    });
+    key && headers && subscriber && record && wanted.payload.matches(&got.payload)
 }
 
 /// The headers as text (a value that is not UTF-8 is shown lossily, and so never equal to a
@@ -242,18 +275,32 @@ fn describe_expected(wanted: &ExpectedPublish) -> String {
     if let Some(headers) = &wanted.headers {
         text.push_str(&format!(" headers {headers:?}"));
     }
+    if let Some(record) = wanted.record {
+        text.push_str(&format!(" from record {record}"));
+    }
+    if let Some(subscription) = &wanted.subscription {
+        text.push_str(&format!(" on `{}`", escape_controls(subscription)));
+    }
     text
 }
 
-/// A written record, with the key and headers when the expectation checks them (or when
-/// nothing was expected, to show everything about it).
-fn describe_written(got: &Written, wanted: Option<&ExpectedPublish>) -> String {
+/// A written record, with the key, headers and who published it (`origin`) when the
+/// expectation checks them (or when nothing was expected, to show everything about it).
+fn describe_written(
+    got: &Written,
+    wanted: Option<&ExpectedPublish>,
+    origin: Option<&str>,
+) -> String {
     let mut text = shown_payload(&got.payload);
     if wanted.is_none_or(|w| w.partition_key.is_some()) {
         text.push_str(&format!(" key {}", escape_controls(&got.key)));
     }
     if wanted.is_none_or(|w| w.headers.is_some()) {
         text.push_str(&format!(" headers {:?}", header_map(got)));
+    }
+    let checks_who = wanted.is_none_or(|w| w.record.is_some() || w.subscription.is_some());
+    if let Some(origin) = origin.filter(|_| checks_who) {
+        text.push_str(origin);
     }
     text
 }
@@ -355,17 +402,42 @@ fn refusal_groups(observed: &Observed) -> Vec<(Origin, u64, &RefusedPublish)> {
     groups
 }
 
+impl Origin {
+    /// Its number as the expectations file gives it: the record's, or 0 outside any record.
+    fn number(&self) -> Option<usize> {
+        match self {
+            Self::Input(index) => Some(index + 1),
+            Self::Outside => Some(0),
+            Self::Other(_) => None,
+        }
+    }
+}
+
 fn origin_of(refused: &RefusedPublish, sent: &[Sent]) -> Origin {
-    let Some(sequence) = &refused.sequence_number else {
+    origin_in(
+        refused.sequence_number.as_deref(),
+        refused.chain.as_deref(),
+        sent,
+    )
+}
+
+fn publish_origin(by: &PublishedBy, sent: &[Sent]) -> Origin {
+    origin_in(by.sequence_number.as_deref(), by.chain.as_deref(), sent)
+}
+
+/// Where a publish made while a call was on record `sequence` (a copy of the record `chain`
+/// names, if any) came from.
+fn origin_in(sequence: Option<&str>, chain: Option<&str>, sent: &[Sent]) -> Origin {
+    let Some(sequence) = sequence else {
         return Origin::Outside;
     };
     // A copy names the record its chain started from as `shard/sequence`.
-    let chain = refused.chain.as_deref().and_then(|c| c.rsplit_once('/'));
+    let chain = chain.and_then(|c| c.rsplit_once('/'));
     let started = chain.map(|(_, sequence)| sequence);
     let input = sent
         .iter()
-        .position(|s| s.sequence == *sequence || Some(s.sequence.as_str()) == started);
-    input.map_or_else(|| Origin::Other(sequence.clone()), Origin::Input)
+        .position(|s| s.sequence == sequence || Some(s.sequence.as_str()) == started);
+    input.map_or_else(|| Origin::Other(sequence.to_owned()), Origin::Input)
 }
 
 /// One check per group of refused publishes (passed when an entry expects it), and one per
@@ -395,13 +467,8 @@ fn refusal_checks(
     let mut checks = Vec::new();
     for (origin, count, refused) in refusal_groups(observed) {
         let fits = |(entry, subscriber): (&ExpectedRefusal, &Option<String>)| {
-            let record = match &origin {
-                Origin::Input(index) => Some(index + 1),
-                Origin::Outside => Some(0),
-                Origin::Other(_) => None,
-            };
             entry.stream == refused.stream
-                && entry.record.is_none_or(|n| Some(n) == record)
+                && entry.record.is_none_or(|n| Some(n) == origin.number())
                 && subscriber
                     .as_ref()
                     .is_none_or(|s| Some(s) == refused.subscriber.as_ref())

@@ -18,7 +18,7 @@ use super::trap::{DeadlineExceeded, LeaseLost, TrapKind, classify};
 use crate::env::Env;
 use crate::escape::one_line;
 use crate::outcome::Outcome;
-use crate::publish::{PublishLog, RefusalNotes};
+use crate::publish::{InstanceNotes, PublishLog};
 use crate::record::Deliveries;
 use crate::stop::{Stop, is_lost};
 
@@ -88,7 +88,7 @@ pub struct HandlerInstance {
     /// Where accepted publishes are noted, kept across replacements.
     publishes: Option<PublishLog>,
     /// Where refused publishes are noted, kept across replacements.
-    refusals: Option<RefusalNotes>,
+    notes: Option<InstanceNotes>,
 }
 
 pub(super) struct Live {
@@ -106,7 +106,7 @@ impl HandlerInstance {
             replacements: 0,
             layout: BatchLayout::default(),
             publishes: None,
-            refusals: None,
+            notes: None,
         }
     }
 
@@ -121,11 +121,11 @@ impl HandlerInstance {
 
     /// Notes every publish refused from now on (this instance and the ones replacing it after
     /// a trap), or stops noting them.
-    pub(crate) fn note_refusals(&mut self, notes: Option<RefusalNotes>) {
+    pub(crate) fn keep_publish_notes(&mut self, notes: Option<InstanceNotes>) {
         if let Some(live) = &mut self.live {
-            live.store.data_mut().refusals = notes.clone();
+            live.store.data_mut().notes = notes.clone();
         }
-        self.refusals = notes;
+        self.notes = notes;
     }
 
     /// How many times a failed instance was replaced.
@@ -269,7 +269,7 @@ impl HandlerInstance {
                 self.runtime.clone(),
                 self.pre.clone(),
                 self.env.clone(),
-                self.refusals.clone(),
+                self.notes.clone(),
             );
             let mut live = pending.await.map_err(|mut failure| {
                 failure.message = format!("instantiation failed: {}", failure.message);
@@ -359,18 +359,18 @@ fn settle_call<R>(
 
 /// A fresh instance, under the tenant's limits: the start functions and constructors that run
 /// while instantiating get the call deadline (blocked imports included), memory caps and fuel.
-/// Publishes it is refused, from the start functions on, are noted in `refusals`. Takes its
+/// Publishes it is refused, from the start functions on, are noted in `notes`. Takes its
 /// inputs by value: a `HandlerInstance` is not `Sync`, so the future must not borrow one.
 async fn instantiate(
     runtime: Runtime,
     pre: HandlerPre,
     env: Env,
-    refusals: Option<RefusalNotes>,
+    notes: Option<InstanceNotes>,
 ) -> Result<Live, CallFailure> {
     let limits = env.policy.limits().clone();
     let deadline = limits.call_deadline;
     let mut state = HostState::new(env);
-    state.refusals = refusals;
+    state.notes = notes;
     let mut store = Store::new(runtime.engine(), state);
     let failed = |message: String| CallFailure {
         kind: TrapKind::Other,
@@ -418,7 +418,7 @@ async fn instantiate(
 }
 
 /// Instantiates `pre` once and asks the component to describe itself, each phase under the
-/// tenant's limits; the publishes refused meanwhile are noted in `refusals`.
+/// tenant's limits; the publishes refused meanwhile are noted in `notes`.
 ///
 /// # Errors
 /// The phase (instantiation or `describe`) and how it failed.
@@ -426,10 +426,10 @@ pub(crate) async fn describe(
     runtime: &Runtime,
     pre: &HandlerPre,
     env: Env,
-    refusals: Option<RefusalNotes>,
+    notes: Option<InstanceNotes>,
 ) -> Result<wit::App, (LoadPhase, CallFailure)> {
     let deadline = env.policy.limits().call_deadline;
-    let mut live = instantiate(runtime.clone(), pre.clone(), env, refusals)
+    let mut live = instantiate(runtime.clone(), pre.clone(), env, notes)
         .await
         .map_err(|failure| (LoadPhase::Instantiate, failure))?;
     let progress = live

@@ -23,8 +23,8 @@ use crate::escape::{one_line, quote};
 use crate::limits::TABLE_ELEMENT_BYTES;
 use crate::log::{Level, LogLine, LogTags, Origin};
 use crate::outcome::Outcome;
+use crate::publish::{InstanceNotes, PublishLog, RecordedPublish};
 use crate::publish::{PublishError, check_size, derived_partition_key};
-use crate::publish::{PublishLog, RecordedPublish, RefusalNotes};
 use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
 use crate::stop::{Stop, is_lost};
 
@@ -96,9 +96,9 @@ pub(crate) struct HostState {
     /// Where the publishes the stream accepted are noted, by the record under way, when a
     /// shadow compares this instance's records (see [`crate::shadow`]).
     pub(crate) publishes: Option<PublishLog>,
-    /// Where refused publishes are noted, by the record under way, for a tool that reports
-    /// them (`TestApp`); none on a serving host, whose log lines say it.
-    pub(crate) refusals: Option<RefusalNotes>,
+    /// Where publishes (refused, and written) are noted, by the record under way, for a tool
+    /// that reports them (`TestApp`); none on a serving host, whose log lines say it.
+    pub(crate) notes: Option<InstanceNotes>,
 }
 
 /// Most random bytes one WASI call may ask for: wasmtime-wasi allocates what is asked on the
@@ -147,7 +147,7 @@ impl HostState {
             stdout,
             stderr,
             publishes: None,
-            refusals: None,
+            notes: None,
         }
     }
 
@@ -478,8 +478,12 @@ impl host::Host for HostState {
         if let (Ok(_), Some(log), Some(noted)) = (&result, &self.publishes, noted) {
             log.note(self.record_under_way(), noted);
         }
-        if let (Err(error), Some(refusals)) = (&result, &self.refusals) {
-            refusals.note(self.delivery_under_way(), &stream, error);
+        match (&result, &self.notes) {
+            (Ok(published), Some(notes)) => {
+                notes.written(self.delivery_under_way(), &published.sequence_number);
+            }
+            (Err(error), Some(notes)) => notes.refused(self.delivery_under_way(), &stream, error),
+            (_, None) => {}
         }
         result
             .map(|published| host::Published {

@@ -1,11 +1,11 @@
 //! Writing records to streams: the seam between the runtime and a transport.
 
+mod notes;
 mod recorded;
-mod refused;
 
+pub(crate) use notes::InstanceNotes;
+pub use notes::{MAX_NOTED_PER_RECORD, PublishNotes, PublishedBy, RefusedPublish};
 pub use recorded::{PublishLog, RecordedPublish, RecordingPublisher};
-pub(crate) use refused::RefusalNotes;
-pub use refused::{MAX_NOTED_PER_RECORD, RefusedPublish, RefusedPublishes};
 
 use std::future::Future;
 use std::pin::Pin;

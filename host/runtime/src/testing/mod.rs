@@ -22,7 +22,7 @@
 //! other from the first write to it); or only a list of them, with every stream the
 //! component reads or dead-letters into checked against it at start. Every publish the
 //! component is refused, for whatever reason, is noted with its subscription and record
-//! ([`TestApp::refused_publishes`]).
+//! ([`TestApp::publish_notes`]).
 //!
 //! [`TestApp::swap`] replaces the component with another version of the same app between two
 //! calls, as `ruststream dev --watch` does on every rebuild: the streams, the checkpoints and
@@ -49,7 +49,7 @@ use crate::escape::escape_controls;
 use crate::log::{LogLine, LogSink};
 use crate::outcome::Outcome;
 use crate::pipeline::{DeliveryReport, PipelineEnv, ShardPipeline};
-use crate::publish::{PublishError, RefusedPublishes, derived_partition_key};
+use crate::publish::{PublishError, PublishNotes, derived_partition_key};
 use crate::record::{Header, OutgoingRecord, Published};
 use crate::sync::lock;
 use crate::tenant::{Tenant, TenantError};
@@ -193,13 +193,13 @@ impl TestAppBuilder {
         let runtime = Runtime::new(self.runtime)?;
         let tenant = Arc::new(self.tenant);
         let log = LogSink::capturing();
-        let refusals = RefusedPublishes::default();
+        let notes = PublishNotes::default();
         let component = LoadedComponent::from_file_noting(
             &runtime,
             &self.component,
             tenant.policy(),
             &log,
-            Some(&refusals),
+            Some(&notes),
         )
         .await?;
         tenant.admit(&component)?;
@@ -220,7 +220,7 @@ impl TestAppBuilder {
             clock,
             log,
             reports: Arc::default(),
-            refusals,
+            notes,
             readers: Vec::new(),
             max_record_ages: self.max_record_ages,
         };
@@ -262,8 +262,8 @@ pub struct TestApp {
     clock: Arc<ManualClock>,
     log: LogSink,
     reports: Arc<Mutex<Vec<DeliveryReport>>>,
-    /// Every publish the component was refused, by subscription and record.
-    refusals: RefusedPublishes,
+    /// Every publish the component was refused, and who wrote each record it published.
+    notes: PublishNotes,
     readers: Vec<Reader>,
     /// The operator's maximum record ages, by subscriber.
     max_record_ages: HashMap<String, MaxRecordAge>,
@@ -324,11 +324,12 @@ impl TestApp {
         self.streams.names()
     }
 
-    /// Every publish the component was refused (a missing stream, a grant, the size limit,
-    /// the write quota, a reserved header, an outage), by subscription and by the record the
-    /// call was on, counted by stream and reason.
-    pub fn refused_publishes(&self) -> &RefusedPublishes {
-        &self.refusals
+    /// What the component's publishes came to: each one refused (a missing stream, a grant,
+    /// the size limit, the write quota, a reserved header, an outage), by subscription and by
+    /// the record the call was on, counted by stream and reason; and who wrote each record a
+    /// publish put in a stream.
+    pub fn publish_notes(&self) -> &PublishNotes {
+        &self.notes
     }
 
     /// Publishes `value` as JSON (partition key derived from the payload), then delivers
@@ -499,7 +500,7 @@ impl TestApp {
             component,
             self.tenant.policy(),
             &self.log,
-            Some(&self.refusals),
+            Some(&self.notes),
         )
         .await?;
         self.install(next).await
@@ -516,7 +517,7 @@ impl TestApp {
             bytes,
             self.tenant.policy(),
             &self.log,
-            Some(&self.refusals),
+            Some(&self.notes),
         )
         .await?;
         self.install(next).await
@@ -578,7 +579,7 @@ impl TestApp {
         self.create_streams(spec);
         let mut pipeline =
             ShardPipeline::new(component, self.operated(spec), SHARD_ID, None, env.clone());
-        pipeline.note_refused_publishes(Some(self.refusals.clone()));
+        pipeline.keep_publish_notes(Some(self.notes.clone()));
         Reader {
             next: start_index(&self.streams, spec),
             pipeline,

@@ -530,6 +530,36 @@ fn a_record_is_checked_for_each_subscription_that_reads_its_stream() -> anyhow::
         "{said}"
     );
 
+    // A publish can name who made it: the record and the subscription.
+    let by = |first: &str| {
+        format!(
+            "[[record]]\nnumber = 1\nsubscription = \"book\"\noutcome = \"ack\"\n\
+             [[publish]]\nstream = \"ledger.booked\"\njson = {{ id = 1, amount = 5 }}\n{first}\n\
+             [[publish]]\nstream = \"ledger.booked\"\njson = {{ id = 2, amount = -3 }}\n\
+             record = 2\nsubscriber = \"book\"\n"
+        )
+    };
+    let run = dispatch("publisher", records, &by("record = 1"), &[])?;
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert_eq!(run.code, Some(0), "{said}");
+    let run = dispatch(
+        "publisher-wrong",
+        records,
+        &by("subscription = \"audit\""),
+        &[],
+    )?;
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert_eq!(run.code, Some(1), "{said}");
+    assert_eq!(
+        failures(&run),
+        [
+            "FAIL  publish 1 to `ledger.booked`: expected {\"amount\":5,\"id\":1} on `audit`, got \
+          {\"id\":1,\"amount\":5} from record 1 (line 1, key 1, sequence \
+          49600000000000000000000000000000000000000000000000000001) on `book`"
+        ],
+        "{said}"
+    );
+
     // A subscription the app does not have, and two outcomes for one call, are bad input.
     let bad = [
         (

@@ -25,8 +25,17 @@ async fn every_stream_a_component_publishes_to_exists_unless_streams_are_listed(
 -> anyhow::Result<()> {
     // By default: the stream `book` publishes to exists, and so does any other it names.
     let mut app = TestApp::start(guests::DISPATCH.path()).await?;
-    app.publish("ledger", &json!({"id": 1, "amount": 5}))
+    let first = app
+        .publish("ledger", &json!({"id": 1, "amount": 5}))
         .await?;
+    // Who wrote it: `book`, on the record just published.
+    let booked = &app.stream("ledger.booked")[0];
+    let by = app.publish_notes().written_by(&booked.sequence_number);
+    let by = by.map(|by| (by.subscriber, by.sequence_number));
+    assert_eq!(
+        by,
+        Some((Some("book".to_owned()), Some(first.sequence_number)))
+    );
     let to = json!({"id": 2, "amount": 5, "to": ["ledger.booked", "audit-7", "x.y_z"]});
     app.publish("ledger", &to).await?;
     assert_eq!(app.subscriber("book")?.outcomes(), [Outcome::Ack; 2]);
@@ -34,11 +43,11 @@ async fn every_stream_a_component_publishes_to_exists_unless_streams_are_listed(
     for stream in ["audit-7", "x.y_z"] {
         assert_eq!(app.stream(stream).len(), 1, "{stream}");
     }
-    assert!(app.refused_publishes().noted().is_empty());
+    assert!(app.publish_notes().refused().is_empty());
     // Not a name any stream can have: refused, as Kinesis refuses it, and nothing created.
     let nameless = json!({"id": 3, "amount": 5, "to": ["a b", ""]});
     let refused = app.publish("ledger", &nameless).await?;
-    let noted = app.refused_publishes().noted();
+    let noted = app.publish_notes().refused();
     // The record's own call, then the copy its retry made, at once (a counted retry).
     let streams: Vec<_> = (noted.iter())
         .map(|r| (r.stream.as_str(), r.reason(), r.chain.is_some()))
@@ -82,7 +91,7 @@ async fn every_stream_a_component_publishes_to_exists_unless_streams_are_listed(
         1,
         "two attempts, then a dead letter"
     );
-    let noted = app.refused_publishes().noted();
+    let noted = app.publish_notes().refused();
     assert_eq!(noted.len(), 2, "{noted:#?}");
     for refused in &noted {
         assert_eq!(
@@ -200,7 +209,7 @@ async fn every_refused_publish_is_noted_whatever_the_reason() -> anyhow::Result<
     for (entry, _, _) in &cases {
         sequences.push(app.publish("ledger", entry).await?.sequence_number);
     }
-    let noted = app.refused_publishes().noted();
+    let noted = app.publish_notes().refused();
     let found = |sequence: &str, stream: &str, reason: &str| {
         noted.iter().any(|r| {
             r.subscriber.as_deref() == Some("book")
