@@ -261,6 +261,14 @@ async fn dev_gives_a_component_every_stream_it_publishes_to_and_shows_each_refus
         errors.contains("`ledger.dead` (dead letters of `book`); name each with --with-stream"),
         "{errors}"
     );
+    // Nor when the records would go to a stream not listed.
+    let elsewhere = [&listed[..], &["--stream", "elsewhere"]].concat();
+    let (ok, text, errors) = dev_to_end(&dispatch, &elsewhere, "{\"id\": 1}\n").await?;
+    assert!(!ok, "{text}{errors}");
+    assert!(
+        errors.contains("the records go to stream `elsewhere`, which does not exist"),
+        "{errors}"
+    );
     Ok(())
 }
 
