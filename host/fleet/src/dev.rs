@@ -4,9 +4,9 @@
 //! outcomes, where the checkpoint stands, the record held in front of it, every publish the
 //! component was refused, and the log lines the record caused. The streams that exist are
 //! those of [`crate::streams`]: by default every stream, as in an account holding every
-//! stream the component names. With `--watch` it rebuilds on every save and hot-swaps the running app
-//! to the new version, keeping the streams, checkpoints and held records; a build or load
-//! that fails is one line, and the running version goes on.
+//! stream the component names. With `--watch` it rebuilds on every save and hot-swaps the
+//! running app to the new version, keeping the streams, checkpoints and held records; a build
+//! or load that fails is one line, and the running version goes on.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -206,6 +206,8 @@ pub async fn dev(args: DevOptions, out: &mut dyn Write) -> Result<(), DevError> 
     let mut session = Session::new(app, args.stream, source, out);
     session.show_app(&component)?;
     writeln!(session.out, "  {}", crate::streams::describe(&args.streams))?;
+    // What it tried to publish while it was loaded.
+    session.show_refusals()?;
     let stream = session.stream()?;
     if args.streams != ExistingStreams::Any && !session.app.stream_names().contains(&stream) {
         return Err(DevError::RecordsStreamMissing(stream));

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 
 use ruststream_runtime::app::{MAX_STREAM_NAME_LEN, valid_name};
-use ruststream_runtime::escape::escape_controls;
+use ruststream_runtime::escape::{escape_controls, one_line};
 use ruststream_runtime::publish::RefusedPublish;
 use ruststream_runtime::testing::MissingStream;
 
@@ -119,7 +119,7 @@ pub fn refusal(refused: &RefusedPublish) -> String {
         "to `{}`: {} ({}){times}",
         escape_controls(&refused.stream),
         refused.reason(),
-        escape_controls(&refused.error.to_string()),
+        escape_controls(&one_line(&refused.error)),
     )
 }
 

@@ -91,8 +91,9 @@ fn record_checks(
             let key = (number, subscriber.clone());
             if let Some(other) = checked.insert(key, entry.entry) {
                 return Err(about(format!(
-                    "record {number} on `{subscriber}` is already expected by [[record]] {other}: \
-                     give one outcome per record and subscription"
+                    "record {number} on `{}` is already expected by [[record]] {other}: give \
+                     one outcome per record and subscription",
+                    escape_controls(&subscriber)
                 )));
             }
             let check = record_check(record, entry, sent, &subscriber, observed);
@@ -130,10 +131,11 @@ fn subscribers_of(
         }
         return Ok(readers);
     };
-    if readers.contains(name) {
-        return Ok(vec![name.clone()]);
-    }
+    // By its name, or by the stream only it reads.
     let state = subscription(name, observed)?;
+    if state.stream == sent.stream {
+        return Ok(vec![state.name.clone()]);
+    }
     Err(format!(
         "subscription `{}` reads `{}`, not `{}`, where record {} went",
         escape_controls(&state.name),

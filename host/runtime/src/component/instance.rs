@@ -87,7 +87,7 @@ pub struct HandlerInstance {
     layout: BatchLayout,
     /// Where accepted publishes are noted, kept across replacements.
     publishes: Option<PublishLog>,
-    /// Where refused publishes are noted, kept across replacements.
+    /// Where publishes (refused, and written) are noted, kept across replacements.
     notes: Option<InstanceNotes>,
 }
 
@@ -119,8 +119,8 @@ impl HandlerInstance {
         self.publishes = log;
     }
 
-    /// Notes every publish refused from now on (this instance and the ones replacing it after
-    /// a trap), or stops noting them.
+    /// Notes every publish from now on, refused or written (this instance and the ones
+    /// replacing it after a trap), or stops noting them.
     pub(crate) fn keep_publish_notes(&mut self, notes: Option<InstanceNotes>) {
         if let Some(live) = &mut self.live {
             live.store.data_mut().notes = notes.clone();
@@ -359,7 +359,7 @@ fn settle_call<R>(
 
 /// A fresh instance, under the tenant's limits: the start functions and constructors that run
 /// while instantiating get the call deadline (blocked imports included), memory caps and fuel.
-/// Publishes it is refused, from the start functions on, are noted in `notes`. Takes its
+/// Its publishes, from the start functions on, are noted in `notes`. Takes its
 /// inputs by value: a `HandlerInstance` is not `Sync`, so the future must not borrow one.
 async fn instantiate(
     runtime: Runtime,

@@ -132,7 +132,7 @@ pub enum ExistingStreams {
     #[default]
     Any,
     /// Only these, and those made with [`TestApp::create_stream`]: a write to any other is
-    /// refused with `stream-not-found`, and a component reading or dead-letters into a
+    /// refused with `stream-not-found`, and a component reading or dead-lettering into a
     /// stream not among them does not start ([`TestAppError::MissingStreams`]).
     Listed(BTreeSet<String>),
 }
