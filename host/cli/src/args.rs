@@ -10,6 +10,7 @@ use ruststream_fleet::aws::AwsOptions;
 use ruststream_fleet::client::{self, parse_position};
 use ruststream_fleet::engine::CompileCache;
 use ruststream_fleet::escape::quote;
+use ruststream_fleet::streams::{ExistingStreams, StreamsFlagError, StreamsMode, existing_streams};
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -133,12 +134,15 @@ pub(crate) enum Command {
     /// that gave up on them; `--dry-run` says what would move.
     Redrive(RedriveArgs),
     /// Builds a tenant crate (or takes a component file), runs it on in-process streams, feeds
-    /// it records as JSON lines and prints what each came to; with `--watch`, rebuilds on
-    /// every save and swaps the new version in, keeping the streams and checkpoints.
+    /// it records as JSON lines and prints what each came to (outcomes, checkpoints, refused
+    /// publishes, log lines); with `--watch`, rebuilds on every save and swaps the new version
+    /// in, keeping the streams and checkpoints. Every stream the component publishes to exists
+    /// unless `--streams listed`.
     Dev(DevArgs),
     /// Runs a component (any language) on in-process streams: feeds it the records of a
-    /// JSON-lines file and checks outcomes, publishes and checkpoints against an expectations
-    /// file. Exit status 0: all held; 1: one did not; 2: bad input.
+    /// JSON-lines file and checks outcomes, publishes, refused publishes and checkpoints
+    /// against an expectations file. Every stream the component publishes to exists unless
+    /// `--streams listed`. Exit status 0: all held; 1: one did not; 2: bad input.
     Test(TestArgs),
 }
 
@@ -216,7 +220,51 @@ pub(crate) struct DevArgs {
     #[arg(long)]
     pub watch: bool,
     #[command(flatten)]
+    pub streams: StreamArgs,
+    #[command(flatten)]
     pub compile: CompileArgs,
+}
+
+/// Which streams exist for the component `dev` and `test` run: what a host's account would
+/// hold.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct StreamArgs {
+    /// Which streams exist. `any`: every stream, as in an account holding every stream the
+    /// component names: the ones it reads and dead-letters into from the start, any other from
+    /// its first write, so no publish is refused for a missing stream. `listed`: only those
+    /// given with --with-stream: a component reading or dead-lettering into another does not
+    /// start (the error names each), and a publish to another is refused with
+    /// `stream-not-found`. Every refused publish is shown with its record and subscription.
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = StreamsWhich::Any)]
+    pub streams: StreamsWhich,
+    /// A stream that exists with `--streams listed` (repeatable): list the streams the
+    /// component reads, dead-letters into and publishes to, as the account it will run in has
+    /// them.
+    #[arg(long = "with-stream", value_name = "NAME")]
+    pub with_streams: Vec<String>,
+}
+
+/// `--streams`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StreamsWhich {
+    /// Every stream exists.
+    Any,
+    /// Only those given with --with-stream.
+    Listed,
+}
+
+impl StreamArgs {
+    /// The streams that exist, as the library takes them.
+    ///
+    /// # Errors
+    /// When streams are listed with `--streams any`.
+    pub(crate) fn existing(&self) -> Result<ExistingStreams, StreamsFlagError> {
+        let mode = match self.streams {
+            StreamsWhich::Any => StreamsMode::Any,
+            StreamsWhich::Listed => StreamsMode::Listed,
+        };
+        existing_streams(mode, &self.with_streams)
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -227,10 +275,14 @@ pub(crate) struct TestArgs {
     /// `stream`, `subscription`, `partition_key`, `headers`, `attempt`.
     #[arg(long, value_name = "RECORDS.jsonl")]
     pub records: PathBuf,
-    /// The expectations: `[[record]]` outcomes, `[[publish]]`es, `[[checkpoint]]`s; TOML, or
-    /// JSON for a `.json` file.
+    /// The expectations: `[[record]]` outcomes (one per record in order, or by `number`;
+    /// `subscription` to check one of several readers of its stream, else every one),
+    /// `[[publish]]`es, `[[refused]]` publishes, `[[checkpoint]]`s; TOML, or JSON for a
+    /// `.json` file. A refused publish no `[[refused]]` expects fails the test.
     #[arg(long, value_name = "EXPECT.toml")]
     pub expect: PathBuf,
+    #[command(flatten)]
+    pub streams: StreamArgs,
     #[command(flatten)]
     pub compile: CompileArgs,
 }
@@ -649,6 +701,38 @@ mod tests {
         assert_eq!(admin.state_dir, Some(PathBuf::from("/s")));
         let cli = parse(&["versions", "acme", "ledger", "--json"]).expect("versions");
         assert!(matches!(cli.command, Command::Versions { json: true, .. }));
+    }
+
+    #[test]
+    fn dev_and_test_read_the_same_stream_flags() {
+        let dev = parse(&[
+            "dev",
+            "x.wasm",
+            "--streams",
+            "listed",
+            "--with-stream",
+            "ledger",
+            "--with-stream",
+            "ledger.dead",
+        ]);
+        let Ok(Command::Dev(dev)) = dev.map(|cli| cli.command) else {
+            panic!("not a dev")
+        };
+        let listed = ["ledger".to_owned(), "ledger.dead".to_owned()];
+        assert_eq!(
+            dev.streams.existing(),
+            Ok(ExistingStreams::Listed(listed.into_iter().collect()))
+        );
+        let test = parse(&["test", "x.wasm", "--records", "r", "--expect", "e"]);
+        let Ok(Command::Test(test)) = test.map(|cli| cli.command) else {
+            panic!("not a test")
+        };
+        assert_eq!(test.streams.existing(), Ok(ExistingStreams::Any));
+        let error = parse(&["dev", "x.wasm", "--streams", "some"]).expect_err("no such choice");
+        assert!(
+            error.to_string().contains("[possible values: any, listed]"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! `ruststream dev`: a tenant developer's loop. Builds a tenant crate into its component (or
 //! takes a component file), runs it on `TestApp`'s in-process streams, feeds it records as
 //! JSON lines from stdin or a file, and prints what each record came to for every subscriber:
-//! outcomes, where the checkpoint stands, the record held in front of it, and the log lines
-//! the record caused. With `--watch` it rebuilds on every save and hot-swaps the running app
-//! to the new version, keeping the streams, checkpoints and held records; a build or load
-//! that fails is one line, and the running version goes on.
+//! outcomes, where the checkpoint stands, the record held in front of it, every publish the
+//! component was refused, and the log lines the record caused. The streams that exist are
+//! those of [`crate::streams`]: by default every stream, as in an account holding every
+//! stream the component names. With `--watch` it rebuilds on every save and hot-swaps the
+//! running app to the new version, keeping the streams, checkpoints and held records; a build
+//! or load that fails is one line, and the running version goes on.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -16,8 +18,9 @@ use ruststream_runtime::{
     component::compile::CompileLimits,
     escape::{escape_controls, one_line},
     log::{LogLine, Origin},
+    publish::RefusedPublish,
     record::Published,
-    testing::TestAppError,
+    testing::{ExistingStreams, MissingStream, TestAppError},
 };
 use tokio::sync::mpsc;
 
@@ -119,6 +122,22 @@ pub enum DevError {
         #[source]
         source: Box<TestAppError>,
     },
+    /// With listed streams, streams the component reads or dead-letters into are not among
+    /// them.
+    #[error("starting {}: {}", component.display(), crate::streams::missing(.missing))]
+    MissingStreams {
+        /// The component file.
+        component: PathBuf,
+        /// Each stream missing, and what for.
+        missing: Vec<MissingStream>,
+    },
+    /// With listed streams, the stream the records go to is not among them.
+    #[error(
+        "the records go to stream `{}`, which does not exist: with --streams listed, name it \
+         with --with-stream",
+        escape_controls(.0)
+    )]
+    RecordsStreamMissing(String),
     /// `--watch` cannot watch the crate or the component file.
     #[error(transparent)]
     Watch(#[from] WatchError),
@@ -143,6 +162,8 @@ pub struct DevOptions {
     pub stream: Option<String>,
     /// Rebuild (or reload the component file) on every change and swap the new version in.
     pub watch: bool,
+    /// Which streams exist.
+    pub streams: ExistingStreams,
     /// Where compiled components are cached.
     pub compile: CompileCache,
 }
@@ -152,8 +173,8 @@ pub struct DevOptions {
 ///
 /// # Errors
 /// When the first build or load fails, the records file cannot be opened or read, no stream
-/// is named and the component subscribes to none, or `out` cannot be written; see
-/// [`DevError`].
+/// is named and the component subscribes to none, streams are listed and one the component
+/// or the records need is not among them, or `out` cannot be written; see [`DevError`].
 pub async fn dev(args: DevOptions, out: &mut dyn Write) -> Result<(), DevError> {
     let source = Source::at(&args.path)?;
     let input = open_records(args.records.as_deref())?;
@@ -165,11 +186,18 @@ pub async fn dev(args: DevOptions, out: &mut dyn Write) -> Result<(), DevError> 
     )?;
     let app = TestApp::builder(&component)
         .runtime(config)
+        .streams(args.streams.clone())
         .start()
         .await
-        .map_err(|source| DevError::Start {
-            component: component.clone(),
-            source: Box::new(source),
+        .map_err(|source| match source {
+            TestAppError::MissingStreams(missing) => DevError::MissingStreams {
+                component: component.clone(),
+                missing,
+            },
+            source => DevError::Start {
+                component: component.clone(),
+                source: Box::new(source),
+            },
         })?;
     let from = args.records.as_ref().map_or_else(
         || "stdin".to_owned(),
@@ -177,7 +205,13 @@ pub async fn dev(args: DevOptions, out: &mut dyn Write) -> Result<(), DevError> 
     );
     let mut session = Session::new(app, args.stream, source, out);
     session.show_app(&component)?;
+    writeln!(session.out, "  {}", crate::streams::describe(&args.streams))?;
+    // What it tried to publish while it was loaded.
+    session.show_refusals()?;
     let stream = session.stream()?;
+    if args.streams != ExistingStreams::Any && !session.app.stream_names().contains(&stream) {
+        return Err(DevError::RecordsStreamMissing(stream));
+    }
     // Watching before saying so: a change made once this line is out is seen.
     let watch = if args.watch {
         Some(FileWatch::new(&session.source.watched())?)
@@ -344,6 +378,12 @@ struct Session<'a> {
     records: usize,
     /// Log lines already shown.
     logs_shown: usize,
+    /// The number of each record fed, by its sequence number.
+    fed: HashMap<String, usize>,
+    /// How many of each refused publish noted (by its place in the app's list) were shown.
+    refusals_shown: Vec<u64>,
+    /// How many refused publishes past those noted were shown, by subscriber and record.
+    unlisted_shown: HashMap<(Option<String>, Option<String>), u64>,
 }
 
 impl<'a> Session<'a> {
@@ -356,6 +396,9 @@ impl<'a> Session<'a> {
             out,
             records: 0,
             logs_shown,
+            fed: HashMap::new(),
+            refusals_shown: Vec::new(),
+            unlisted_shown: HashMap::new(),
         }
     }
 
@@ -421,15 +464,17 @@ impl<'a> Session<'a> {
                 return Ok(());
             }
         };
-        self.app.create_stream(&stream);
         let before = self.calls();
         match self.app.publish(&stream, &value).await {
             Ok(Published {
                 sequence_number, ..
-            }) => writeln!(
-                self.out,
-                "record {number} -> {stream} {sequence_number}: {value}"
-            )?,
+            }) => {
+                writeln!(
+                    self.out,
+                    "record {number} -> {stream} {sequence_number}: {value}"
+                )?;
+                self.fed.insert(sequence_number, number);
+            }
             Err(error) => writeln!(
                 self.out,
                 "record {number} -> {stream}: {}",
@@ -437,6 +482,7 @@ impl<'a> Session<'a> {
             )?,
         }
         self.show_subscribers(&before, Some(&stream))?;
+        self.show_refusals()?;
         self.show_logs()
     }
 
@@ -464,6 +510,7 @@ impl<'a> Session<'a> {
         writeln!(self.out, "swapped {running} for {}", self.running())?;
         self.show_app(&component)?;
         self.show_subscribers(&before, None)?;
+        self.show_refusals()?;
         self.show_logs()
     }
 
@@ -535,6 +582,50 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
+    /// One line per publish refused since the last shown (a refusal noted before and refused
+    /// again shows again, with the count since), naming the subscriber and the record.
+    fn show_refusals(&mut self) -> Result<(), DevError> {
+        let log = self.app.publish_notes();
+        let noted = log.refused();
+        self.refusals_shown.resize(noted.len(), 0);
+        for (refused, shown) in noted.iter().zip(&mut self.refusals_shown) {
+            if refused.count == *shown {
+                continue;
+            }
+            let since = RefusedPublish {
+                count: refused.count - *shown,
+                ..refused.clone()
+            };
+            *shown = refused.count;
+            let origin = origin(&since.sequence_number, since.chain.as_deref(), &self.fed);
+            writeln!(
+                self.out,
+                "  publish refused, from {origin} {}: {}",
+                crate::streams::by_whom(since.subscriber.as_deref()),
+                crate::streams::refusal(&since)
+            )?;
+        }
+        for (subscriber, record, count) in log.unlisted() {
+            let shown = self
+                .unlisted_shown
+                .entry((subscriber.clone(), record.clone()))
+                .or_default();
+            if count == *shown {
+                continue;
+            }
+            let more = count - *shown;
+            *shown = count;
+            let origin = origin(&record, None, &self.fed);
+            writeln!(
+                self.out,
+                "  {more} more publishes refused, from {origin} {} (to other streams or for \
+                 other reasons than those shown)",
+                crate::streams::by_whom(subscriber.as_deref())
+            )?;
+        }
+        Ok(())
+    }
+
     /// Shows the log lines not shown yet.
     fn show_logs(&mut self) -> Result<(), DevError> {
         let logs = self.app.logs();
@@ -543,6 +634,23 @@ impl<'a> Session<'a> {
         }
         self.logs_shown = logs.len();
         Ok(())
+    }
+}
+
+/// `record 2 (sequence ...)`, `record 2 (a copy, sequence ...)` for a copy of a record fed,
+/// a sequence number that is no record fed, or no record at all.
+fn origin(sequence: &Option<String>, chain: Option<&str>, fed: &HashMap<String, usize>) -> String {
+    let Some(sequence) = sequence else {
+        return "outside any record".to_owned();
+    };
+    if let Some(number) = fed.get(sequence) {
+        return format!("record {number} (sequence {sequence})");
+    }
+    // A copy names the record its chain started from as `shard/sequence`.
+    let started = chain.and_then(|c| c.rsplit_once('/')).map(|(_, s)| s);
+    match started.and_then(|s| fed.get(s)) {
+        Some(number) => format!("record {number} (a copy, sequence {sequence})"),
+        None => format!("sequence {sequence}"),
     }
 }
 
@@ -595,6 +703,7 @@ not json
             records: None,
             stream: None,
             watch: false,
+            streams: ExistingStreams::Any,
             compile: CompileCache::default(),
         }
     }

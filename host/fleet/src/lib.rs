@@ -77,7 +77,7 @@
 //!
 //! What the other verbs do: [`client`] (the admin API's client), [`check`] (a component or a
 //! tenants file checked offline), [`dev`] (the developer's loop), [`testrun`] (a component
-//! checked against an expectations file), [`tail`], [`put`] and [`redrive`] (streams read,
+//! checked against an expectations file; [`streams`], which streams exist for both), [`tail`], [`put`] and [`redrive`] (streams read,
 //! written, and dead letters sent back), [`new`] (a tenant crate written from templates).
 
 #![forbid(unsafe_code)]
@@ -100,6 +100,7 @@ pub mod put;
 pub mod redrive;
 pub mod run;
 pub mod state;
+pub mod streams;
 pub mod tail;
 pub mod testrun;
 pub mod watch;

@@ -229,6 +229,9 @@ impl AppSpec {
     }
 }
 
+/// The longest name Kinesis gives a stream.
+pub const MAX_STREAM_NAME_LEN: usize = 128;
+
 /// Kinesis stream names (and our app, subscriber and tenant names): 1 to `max_len`
 /// letters, digits, `_`, `.`, `-`. No control character, space or separator of ours (`:`, `@`)
 /// can get into a lease key or a log line through one.

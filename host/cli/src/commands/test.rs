@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use ruststream_fleet::streams::StreamsFlagError;
 use ruststream_fleet::testrun::{self, TestOptions};
 
 use crate::args::TestArgs;
@@ -10,7 +11,14 @@ use crate::args::TestArgs;
 /// Runs the test and prints its report; the exit status says how it went: 0 every
 /// expectation held, 1 one did not (or the run failed), 2 bad input (shown as one line).
 pub(crate) async fn test(args: TestArgs) -> ExitCode {
-    match testrun::test(&options(args), &mut std::io::stdout()).await {
+    let options = match options(args) {
+        Ok(options) => options,
+        Err(error) => {
+            crate::report(&error.into());
+            return ExitCode::from(testrun::BAD_INPUT);
+        }
+    };
+    match testrun::test(&options, &mut std::io::stdout()).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(testrun::FAILED),
         Err(error) => {
@@ -22,11 +30,15 @@ pub(crate) async fn test(args: TestArgs) -> ExitCode {
 }
 
 /// The flags as the library takes them.
-fn options(args: TestArgs) -> TestOptions {
-    TestOptions {
+///
+/// # Errors
+/// When `--with-stream` is given without `--streams listed`.
+fn options(args: TestArgs) -> Result<TestOptions, StreamsFlagError> {
+    Ok(TestOptions {
+        streams: args.streams.existing()?,
         component: args.component,
         records: args.records,
         expect: args.expect,
         compile: args.compile.options(),
-    }
+    })
 }

@@ -9,10 +9,23 @@
 //! outcome = "retry_after"
 //! after_ms = 30000
 //!
+//! [[record]]            # more about a record, by its number: another subscription's call
+//! number = 2
+//! subscription = "audit"
+//! outcome = "drop"
+//!
+//! [[refused]]           # a publish the component is refused, and expected to be
+//! record = 2            # the record it came from (a copy of it counts as it)
+//! subscription = "book"
+//! stream = "ledger.booked"
+//! reason = "stream-not-found"
+//!
 //! [[publish]]           # in order, per stream
 //! stream = "shipments"
 //! json = { id = 1 }     # or data (text) or data_base64
 //! headers = { x-source = "orders" }
+//! record = 1            # who published it: the record and the subscription
+//! subscription = "forward"
 //!
 //! [[checkpoint]]
 //! subscription = "book" # or its stream
@@ -41,12 +54,21 @@ pub(crate) struct Expectations {
     pub publishes: Vec<ExpectedPublish>,
     /// Where checkpoints stand once everything is delivered.
     pub checkpoints: Vec<ExpectedCheckpoint>,
+    /// The publishes the component is refused.
+    pub refused: Vec<ExpectedRefusal>,
 }
 
-/// The outcome of one record.
+/// The outcome of one record's call, for one subscription or for every one reading the
+/// record's stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ExpectedRecord {
-    /// The subscription whose call it is, when the stream has several.
+    /// Which `[[record]]` entry of the file it is (from 1), for messages.
+    pub entry: usize,
+    /// The record's number, when the entry gives it; else the entry is positional: the
+    /// n-th entry without a number is about record n.
+    pub number: Option<usize>,
+    /// The subscription whose call it is; none for the one the record names, else every
+    /// subscription reading the record's stream.
     pub subscription: Option<String>,
     /// The outcome of the record's own call (not of the copies a retry made).
     pub outcome: Outcome,
@@ -55,8 +77,14 @@ pub(crate) struct ExpectedRecord {
 /// One record the component publishes.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ExpectedPublish {
+    /// Which `[[publish]]` entry of the file it is (from 1), for messages.
+    pub entry: usize,
     /// The stream it goes to.
     pub stream: String,
+    /// The record whose call published it (0: outside any record), when checked.
+    pub record: Option<usize>,
+    /// The subscription whose call published it, or the stream only it reads, when checked.
+    pub subscription: Option<String>,
     /// Its payload.
     pub payload: Payload,
     /// Its partition key, when checked.
@@ -64,6 +92,33 @@ pub(crate) struct ExpectedPublish {
     /// Its user headers, exactly, when checked.
     pub headers: Option<BTreeMap<String, String>>,
 }
+
+/// A publish the component is expected to be refused: every field given must match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExpectedRefusal {
+    /// Which `[[refused]]` entry of the file it is (from 1), for messages.
+    pub entry: usize,
+    /// The record it came from (0: outside any record), when checked.
+    pub record: Option<usize>,
+    /// The subscription whose call published, or the stream only it reads, when checked.
+    pub subscription: Option<String>,
+    /// The stream the component published to.
+    pub stream: String,
+    /// The contract's `publish-error` case, when checked.
+    pub reason: Option<String>,
+    /// How many such publishes of the record were refused, when checked.
+    pub count: Option<u64>,
+}
+
+/// The reasons a publish is refused, as the contract's `publish-error` names them.
+pub(crate) const REASONS: [&str; 6] = [
+    "stream-not-found",
+    "not-permitted",
+    "record-too-large",
+    "throttled",
+    "reserved-header",
+    "unavailable",
+];
 
 /// A position of a checkpoint: nothing yet, a record of the records file, or any sequence
 /// number (a copy the runtime made).
@@ -101,11 +156,15 @@ struct File {
     publish: Vec<PublishEntry>,
     #[serde(default, alias = "checkpoints")]
     checkpoint: Vec<CheckpointEntry>,
+    #[serde(default)]
+    refused: Vec<RefusedEntry>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RecordEntry {
+    number: Option<usize>,
+    #[serde(alias = "subscriber")]
     subscription: Option<String>,
     outcome: String,
     after_ms: Option<u64>,
@@ -113,8 +172,22 @@ struct RecordEntry {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RefusedEntry {
+    record: Option<usize>,
+    #[serde(alias = "subscriber")]
+    subscription: Option<String>,
+    stream: String,
+    reason: Option<String>,
+    count: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PublishEntry {
     stream: String,
+    record: Option<usize>,
+    #[serde(alias = "subscriber")]
+    subscription: Option<String>,
     data: Option<String>,
     data_base64: Option<String>,
     json: Option<serde_json::Value>,
@@ -125,6 +198,7 @@ struct PublishEntry {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CheckpointEntry {
+    #[serde(alias = "subscriber")]
     subscription: String,
     shard: Option<String>,
     at: Option<PositionEntry>,
@@ -169,14 +243,21 @@ impl File {
         let records = (self.record.into_iter().enumerate())
             .map(|(i, entry)| {
                 entry
-                    .expected()
+                    .expected(i + 1)
                     .map_err(|e| format!("[[record]] {}: {e}", i + 1))
+            })
+            .collect::<Result<_, _>>()?;
+        let refused = (self.refused.into_iter().enumerate())
+            .map(|(i, entry)| {
+                entry
+                    .expected(i + 1)
+                    .map_err(|e| format!("[[refused]] {}: {e}", i + 1))
             })
             .collect::<Result<_, _>>()?;
         let publishes = (self.publish.into_iter().enumerate())
             .map(|(i, entry)| {
                 entry
-                    .expected()
+                    .expected(i + 1)
                     .map_err(|e| format!("[[publish]] {}: {e}", i + 1))
             })
             .collect::<Result<_, _>>()?;
@@ -190,15 +271,46 @@ impl File {
             records,
             publishes,
             checkpoints,
+            refused,
         })
     }
 }
 
 impl RecordEntry {
-    fn expected(self) -> Result<ExpectedRecord, String> {
+    fn expected(self, entry: usize) -> Result<ExpectedRecord, String> {
+        if self.number == Some(0) {
+            return Err("`number` counts records from 1".into());
+        }
         Ok(ExpectedRecord {
+            entry,
+            number: self.number,
             subscription: self.subscription,
             outcome: parse_outcome(&self.outcome, self.after_ms)?,
+        })
+    }
+}
+
+impl RefusedEntry {
+    fn expected(self, entry: usize) -> Result<ExpectedRefusal, String> {
+        let reason = self
+            .reason
+            .map(|r| r.trim().to_ascii_lowercase().replace('_', "-"));
+        if let Some(reason) = reason.as_ref().filter(|r| !REASONS.contains(&r.as_str())) {
+            return Err(format!(
+                "unknown reason `{reason}`: expected one of {}",
+                REASONS.join(", ")
+            ));
+        }
+        if self.count == Some(0) {
+            return Err("`count` of refused publishes starts at 1".into());
+        }
+        Ok(ExpectedRefusal {
+            entry,
+            record: self.record,
+            subscription: self.subscription,
+            stream: self.stream,
+            reason,
+            count: self.count,
         })
     }
 }
@@ -231,7 +343,7 @@ fn written_delay(text: &str) -> Option<u64> {
 }
 
 impl PublishEntry {
-    fn expected(self) -> Result<ExpectedPublish, String> {
+    fn expected(self, entry: usize) -> Result<ExpectedPublish, String> {
         let payload = PayloadFields {
             data: self.data,
             data_base64: self.data_base64,
@@ -239,7 +351,10 @@ impl PublishEntry {
         }
         .payload()?;
         Ok(ExpectedPublish {
+            entry,
             stream: self.stream,
+            record: self.record,
+            subscription: self.subscription,
             payload,
             partition_key: self.partition_key,
             headers: self.headers,
@@ -300,6 +415,30 @@ mod tests {
         assert!(expect.publishes[0].payload.matches(br#"{ "id": 1 }"#));
         assert_eq!(expect.checkpoints[0].at, Some(Position::Record(2)));
         assert_eq!(expect.checkpoints[0].held_at, Some(Position::None));
+        Ok(())
+    }
+
+    #[test]
+    fn entries_may_name_their_record_and_subscriber() -> Result<(), String> {
+        let expect = parse_toml(
+            "[[record]]\nnumber = 2\nsubscriber = \"audit\"\noutcome = \"drop\"\n\
+             [[refused]]\nrecord = 2\nstream = \"booked\"\nreason = \"stream_not_found\"\n",
+        )?;
+        let record = &expect.records[0];
+        assert_eq!(
+            (record.entry, record.number, record.subscription.as_deref()),
+            (1, Some(2), Some("audit"))
+        );
+        let refused = &expect.refused[0];
+        assert_eq!(refused.reason.as_deref(), Some("stream-not-found"));
+        assert_eq!(
+            (refused.record, refused.stream.as_str()),
+            (Some(2), "booked")
+        );
+        let unknown = parse_toml("[[refused]]\nstream = \"s\"\nreason = \"gone\"\n");
+        assert!(unknown.is_err_and(|e| e.starts_with("[[refused]] 1: unknown reason `gone`")));
+        let zero = parse_toml("[[record]]\nnumber = 0\noutcome = \"ack\"\n");
+        assert!(zero.is_err_and(|e| e.contains("counts records from 1")));
         Ok(())
     }
 

@@ -1,7 +1,9 @@
 //! `ruststream test COMPONENT --records RECORDS.jsonl --expect EXPECT.toml`: runs a component,
 //! built by any toolchain, on `TestApp`'s in-process streams in paused time, feeds it the
 //! records of a JSON-lines file, and checks what came of them against an expectations file:
-//! each record's outcome, what the component published, where each checkpoint ends.
+//! each record's outcome for each subscription, what the component published and was refused,
+//! where each checkpoint ends. The streams that exist are those of [`crate::streams`]: by
+//! default every stream, as in an account holding every stream the component names.
 //!
 //! It goes through the runtime's public testing API only (`TestApp`), so it runs whatever
 //! form of the contract the runtime accepts. Exit status: 0 when every expectation holds, 1
@@ -22,7 +24,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use ruststream_runtime::{
-    component::compile::CompileLimits, escape::escape_controls, testing::TestAppError,
+    component::compile::CompileLimits,
+    escape::escape_controls,
+    testing::{ExistingStreams, MissingStream, TestAppError},
 };
 
 use crate::engine::{CompileCache, EngineError, runtime_config};
@@ -72,6 +76,15 @@ pub enum TestRunError {
         /// Why (boxed: the error is large, and every result of the verb carries this type).
         #[source]
         source: Box<TestAppError>,
+    },
+    /// With listed streams, streams the component reads or dead-letters into are not among
+    /// them.
+    #[error("{}: {}", shown(.file), crate::streams::missing(.missing))]
+    MissingStreams {
+        /// The component file.
+        file: PathBuf,
+        /// Each stream missing, and what for.
+        missing: Vec<MissingStream>,
     },
     /// Running the records failed (the app never settles, a record cannot be published).
     #[error("running {}", shown(.file))]
@@ -133,6 +146,8 @@ pub struct TestOptions {
     pub records: PathBuf,
     /// The expectations: TOML, or JSON for a `.json` file.
     pub expect: PathBuf,
+    /// Which streams exist.
+    pub streams: ExistingStreams,
     /// Where compiled components are cached.
     pub compile: CompileCache,
 }
@@ -154,6 +169,7 @@ pub async fn test(args: &TestOptions, out: &mut dyn Write) -> Result<bool, TestR
     let observed = run::run(
         &args.component,
         config,
+        &args.streams,
         (&args.records, &records),
         &expected,
     )
@@ -179,6 +195,7 @@ mod tests {
             component: dir.join("app.wasm"),
             records: dir.join("records.jsonl"),
             expect: dir.join("expect.toml"),
+            streams: ExistingStreams::Any,
             compile: CompileCache::default(),
         }
     }

@@ -139,7 +139,7 @@ pub(crate) fn read(path: &Path) -> Result<Vec<InputRecord>, TestRunError> {
 }
 
 /// The records of `text`; an error is the line (1-based) and what is wrong with it.
-fn parse(text: &str) -> Result<Vec<InputRecord>, (usize, String)> {
+pub(crate) fn parse(text: &str) -> Result<Vec<InputRecord>, (usize, String)> {
     let lines = text
         .lines()
         .enumerate()

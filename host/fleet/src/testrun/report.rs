@@ -1,6 +1,6 @@
-//! The printed report of `ruststream test`: the app, each check on a line (`ok` or `FAIL`,
-//! a failure with both sides), the log lines of a record whose outcome was wrong, and a
-//! summary.
+//! The printed report of `ruststream test`: the app, which streams existed, each check on a
+//! line (`ok` or `FAIL`, a failure with both sides; a refused publish is one, with the record
+//! it came from), the log lines of a record whose check failed, and a summary.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -24,7 +24,7 @@ pub(crate) fn render(component: &Path, observed: &Observed, checks: &[Check]) ->
     out
 }
 
-/// What ran: the component, its app and each subscription's end state.
+/// What ran: the component, its app, the streams, and each subscription's end state.
 fn header(component: &Path, observed: &Observed) -> String {
     let shown = escape_controls(&component.display().to_string()).into_owned();
     let mut out = format!(
@@ -32,15 +32,40 @@ fn header(component: &Path, observed: &Observed) -> String {
         observed.app,
         observed.sent.len()
     );
+    let _ = writeln!(out, "  {}", crate::streams::describe(&observed.existing));
+    let loading: u64 = (observed.refused.iter())
+        .filter(|r| r.subscriber.is_none())
+        .map(|r| r.count)
+        .sum();
+    if loading > 0 {
+        let _ = writeln!(
+            out,
+            "  {loading} publishes refused while loading the component"
+        );
+    }
     for s in &observed.subscriptions {
         let calls = observed.calls.iter().filter(|c| c.subscriber == s.name);
         let _ = write!(
             out,
             "  subscriber `{}` on `{}`: {} calls",
-            s.name,
-            s.stream,
+            escape_controls(&s.name),
+            escape_controls(&s.stream),
             calls.count()
         );
+        let refused: u64 = (observed.refused.iter())
+            .filter(|r| r.subscriber.as_ref() == Some(&s.name))
+            .map(|r| r.count)
+            .chain(
+                observed
+                    .unlisted
+                    .iter()
+                    .filter(|u| u.0.as_ref() == Some(&s.name))
+                    .map(|u| u.2),
+            )
+            .sum();
+        if refused > 0 {
+            let _ = write!(out, ", {refused} publishes refused");
+        }
         if s.pending_copies > 0 {
             let _ = write!(out, ", {} copies still due after a day", s.pending_copies);
         }

@@ -1,18 +1,21 @@
 //! The component fed the records: the app started on in-process streams, each record
-//! published in order, delayed copies delivered, and what came of it all collected.
+//! published in order, delayed copies delivered, and what came of it all collected: calls,
+//! the records written to every stream, the publishes refused.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
 use ruststream_runtime::envelope;
+use ruststream_runtime::escape::escape_controls;
 use ruststream_runtime::{
     RuntimeConfig, TestApp,
     app::AppSpec,
     log::LogLine,
     pipeline::DeliveryReport,
+    publish::{PublishedBy, RefusedPublish},
     record::{Header, OutgoingRecord},
-    testing::TestAppError,
+    testing::{ExistingStreams, TestAppError},
 };
 
 use super::TestRunError;
@@ -37,6 +40,12 @@ pub(crate) struct Observed {
     pub calls: Vec<DeliveryReport>,
     /// What the component published to the streams watched, in order per stream.
     pub written: Vec<Written>,
+    /// Every publish the component was refused, by subscription and record.
+    pub refused: Vec<RefusedPublish>,
+    /// Refused publishes past the kinds noted for a record: subscriber, record, how many.
+    pub unlisted: Vec<(Option<String>, Option<String>, u64)>,
+    /// Which streams existed.
+    pub existing: ExistingStreams,
     /// Every log line: the component's and the runtime's.
     pub logs: Vec<LogLine>,
 }
@@ -72,6 +81,8 @@ pub(crate) struct SubscriptionState {
 pub(crate) struct Written {
     /// The stream.
     pub stream: String,
+    /// Who published it: the subscription and the record its call was on.
+    pub by: Option<PublishedBy>,
     /// Its partition key.
     pub key: String,
     /// Its payload.
@@ -80,22 +91,30 @@ pub(crate) struct Written {
     pub headers: Vec<Header>,
 }
 
-/// Loads `component` with `config`, publishes every record, delivers the copies due within a
-/// day of paused time, and collects what happened.
+/// Loads `component` with `config` on the streams `existing`, publishes every record,
+/// delivers the copies due within a day of paused time, and collects what happened.
 ///
 /// # Errors
-/// [`TestRunError::Component`] when the component is refused, [`TestRunError::Records`] for a
-/// record whose stream or subscription the component does not have, [`TestRunError::Run`]
-/// when publishing fails or the app never settles.
+/// [`TestRunError::Component`] when the component is refused, [`TestRunError::MissingStreams`]
+/// when it reads or dead-letters into a stream not listed, [`TestRunError::Records`] for a
+/// record whose subscription the component does not have or whose stream does not exist,
+/// [`TestRunError::Run`] when publishing fails or the app never settles.
 pub(crate) async fn run(
     component: &Path,
     config: RuntimeConfig,
+    existing: &ExistingStreams,
     (records_file, records): (&Path, &[InputRecord]),
     expected: &Expectations,
 ) -> Result<Observed, TestRunError> {
-    let refused = |source| TestRunError::Component {
-        file: component.to_owned(),
-        source: Box::new(source),
+    let refused = |source| match source {
+        TestAppError::MissingStreams(missing) => TestRunError::MissingStreams {
+            file: component.to_owned(),
+            missing,
+        },
+        source => TestRunError::Component {
+            file: component.to_owned(),
+            source: Box::new(source),
+        },
     };
     let failed = |source| TestRunError::Run {
         file: component.to_owned(),
@@ -103,27 +122,50 @@ pub(crate) async fn run(
     };
     let mut app = TestApp::builder(component)
         .runtime(config)
+        .streams(existing.clone())
         .start()
         .await
         .map_err(refused)?;
+    let existing_before = app.stream_names();
     let streams = records
         .iter()
-        .map(|record| stream_of(record, app.app()))
+        .map(|record| {
+            let stream = stream_of(record, app.app())?;
+            exists(record, &stream, existing, &existing_before)?;
+            Ok(stream)
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|(line, message)| TestRunError::Records {
             file: records_file.to_owned(),
             line,
             message,
         })?;
-    for stream in watched(app.app(), &streams, expected) {
-        app.create_stream(&stream);
-    }
     let mut sent = Vec::with_capacity(records.len());
     for (record, stream) in records.iter().zip(streams) {
         sent.push(publish(&mut app, record, stream).await.map_err(failed)?);
     }
     drain(&mut app).await.map_err(failed)?;
-    collect(&app, sent, expected).map_err(failed)
+    collect(&app, existing, sent, expected).map_err(failed)
+}
+
+/// With listed streams, that `stream`, where `record` goes, is one of them (`listed`, the
+/// streams that exist at start). An error is the record's line and what is wrong.
+fn exists(
+    record: &InputRecord,
+    stream: &str,
+    existing: &ExistingStreams,
+    listed: &[String],
+) -> Result<(), (usize, String)> {
+    if *existing == ExistingStreams::Any || listed.iter().any(|s| s == stream) {
+        return Ok(());
+    }
+    Err((
+        record.line,
+        format!(
+            "stream `{}` does not exist: with --streams listed, name it with --with-stream",
+            escape_controls(stream)
+        ),
+    ))
 }
 
 /// The stream `record` goes to: its own, its subscription's, or the first subscription's. An
@@ -162,12 +204,11 @@ fn stream_of(record: &InputRecord, app: &AppSpec) -> Result<String, (usize, Stri
     }
 }
 
-/// Every stream whose records are read back: those the component reads, those records go
-/// to, and those the expectations name.
-fn watched(app: &AppSpec, streams: &[String], expected: &Expectations) -> BTreeSet<String> {
-    let read = app.subscriptions.iter().map(|s| s.stream.clone());
+/// Every stream whose records are read back: every stream that exists (with any stream
+/// existing, every one written to), and those the expectations name.
+fn watched(app: &TestApp, expected: &Expectations) -> BTreeSet<String> {
     let published = expected.publishes.iter().map(|p| p.stream.clone());
-    read.chain(streams.iter().cloned())
+    (app.stream_names().into_iter())
         .chain(published)
         .chain(expected.streams.iter().cloned())
         .collect()
@@ -216,6 +257,7 @@ fn pending(app: &TestApp) -> usize {
 /// What happened, read from the app.
 fn collect(
     app: &TestApp,
+    existing: &ExistingStreams,
     sent: Vec<Sent>,
     expected: &Expectations,
 ) -> Result<Observed, TestAppError> {
@@ -233,14 +275,16 @@ fn collect(
             pending_copies: view.pending_copies(),
         });
     }
-    let streams: Vec<_> = sent.iter().map(|s| s.stream.clone()).collect();
-    let written = written(app, &watched(spec, &streams, expected), &sent);
+    let written = written(app, &watched(app, expected), &sent);
     Ok(Observed {
         app: format!("{} {}", spec.name, spec.version),
         subscriptions,
         sent,
         calls,
         written,
+        refused: app.publish_notes().refused(),
+        unlisted: app.publish_notes().unlisted(),
+        existing: existing.clone(),
         logs: app.logs(),
     })
 }
@@ -259,6 +303,7 @@ fn written(app: &TestApp, streams: &BTreeSet<String>, sent: &[Sent]) -> Vec<Writ
                 continue;
             }
             out.push(Written {
+                by: app.publish_notes().written_by(&record.sequence_number),
                 stream: stream.clone(),
                 key: record.partition_key.clone(),
                 payload: record.payload(),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use super::bindings::exports::ruststream::handler::handler as wit;
 use super::bindings::ruststream::handler::types::FailureAction;
 use crate::app::{
-    AppSpec, DeclarationBounds, MAX_BATCH_LIMIT, SpecError, StartPosition, SubscriptionSpec,
-    valid_name,
+    AppSpec, DeclarationBounds, MAX_BATCH_LIMIT, MAX_STREAM_NAME_LEN, SpecError, StartPosition,
+    SubscriptionSpec, valid_name,
 };
 use crate::escape::quote;
 use crate::outcome::{Outcome, RetryPolicy};
@@ -72,10 +72,14 @@ fn subscription_spec(
         field,
         stream: quote(stream),
     };
-    if !valid_name(&s.stream, 128) {
+    if !valid_name(&s.stream, MAX_STREAM_NAME_LEN) {
         return Err(stream_error("stream", &s.stream));
     }
-    if let Some(dead) = s.dead_letter.as_deref().filter(|d| !valid_name(d, 128)) {
+    if let Some(dead) = s
+        .dead_letter
+        .as_deref()
+        .filter(|d| !valid_name(d, MAX_STREAM_NAME_LEN))
+    {
         return Err(stream_error("dead-letter", dead));
     }
     if s.max_attempts == Some(0) {

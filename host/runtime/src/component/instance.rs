@@ -19,7 +19,7 @@ use crate::cpu::{CallClock, Meter, Seat};
 use crate::env::Env;
 use crate::escape::one_line;
 use crate::outcome::Outcome;
-use crate::publish::PublishLog;
+use crate::publish::{InstanceNotes, PublishLog};
 use crate::record::Deliveries;
 use crate::stop::{Stop, cutting};
 
@@ -96,6 +96,8 @@ pub struct HandlerInstance {
     clock: CallClock,
     /// Whose compute slots its calls take, on a runtime with a compute pool.
     meter: Option<Meter>,
+    /// Where publishes (refused, and written) are noted, kept across replacements.
+    notes: Option<InstanceNotes>,
 }
 
 /// A [`BatchCall`] that owns what it refers to, to be moved onto a compute thread: every
@@ -149,6 +151,7 @@ impl HandlerInstance {
             publishes: None,
             clock,
             meter,
+            notes: None,
         }
     }
 
@@ -164,6 +167,7 @@ impl HandlerInstance {
             publishes: self.publishes.clone(),
             clock: self.clock.clone(),
             meter: self.meter.clone(),
+            notes: self.notes.clone(),
         }
     }
 
@@ -174,6 +178,15 @@ impl HandlerInstance {
             live.store.data_mut().publishes = log.clone();
         }
         self.publishes = log;
+    }
+
+    /// Notes every publish from now on, refused or written (this instance and the ones
+    /// replacing it after a trap), or stops noting them.
+    pub(crate) fn keep_publish_notes(&mut self, notes: Option<InstanceNotes>) {
+        if let Some(live) = &mut self.live {
+            live.store.data_mut().notes = notes.clone();
+        }
+        self.notes = notes;
     }
 
     /// How many times a failed instance was replaced.
@@ -351,6 +364,7 @@ impl HandlerInstance {
                 self.pre.clone(),
                 self.env.clone(),
                 self.clock.clone(),
+                self.notes.clone(),
             );
             let mut live = pending.await.map_err(|mut failure| {
                 failure.message = format!("instantiation failed: {}", failure.message);
@@ -446,17 +460,21 @@ fn settle_call<R>(
 
 /// A fresh instance, under the tenant's limits: the start functions and constructors that run
 /// while instantiating get the call deadline (blocked imports included), memory caps and fuel.
-/// Takes its inputs by value: a `HandlerInstance` is not `Sync`, so the future must not borrow
-/// one.
+/// Its publishes, from the start functions on, are noted in `notes`; its calls' deadlines are
+/// charged `clock`. Takes its inputs by value: a `HandlerInstance` is not `Sync`, so the
+/// future must not borrow one.
 async fn instantiate(
     runtime: Runtime,
     pre: HandlerPre,
     env: Env,
     clock: CallClock,
+    notes: Option<InstanceNotes>,
 ) -> Result<Live, CallFailure> {
     let limits = env.policy.limits().clone();
     let deadline = limits.call_deadline;
-    let mut store = Store::new(runtime.engine(), HostState::new(env, clock));
+    let mut state = HostState::new(env, clock);
+    state.notes = notes;
+    let mut store = Store::new(runtime.engine(), state);
     let failed = |message: String| CallFailure {
         kind: TrapKind::Other,
         message,
@@ -504,7 +522,7 @@ async fn instantiate(
 }
 
 /// Instantiates `pre` once and asks the component to describe itself, each phase under the
-/// tenant's limits.
+/// tenant's limits; the publishes refused meanwhile are noted in `notes`.
 ///
 /// # Errors
 /// The phase (instantiation or `describe`) and how it failed.
@@ -512,10 +530,11 @@ pub(crate) async fn describe(
     runtime: &Runtime,
     pre: &HandlerPre,
     env: Env,
+    notes: Option<InstanceNotes>,
 ) -> Result<wit::App, (LoadPhase, CallFailure)> {
     let clock = CallClock::new();
     let meter = meter_of(runtime, &env, &clock);
-    let describing = describe_here(runtime.clone(), pre.clone(), env, clock);
+    let describing = describe_here(runtime.clone(), pre.clone(), env, clock, notes);
     let (Some(pool), Some(meter)) = (runtime.compute(), meter) else {
         return describing.await;
     };
@@ -536,9 +555,10 @@ async fn describe_here(
     pre: HandlerPre,
     env: Env,
     clock: CallClock,
+    notes: Option<InstanceNotes>,
 ) -> Result<wit::App, (LoadPhase, CallFailure)> {
     let deadline = env.policy.limits().call_deadline;
-    let mut live = instantiate(runtime, pre, env, clock)
+    let mut live = instantiate(runtime, pre, env, clock, notes)
         .await
         .map_err(|failure| (LoadPhase::Instantiate, failure))?;
     let progress = live

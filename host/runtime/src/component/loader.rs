@@ -21,7 +21,7 @@ use crate::env::Env;
 use crate::escape::quote;
 use crate::log::LogSink;
 use crate::policy::SandboxPolicy;
-use crate::publish::{BoxFuture, PublishError, Publisher};
+use crate::publish::{BoxFuture, PublishError, PublishNotes, Publisher};
 use crate::record::{OutgoingRecord, Published};
 
 const HANDLER_EXPORT: &str = concat!("ruststream:handler/handler@", contract_version!());
@@ -139,6 +139,19 @@ impl LoadedComponent {
         policy: &Arc<SandboxPolicy>,
         log: &LogSink,
     ) -> Result<Self, LoadError> {
+        Self::from_file_noting(runtime, path, policy, log, None).await
+    }
+
+    /// As [`from_file`](Self::from_file), noting in `notes` the publishes refused while
+    /// loading (every one: a component publishes nothing while it is instantiated and
+    /// described).
+    pub(crate) async fn from_file_noting(
+        runtime: &Runtime,
+        path: impl AsRef<Path>,
+        policy: &Arc<SandboxPolicy>,
+        log: &LogSink,
+        notes: Option<&PublishNotes>,
+    ) -> Result<Self, LoadError> {
         let path = path.as_ref();
         let name = path.file_stem().map_or_else(
             || path.display().to_string(),
@@ -147,7 +160,7 @@ impl LoadedComponent {
         let bytes = read_bounded(path, runtime.config().compile.limits.max_bytes)
             .await
             .map_err(|refusal| refused(policy, &name, LoadPhase::Read, refusal))?;
-        Self::from_bytes(runtime, &name, bytes, policy, log).await
+        Self::from_bytes_noting(runtime, &name, bytes, policy, log, notes).await
     }
 
     /// Loads a component from its bytes, under the name `name`, under a tenant's `policy`.
@@ -160,6 +173,19 @@ impl LoadedComponent {
         bytes: Vec<u8>,
         policy: &Arc<SandboxPolicy>,
         log: &LogSink,
+    ) -> Result<Self, LoadError> {
+        Self::from_bytes_noting(runtime, name, bytes, policy, log, None).await
+    }
+
+    /// As [`from_bytes`](Self::from_bytes), noting in `notes` the publishes refused while
+    /// loading.
+    pub(crate) async fn from_bytes_noting(
+        runtime: &Runtime,
+        name: &str,
+        bytes: Vec<u8>,
+        policy: &Arc<SandboxPolicy>,
+        log: &LogSink,
+        notes: Option<&PublishNotes>,
     ) -> Result<Self, LoadError> {
         let fail = |phase, refusal| refused(policy, name, phase, refusal);
         check_header(&bytes).map_err(|r| fail(LoadPhase::Check, r))?;
@@ -176,7 +202,8 @@ impl LoadedComponent {
             .and_then(|pre| HandlerPre::new(pre, form))
             .map_err(|error| fail(LoadPhase::Link, Refusal::Link(error.into())))?;
         let env = describe_env(name, policy, log);
-        let described = describe(runtime, &pre, env).await;
+        let notes = notes.map(PublishNotes::while_loading);
+        let described = describe(runtime, &pre, env, notes).await;
         policy.host_lines().summarise(log);
         let app = described.map_err(|(phase, failure)| fail(phase, Refusal::Trap(failure)))?;
         let bounds = DeclarationBounds {

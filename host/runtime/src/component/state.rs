@@ -24,8 +24,8 @@ use crate::escape::{one_line, quote};
 use crate::limits::TABLE_ELEMENT_BYTES;
 use crate::log::{Level, LogLine, LogTags, Origin};
 use crate::outcome::Outcome;
+use crate::publish::{InstanceNotes, PublishLog, RecordedPublish};
 use crate::publish::{PublishError, check_size, derived_partition_key};
-use crate::publish::{PublishLog, RecordedPublish};
 use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
 use crate::stop::{Stop, cutting};
 
@@ -99,6 +99,9 @@ pub(crate) struct HostState {
     /// Where the publishes the stream accepted are noted, by the record under way, when a
     /// shadow compares this instance's records (see [`crate::shadow`]).
     pub(crate) publishes: Option<PublishLog>,
+    /// Where publishes (refused, and written) are noted, by the record under way, for a tool
+    /// that reports them (`TestApp`); none on a serving host, whose log lines say it.
+    pub(crate) notes: Option<InstanceNotes>,
 }
 
 /// Most random bytes one WASI call may ask for: wasmtime-wasi allocates what is asked on the
@@ -148,6 +151,7 @@ impl HostState {
             stdout,
             stderr,
             publishes: None,
+            notes: None,
         }
     }
 
@@ -488,6 +492,13 @@ impl host::Host for HostState {
         if let (Ok(_), Some(log), Some(noted)) = (&result, &self.publishes, noted) {
             log.note(self.record_under_way(), noted);
         }
+        match (&result, &self.notes) {
+            (Ok(published), Some(notes)) => {
+                notes.written(self.delivery_under_way(), &published.sequence_number);
+            }
+            (Err(error), Some(notes)) => notes.refused(self.delivery_under_way(), &stream, error),
+            (_, None) => {}
+        }
         result
             .map(|published| host::Published {
                 shard_id: published.shard_id,
@@ -501,13 +512,22 @@ impl HostState {
     /// The sequence number of the record the call under way is on: the first one not yet
     /// reported (a board is read into the progress on every host call, so it is current).
     fn record_under_way(&self) -> Option<String> {
+        let delivery = self.delivery_under_way()?;
+        Some(delivery.sequence_number.to_string())
+    }
+
+    /// The record the call under way is on (see [`record_under_way`](Self::record_under_way)).
+    fn delivery_under_way(&self) -> Option<&Delivery> {
+        self.call.as_ref()?.delivery(self.index_under_way())
+    }
+
+    /// The index in the call of the record under way: the count reported so far.
+    fn index_under_way(&self) -> Option<u32> {
         let index = self
             .progress
             .as_ref()
             .map_or(0, CallProgress::reported_so_far);
-        let call = self.call.as_ref()?;
-        let delivery = call.delivery(u32::try_from(index).ok())?;
-        Some(delivery.sequence_number.to_string())
+        u32::try_from(index).ok()
     }
 
     /// What a guest publish must pass before anything is sent: the grant, the reserved header
@@ -531,7 +551,9 @@ impl HostState {
             PublishError::NotPermitted(_) | PublishError::ReservedHeader(_) => Level::Warn,
             _ => Level::Info,
         };
-        let mut line = self.tag(level, format!("publish refused: {error}"), None);
+        // About the record the call was on, in a batch too: the guest is not asked to say.
+        let record = self.index_under_way();
+        let mut line = self.tag(level, format!("publish refused: {error}"), record);
         line.origin = Origin::Runtime;
         line.fields.push(("target_stream".into(), quote(stream)));
         self.host_line("publish-refused", line);

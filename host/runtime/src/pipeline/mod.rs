@@ -55,7 +55,7 @@ use crate::component::{HandlerInstance, LoadedComponent, TrapKind};
 use crate::env::Env;
 use crate::limits::Limits;
 use crate::outcome::Outcome;
-use crate::publish::PublishLog;
+use crate::publish::{PublishLog, PublishNotes};
 use crate::record::{CopyOrigin, CopyOwner, Delivery, OutgoingRecord};
 use crate::rollout::CallStats;
 use crate::shadow::{Handling, Settled};
@@ -235,6 +235,9 @@ pub struct ShardPipeline {
     call_duration: Duration,
     /// What was settled since last taken, while a shadow compares this shard.
     notes: Option<Notes>,
+    /// Where its instances' publishes (refused, and written) are noted, for a tool reporting
+    /// them.
+    publish_notes: Option<PublishNotes>,
     /// Its instance's memory cap, reserved from the tenant's (live, never refused) while the
     /// pipeline lives, whichever version's instance it runs.
     _memory: MemoryReservation,
@@ -292,7 +295,19 @@ impl ShardPipeline {
             metrics,
             call_duration: Duration::ZERO,
             notes: None,
+            publish_notes: None,
         }
+    }
+
+    /// Notes in `log` every publish its component makes from here on, refused or written,
+    /// under this subscription's name and by the record the call was on, or stops noting them.
+    /// Off by default: a serving host says a refusal in a log line and keeps nothing.
+    pub fn keep_publish_notes(&mut self, log: Option<PublishNotes>) {
+        let notes = log
+            .as_ref()
+            .map(|l| l.for_subscriber(&self.subscription.name));
+        self.instance.keep_publish_notes(notes);
+        self.publish_notes = log;
     }
 
     /// Starts (or stops) noting what is settled from here on, for a shadow to compare: each
@@ -590,6 +605,8 @@ impl ShardPipeline {
         self.instance = component.instance(env.env.clone());
         let log = self.notes.as_ref().map(|n| n.publishes.clone());
         self.instance.note_publishes(log);
+        let notes = (self.publish_notes.as_ref()).map(|l| l.for_subscriber(&subscription.name));
+        self.instance.keep_publish_notes(notes);
         // The app name cannot change in a swap; the tenant's labels are rebuilt all the same,
         // so counts follow the subscription as the new version declares it.
         self.metrics = subscription_metrics(&env, &self.app, &subscription);

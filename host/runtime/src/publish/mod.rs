@@ -1,7 +1,10 @@
 //! Writing records to streams: the seam between the runtime and a transport.
 
+mod notes;
 mod recorded;
 
+pub(crate) use notes::InstanceNotes;
+pub use notes::{MAX_NOTED_PER_RECORD, PublishNotes, PublishedBy, RefusedPublish};
 pub use recorded::{PublishLog, RecordedPublish, RecordingPublisher};
 
 use std::future::Future;
@@ -82,6 +85,20 @@ impl PublishError {
     /// or grant one. Only a record too large never fits.
     pub fn can_succeed_later(&self) -> bool {
         !matches!(self, Self::RecordTooLarge { .. } | Self::ReservedHeader(_))
+    }
+
+    /// The case of the contract's `publish-error` a component is told: `stream-not-found`,
+    /// `not-permitted`, `record-too-large`, `throttled` (the stream's or the tenant's write
+    /// quota), `reserved-header` or `unavailable`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::StreamNotFound(_) => "stream-not-found",
+            Self::NotPermitted(_) => "not-permitted",
+            Self::RecordTooLarge { .. } => "record-too-large",
+            Self::Throttled(_) | Self::QuotaExceeded(_) => "throttled",
+            Self::ReservedHeader(_) => "reserved-header",
+            Self::Unavailable { .. } => "unavailable",
+        }
     }
 }
 

@@ -17,6 +17,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Which streams exist is [`ExistingStreams`]: by default every stream, as in an account
+//! holding every stream the component names (read and dead-letter streams from the start, any
+//! other from the first write to it); or only a list of them, with every stream the
+//! component reads or dead-letters into checked against it at start. Every publish the
+//! component is refused, for whatever reason, is noted with its subscription and record
+//! ([`TestApp::publish_notes`]).
+//!
 //! [`TestApp::swap`] replaces the component with another version of the same app between two
 //! calls, as `ruststream dev --watch` does on every rebuild: the streams, the checkpoints and
 //! the held records stay, subscriptions the new version adds start, and those it drops stop.
@@ -27,7 +34,7 @@ mod streams;
 pub use clock::ManualClock;
 pub use streams::{InProcessStreams, SHARD_ID, StoredRecord};
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,10 +45,11 @@ use crate::app::{AppSpec, MaxRecordAge, StartPosition, SubscriptionSpec};
 use crate::clock::Clock;
 use crate::component::RuntimeConfig;
 use crate::component::{CallForm, LoadError, LoadedComponent, Runtime, RuntimeError};
+use crate::escape::escape_controls;
 use crate::log::{LogLine, LogSink};
 use crate::outcome::Outcome;
 use crate::pipeline::{DeliveryReport, PipelineEnv, ShardPipeline};
-use crate::publish::{PublishError, derived_partition_key};
+use crate::publish::{PublishError, PublishNotes, derived_partition_key};
 use crate::record::{Header, OutgoingRecord, Published};
 use crate::sync::lock;
 use crate::tenant::{Tenant, TenantError};
@@ -80,6 +88,10 @@ pub enum TestAppError {
         "the app did not settle after {0} rounds of delivery: a handler keeps producing records"
     )]
     NeverSettles(usize),
+    /// Streams the component reads or dead-letters into are not among the streams that
+    /// exist ([`ExistingStreams::Listed`]).
+    #[error("{}", missing_streams(.0))]
+    MissingStreams(Vec<MissingStream>),
     /// A swap offered a component declaring another app than the running one.
     #[error(
         "cannot swap app `{running}` for app `{offered}`: a new version must keep the app's name"
@@ -90,6 +102,39 @@ pub enum TestAppError {
         /// The app the refused component declares.
         offered: String,
     },
+}
+
+/// A stream a component needs that does not exist, and what it needs it for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingStream {
+    /// The stream.
+    pub stream: String,
+    /// What for: `read by `book``, `dead letters of `book``, ...
+    pub needed_as: String,
+}
+
+fn missing_streams(missing: &[MissingStream]) -> String {
+    let named: Vec<_> = (missing.iter())
+        .map(|m| format!("`{}` ({})", escape_controls(&m.stream), m.needed_as))
+        .collect();
+    format!(
+        "streams the component needs do not exist (they are not among the streams listed): {}",
+        named.join(", ")
+    )
+}
+
+/// Which streams exist for a [`TestApp`]'s component: what a host's account would hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ExistingStreams {
+    /// Every stream: those the component reads and dead-letters into exist from the start,
+    /// any other from the first write to it (by the component, the runtime or the test), so
+    /// a publish is never refused for a missing stream.
+    #[default]
+    Any,
+    /// Only these, and those made with [`TestApp::create_stream`]: a write to any other is
+    /// refused with `stream-not-found`, and a component reading or dead-lettering into a
+    /// stream not among them does not start ([`TestAppError::MissingStreams`]).
+    Listed(BTreeSet<String>),
 }
 
 impl From<LoadError> for TestAppError {
@@ -104,9 +149,16 @@ pub struct TestAppBuilder {
     runtime: RuntimeConfig,
     tenant: Tenant,
     max_record_ages: HashMap<String, MaxRecordAge>,
+    existing: ExistingStreams,
 }
 
 impl TestAppBuilder {
+    /// Which streams exist (default: [`ExistingStreams::Any`]).
+    pub fn streams(mut self, existing: ExistingStreams) -> Self {
+        self.existing = existing;
+        self
+    }
+
     /// Engine settings (deadlines, fuel, stack size) and the compiler. The default compiles in
     /// this process ([`RuntimeConfig::in_process`]): a tenant testing its own component trusts
     /// it, and a test binary does not serve the compile worker. A program that runs components
@@ -136,26 +188,45 @@ impl TestAppBuilder {
     /// Loads the component and opens its subscriptions.
     ///
     /// # Errors
-    /// When the runtime cannot start or the component is refused.
+    /// When the runtime cannot start or the component is refused, and
+    /// [`TestAppError::MissingStreams`] when streams are listed and one the component reads
+    /// or dead-letters into is not among them.
     pub async fn start(self) -> Result<TestApp, TestAppError> {
         let runtime = Runtime::new(self.runtime.inline())?;
         let tenant = Arc::new(self.tenant);
         let log = LogSink::capturing();
-        let component =
-            LoadedComponent::from_file(&runtime, &self.component, tenant.policy(), &log).await?;
+        let notes = PublishNotes::default();
+        let component = LoadedComponent::from_file_noting(
+            &runtime,
+            &self.component,
+            tenant.policy(),
+            &log,
+            Some(&notes),
+        )
+        .await?;
         tenant.admit(&component)?;
         let clock = Arc::new(ManualClock::new(START_MS));
+        let streams = match &self.existing {
+            ExistingStreams::Any => InProcessStreams::creating_on_write(clock.clone()),
+            ExistingStreams::Listed(listed) => {
+                let streams = InProcessStreams::new(clock.clone());
+                listed.iter().for_each(|stream| streams.create(stream));
+                streams
+            }
+        };
         let mut app = TestApp {
             runtime,
             component,
             tenant,
-            streams: Arc::new(InProcessStreams::new(clock.clone())),
+            streams: Arc::new(streams),
             clock,
             log,
             reports: Arc::default(),
+            notes,
             readers: Vec::new(),
             max_record_ages: self.max_record_ages,
         };
+        app.needs_streams_of(&app.component)?;
         let env = app.pipeline_env(&app.component);
         let readers = (app.component.app().subscriptions.iter())
             .map(|spec| app.open(&app.component, spec, &env))
@@ -193,6 +264,8 @@ pub struct TestApp {
     clock: Arc<ManualClock>,
     log: LogSink,
     reports: Arc<Mutex<Vec<DeliveryReport>>>,
+    /// Every publish the component was refused, and who wrote each record it published.
+    notes: PublishNotes,
     readers: Vec<Reader>,
     /// The operator's maximum record ages, by subscriber.
     max_record_ages: HashMap<String, MaxRecordAge>,
@@ -220,6 +293,7 @@ impl TestApp {
             runtime: RuntimeConfig::in_process(),
             tenant: Tenant::trusted("test"),
             max_record_ages: HashMap::new(),
+            existing: ExistingStreams::default(),
         }
     }
 
@@ -239,9 +313,25 @@ impl TestApp {
         self.component.form()
     }
 
-    /// Creates a stream (subscribed and dead-letter streams exist from the start).
+    /// Creates a stream. Subscribed and dead-letter streams exist from the start, and with
+    /// [`ExistingStreams::Any`] every other stream from its first write: this matters for
+    /// [`ExistingStreams::Listed`], where it adds `stream` to the list.
     pub fn create_stream(&self, stream: &str) {
         self.streams.create(stream);
+    }
+
+    /// The names of every stream that exists, in name order: with [`ExistingStreams::Any`],
+    /// those the component reads and dead-letters into and every stream written to.
+    pub fn stream_names(&self) -> Vec<String> {
+        self.streams.names()
+    }
+
+    /// What the component's publishes came to: each one refused (a missing stream, a grant,
+    /// the size limit, the write quota, a reserved header, an outage), by subscription and by
+    /// the record the call was on, counted by stream and reason; and who wrote each record a
+    /// publish put in a stream.
+    pub fn publish_notes(&self) -> &PublishNotes {
+        &self.notes
     }
 
     /// Publishes `value` as JSON (partition key derived from the payload), then delivers
@@ -402,12 +492,19 @@ impl TestApp {
     ///
     /// # Errors
     /// When the new version is refused (see [`LoadError`]), is not admitted for the tenant,
-    /// or declares another app name ([`TestAppError::Renamed`]): then nothing changed and the
-    /// running version goes on. [`TestAppError::NeverSettles`] after the swap.
+    /// declares another app name ([`TestAppError::Renamed`]) or, with
+    /// [`ExistingStreams::Listed`], reads or dead-letters into a stream that does not exist
+    /// ([`TestAppError::MissingStreams`]): then nothing changed and the running version goes
+    /// on. [`TestAppError::NeverSettles`] after the swap.
     pub async fn swap(&mut self, component: impl AsRef<Path>) -> Result<(), TestAppError> {
-        let next =
-            LoadedComponent::from_file(&self.runtime, component, self.tenant.policy(), &self.log)
-                .await?;
+        let next = LoadedComponent::from_file_noting(
+            &self.runtime,
+            component,
+            self.tenant.policy(),
+            &self.log,
+            Some(&self.notes),
+        )
+        .await?;
         self.install(next).await
     }
 
@@ -416,12 +513,13 @@ impl TestApp {
     /// # Errors
     /// As [`swap`](Self::swap).
     pub async fn swap_bytes(&mut self, name: &str, bytes: Vec<u8>) -> Result<(), TestAppError> {
-        let next = LoadedComponent::from_bytes(
+        let next = LoadedComponent::from_bytes_noting(
             &self.runtime,
             name,
             bytes,
             self.tenant.policy(),
             &self.log,
+            Some(&self.notes),
         )
         .await?;
         self.install(next).await
@@ -437,6 +535,7 @@ impl TestApp {
                 offered: offered.clone(),
             });
         }
+        self.needs_streams_of(&next)?;
         let env = self.pipeline_env(&next);
         let mut previous = std::mem::take(&mut self.readers);
         self.readers = (next.app().subscriptions.iter())
@@ -480,8 +579,9 @@ impl TestApp {
         env: &PipelineEnv,
     ) -> Reader {
         self.create_streams(spec);
-        let pipeline =
+        let mut pipeline =
             ShardPipeline::new(component, self.operated(spec), SHARD_ID, None, env.clone());
+        pipeline.keep_publish_notes(Some(self.notes.clone()));
         Reader {
             next: start_index(&self.streams, spec),
             pipeline,
@@ -497,16 +597,45 @@ impl TestApp {
         Arc::new(spec)
     }
 
-    /// Creates the streams a subscription reads and dead-letters into.
+    /// Creates the streams a subscription reads and dead-letters into (with listed streams,
+    /// [`needs_streams_of`](Self::needs_streams_of) found every one of them already there).
     fn create_streams(&self, spec: &SubscriptionSpec) {
-        self.streams.create(&spec.stream);
+        for (stream, _) in self.needed_streams(spec) {
+            self.streams.create(stream);
+        }
+    }
+
+    /// The streams `spec` reads and dead-letters into (its own dead letters, and the
+    /// operator's past the maximum record age), each with what it is needed as.
+    fn needed_streams<'a>(&'a self, spec: &'a SubscriptionSpec) -> Vec<(&'a str, String)> {
+        let name = escape_controls(&spec.name);
+        let mut needed = vec![(spec.stream.as_str(), format!("read by `{name}`"))];
         if let Some(dead_letter) = &spec.retry.dead_letter {
-            self.streams.create(dead_letter);
+            needed.push((dead_letter, format!("dead letters of `{name}`")));
         }
         let aged = self.max_record_ages.get(&spec.name);
         if let Some(dead_letter) = aged.and_then(|max| max.dead_letter.as_ref()) {
-            self.streams.create(dead_letter);
+            let needed_as = format!("dead letters of `{name}` past its maximum record age");
+            needed.push((dead_letter, needed_as));
         }
+        needed
+    }
+
+    /// Checks that every stream `component` reads or dead-letters into exists: always, with
+    /// [`ExistingStreams::Any`], where each is created.
+    fn needs_streams_of(&self, component: &LoadedComponent) -> Result<(), TestAppError> {
+        let specs = component.app().subscriptions.iter();
+        let needed = specs.flat_map(|spec| self.needed_streams(spec));
+        let missing: Vec<_> = (needed.filter(|(stream, _)| !self.streams.exists(stream)))
+            .map(|(stream, needed_as)| MissingStream {
+                stream: stream.to_owned(),
+                needed_as,
+            })
+            .collect();
+        if missing.is_empty() || self.streams.creates_on_write() {
+            return Ok(());
+        }
+        Err(TestAppError::MissingStreams(missing))
     }
 
     /// What `component`'s pipelines run in: this app's streams, clock, log and reports.

@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::app::{MAX_STREAM_NAME_LEN, valid_name};
 use crate::clock::Clock;
 use crate::envelope;
+use crate::escape::escape_controls;
 use crate::publish::{BoxFuture, PublishError, Publisher, check_size};
 use crate::record::{Delivery, Header, OutgoingRecord, Published};
 use crate::sync::lock;
@@ -96,6 +98,9 @@ pub struct InProcessStreams {
 
 #[derive(Default)]
 struct Streams {
+    /// Whether a write to a stream that does not exist creates it (an account where every
+    /// stream exists) rather than failing with [`PublishError::StreamNotFound`].
+    create_on_write: bool,
     by_name: BTreeMap<String, Vec<StoredRecord>>,
     next_sequence: u64,
     /// Injected faults: how many more appends to a stream fail.
@@ -103,12 +108,36 @@ struct Streams {
 }
 
 impl InProcessStreams {
-    /// No streams yet; arrival times are read from `clock`.
+    /// No streams yet; arrival times are read from `clock`. A write to a stream that was
+    /// never created fails with [`PublishError::StreamNotFound`].
     pub fn new(clock: Arc<dyn Clock>) -> Self {
         Self {
             clock,
             streams: Mutex::default(),
         }
+    }
+
+    /// No streams yet, and every write to a stream that does not exist creates it: an
+    /// account where every stream a writer names exists.
+    pub fn creating_on_write(clock: Arc<dyn Clock>) -> Self {
+        let streams = Streams {
+            create_on_write: true,
+            ..Streams::default()
+        };
+        Self {
+            clock,
+            streams: Mutex::new(streams),
+        }
+    }
+
+    /// Whether a write to a stream that does not exist creates it.
+    pub fn creates_on_write(&self) -> bool {
+        self.lock().create_on_write
+    }
+
+    /// The names of every stream that exists, in name order.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().by_name.keys().cloned().collect()
     }
 
     /// Creates `stream` if it does not exist.
@@ -164,17 +193,34 @@ impl InProcessStreams {
     /// Appends a record.
     ///
     /// # Errors
-    /// [`PublishError::StreamNotFound`] for a stream that was never created, and
+    /// [`PublishError::Unavailable`] for a name no Kinesis stream can have (Kinesis refuses
+    /// it before looking for the stream), [`PublishError::StreamNotFound`] for a stream that
+    /// was never created (unless these streams create one on its first write), and
     /// [`PublishError::RecordTooLarge`] past the Kinesis record limit.
     pub fn append(&self, stream: &str, record: &OutgoingRecord) -> Result<Published, PublishError> {
+        if !valid_name(stream, MAX_STREAM_NAME_LEN) {
+            let reason = format!(
+                "`{}` is not a Kinesis stream name: 1 to {MAX_STREAM_NAME_LEN} letters, digits, \
+                 `_`, `.` and `-`",
+                escape_controls(stream)
+            );
+            return Err(PublishError::Unavailable {
+                stream: stream.to_owned(),
+                source: Arc::new(std::io::Error::other(reason)),
+            });
+        }
         check_size(record)?;
         let arrival_ms = self.clock.now_ms();
         let mut streams = self.lock();
         let Streams {
             by_name,
             next_sequence,
+            create_on_write,
             ..
         } = &mut *streams;
+        if *create_on_write && !by_name.contains_key(stream) {
+            by_name.insert(stream.to_owned(), Vec::new());
+        }
         let records = by_name
             .get_mut(stream)
             .ok_or_else(|| PublishError::StreamNotFound(stream.to_owned()))?;

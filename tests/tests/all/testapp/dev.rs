@@ -171,3 +171,115 @@ async fn dev_watch_swaps_in_a_replaced_component_and_keeps_the_old_one_on_a_bad_
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
+
+/// `ruststream dev component FLAGS` fed `records` on stdin, to its end: its exit status,
+/// stdout and stderr.
+async fn dev_to_end(
+    component: &Path,
+    flags: &[&str],
+    records: &str,
+) -> anyhow::Result<(bool, String, String)> {
+    let mut child = Command::new(binary())
+        .arg("dev")
+        .arg(component)
+        .arg("--compile-cache")
+        .arg(compile_cache_dir())
+        .args(flags)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting ruststream dev")?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    // A component refused at start reads no records: the pipe may be closed already.
+    let _ = stdin.write_all(records.as_bytes()).await;
+    drop(stdin);
+    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .context("ruststream dev did not end with its input")??;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[tokio::test]
+async fn dev_gives_a_component_every_stream_it_publishes_to_and_shows_each_refusal()
+-> anyhow::Result<()> {
+    let dispatch = guests::DISPATCH.path();
+    // `book` publishes to `ledger.booked`, which it does not read: it exists, as in a host's
+    // account, and the booking acks. A reserved header is refused: shown with the record.
+    let records = "{\"id\": 1, \"amount\": 5}\n\
+                   {\"id\": 2, \"amount\": 5, \"header\": \"x-ruststream-due-ms\"}\n";
+    let (ok, text, errors) = dev_to_end(&dispatch, &[], records).await?;
+    assert!(ok, "{text}{errors}");
+    assert!(text.contains("  streams: any ("), "{text}");
+    let first = published_at(&text, 1)?;
+    let second = published_at(&text, 2)?;
+    let expected = [
+        format!("record 1 -> ledger {first}: "),
+        format!("  book: ack | checkpoint {first} | held at -"),
+        format!("record 2 -> ledger {second}: "),
+        format!(
+            "  publish refused, from record 2 (sequence {second}) on `book`: to `ledger.booked`: \
+             reserved-header (header `x-ruststream-due-ms` is reserved to the host)"
+        ),
+    ];
+    in_order(&text, &expected)?;
+
+    // Only `ledger` and `ledger.dead`: the publish is refused, and shown, for the record and
+    // for the copy its retry made.
+    let listed = [
+        "--streams",
+        "listed",
+        "--with-stream",
+        "ledger",
+        "--with-stream",
+        "ledger.dead",
+    ];
+    let (ok, text, errors) = dev_to_end(&dispatch, &listed, "{\"id\": 1, \"amount\": 5}\n").await?;
+    assert!(ok, "{text}{errors}");
+    let first = published_at(&text, 1)?;
+    let expected = [
+        "  streams: listed, only `ledger`, `ledger.dead`".to_owned(),
+        "  book: retry, retry | ".to_owned(),
+        format!(
+            "  publish refused, from record 1 (sequence {first}) on `book`: to `ledger.booked`: \
+             stream-not-found (stream `ledger.booked` does not exist)"
+        ),
+        "  publish refused, from record 1 (a copy, sequence ".to_owned(),
+    ];
+    in_order(&text, &expected)?;
+
+    // Without its dead-letter stream it does not start, and says which stream is missing.
+    let (ok, text, errors) =
+        dev_to_end(&dispatch, &listed[..4], "{\"id\": 1, \"amount\": 5}\n").await?;
+    assert!(!ok, "{text}{errors}");
+    assert!(
+        errors.contains("`ledger.dead` (dead letters of `book`); name each with --with-stream"),
+        "{errors}"
+    );
+    // Nor when the records would go to a stream not listed.
+    let elsewhere = [&listed[..], &["--stream", "elsewhere"]].concat();
+    let (ok, text, errors) = dev_to_end(&dispatch, &elsewhere, "{\"id\": 1}\n").await?;
+    assert!(!ok, "{text}{errors}");
+    assert!(
+        errors.contains("the records go to stream `elsewhere`, which does not exist"),
+        "{errors}"
+    );
+    Ok(())
+}
+
+/// That `lines` appear in `text`, in order.
+fn in_order(text: &str, lines: &[String]) -> anyhow::Result<()> {
+    let mut rest = text;
+    for line in lines {
+        let at = rest
+            .find(line.as_str())
+            .with_context(|| format!("`{line}` missing, or out of order, in:\n{text}"))?;
+        rest = &rest[at + line.len()..];
+    }
+    Ok(())
+}

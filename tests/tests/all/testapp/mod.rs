@@ -10,4 +10,5 @@ mod holds;
 mod limits;
 mod polyglot;
 mod settlement;
+mod streams;
 mod swap;

@@ -372,6 +372,8 @@ async fn publishing_to_an_ungranted_stream_is_a_typed_error() -> anyhow::Result<
         .expect("the host logs the refusal");
     assert_eq!(host.field("target_stream"), Some("payments"));
     assert_eq!(host.tenant.as_deref(), Some("evil"));
+    // About the record the batch call was on, though the guest did not say.
+    assert!(host.sequence_number.is_some(), "{host:#?}");
     assert!(
         read_all(&arena.client, "payments").await?.is_empty(),
         "nothing reached Kinesis"
