@@ -203,3 +203,41 @@ async fn four_spinning_tenants_leave_a_neighbour_its_latency_and_the_host_its_le
     );
     Ok(())
 }
+
+/// A shadow publishing 2 000 records a record, past its write quota: its refused publishes
+/// are counted as the shadow's (`role="shadow"`), never as the live version's, and the live
+/// version's write quota is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_shadow_s_throttles_are_its_own() -> anyhow::Result<()> {
+    let fixture = fixture("cpu-flood", 1, 1).await?;
+    let tenants = fixture.tenants(&neighbour(2_000))?;
+    let host = fixture
+        .host(&tenants)
+        .args(&["--compute-threads", "2"])
+        .start()?;
+    host.wait_for_log("reading shard", 1).await?;
+    deploy_shadow(&host, guests::BURNER_FLOOD).await?;
+    let jobs: Vec<_> = (1..=5).map(|id| json!({"id": id, "work": 1_000})).collect();
+    fixture.put_all("work", jobs).await?;
+    latencies(&host, 1..6).await?;
+    let throttles = |scrape: &ruststream_tests::scrape::Scrape, role: &str| {
+        scrape.sum(
+            "ruststream_publish_throttles_total",
+            &[("tenant", "neighbour"), ("role", role)],
+        )
+    };
+    let flooded = ruststream_tests::wait::poll_for(Duration::from_secs(60), async || {
+        let scrape = host.scrape().await.ok()?;
+        (throttles(&scrape, "shadow") > 0.0).then_some(scrape)
+    })
+    .await
+    .ok_or_else(|| anyhow::anyhow!("the shadow was never throttled: {}", tail(&host.output())))?;
+    assert_eq!(
+        throttles(&flooded, "live"),
+        0.0,
+        "the live series counted the shadow's"
+    );
+    assert!(cpu_seconds(&flooded, "neighbour", "shadow") > 0.0);
+    host.stop().await?;
+    Ok(())
+}
