@@ -81,3 +81,28 @@ pub fn status_kib(pid: &str, field: &str) -> Result<u64> {
         .parse()
         .with_context(|| format!("{field} in /proc/{pid}/status is not a number"))
 }
+
+/// How long this process's threads named `prefix...` (as `/proc` shows a name: its first 15
+/// bytes) have been runnable and waiting for a core, in total: time the operating system gave
+/// to other threads, which a call's own-time deadline does not spend.
+///
+/// # Errors
+/// When `/proc/self/task` cannot be read.
+pub fn runqueue_wait(prefix: &str) -> Result<std::time::Duration> {
+    let mut waited = 0_u64;
+    for task in std::fs::read_dir("/proc/self/task")? {
+        let dir = task?.path();
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !name.trim_end().starts_with(prefix) {
+            continue;
+        }
+        // `schedstat`: ns on a core, ns waiting on a run queue, time slices.
+        let stats = std::fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
+        waited += stats
+            .split_whitespace()
+            .nth(1)
+            .and_then(|ns| ns.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Ok(std::time::Duration::from_nanos(waited))
+}

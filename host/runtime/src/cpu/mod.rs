@@ -36,6 +36,8 @@ pub(crate) use scheduler::Seat;
 
 use std::sync::Arc;
 
+use tracing::Instrument as _;
+
 use scheduler::Scheduler;
 
 /// Whose a call is: the version that settles records, or a shadow compared with it.
@@ -130,8 +132,9 @@ impl ComputePool {
         self.scheduler.slots()
     }
 
-    /// Runs `call` on a compute thread, holding a slot of `meter`'s account while it runs.
-    /// The call is cancelled when the returned future is dropped.
+    /// Runs `call` on a compute thread, holding a slot of `meter`'s account while it runs, in
+    /// the caller's tracing span (so its lines say whose they are). The call is cancelled when
+    /// the returned future is dropped.
     ///
     /// # Errors
     /// When the call panicked, or the pool is shutting down.
@@ -144,7 +147,8 @@ impl ComputePool {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let task = AbortOnDrop(self.handle.spawn(Metered::new(call, meter)));
+        let call = Metered::new(call.in_current_span(), meter);
+        let task = AbortOnDrop(self.handle.spawn(call));
         task.await
     }
 

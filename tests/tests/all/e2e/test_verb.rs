@@ -415,7 +415,8 @@ fn a_refused_publish_is_reported_whatever_the_reason() -> anyhow::Result<()> {
         (
             1,
             "ledger",
-            "reserved-header (header `x-ruststream-due-ms` is reserved to the host)",
+            "reserved-header (header `x-ruststream-due-ms` is reserved to the host \
+             (`x-ruststream-*`) or set by readers on delivery",
         ),
         (
             2,

@@ -224,7 +224,8 @@ async fn dev_gives_a_component_every_stream_it_publishes_to_and_shows_each_refus
         format!("record 2 -> ledger {second}: "),
         format!(
             "  publish refused, from record 2 (sequence {second}) on `book`: to `ledger.booked`: \
-             reserved-header (header `x-ruststream-due-ms` is reserved to the host)"
+             reserved-header (header `x-ruststream-due-ms` is reserved to the host \
+             (`x-ruststream-*`) or set by readers on delivery"
         ),
     ];
     in_order(&text, &expected)?;
