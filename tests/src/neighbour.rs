@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -16,9 +15,9 @@ use aws_sdk_kinesis::primitives::Blob;
 use serde_json::json;
 
 use crate::fixture::{BinaryHost, Fixture};
+use crate::guests;
 use crate::scrape::Scrape;
 use crate::wait::poll_for;
-use crate::{binary, guests};
 
 /// How long a batch of the neighbour's records may take to be handled.
 const HANDLED_WITHIN: Duration = Duration::from_secs(240);
@@ -62,18 +61,7 @@ pub fn spinner(name: &str, deadline_ms: u64) -> String {
 pub async fn verb(host: &BinaryHost, args: &[&str]) -> Result<(bool, String)> {
     let admin = format!("http://{}", host.admin_addr().await?);
     let state = host.state_dir().display().to_string();
-    let out = Command::new(binary())
-        .args(args)
-        .args(["--admin", &admin, "--state-dir", &state])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+    crate::process::verb(&[args, &["--admin", &admin, "--state-dir", &state]].concat())
 }
 
 /// Deploys `shadow` as the shadow of the neighbour's `burner` app.

@@ -129,3 +129,24 @@ fn listening(log: &str, message: &str) -> Option<String> {
         .find_map(|token| token.strip_prefix("addr="))
         .map(str::to_owned)
 }
+
+/// `ruststream ARGS` with the test credentials, to its end: whether it succeeded, and its
+/// stdout and stderr together.
+///
+/// # Errors
+/// When the binary cannot be run.
+pub fn verb(args: &[&str]) -> anyhow::Result<(bool, String)> {
+    let out = Command::new(binary())
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((out.status.success(), text))
+}

@@ -17,14 +17,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use ruststream_tests::guests;
 use ruststream_tests::process::{Running, admin_addr, metrics_addr, run_host, state_dir};
 use ruststream_tests::scrape::Scrape;
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::poll_for;
-use ruststream_tests::{binary, guests};
 use serde_json::Value;
 
 /// The local Kinesis and a folder for one test.
@@ -103,19 +102,7 @@ impl Setup {
 
 /// `ruststream ARGS`: whether it succeeded, its stdout and stderr.
 fn run(args: &[&str]) -> anyhow::Result<(bool, String)> {
-    let out = Command::new(binary())
-        .args(args)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+    ruststream_tests::process::verb(args)
 }
 
 /// A host running `tenants`, once it reads `shards` shards, and how to reach its admin API.
