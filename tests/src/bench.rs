@@ -82,14 +82,15 @@ pub fn status_kib(pid: &str, field: &str) -> Result<u64> {
         .with_context(|| format!("{field} in /proc/{pid}/status is not a number"))
 }
 
-/// How long this process's threads named `prefix...` (as `/proc` shows a name: its first 15
-/// bytes) have been runnable and waiting for a core, in total: time the operating system gave
-/// to other threads, which a call's own-time deadline does not spend.
+/// How long each of this process's threads named `prefix...` (as `/proc` shows a name: its
+/// first 15 bytes) has been runnable and waiting for a core so far, by thread id: time the
+/// operating system gave to other threads, which a call's own-time deadline does not spend.
+/// Compare two with [`RunqueueWaits::since`].
 ///
 /// # Errors
 /// When `/proc/self/task` cannot be read.
-pub fn runqueue_wait(prefix: &str) -> Result<std::time::Duration> {
-    let mut waited = 0_u64;
+pub fn runqueue_waits(prefix: &str) -> Result<RunqueueWaits> {
+    let mut waits = std::collections::BTreeMap::new();
     for task in std::fs::read_dir("/proc/self/task")? {
         let dir = task?.path();
         let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
@@ -98,11 +99,28 @@ pub fn runqueue_wait(prefix: &str) -> Result<std::time::Duration> {
         }
         // `schedstat`: ns on a core, ns waiting on a run queue, time slices.
         let stats = std::fs::read_to_string(dir.join("schedstat")).unwrap_or_default();
-        waited += stats
+        let waited = stats
             .split_whitespace()
             .nth(1)
             .and_then(|ns| ns.parse::<u64>().ok())
             .unwrap_or(0);
+        waits.insert(dir, waited);
     }
-    Ok(std::time::Duration::from_nanos(waited))
+    Ok(RunqueueWaits(waits))
+}
+
+/// Run-queue waits of threads, as [`runqueue_waits`] read them at one moment.
+pub struct RunqueueWaits(std::collections::BTreeMap<std::path::PathBuf, u64>);
+
+impl RunqueueWaits {
+    /// How long the threads seen in both readings waited between `earlier` and this one:
+    /// threads that ended meanwhile (another test's pool, shut down) or started count nothing.
+    pub fn since(&self, earlier: &Self) -> std::time::Duration {
+        let waited = self
+            .0
+            .iter()
+            .filter_map(|(thread, now)| Some(now.saturating_sub(*earlier.0.get(thread)?)))
+            .sum();
+        std::time::Duration::from_nanos(waited)
+    }
 }

@@ -98,6 +98,10 @@ pub struct HandlerInstance {
     meter: Option<Meter>,
     /// Where publishes (refused, and written) are noted, kept across replacements.
     notes: Option<InstanceNotes>,
+    /// A stand-in left behind by a call whose future was dropped while its compute task ran:
+    /// that task may still hold the clock and the seat until it is dropped in turn, so the
+    /// next call takes fresh ones.
+    orphaned: bool,
 }
 
 /// A [`BatchCall`] that owns what it refers to, to be moved onto a compute thread: every
@@ -152,6 +156,7 @@ impl HandlerInstance {
             clock,
             meter,
             notes: None,
+            orphaned: false,
         }
     }
 
@@ -168,7 +173,19 @@ impl HandlerInstance {
             clock: self.clock.clone(),
             meter: self.meter.clone(),
             notes: self.notes.clone(),
+            orphaned: true,
         }
+    }
+
+    /// After a call whose compute task outlived it: a clock and a seat of its own, so the
+    /// task ending later can neither charge this instance's calls nor take their place in
+    /// the queue.
+    fn adopt(&mut self) {
+        if !std::mem::take(&mut self.orphaned) {
+            return;
+        }
+        self.clock = CallClock::new();
+        self.meter = meter_of(&self.runtime, &self.env, &self.clock);
     }
 
     /// Notes every publish the stream accepts from now on in `log`, by the record it was made
@@ -210,6 +227,7 @@ impl HandlerInstance {
         &mut self,
         call: &BatchCall<'_>,
     ) -> Result<Vec<Outcome>, BatchFailure> {
+        self.adopt();
         let runtime = self.runtime.clone();
         let (Some(pool), Some(meter)) = (runtime.compute(), self.meter.clone()) else {
             return self.handle_here(call).await;

@@ -160,12 +160,16 @@ impl Arena {
             self.all_booked() && self.ledger_reports() >= self.ledger_ids.load(Ordering::Relaxed)
         })
         .await;
+        // What the good tenant's shard and every tenant's CPU show, for a failure to say
+        // whether its calls waited for a slot, ran and failed, or never came.
         anyhow::ensure!(
             booked,
-            "settlement booked {:?}, reported {} of {}",
+            "settlement booked {:?}, reported {} of {}; CPU {:?}; {:#?}",
             self.booked(),
             self.ledger_reports(),
-            self.ledger_ids.load(Ordering::Relaxed)
+            self.ledger_ids.load(Ordering::Relaxed),
+            self.host.runtime.cpu_usage(),
+            self.good.status()
         );
         let last = self
             .host
@@ -181,8 +185,9 @@ impl Arena {
         let shard = self.good.status()[0].shards.values().next().cloned();
         anyhow::ensure!(
             stored,
-            "stored checkpoint {:?} never reached {last:?}: {shard:#?}",
-            self.stored_checkpoint().await
+            "stored checkpoint {:?} never reached {last:?}; CPU {:?}; {shard:#?}",
+            self.stored_checkpoint().await,
+            self.host.runtime.cpu_usage()
         );
         let shard = shard.expect("the ledger shard");
         assert_eq!(shard.state, ShardState::Reading);
