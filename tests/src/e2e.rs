@@ -395,6 +395,25 @@ impl ReadBack {
     }
 }
 
+/// Waits up to `within` until `stream` holds at least `count` records; returns them all, as
+/// [`read_all`] does.
+///
+/// # Errors
+/// When it never holds that many.
+pub async fn read_at_least(
+    kinesis: &aws_sdk_kinesis::Client,
+    stream: &str,
+    count: usize,
+    within: Duration,
+) -> Result<Vec<ReadBack>> {
+    crate::wait::poll_for(within, async || {
+        let records = read_all(kinesis, stream).await.ok()?;
+        (records.len() >= count).then_some(records)
+    })
+    .await
+    .ok_or_else(|| anyhow::anyhow!("`{stream}` never held {count} records"))
+}
+
 /// Every record of every shard of `stream`, from the horizon, in shard order.
 pub async fn read_all(kinesis: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<ReadBack>> {
     let mut out = Vec::new();

@@ -1040,30 +1040,7 @@ mod tests {
         let config = parse(&format!(
             "{base}batch_size = 10\nmaximum_retry_attempts = 2\n[tenants.subscriptions.book]\nbatch_size = 5\non_failure = \"ops\"\nenabled = false\n"
         ))?;
-        let specs = [
-            SubscriptionSpec {
-                index: 0,
-                name: "book".into(),
-                stream: "ledger".into(),
-                retry: Default::default(),
-                start: None,
-                on_trap: ruststream_runtime::Outcome::Retry,
-                batch_limit: None,
-                max_record_age: None,
-                retry_stream: None,
-            },
-            SubscriptionSpec {
-                index: 1,
-                name: "audit".into(),
-                stream: "ledger".into(),
-                retry: Default::default(),
-                start: None,
-                on_trap: ruststream_runtime::Outcome::Retry,
-                batch_limit: None,
-                max_record_age: None,
-                retry_stream: None,
-            },
-        ];
+        let specs = [spec(0, "book"), spec(1, "audit")];
         let settings = config.tenants[0]
             .operator_settings()
             .for_subscriptions(&specs);
@@ -1078,6 +1055,21 @@ mod tests {
         );
         assert!(audit.enabled);
         Ok(())
+    }
+
+    /// A subscription `name` to `ledger`, with the contract's defaults.
+    fn spec(index: u32, name: &str) -> SubscriptionSpec {
+        SubscriptionSpec {
+            index,
+            name: name.into(),
+            stream: "ledger".into(),
+            retry: Default::default(),
+            start: None,
+            on_trap: ruststream_runtime::Outcome::Retry,
+            batch_limit: None,
+            max_record_age: None,
+            retry_stream: None,
+        }
     }
 
     #[test]
@@ -1105,20 +1097,9 @@ mod tests {
         let config = parse(&format!(
             "{base}retry_stream = \"ops\"\n[tenants.subscriptions.book]\nretry_stream = \"ledger.retry\"\n"
         ))?;
-        let spec = |name: &str| SubscriptionSpec {
-            index: 0,
-            name: name.into(),
-            stream: "ledger".into(),
-            retry: Default::default(),
-            start: None,
-            on_trap: ruststream_runtime::Outcome::Retry,
-            batch_limit: None,
-            max_record_age: None,
-            retry_stream: None,
-        };
         let settings = config.tenants[0]
             .operator_settings()
-            .for_subscriptions(&[spec("book"), spec("audit")]);
+            .for_subscriptions(&[spec(0, "book"), spec(0, "audit")]);
         assert_eq!(
             settings["book"].retry_stream.as_deref(),
             Some("ledger.retry")

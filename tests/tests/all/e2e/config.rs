@@ -17,23 +17,8 @@ fn temp_dir(name: &str) -> anyhow::Result<PathBuf> {
 /// Runs the binary with `args`, with nothing to reach but a closed loopback port; returns
 /// whether it succeeded, and stdout and stderr together.
 fn ruststream(args: &[&str], config: &Path) -> anyhow::Result<(bool, String)> {
-    let out = Command::new(binary())
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        // Its own state directory, beside the tenants file, not the user's.
-        .env(
-            "RUSTSTREAM_STATE_DIR",
-            ruststream_tests::process::state_dir(config),
-        )
-        .env("RUST_LOG", "warn")
-        .output()?;
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    Ok((out.status.success(), text))
+    let (ok, stdout, stderr) = ruststream_apart(args, config)?;
+    Ok((ok, stdout + &stderr))
 }
 
 /// [`ruststream`], stdout and stderr apart.

@@ -15,10 +15,10 @@ use ruststream_runtime::envelope::{
     self, DUE_AT_HEADER, NATIVE_DELIVERY_HEADERS, RETRY_COUNT_HEADER,
 };
 use ruststream_runtime::record::{CopyOrigin, CopyOwner, Header};
-use ruststream_tests::e2e::{ReadBack, put_json, put_raw, read_all};
+use ruststream_tests::e2e::{ReadBack, put_json, put_raw, read_all, read_at_least};
 use ruststream_tests::fixture::{BinaryHost, Fixture, WAIT};
 use ruststream_tests::guests;
-use ruststream_tests::wait::{eventually_async, poll_for};
+use ruststream_tests::wait::eventually_async;
 use serde_json::{Value, json};
 
 /// How long the step whose copy outlives a crash asks to wait: long enough that the host is
@@ -171,7 +171,7 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
     // A refund retried until spent: its copies in its retry stream, its dead letter out.
     let (refund_shard, refund) =
         put_json(client, "refunds", &json!({"id": 7, "amount": -40}), None).await?;
-    let dead = records(client, "refunds.dead", 1).await?;
+    let dead = read_at_least(client, "refunds.dead", 1, WAIT).await?;
     let origin = DeadLetterOrigin::from_headers(&dead[0].envelope().headers)
         .ok_or_else(|| anyhow::anyhow!("a dead letter without its origin"))?;
     assert_eq!(
@@ -186,7 +186,9 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
     // Both of its streams checkpointed past it, so the crash below leaves nothing of it to
     // read again.
     let ledger = fixture.lease_store("ruststream-acme-ledger._retries").await;
-    let last_copy = records(client, "refunds.retry", 2).await?.remove(1);
+    let last_copy = read_at_least(client, "refunds.retry", 2, WAIT)
+        .await?
+        .remove(1);
     for (key, sequence) in [
         (format!("refunds:{refund_shard}"), &refund),
         (
@@ -215,7 +217,9 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
         None,
     )
     .await?;
-    let copy = records(client, "paced.retry", 1).await?.remove(0);
+    let copy = read_at_least(client, "paced.retry", 1, WAIT)
+        .await?
+        .remove(0);
     let due = copy
         .envelope()
         .due_at_ms
@@ -381,18 +385,4 @@ async fn checkpoint(store: &dyn LeaseStore, key: &str) -> Option<String> {
     rows.into_iter()
         .find(|row| row.key == key)
         .and_then(|row| row.checkpoint)
-}
-
-/// Waits until `stream` holds at least `count` records; returns them.
-async fn records(
-    client: &aws_sdk_kinesis::Client,
-    stream: &str,
-    count: usize,
-) -> anyhow::Result<Vec<ReadBack>> {
-    poll_for(WAIT, async || {
-        let records = read_all(client, stream).await.ok()?;
-        (records.len() >= count).then_some(records)
-    })
-    .await
-    .ok_or_else(|| anyhow::anyhow!("`{stream}` never held {count} records"))
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ruststream_host::LeaseStore;
 use ruststream_runtime::dead_letter::DeadLetterOrigin;
-use ruststream_tests::e2e::{ReadBack, put_json, read_all};
+use ruststream_tests::e2e::{ReadBack, put_json, read_all, read_at_least};
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
 use ruststream_tests::wait::{eventually, eventually_async, poll_for};
@@ -90,8 +90,8 @@ async fn each_copy_reaches_only_the_subscription_that_made_it() -> anyhow::Resul
     }
 
     // Each dead-letter stream holds its own subscription's records, with its own counts.
-    let dead = wait_for_records(client, "ledger.dead", REFUNDS as usize).await?;
-    let strict_dead = wait_for_records(client, "ledger.strict-dead", REFUNDS as usize).await?;
+    let dead = read_at_least(client, "ledger.dead", REFUNDS as usize, WAIT).await?;
+    let strict_dead = read_at_least(client, "ledger.strict-dead", REFUNDS as usize, WAIT).await?;
     for (letters, subscriber, tenant, attempts) in [
         (&dead, "reconcile", "acme", 3),
         (&strict_dead, "strict", "globex", 1),
@@ -189,19 +189,6 @@ fn copies_for(stream: &[ReadBack], owner: &str) -> usize {
             })
         })
         .count()
-}
-
-async fn wait_for_records(
-    client: &aws_sdk_kinesis::Client,
-    stream: &str,
-    count: usize,
-) -> anyhow::Result<Vec<ReadBack>> {
-    poll_for(WAIT, async || {
-        let records = read_all(client, stream).await.ok()?;
-        (records.len() >= count).then_some(records)
-    })
-    .await
-    .ok_or_else(|| anyhow::anyhow!("`{stream}` never held {count} records"))
 }
 
 /// The host of both tenants, once it reads its three shards (two subscriptions of `acme`, one
