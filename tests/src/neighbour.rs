@@ -85,9 +85,18 @@ pub async fn deploy_shadow(host: &BinaryHost, shadow: crate::Guest) -> Result<()
 /// # Errors
 /// Not all of them within four minutes; the error holds the log's end.
 pub async fn latencies(host: &BinaryHost, ids: Range<u64>) -> Result<Vec<u64>> {
+    latencies_across(&[host], ids).await
+}
+
+/// [`latencies`] of records handled by any of `hosts` (a fleet sharing the neighbour's
+/// shards).
+///
+/// # Errors
+/// Not all of them within four minutes; the error holds the end of each host's log.
+pub async fn latencies_across(hosts: &[&BinaryHost], ids: Range<u64>) -> Result<Vec<u64>> {
     let wanted = ids.clone().count();
     let found = poll_for(HANDLED_WITHIN, async || {
-        let log = host.output();
+        let log: String = hosts.iter().map(|host| host.output()).collect();
         let mut by_id = BTreeMap::new();
         for line in log.lines().filter(|l| l.contains("burned")) {
             if let (Some(id), Some(latency)) = (field(line, "id"), field(line, "latency_ms"))
@@ -100,9 +109,10 @@ pub async fn latencies(host: &BinaryHost, ids: Range<u64>) -> Result<Vec<u64>> {
     })
     .await;
     found.ok_or_else(|| {
+        let tails: Vec<String> = hosts.iter().map(|host| tail(&host.output())).collect();
         anyhow::anyhow!(
             "records {ids:?} were not all handled: {}",
-            tail(&host.output())
+            tails.join("\n---\n")
         )
     })
 }

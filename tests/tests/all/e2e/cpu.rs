@@ -14,8 +14,8 @@ use ruststream_tests::e2e::put_json_batch;
 use ruststream_tests::fixture::Fixture;
 use ruststream_tests::guests;
 use ruststream_tests::neighbour::{
-    cpu_seconds, deploy_shadow, failures, latencies, neighbour, percentile, rounds_for, spinner,
-    steady, tail, verb,
+    cpu_seconds, deploy_shadow, failures, latencies, latencies_across, neighbour, percentile,
+    rounds_for, spinner, steady, tail, verb,
 };
 use serde_json::json;
 
@@ -239,5 +239,100 @@ async fn a_flooding_shadow_s_throttles_are_its_own() -> anyhow::Result<()> {
     );
     assert!(cpu_seconds(&flooded, "neighbour", "shadow") > 0.0);
     host.stop().await?;
+    Ok(())
+}
+
+/// A fleet: three hosts on one lease table, each running the neighbour and a tenant spinning
+/// to its deadline, their shards spread over the three. Every host shares its own cores by
+/// tenant, so wherever the neighbour's shards and the spinner's land, no record of the
+/// neighbour is trapped, copied or dead-lettered, every host renews its leases on time and
+/// loses none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_on_one_lease_table_keep_a_neighbour_whole_beside_a_spinning_tenant()
+-> anyhow::Result<()> {
+    let fixture = Fixture::builder("cpu-fleet")
+        .stream("work", 3)
+        .stream("work.dead", 1)
+        .stream("work.out", 1)
+        .stream("hostile", 6)
+        .dynamo()
+        .start()
+        .await?;
+    let tenants = format!("{}{}", neighbour(2_000), spinner("spinner", 1_000));
+    let sync = ["--shard-sync-interval-ms", "1000"];
+    let mut hosts = Vec::new();
+    for name in ["a", "b", "c"] {
+        std::fs::create_dir_all(fixture.dir().join(name))?;
+        let file = fixture.tenants_file(&format!("{name}/tenants.toml"), &tenants)?;
+        let host = fixture
+            .host(&file)
+            .log(&format!("{name}.log"))
+            .dynamo_leases()
+            .owner(name)
+            .args(&sync)
+            .start()?;
+        hosts.push(host);
+    }
+    // Balanced: a work shard and two hostile shards each.
+    for host in &hosts {
+        host.wait_for_log("reading shard", 3).await?;
+    }
+    let fleet: Vec<&_> = hosts.iter().collect();
+
+    // 6 shards of 1 s spins, thirty each: the neighbour's records and a few lease renewals
+    // on every host all happen beside them.
+    let spins: Vec<_> = (0..180).map(|id| json!({"id": id})).collect();
+    put_json_batch(fixture.client(), "hostile", &spins).await?;
+    for host in &hosts {
+        host.wait_for_log("spinning forever", 1).await?;
+    }
+    // Small calls (a tenth of the probe's rounds), far inside the 2 s deadline on its own.
+    let jobs: Vec<_> = (1..31)
+        .map(|id| json!({"id": id, "work": 5_000_000}))
+        .collect();
+    put_json_batch(fixture.client(), "work", &jobs).await?;
+    latencies_across(&fleet, 1..31).await?;
+
+    for (name, host) in ["a", "b", "c"].iter().zip(&hosts) {
+        let renewed = ruststream_tests::wait::poll_for(Duration::from_secs(90), async || {
+            let scrape = host.scrape().await.ok()?;
+            let renewals = scrape.sum("ruststream_lease_renewal_lateness_seconds_count", &[]);
+            (renewals >= 5.0).then_some(scrape)
+        })
+        .await;
+        let scrape = renewed.ok_or_else(|| anyhow::anyhow!("host {name} renewed too little"))?;
+        assert!(
+            host.output().matches("spinning forever").count() > 2,
+            "host {name} stopped spinning before its renewals: {}",
+            tail(&host.output())
+        );
+        assert_eq!(
+            failures(&scrape),
+            [0.0; 3],
+            "host {name}: traps, copies, dead letters of the neighbour: {}",
+            tail(&host.output())
+        );
+        assert!(
+            cpu_seconds(&scrape, "spinner", "live") > 0.5,
+            "host {name} never ran the spinner"
+        );
+        assert_eq!(
+            scrape.sum("ruststream_leases_lost_total", &[]),
+            0.0,
+            "host {name} lost a lease"
+        );
+        let renewals = scrape.sum("ruststream_lease_renewal_lateness_seconds_count", &[]);
+        let on_time = scrape.sum(
+            "ruststream_lease_renewal_lateness_seconds_bucket",
+            &[("le", "0.5")],
+        );
+        assert_eq!(
+            on_time, renewals,
+            "host {name}: a renewal started more than 0.5 s late"
+        );
+    }
+    for host in hosts {
+        host.stop().await?;
+    }
     Ok(())
 }
