@@ -7,8 +7,8 @@
 //! `cargo build --release -p ruststream-cli && cargo bench -p ruststream-tests --bench
 //! cpu_isolation`. Each scenario is a fresh host (two compute threads) on local Kinesis; the
 //! neighbour (`burner`) gets a record of 20 ms of CPU every 100 ms, sized by the CPU the host
-//! counts for a probe; spinners are `hostile-spin` tenants (two shards each, 2 s deadline).
-//! Ratios are against the alone scenario of the same run.
+//! counts for a probe; spinners are `hostile-spin` tenants (each on the 8 shards of
+//! `hostile`, 2 s deadline). Ratios are against the alone scenario of the same run.
 
 use std::time::{Duration, Instant};
 
