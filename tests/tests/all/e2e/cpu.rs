@@ -11,12 +11,13 @@
 use std::time::{Duration, Instant};
 
 use ruststream_tests::e2e::put_json_batch;
-use ruststream_tests::fixture::Fixture;
+use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
 use ruststream_tests::neighbour::{
     cpu_seconds, deploy_shadow, failures, latencies, latencies_across, neighbour, percentile,
     rounds_for, spinner, steady, tail, verb,
 };
+use ruststream_tests::scrape::Scrape;
 use serde_json::json;
 
 /// The streams every test here makes: the neighbour's, and `hostile` with `spinning_shards`.
@@ -293,16 +294,40 @@ async fn three_hosts_on_one_lease_table_keep_a_neighbour_whole_beside_a_spinning
     put_json_batch(fixture.client(), "work", &jobs).await?;
     latencies_across(&fleet, 1..31).await?;
 
-    for (name, host) in ["a", "b", "c"].iter().zip(&hosts) {
-        let renewed = ruststream_tests::wait::poll_for(Duration::from_secs(90), async || {
+    // Each host's renewals are counted over a window that opens once its spinner spins and
+    // closes only after five more renewals and five more spins, and the spinner must still
+    // spin after it: the renewals checked are the ones made beside a spinning tenant. The
+    // windows open together, so a host checked last is not judged after its spinner ran out.
+    let renewals =
+        |scrape: &Scrape| scrape.sum("ruststream_lease_renewal_lateness_seconds_count", &[]);
+    let spins = |host: &BinaryHost| host.output().matches("spinning forever").count();
+    let mut opened = Vec::new();
+    for host in &hosts {
+        opened.push((renewals(&host.scrape().await?), spins(host)));
+    }
+    for ((name, host), (renewed_before, spun_before)) in
+        ["a", "b", "c"].iter().zip(&hosts).zip(opened)
+    {
+        let spins = || spins(host);
+        let window = ruststream_tests::wait::poll_for(Duration::from_secs(180), async || {
             let scrape = host.scrape().await.ok()?;
-            let renewals = scrape.sum("ruststream_lease_renewal_lateness_seconds_count", &[]);
-            (renewals >= 5.0).then_some(scrape)
+            (renewals(&scrape) >= renewed_before + 5.0 && spins() >= spun_before + 5)
+                .then_some(scrape)
         })
         .await;
-        let scrape = renewed.ok_or_else(|| anyhow::anyhow!("host {name} renewed too little"))?;
-        assert!(
-            host.output().matches("spinning forever").count() > 2,
+        let scrape = window.ok_or_else(|| {
+            anyhow::anyhow!(
+                "host {name} made fewer than five renewals or five spins: {}",
+                tail(&host.output())
+            )
+        })?;
+        let spun_within = spins();
+        let spun_after = ruststream_tests::wait::poll_for(Duration::from_secs(180), async || {
+            (spins() > spun_within).then_some(())
+        })
+        .await;
+        anyhow::ensure!(
+            spun_after.is_some(),
             "host {name} stopped spinning before its renewals: {}",
             tail(&host.output())
         );
