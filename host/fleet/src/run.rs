@@ -249,6 +249,8 @@ pub struct RunningHost {
     reloads: JoinSet<Result<Vec<Deployed>, ControlError>>,
     starting: Option<tokio::task::Id>,
     probing: tokio::task::JoinHandle<()>,
+    /// This host's part in the fleet's reads, once its table exists (DynamoDB leases only).
+    reads: Option<tokio::task::JoinHandle<ruststream_host::runner::FleetReads>>,
 }
 
 impl RunningHost {
@@ -331,6 +333,7 @@ impl RunningHost {
         Ok(Self {
             starting: Some(first.id()),
             probing: tokio::spawn(probe(fleet.clone())),
+            reads: fleet.join_fleet_reads(),
             fleet,
             state_dir,
             admin,
@@ -407,6 +410,16 @@ impl RunningHost {
             stop_server(server).await;
         }
         stop(&fleet, &mut events).await;
+        // Withdrawn once nothing is read any more, so no host reads faster too early.
+        if let Some(reads) = self.reads {
+            if reads.is_finished() {
+                if let Ok(reads) = reads.await {
+                    reads.stop().await;
+                }
+            } else {
+                reads.abort();
+            }
+        }
         drop(self.state_dir);
         outcome
     }

@@ -22,6 +22,13 @@ pub const ROLLBACKS: &str = "ruststream_rollbacks_total";
 /// a busy executor, a starved core), whatever tenants run.
 pub const RENEWAL_LATENESS: &str = "ruststream_lease_renewal_lateness_seconds";
 
+/// GetRecords calls this host made, by `stream` and `shard` (host-wide: one read serves every
+/// reader of the shard in the host).
+pub const GET_RECORDS: &str = "ruststream_get_records_total";
+/// Hosts of the fleet reading a shard, this one included, as the fleet's reads table says, by
+/// `stream` and `shard`: this host's turns on the shard are that many times 200 ms apart.
+pub const SHARD_READERS: &str = "ruststream_shard_reader_hosts";
+
 /// Dead letters a redrive settled, by `redrive` (its id), `outcome` (`redriven`, `skipped`)
 /// and, when skipped, `reason`.
 pub const REDRIVE_RECORDS: &str = "ruststream_redrive_records_total";
@@ -42,6 +49,15 @@ pub fn describe() {
     );
     metrics::describe_counter!(SWAPS, "Component versions swapped in.");
     metrics::describe_counter!(ROLLBACKS, "Swaps rolled back, by trigger.");
+    metrics::describe_counter!(
+        GET_RECORDS,
+        "GetRecords calls this host made, by stream and shard."
+    );
+    metrics::describe_gauge!(
+        SHARD_READERS,
+        "Hosts of the fleet reading the shard, this one included: this host reads it at most \
+         5/n times a second."
+    );
     metrics::describe_counter!(
         REDRIVE_RECORDS,
         "Dead letters a redrive settled, by redrive, outcome and skip reason."

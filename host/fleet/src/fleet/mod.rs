@@ -14,6 +14,7 @@
 //! since the host last saw them, else the version that was live (an upload, a rollback).
 
 mod control;
+mod reads;
 mod redrives;
 mod shadows;
 mod versions;

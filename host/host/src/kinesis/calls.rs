@@ -78,6 +78,12 @@ impl ShardRef {
         loop {
             let started = Instant::now();
             let tap = RecordsTap::default();
+            metrics::counter!(
+                crate::metrics::GET_RECORDS,
+                "stream" => self.stream.clone(),
+                "shard" => self.shard_id.clone()
+            )
+            .increment(1);
             let call = self
                 .client
                 .get_records()

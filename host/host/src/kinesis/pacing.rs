@@ -12,6 +12,12 @@
 //! A throttle pushes the shard's next turn back for all its readers, by a pause that doubles
 //! with each throttle in a row (from the reader's first backoff pause up to its largest), and
 //! a read that succeeds ends the run.
+//!
+//! One pacing serves every identity of a host (tenants reading with their own roles take
+//! turns from it like the others), and a fleet divides a shard's five reads a second between
+//! the hosts that read it: told by [`ReadPacing::share`] that `n` hosts read a shard
+//! (`runner/fleet_reads.rs` counts them in the fleet's reads table), this host's turns on it
+//! are `n × 200 ms` apart.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -52,7 +58,7 @@ impl ReaderOwner {
     }
 }
 
-/// The turns of every shard read with one client, by (stream, shard).
+/// The turns of every shard a host reads, by (stream, shard).
 #[derive(Debug, Default)]
 pub struct ReadPacing {
     shards: Arc<Mutex<HashMap<(String, String), ShardTurns>>>,
@@ -82,6 +88,10 @@ struct ShardTurns {
     last_subscription: HashMap<String, (String, String)>,
     /// Throttles in a row, and the pause they have grown to.
     throttles: Option<Backoff>,
+    /// Hosts of the fleet reading the shard, this one included (at least 1).
+    hosts: u32,
+    /// When this host last took a turn on it.
+    last_turn: Option<Instant>,
     /// A task grants the waiting reads their turns.
     driving: bool,
     next_id: u64,
@@ -127,7 +137,7 @@ impl ReadPacing {
         if !turns.driving && turns.waiting.is_empty() && turns.next_at <= now {
             // A rested shard nobody waits for: the turn is this caller's at once.
             turns.served(&owner);
-            turns.next_at = now + MIN_READ_INTERVAL;
+            turns.taken(now);
             let _ = grant.send(());
         } else {
             turns.waiting.push(Waiter {
@@ -175,6 +185,41 @@ impl ReadPacing {
         pause
     }
 
+    /// `hosts` hosts of the fleet read `shard` of `stream`, this one included: its turns here
+    /// are `hosts × 200 ms` apart from now on (a turn already due waits for the new spacing).
+    pub fn share(&self, stream: &str, shard: &str, hosts: u32) {
+        let mut shards = lock(&self.shards);
+        let turns = shards
+            .entry((stream.to_owned(), shard.to_owned()))
+            .or_insert_with(ShardTurns::new);
+        turns.hosts = hosts.max(1);
+        if let Some(last) = turns.last_turn {
+            turns.next_at = turns.next_at.max(last + turns.interval());
+        }
+    }
+
+    /// How far apart this host's turns on `shard` of `stream` are.
+    pub fn interval(&self, stream: &str, shard: &str) -> Duration {
+        lock(&self.shards)
+            .get(&(stream.to_owned(), shard.to_owned()))
+            .map_or(MIN_READ_INTERVAL, ShardTurns::interval)
+    }
+
+    /// The shards this host read within `window`, or that a read waits for now.
+    pub fn read_within(&self, window: Duration) -> Vec<(String, String)> {
+        let now = Instant::now();
+        lock(&self.shards)
+            .iter()
+            .filter(|(_, turns)| {
+                !turns.waiting.is_empty()
+                    || turns
+                        .last_turn
+                        .is_some_and(|at| now.saturating_duration_since(at) <= window)
+            })
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
     /// A read of `shard` was answered: the throttles in a row, if any, are over.
     pub fn answered(&self, stream: &str, shard: &str) {
         if let Some(turns) = lock(&self.shards).get_mut(&(stream.to_owned(), shard.to_owned())) {
@@ -204,9 +249,22 @@ impl ShardTurns {
             last_tenant: None,
             last_subscription: HashMap::new(),
             throttles: None,
+            hosts: 1,
+            last_turn: None,
             driving: false,
             next_id: 0,
         }
+    }
+
+    /// This host's share of the shard's turns: 200 ms for each host reading it.
+    fn interval(&self) -> Duration {
+        MIN_READ_INTERVAL * self.hosts
+    }
+
+    /// A turn was granted at `now`.
+    fn taken(&mut self, now: Instant) {
+        self.last_turn = Some(now);
+        self.next_at = now + self.interval();
     }
 
     fn served(&mut self, owner: &ReaderOwner) {
@@ -286,7 +344,7 @@ async fn drive(shards: Arc<Mutex<HashMap<(String, String), ShardTurns>>>, key: (
         // A read that went away before its turn takes none.
         while let Some(waiter) = turns.pick() {
             if waiter.grant.send(()).is_ok() {
-                turns.next_at = now + MIN_READ_INTERVAL;
+                turns.taken(now);
                 break;
             }
         }
@@ -321,6 +379,53 @@ mod tests {
             0,
             "a rested shard reads at once"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_read_by_several_hosts_takes_their_share_of_the_turns() {
+        let pacing = ReadPacing::new();
+        pacing.turn("s", "shard-0").await;
+        pacing.share("s", "shard-0", 3);
+        let start = Instant::now();
+        pacing.turn("s", "shard-0").await;
+        pacing.turn("s", "shard-0").await;
+        assert_eq!(
+            start.elapsed().as_millis(),
+            1_200,
+            "three hosts: 600 ms apart"
+        );
+        assert_eq!(pacing.interval("s", "shard-0"), Duration::from_millis(600));
+        assert_eq!(pacing.interval("s", "shard-1"), MIN_READ_INTERVAL);
+        pacing.share("s", "shard-0", 1);
+        let alone = Instant::now();
+        pacing.turn("s", "shard-0").await;
+        pacing.turn("s", "shard-0").await;
+        assert_eq!(
+            alone.elapsed().as_millis(),
+            800,
+            "alone again: the last 600 ms turn, then 200"
+        );
+        pacing.share("s", "shard-0", 0);
+        assert_eq!(
+            pacing.interval("s", "shard-0"),
+            MIN_READ_INTERVAL,
+            "never below one host"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shards_read_lately_are_the_ones_this_host_reads() {
+        let pacing = ReadPacing::new();
+        pacing.turn("s", "shard-0").await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        pacing.turn("s", "shard-1").await;
+        let window = Duration::from_secs(3);
+        assert_eq!(
+            pacing.read_within(window),
+            [("s".to_owned(), "shard-1".to_owned())]
+        );
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert!(pacing.read_within(window).is_empty());
     }
 
     /// Turns taken in a minute by each owner, every owner asking again as soon as served.

@@ -72,8 +72,9 @@ impl SharedReads {
         Self::with_pacing(client, Arc::new(ReadPacing::new()))
     }
 
-    /// Reads made with `client`, taking turns from `pacing` (which must be used with this
-    /// client only: turns count what one identity asks of a shard).
+    /// Reads made with `client`, taking turns from `pacing`, which the reads of other
+    /// clients (a host's other identities) may share: turns count what the host asks of a
+    /// shard, whoever signs.
     pub fn with_pacing(client: Client, pacing: Arc<ReadPacing>) -> Self {
         Self {
             client,

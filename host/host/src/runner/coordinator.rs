@@ -25,6 +25,7 @@ use ruststream_runtime::{app::StartPosition, escape::one_line, publish::BoxFutur
 use super::HostConfig;
 use super::balance::{self, Holding};
 use super::handoff::{self, Watched};
+use super::observed::Observed;
 use super::presence::{self, Presence};
 use super::seek::{SeekError, SeekRequest, ShardSeek};
 use super::status::StatusBoard;
@@ -123,7 +124,7 @@ pub(crate) async fn coordinate(
         owner,
         scope,
         shared_stream,
-        observed: HashMap::new(),
+        observed: Observed::default(),
         unheld_since: HashMap::new(),
         workers: JoinSet::new(),
         tasks: HashMap::new(),
@@ -190,7 +191,7 @@ struct Coordinator {
     shared_stream: bool,
     /// Per row key (leases and presence rows): the counter last seen and since when it has
     /// not moved.
-    observed: HashMap<String, (u64, Instant)>,
+    observed: Observed,
     /// Eligible shards whose lease is free or expired, and since when (to take one nobody
     /// takes).
     unheld_since: HashMap<String, Instant>,
@@ -294,32 +295,16 @@ impl Coordinator {
 
     /// Notes every row's counter (leases and presence rows alike), and forgets rows gone.
     fn observe(&mut self, rows: &HashMap<String, LeaseRecord>, hosts: &[HostRecord]) {
-        let now = Instant::now();
         let counters = rows
             .values()
             .map(|row| (&row.key, row.counter))
             .chain(hosts.iter().map(|host| (&host.key, host.counter)));
-        let mut seen = HashSet::new();
-        for (key, counter) in counters {
-            seen.insert(key.as_str());
-            let entry = self.observed.entry(key.clone()).or_insert((counter, now));
-            if entry.0 != counter {
-                *entry = (counter, now);
-            }
-        }
-        self.observed.retain(|key, _| seen.contains(key.as_str()));
+        self.observed.observe(counters);
     }
 
     /// Whether the row `key` was seen at `counter` without a change for a lease duration.
     fn expired(&self, key: &str, counter: u64) -> bool {
-        self.unchanged_for(key, counter) >= self.ctx.config.lease_ttl
-    }
-
-    fn unchanged_for(&self, key: &str, counter: u64) -> Duration {
-        self.observed
-            .get(key)
-            .filter(|(seen, _)| *seen == counter)
-            .map_or(Duration::ZERO, |(_, since)| since.elapsed())
+        self.observed.unchanged_for(key, counter) >= self.ctx.config.lease_ttl
     }
 
     fn lease_expired(&self, row: &LeaseRecord) -> bool {
@@ -347,21 +332,15 @@ impl Coordinator {
     /// their hosts died without withdrawing.
     async fn forget_dead_hosts(&self, hosts: &[HostRecord]) {
         let long_dead = self.ctx.config.lease_ttl * presence::FORGET_AFTER_TTLS;
-        for host in hosts {
-            if host.owner == self.owner || self.unchanged_for(&host.key, host.counter) < long_dead {
-                continue;
-            }
-            let key = PresenceKey::new(&host.scope, &host.owner);
-            let store = self.ctx.store.clone();
-            let forgotten = timeout(
-                self.call_timeout(),
-                store.withdraw(&key, Some(host.counter)),
-            )
-            .await;
-            if let Ok(Ok(true)) = forgotten {
-                tracing::info!(presence = %key, "forgot a host that stopped without saying so");
-            }
-        }
+        presence::forget_dead(
+            &self.ctx.store,
+            hosts,
+            &self.owner,
+            &self.observed,
+            long_dead,
+            self.call_timeout(),
+        )
+        .await;
     }
 
     /// Shards that are not finished and whose parents are finished (or gone from the stream).

@@ -6,7 +6,9 @@
 mod app;
 mod balance;
 mod coordinator;
+mod fleet_reads;
 mod handoff;
+mod observed;
 mod presence;
 mod release;
 mod seek;
@@ -16,6 +18,7 @@ mod status;
 mod worker;
 
 pub use app::{RunningApp, SwapError, Swapped};
+pub use fleet_reads::{FleetReads, READS_TABLE};
 pub use seek::SeekError;
 pub use settings::{OperatorSettings, admit_settings};
 pub use shadow::{KEPT_DISAGREEMENTS, ShadowStatus};
@@ -30,7 +33,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::kinesis::{KinesisPublisher, ReaderConfig, ShardListings, SharedReads};
+use crate::kinesis::{KinesisPublisher, ReadPacing, ReaderConfig, ShardListings, SharedReads};
 use crate::lease::LeaseStore;
 use crate::lease::keeper::KeeperTiming;
 use ruststream_runtime::{
@@ -151,7 +154,8 @@ pub struct Host {
     client: aws_sdk_kinesis::Client,
     /// Shared by every app started on this host with `client`.
     listings: Arc<ShardListings>,
-    /// Reads of each shard with `client`: their turns, and what they share.
+    /// Reads of each shard with `client`: what they share, and their turns (taken from one
+    /// pacing for every identity of the host).
     reads: Arc<SharedReads>,
     config: Arc<HostConfig>,
     publisher: Arc<dyn Publisher>,
@@ -176,12 +180,18 @@ impl Host {
     }
 
     /// The same host calling Kinesis through `client` instead, publishing with it too: a
-    /// tenant whose calls run with its own credentials (an assumed role).
+    /// tenant whose calls run with its own credentials (an assumed role). Its reads share
+    /// nothing with the other identities' (each is signed with its own rights) but take their
+    /// turns on a shard from the same pacing: a shard is read at most five times a second
+    /// by the host, whatever the identities.
     pub fn with_kinesis(&self, client: aws_sdk_kinesis::Client) -> Self {
         Self {
             publisher: publisher(&client, &self.config),
             listings: listings(&client, &self.config),
-            reads: Arc::new(SharedReads::new(client.clone())),
+            reads: Arc::new(SharedReads::with_pacing(
+                client.clone(),
+                self.reads.pacing().clone(),
+            )),
             client,
             ..self.clone()
         }
@@ -212,6 +222,12 @@ impl Host {
     pub fn with_publisher(mut self, publisher: Arc<dyn Publisher>) -> Self {
         self.publisher = publisher;
         self
+    }
+
+    /// The turns of every shard this host reads, for all its identities: what a fleet's
+    /// share of a shard's reads ([`FleetReads`]) is applied to.
+    pub fn read_pacing(&self) -> &Arc<ReadPacing> {
+        self.reads.pacing()
     }
 
     /// Its configuration.

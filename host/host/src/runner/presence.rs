@@ -16,8 +16,9 @@ use tracing::Instrument as _;
 
 use ruststream_runtime::escape::one_line;
 
+use super::observed::Observed;
 use crate::lease::keeper::KeeperTiming;
-use crate::lease::{LeaseStore, PresenceKey};
+use crate::lease::{HostRecord, LeaseStore, PresenceKey};
 
 /// Lease durations after which a presence row that has not moved is deleted by whoever sees
 /// it: long past its expiry, so a host paused for a while is not deleted and re-added.
@@ -61,6 +62,30 @@ impl Drop for Presence {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
+        }
+    }
+}
+
+/// Deletes the presence rows among `hosts` (of any scope, none of `owner`'s) that have not
+/// moved for `long_dead`: their hosts died without withdrawing. Each delete is conditional on
+/// the counter seen, so a host that came back keeps its row.
+pub(crate) async fn forget_dead(
+    store: &Arc<dyn LeaseStore>,
+    hosts: &[HostRecord],
+    owner: &str,
+    observed: &Observed,
+    long_dead: std::time::Duration,
+    call_timeout: std::time::Duration,
+) {
+    for host in hosts {
+        if host.owner == owner || observed.unchanged_for(&host.key, host.counter) < long_dead {
+            continue;
+        }
+        let key = PresenceKey::new(&host.scope, &host.owner);
+        let forgotten =
+            tokio::time::timeout(call_timeout, store.withdraw(&key, Some(host.counter))).await;
+        if let Ok(Ok(true)) = forgotten {
+            tracing::info!(presence = %key, "forgot a host that stopped without saying so");
         }
     }
 }

@@ -1,0 +1,211 @@
+//! Kinesis serves five GetRecords a second per shard to all its readers together: a fleet
+//! reads each shard within that, whatever the number of hosts, tenants, apps and identities
+//! reading it. A recording proxy in front of kinesis-local counts every GetRecords the hosts
+//! make (kinesis-local itself never throttles, so nothing else would show an excess).
+
+use std::time::{Duration, Instant};
+
+use ruststream_tests::fixture::{BinaryHost, Fixture};
+use ruststream_tests::guests;
+use ruststream_tests::proxy::RecordingProxy;
+use ruststream_tests::scrape::Scrape;
+use ruststream_tests::wait::poll_for;
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+/// The window the rate is averaged over: Kinesis's limit holds for any 10 s.
+const WINDOW: Duration = Duration::from_secs(10);
+
+/// `names` each running the auditor on `ledger`, with `role_arn` when given.
+fn auditors(names: &[(&str, Option<&str>)]) -> String {
+    names
+        .iter()
+        .map(|(name, role)| {
+            let role = role.map_or(String::new(), |arn| format!("role_arn = \"{arn}\""));
+            format!(
+                r#"
+                [[tenants]]
+                name = "{name}"
+                components = ["{audit}"]
+                subscribe = ["ledger"]
+                {role}
+                "#,
+                audit = guests::LEDGER_AUDIT.path().display(),
+            )
+        })
+        .collect()
+}
+
+/// Puts an entry on `ledger` every 50 ms until aborted, so that every read finds records and
+/// readers read back to back (an empty answer would pause them for a second); returns how many
+/// it put through `put`.
+fn keep_putting(
+    client: aws_sdk_kinesis::Client,
+) -> (JoinHandle<()>, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    let put = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = put.clone();
+    let task = tokio::spawn(async move {
+        for id in 0.. {
+            let entry = json!({ "id": id, "amount": 1 });
+            if ruststream_tests::e2e::put_json(&client, "ledger", &entry, None)
+                .await
+                .is_ok()
+            {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    (task, put)
+}
+
+/// Waits until every host says `hosts` hosts read the ledger's shard.
+async fn until_shared_by(hosts: &[BinaryHost], readers: f64) -> anyhow::Result<()> {
+    for host in hosts {
+        let shared = poll_for(Duration::from_secs(60), async || {
+            let scrape = host.scrape().await.ok()?;
+            let seen = scrape.sum("ruststream_shard_reader_hosts", &[("stream", "ledger")]);
+            (seen == readers).then_some(())
+        })
+        .await;
+        anyhow::ensure!(
+            shared.is_some(),
+            "a host never saw {readers} readers of the shard: {}",
+            host.output()
+        );
+    }
+    Ok(())
+}
+
+/// The GetRecords calls the proxy forwarded in the [`WINDOW`] from now on.
+async fn reads_in_a_window(proxy: &RecordingProxy) -> usize {
+    let from = Instant::now();
+    tokio::time::sleep(WINDOW).await;
+    let to = Instant::now();
+    proxy
+        .calls("GetRecords")
+        .iter()
+        .filter(|call| call.at >= from && call.at <= to)
+        .count()
+}
+
+/// Waits until each of `tenants` has handled `count` records on `host`.
+async fn handled(host: &BinaryHost, tenants: &[&str], count: u64) -> anyhow::Result<()> {
+    let done = poll_for(Duration::from_secs(120), async || {
+        let scrape: Scrape = host.scrape().await.ok()?;
+        tenants
+            .iter()
+            .all(|t| scrape.sum("ruststream_records_total", &[("tenant", t)]) >= count as f64)
+            .then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        done.is_some(),
+        "not every tenant of {tenants:?} handled {count} records: {}",
+        host.output()
+    );
+    Ok(())
+}
+
+/// Three hosts on one lease table, two tenants each on one 1-shard stream, all reading at
+/// once: together they call GetRecords at most five times a second, each host a third of
+/// that, and every tenant still handles every record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_read_one_shard_at_most_five_times_a_second_together() -> anyhow::Result<()> {
+    let fixture = Fixture::builder("fleet-reads")
+        .stream("ledger", 1)
+        .dynamo()
+        .start()
+        .await?;
+    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
+    let placed = [["t1", "t2"], ["t3", "t4"], ["t5", "t6"]];
+    let mut hosts = Vec::new();
+    for (name, tenants) in ["a", "b", "c"].iter().zip(&placed) {
+        std::fs::create_dir_all(fixture.dir().join(name))?;
+        let listed: Vec<(&str, Option<&str>)> = tenants.iter().map(|t| (*t, None)).collect();
+        let file = fixture.tenants_file(&format!("{name}/tenants.toml"), &auditors(&listed))?;
+        let host = fixture
+            .host(&file)
+            .log(&format!("{name}.log"))
+            .dynamo_leases()
+            .kinesis_endpoint(&proxy.endpoint())
+            .owner(name)
+            .start()?;
+        hosts.push(host);
+    }
+    for host in &hosts {
+        host.wait_for_log("reading shard", 2).await?;
+    }
+    let (putting, put) = keep_putting(fixture.client().clone());
+    until_shared_by(&hosts, 3.0).await?;
+    let reads = reads_in_a_window(&proxy).await;
+    putting.abort();
+    let rate = reads as f64 / WINDOW.as_secs_f64();
+    assert!(
+        rate <= 5.1,
+        "the fleet read the shard {rate:.1} times a second ({reads} GetRecords in {WINDOW:?})"
+    );
+    assert!(rate >= 2.0, "the fleet hardly read: {rate:.1} a second");
+    let put = put.load(std::sync::atomic::Ordering::SeqCst);
+    for (host, tenants) in hosts.iter().zip(&placed) {
+        handled(host, tenants, put).await?;
+    }
+    for host in hosts {
+        host.stop().await?;
+    }
+    Ok(())
+}
+
+/// One host, three tenants reading one shard with three identities (two assumed roles and the
+/// host's own): the host's reads take turns from one pacing, at most five a second together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_with_their_own_roles_share_a_shard_s_five_reads_a_second() -> anyhow::Result<()> {
+    let fixture = Fixture::builder("identity-reads")
+        .stream("ledger", 1)
+        .dynamo()
+        .sts()
+        .start()
+        .await?;
+    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
+    let tenants = auditors(&[
+        (
+            "alpha",
+            Some("arn:aws:iam::123456789012:role/tenants/alpha"),
+        ),
+        ("beta", Some("arn:aws:iam::123456789012:role/tenants/beta")),
+        ("gamma", None),
+    ]);
+    let host = fixture
+        .host(&fixture.tenants(&tenants)?)
+        .dynamo_leases()
+        .kinesis_endpoint(&proxy.endpoint())
+        .args(&["--sts-endpoint", &fixture.sts().endpoint()])
+        .start()?;
+    host.wait_for_log("reading shard", 3).await?;
+    let (putting, put) = keep_putting(fixture.client().clone());
+    // Wait for reads from every identity before measuring.
+    let signers = poll_for(Duration::from_secs(60), async || {
+        let keys: std::collections::BTreeSet<String> = proxy
+            .calls("GetRecords")
+            .into_iter()
+            .map(|call| call.access_key_id)
+            .collect();
+        (keys.len() == 3).then_some(keys)
+    })
+    .await;
+    anyhow::ensure!(
+        signers.is_some(),
+        "not every identity read: {}",
+        host.output()
+    );
+    let reads = reads_in_a_window(&proxy).await;
+    putting.abort();
+    let rate = reads as f64 / WINDOW.as_secs_f64();
+    assert!(
+        rate <= 5.1,
+        "three identities read the shard {rate:.1} times a second ({reads} GetRecords in {WINDOW:?})"
+    );
+    let put = put.load(std::sync::atomic::Ordering::SeqCst);
+    handled(&host, &["alpha", "beta", "gamma"], put).await?;
+    host.stop().await.map(drop)
+}
