@@ -3,8 +3,11 @@
 //! reading it. A recording proxy in front of kinesis-local counts every GetRecords the hosts
 //! make (kinesis-local itself never throttles, so nothing else would show an excess).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ruststream_tests::e2e::put_json_batch;
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
 use ruststream_tests::proxy::RecordingProxy;
@@ -36,24 +39,20 @@ fn auditors(names: &[(&str, Option<&str>)]) -> String {
         .collect()
 }
 
-/// Puts an entry on `ledger` every 50 ms until aborted, so that every read finds records and
-/// readers read back to back (an empty answer would pause them for a second); returns how many
-/// it put through `put`.
-fn keep_putting(
-    client: aws_sdk_kinesis::Client,
-) -> (JoinHandle<()>, std::sync::Arc<std::sync::atomic::AtomicU64>) {
-    let put = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+/// Puts entries on `ledger` without a pause, ten at a time, until aborted: every read finds
+/// records, so readers read back to back (an empty answer would pause them for a second).
+/// Returns how many it put.
+fn keep_putting(client: aws_sdk_kinesis::Client) -> (JoinHandle<()>, Arc<AtomicU64>) {
+    let put = Arc::new(AtomicU64::new(0));
     let counted = put.clone();
     let task = tokio::spawn(async move {
-        for id in 0.. {
-            let entry = json!({ "id": id, "amount": 1 });
-            if ruststream_tests::e2e::put_json(&client, "ledger", &entry, None)
-                .await
-                .is_ok()
-            {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        for batch in 0u64.. {
+            let entries: Vec<_> = (0..10)
+                .map(|n| json!({ "id": batch * 10 + n, "amount": 1 }))
+                .collect();
+            if put_json_batch(&client, "ledger", &entries).await.is_ok() {
+                counted.fetch_add(10, Ordering::SeqCst);
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
     (task, put)
@@ -146,7 +145,7 @@ async fn three_hosts_read_one_shard_at_most_five_times_a_second_together() -> an
         "the fleet read the shard {rate:.1} times a second ({reads} GetRecords in {WINDOW:?})"
     );
     assert!(rate >= 2.0, "the fleet hardly read: {rate:.1} a second");
-    let put = put.load(std::sync::atomic::Ordering::SeqCst);
+    let put = put.load(Ordering::SeqCst);
     for (host, tenants) in hosts.iter().zip(&placed) {
         handled(host, tenants, put).await?;
     }
@@ -205,7 +204,7 @@ async fn tenants_with_their_own_roles_share_a_shard_s_five_reads_a_second() -> a
         rate <= 5.1,
         "three identities read the shard {rate:.1} times a second ({reads} GetRecords in {WINDOW:?})"
     );
-    let put = put.load(std::sync::atomic::Ordering::SeqCst);
+    let put = put.load(Ordering::SeqCst);
     handled(&host, &["alpha", "beta", "gamma"], put).await?;
     host.stop().await.map(drop)
 }
