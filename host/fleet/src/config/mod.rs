@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ruststream_host::kinesis::ReadMode;
 use ruststream_host::lease::{TableTemplate, TemplateError};
 use ruststream_host::runner::OperatorSettings;
 use ruststream_runtime::{
@@ -240,6 +241,8 @@ pub(crate) struct TenantSection {
     pub on_failure: Option<String>,
     pub maximum_record_age: Option<String>,
     pub retry_stream: Option<String>,
+    /// How its subscriptions read: `"polling"` (default) or `"fan-out"`.
+    pub read: Option<ReadSetting>,
     pub enabled: Option<bool>,
     /// The same settings for one subscription, by subscriber name; they win over the tenant's.
     #[serde(default)]
@@ -256,6 +259,16 @@ pub(crate) enum StartingPosition {
     Latest,
     #[serde(alias = "AT_TIMESTAMP")]
     AtTimestamp,
+}
+
+/// How a subscription reads its shards: `"polling"` (GetRecords, the default) or `"fan-out"`
+/// (enhanced fan-out, through a consumer of the app's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub(crate) enum ReadSetting {
+    #[serde(rename = "polling")]
+    Polling,
+    #[serde(rename = "fan-out")]
+    FanOut,
 }
 
 /// An operator's settings for a subscription, as Lambda's Kinesis event source mapping names
@@ -278,6 +291,8 @@ pub(crate) struct MappingSettings {
     /// The stream the subscription's counted copies go to (and are read back from) instead
     /// of the stream it reads.
     pub retry_stream: Option<String>,
+    /// `"polling"` or `"fan-out"`.
+    pub read: Option<ReadSetting>,
     pub enabled: Option<bool>,
 }
 
@@ -295,6 +310,7 @@ impl MappingSettings {
             maximum_record_age: (self.maximum_record_age.clone())
                 .or_else(|| base.maximum_record_age.clone()),
             retry_stream: (self.retry_stream.clone()).or_else(|| base.retry_stream.clone()),
+            read: self.read.or(base.read),
             enabled: self.enabled.or(base.enabled),
         }
     }
@@ -316,6 +332,10 @@ impl MappingSettings {
             max_record_age: (self.maximum_record_age.as_deref())
                 .and_then(|text| parse_duration(text).ok()),
             retry_stream: self.retry_stream.clone(),
+            read: self.read.map(|read| match read {
+                ReadSetting::Polling => ReadMode::Polling,
+                ReadSetting::FanOut => ReadMode::FanOut,
+            }),
             enabled: self.enabled.unwrap_or(true),
         }
     }
@@ -465,6 +485,7 @@ impl TenantSection {
             on_failure: self.on_failure.clone(),
             maximum_record_age: self.maximum_record_age.clone(),
             retry_stream: self.retry_stream.clone(),
+            read: self.read,
             enabled: self.enabled,
         }
     }

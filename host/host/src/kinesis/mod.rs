@@ -4,10 +4,13 @@
 //! in a host together, turns divided by tenant), are shared by the readers that stand at the
 //! same place in a shard, and retry throttling, server errors and stalled calls themselves,
 //! with jittered exponential backoff, so the log says what happened and an expired iterator is
-//! reopened where the reader stood, never at the tip.
+//! reopened where the reader stood, never at the tip. A subscription may read by enhanced
+//! fan-out instead (`fan_out.rs`, through a consumer of its app's own: `consumer.rs`).
 
 mod answer;
 mod calls;
+mod consumer;
+mod fan_out;
 mod listings;
 mod pacing;
 mod progress;
@@ -21,11 +24,13 @@ mod tap;
 #[cfg(test)]
 mod test_shard;
 
+pub use consumer::{CONSUMERS_PER_STREAM, Consumers, consumer_name};
+pub use fan_out::STALLED_AFTER;
 pub(crate) use listings::ShardListings;
 pub use pacing::{MIN_READ_INTERVAL, ReadPacing, ReaderOwner};
 pub use progress::ReadProgress;
 pub use publisher::KinesisPublisher;
-pub use read_config::{ReaderConfig, StartAt};
+pub use read_config::{ReadMode, ReaderConfig, StartAt};
 pub use read_error::ReadError;
 pub use reader::{Batch, ShardReader};
 pub use shards::{ShardInfo, list_shards};

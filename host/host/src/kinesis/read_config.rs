@@ -50,6 +50,18 @@ impl Default for ReaderConfig {
     }
 }
 
+/// How a subscription reads its shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadMode {
+    /// GetRecords, paced and shared by the host's readers of a shard (five reads a second per
+    /// shard for the whole fleet).
+    #[default]
+    Polling,
+    /// Enhanced fan-out: records pushed over `SubscribeToShard` through a consumer of the
+    /// app's own, with 2 MB/s per shard of its own and no polling.
+    FanOut,
+}
+
 /// Where to start reading a shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartAt {

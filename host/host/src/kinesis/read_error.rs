@@ -61,6 +61,21 @@ pub enum ReadError {
         /// How long it was given.
         after: Duration,
     },
+    /// The stream has as many enhanced fan-out consumers as Kinesis allows: the subscription
+    /// cannot read it in fan-out mode until one is deregistered (or it reads by polling).
+    #[error(
+        "stream `{stream}` has the most enhanced fan-out consumers Kinesis allows ({limit}; 50 \
+         with On-demand Advantage): {}; deregister one or read it with `read = \"polling\"`",
+        consumers.join(", ")
+    )]
+    ConsumerLimit {
+        /// The stream.
+        stream: String,
+        /// The limit.
+        limit: usize,
+        /// The consumers it has, by name.
+        consumers: Vec<String>,
+    },
     /// The reader of an unfinished shard has no read in flight: a bug, reported rather than
     /// spinning.
     #[error("the reader of `{stream}`/{shard_id} has no read in flight on an unfinished shard")]
@@ -117,6 +132,15 @@ impl ReadError {
                 operation,
                 target: target.clone(),
                 after: *after,
+            },
+            Self::ConsumerLimit {
+                stream,
+                limit,
+                consumers,
+            } => Self::ConsumerLimit {
+                stream: stream.clone(),
+                limit: *limit,
+                consumers: consumers.clone(),
             },
             Self::Stalled { stream, shard_id } => Self::Stalled {
                 stream: stream.clone(),

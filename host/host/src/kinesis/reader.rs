@@ -1,14 +1,17 @@
-//! Reading one shard for one subscription: paced, shared GetRecords with read-ahead, backoff,
-//! expiry.
+//! Reading one shard for one subscription, in either read mode: paced, shared GetRecords with
+//! read-ahead, backoff and expiry (polling), or records pushed through the app's consumer
+//! (enhanced fan-out, `fan_out.rs`). Every caller sees the same reader.
 
 use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::consumer::Consumers;
+use super::fan_out::FanOutReader;
 use super::pacing::{MIN_READ_INTERVAL, ReaderOwner};
 use super::progress::ReadProgress;
-use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
+use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReadMode, ReaderConfig, StartAt};
 use super::read_error::ReadError;
 use super::shared::{Answer, Outcome, Position, ReadRequest, Registration, SharedReads};
 use ruststream_runtime::backoff::Backoff;
@@ -26,7 +29,125 @@ pub struct Batch {
     pub shard_end: bool,
 }
 
-/// Reads one shard in order, for one subscription.
+/// Reads one shard in order, for one subscription, by polling or by enhanced fan-out: the
+/// same batches, ends and lag either way, so the pipeline, settlement, checkpoints, seeks and
+/// metrics do not depend on the mode.
+pub struct ShardReader {
+    source: Source,
+}
+
+enum Source {
+    Polling(PollingReader),
+    FanOut(FanOutReader),
+}
+
+impl ShardReader {
+    /// Opens `shard_id` of `stream` at `start` for polling, for `owner`'s subscription; its
+    /// reads go through `reads` (the host's reads with one client): shared with the other
+    /// readers of the shard that stand where it stands, each taking its turn from `reads`'
+    /// pacing.
+    ///
+    /// Opened at the tip, a reader may start on the iterator of a read of the shard that
+    /// reached the tip less than a second before: it may then be handed records that arrived
+    /// up to a second before it opened, and misses none.
+    ///
+    /// # Errors
+    /// When the stream is gone, or no iterator could be had after repeated tries.
+    pub async fn open(
+        reads: &SharedReads,
+        owner: ReaderOwner,
+        stream: &str,
+        shard_id: &str,
+        start: StartAt,
+        config: ReaderConfig,
+    ) -> Result<Self, ReadError> {
+        let polling = PollingReader::open(reads, owner, stream, shard_id, start, config).await?;
+        Ok(Self {
+            source: Source::Polling(polling),
+        })
+    }
+
+    /// Opens `shard_id` of `stream` at `start` by enhanced fan-out, through consumer
+    /// `consumer` (registered through `consumers` if it is not yet, and waited for until
+    /// active).
+    ///
+    /// # Errors
+    /// When the stream is gone, or the consumer cannot be registered (the stream has all the
+    /// consumers it may have: [`ReadError::ConsumerLimit`]).
+    pub async fn open_fan_out(
+        client: &aws_sdk_kinesis::Client,
+        consumers: &Consumers,
+        consumer: &str,
+        stream: &str,
+        shard_id: &str,
+        start: StartAt,
+        config: &ReaderConfig,
+    ) -> Result<Self, ReadError> {
+        let arn = consumers.arn(client, stream, consumer).await?;
+        let reader = FanOutReader::open(client.clone(), arn, stream, shard_id, start, config);
+        Ok(Self {
+            source: Source::FanOut(reader),
+        })
+    }
+
+    /// How it reads.
+    pub fn mode(&self) -> ReadMode {
+        match &self.source {
+            Source::Polling(_) => ReadMode::Polling,
+            Source::FanOut(_) => ReadMode::FanOut,
+        }
+    }
+
+    /// Whether the shard was read to its end.
+    pub fn is_finished(&self) -> bool {
+        match &self.source {
+            Source::Polling(reader) => reader.is_finished(),
+            Source::FanOut(reader) => reader.is_finished(),
+        }
+    }
+
+    /// The shards that continue this one (after a split or merge), as the read that reached its
+    /// end named them (`ChildShards`); empty until then, or if the server does not say.
+    pub fn children(&self) -> &[String] {
+        match &self.source {
+            Source::Polling(reader) => reader.children(),
+            Source::FanOut(reader) => reader.children(),
+        }
+    }
+
+    /// How many milliseconds the last answer (or event) was behind the tip of the shard, as
+    /// the service reported it; `None` before the first.
+    pub fn millis_behind_latest(&self) -> Option<i64> {
+        match &self.source {
+            Source::Polling(reader) => reader.millis_behind_latest(),
+            Source::FanOut(reader) => reader.millis_behind_latest(),
+        }
+    }
+
+    /// The lag of this reader's last answer and when it came, updated as answers arrive:
+    /// what says how far behind the shard is while the reader is not asked for records.
+    pub fn progress(&self) -> Arc<ReadProgress> {
+        match &self.source {
+            Source::Polling(reader) => reader.progress(),
+            Source::FanOut(reader) => reader.progress(),
+        }
+    }
+
+    /// The next batch of records (never empty unless it ends the shard). Cancel-safe.
+    ///
+    /// # Errors
+    /// [`ReadError::StreamGone`] when the stream was deleted; [`ReadError::Service`] after
+    /// 20 failed reads (or subscriptions) in a row; [`ReadError::Stalled`] if the reader of an
+    /// unfinished shard has no read in flight, which would be a bug.
+    pub async fn next(&mut self) -> Result<Batch, ReadError> {
+        match &mut self.source {
+            Source::Polling(reader) => reader.next().await,
+            Source::FanOut(reader) => reader.next().await,
+        }
+    }
+}
+
+/// Reads one shard in order, for one subscription, by polling.
 ///
 /// The next GetRecords is in flight while the caller handles the current batch (read-ahead),
 /// so the handler, not the network, sets the pace. [`next`](Self::next) is cancel-safe: its
@@ -37,7 +158,7 @@ pub struct Batch {
 /// (one GetRecords, one turn, the answer handed to each; see `SharedReads`), and take turns on
 /// the shard divided by tenant, then by subscription, as their [`ReaderOwner`] says. Every
 /// reader is still handed every record after its position, once and in order.
-pub struct ShardReader {
+struct PollingReader {
     /// This reader, counted on its shard's hub.
     registration: Registration,
     owner: Arc<ReaderOwner>,
@@ -63,18 +184,9 @@ pub struct ShardReader {
     progress: Arc<ReadProgress>,
 }
 
-impl ShardReader {
-    /// Opens `shard_id` of `stream` at `start`, for `owner`'s subscription; its reads go
-    /// through `reads` (the host's reads with one client): shared with the other readers of
-    /// the shard that stand where it stands, each taking its turn from `reads`' pacing.
-    ///
-    /// Opened at the tip, a reader may start on the iterator of a read of the shard that
-    /// reached the tip less than a second before: it may then be handed records that arrived
-    /// up to a second before it opened, and misses none.
-    ///
-    /// # Errors
-    /// When the stream is gone, or no iterator could be had after repeated tries.
-    pub async fn open(
+impl PollingReader {
+    /// See [`ShardReader::open`].
+    async fn open(
         reads: &SharedReads,
         owner: ReaderOwner,
         stream: &str,
@@ -112,40 +224,26 @@ impl ShardReader {
         Ok(reader)
     }
 
-    /// Whether the shard was read to its end.
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         self.finished
     }
 
-    /// The shards that continue this one (after a split or merge), as the read that reached its
-    /// end named them (`ChildShards`); empty until then, or if the server does not say.
-    pub fn children(&self) -> &[String] {
+    fn children(&self) -> &[String] {
         &self.children
     }
 
-    /// How many milliseconds the last read was behind the tip of the shard, as the service
-    /// reported it (empty reads included); `None` before the first answer.
-    pub fn millis_behind_latest(&self) -> Option<i64> {
+    fn millis_behind_latest(&self) -> Option<i64> {
         self.millis_behind_latest
     }
 
-    /// The lag of this reader's last answer and when it came, updated at every answer: what
-    /// says how far behind the shard is while the reader is not asked for records.
-    pub fn progress(&self) -> Arc<ReadProgress> {
+    fn progress(&self) -> Arc<ReadProgress> {
         self.progress.clone()
     }
 
-    /// The next batch of records (never empty unless it ends the shard).
-    ///
-    /// Throttled reads are read again at the shard's next turn (which the throttle moved back
-    /// for every reader of the shard) and never count as failures; reads that fail or time
-    /// out are read again after a backoff pause.
-    ///
-    /// # Errors
-    /// [`ReadError::StreamGone`] when the stream was deleted; [`ReadError::Service`] after
-    /// 20 failed reads in a row; [`ReadError::Stalled`] if the reader of an unfinished shard
-    /// has no read in flight, which would be a bug.
-    pub async fn next(&mut self) -> Result<Batch, ReadError> {
+    /// See [`ShardReader::next`]. Throttled reads are read again at the shard's next turn
+    /// (which the throttle moved back for every reader of the shard) and never count as
+    /// failures; reads that fail or time out are read again after a backoff pause.
+    async fn next(&mut self) -> Result<Batch, ReadError> {
         loop {
             let Some(handle) = self.in_flight.as_mut() else {
                 if self.finished {
@@ -280,7 +378,7 @@ impl ShardReader {
     }
 }
 
-impl Drop for ShardReader {
+impl Drop for PollingReader {
     fn drop(&mut self) {
         if let Some(handle) = self.in_flight.take() {
             handle.abort();

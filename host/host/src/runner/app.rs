@@ -35,6 +35,7 @@ use super::shadow::{ShadowRelease, ShadowStatus};
 use super::status::{AppVersions, RolloutStatus, StatusBoard, SubscriptionStatus};
 use super::worker::{WorkerContext, short};
 use super::{Deployment, Host};
+use crate::kinesis::consumer_name;
 use crate::lease::LeaseStore;
 use crate::metrics::LeaseMetrics;
 
@@ -523,10 +524,21 @@ impl AppCore {
         let (seeks, seek_rx) = mpsc::channel(8);
         let (shadow, shadow_rx) = watch::channel(self.shadow.clone());
         let host = &self.host;
+        let app = &self.current.component.app().name;
+        let read = (self.current.settings.get(&spec.name))
+            .and_then(|settings| settings.read)
+            .unwrap_or_default();
         let ctx = WorkerContext {
             client: host.client.clone(),
             listings: host.listings.clone(),
             reads: host.reads.clone(),
+            read,
+            consumer: consumer_name(
+                self.tenant.name(),
+                app,
+                shared_stream.then_some(spec.name.as_str()),
+            ),
+            consumers: host.consumers.clone(),
             subscriber: spec.name.clone(),
             stream: spec.stream.clone(),
             tenant: self.tenant.clone(),
@@ -540,7 +552,7 @@ impl AppCore {
             shadow: shadow_rx,
             leases: LeaseMetrics::new(
                 self.tenant.name(),
-                &self.current.component.app().name,
+                app,
                 &spec.name,
                 self.tenant.policy().limits().max_metric_series,
             ),

@@ -33,7 +33,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::kinesis::{KinesisPublisher, ReadPacing, ReaderConfig, ShardListings, SharedReads};
+use crate::kinesis::{
+    Consumers, KinesisPublisher, ReadPacing, ReaderConfig, ShardListings, SharedReads,
+};
 use crate::lease::LeaseStore;
 use crate::lease::keeper::KeeperTiming;
 use ruststream_runtime::{
@@ -157,6 +159,8 @@ pub struct Host {
     /// Reads of each shard with `client`: what they share, and their turns (taken from one
     /// pacing for every identity of the host).
     reads: Arc<SharedReads>,
+    /// Enhanced fan-out consumers registered with `client`.
+    consumers: Arc<Consumers>,
     config: Arc<HostConfig>,
     publisher: Arc<dyn Publisher>,
     clock: Arc<dyn Clock>,
@@ -171,6 +175,7 @@ impl Host {
             publisher: publisher(&client, &config),
             listings: listings(&client, &config),
             reads: Arc::new(SharedReads::new(client.clone())),
+            consumers: Arc::new(Consumers::new()),
             client,
             config: Arc::new(config),
             clock: Arc::new(SystemClock),
@@ -192,6 +197,7 @@ impl Host {
                 client.clone(),
                 self.reads.pacing().clone(),
             )),
+            consumers: Arc::new(Consumers::new()),
             client,
             ..self.clone()
         }

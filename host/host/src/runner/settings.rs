@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use ruststream_runtime::app::{MaxRecordAge, StartPosition, SubscriptionSpec};
+
+use crate::kinesis::ReadMode;
 use ruststream_runtime::{LoadedComponent, Tenant, tenant::TenantError};
 
 /// An operator's settings for one subscription; `None` keeps what the component declares.
@@ -29,6 +31,9 @@ pub struct OperatorSettings {
     /// stream it reads: a stream of its own, so that the stream's other readers (native
     /// services among them) never see its copies. Checked by [`admit_settings`].
     pub retry_stream: Option<String>,
+    /// How the subscription reads its shards (default polling); a change takes effect when
+    /// the subscription's shards are opened again (a restart of the app, a handoff).
+    pub read: Option<ReadMode>,
     /// Whether the subscription runs at all (Lambda's `Enabled`).
     pub enabled: bool,
 }
@@ -42,6 +47,7 @@ impl Default for OperatorSettings {
             on_failure: None,
             max_record_age: None,
             retry_stream: None,
+            read: None,
             enabled: true,
         }
     }

@@ -19,8 +19,8 @@ use super::seek::ShardSeek;
 use super::shadow::{ShadowFeed, ShadowRelease};
 use super::status::{ShardState, StatusBoard};
 use crate::kinesis::{
-    ReadError, ReaderOwner, ShardInfo, ShardListings, ShardReader, SharedReads, StartAt,
-    list_shards,
+    Consumers, ReadError, ReadMode, ReaderOwner, ShardInfo, ShardListings, ShardReader,
+    SharedReads, StartAt, list_shards,
 };
 use crate::lease::keeper::{CutAtShutdown, Keeper, WriteError};
 use crate::lease::{
@@ -39,6 +39,12 @@ pub(crate) struct WorkerContext {
     pub listings: Arc<ShardListings>,
     /// The host's reads of shards with `client`: turns, and reads shared between readers.
     pub reads: Arc<SharedReads>,
+    /// How the subscription reads its shards.
+    pub read: ReadMode,
+    /// Its enhanced fan-out consumer, by name (used in fan-out mode), and the consumers
+    /// registered with `client`.
+    pub consumer: String,
+    pub consumers: Arc<Consumers>,
     /// The subscription's name and stream, which no release changes.
     pub subscriber: String,
     pub stream: String,
@@ -150,15 +156,7 @@ async fn work(
             one_line(&reason)
         ));
     }
-    let reader = ShardReader::open(
-        &ctx.reads,
-        owner(ctx, &current),
-        &ctx.stream,
-        &shard.shard_id,
-        start.clone(),
-        ctx.config.reader.clone(),
-    )
-    .await;
+    let reader = open_reader(ctx, &current, &shard.shard_id, start.clone()).await;
     tracing::info!(stream = %ctx.stream, shard = %shard.shard_id, ?start,
         subscriber = %ctx.subscriber, tenant = %ctx.tenant.name(), "reading shard");
     let mut reader = match reader {
@@ -222,6 +220,34 @@ async fn work(
 }
 
 /// Whose reads a worker's are: its tenant, its app, its subscription.
+/// Opens `shard_id` at `start` in the subscription's read mode, for `release`'s reads.
+async fn open_reader(
+    ctx: &WorkerContext,
+    release: &SubscriptionRelease,
+    shard_id: &str,
+    start: StartAt,
+) -> Result<ShardReader, ReadError> {
+    match ctx.read {
+        ReadMode::Polling => {
+            let owner = owner(ctx, release);
+            let config = ctx.config.reader.clone();
+            ShardReader::open(&ctx.reads, owner, &ctx.stream, shard_id, start, config).await
+        }
+        ReadMode::FanOut => {
+            ShardReader::open_fan_out(
+                &ctx.client,
+                &ctx.consumers,
+                &ctx.consumer,
+                &ctx.stream,
+                shard_id,
+                start,
+                &ctx.config.reader,
+            )
+            .await
+        }
+    }
+}
+
 fn owner(ctx: &WorkerContext, release: &SubscriptionRelease) -> ReaderOwner {
     ReaderOwner::new(
         ctx.tenant.name(),
@@ -350,15 +376,7 @@ impl Version {
             Some(sequence) => StartAt::AfterSequence(sequence.clone()),
             None => self.opened_at.clone(),
         };
-        let reopened = ShardReader::open(
-            &ctx.reads,
-            owner(ctx, &next),
-            &ctx.stream,
-            pipeline.shard_id(),
-            from,
-            ctx.config.reader.clone(),
-        )
-        .await;
+        let reopened = open_reader(ctx, &next, pipeline.shard_id(), from).await;
         match reopened {
             Ok(reopened) => {
                 ctx.status
@@ -529,16 +547,8 @@ async fn reposition(
 ) -> Result<(), ReadError> {
     let shard_id = pipeline.shard_id().to_owned();
     let start = start_at(None, Some(position), &shard_id);
-    let owner = owner(ctx, &ctx.release.borrow());
-    let reopened = ShardReader::open(
-        &ctx.reads,
-        owner,
-        &ctx.stream,
-        &shard_id,
-        start,
-        ctx.config.reader.clone(),
-    )
-    .await?;
+    let release = ctx.release.borrow().clone();
+    let reopened = open_reader(ctx, &release, &shard_id, start).await?;
     ctx.status.follow_reads(&shard_id, reopened.progress());
     *reader = reopened;
     pipeline.reset(None);

@@ -7,6 +7,7 @@ mod config;
 mod contract;
 mod cpu;
 mod dead_letters;
+mod fan_out;
 mod fleet_reads;
 mod hotload;
 mod identity;

@@ -1,0 +1,83 @@
+//! Enhanced fan-out: a subscription with `read = "fan-out"` has its records pushed through a
+//! consumer of its app's own (`SubscribeToShard` on kinesis-local), and handles them exactly as
+//! a polling one does, without a single GetRecords.
+
+use std::time::Duration;
+
+use ruststream_tests::fixture::{BinaryHost, Fixture};
+use ruststream_tests::guests;
+use ruststream_tests::wait::poll_for;
+use serde_json::json;
+
+/// `tenant` running the auditor on `ledger`, reading it by `read`.
+fn auditor(tenant: &str, read: &str) -> String {
+    format!(
+        r#"
+        [[tenants]]
+        name = "{tenant}"
+        components = ["{audit}"]
+        subscribe = ["ledger"]
+        read = "{read}"
+        "#,
+        audit = guests::LEDGER_AUDIT.path().display(),
+    )
+}
+
+/// Waits until `tenant` has handled `count` records on `host`, and returns its GetRecords calls
+/// on `ledger`.
+async fn handled(host: &BinaryHost, tenant: &str, count: u64) -> anyhow::Result<f64> {
+    let done = poll_for(Duration::from_secs(120), async || {
+        let scrape = host.scrape().await.ok()?;
+        (scrape.sum("ruststream_records_total", &[("tenant", tenant)]) >= count as f64)
+            .then(|| scrape.sum("ruststream_get_records_total", &[("stream", "ledger")]))
+    })
+    .await;
+    done.ok_or_else(|| {
+        anyhow::anyhow!("{tenant} did not handle {count} records: {}", host.output())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_subscription_is_pushed_every_record_through_its_own_consumer()
+-> anyhow::Result<()> {
+    let fixture = Fixture::builder("fan-out")
+        .stream("ledger", 2)
+        .start()
+        .await?;
+    let host = fixture
+        .host(&fixture.tenants(&auditor("fan", "fan-out"))?)
+        .start()?;
+    host.wait_for_log("reading shard", 2).await?;
+    let entries = (0..40).map(|id| json!({ "id": id, "amount": 5 }));
+    fixture.put_all("ledger", entries).await?;
+    let get_records = handled(&host, "fan", 40).await?;
+    assert_eq!(get_records, 0.0, "a fan-out subscription never polls");
+
+    let summary = fixture
+        .client()
+        .describe_stream_summary()
+        .stream_name("ledger")
+        .send()
+        .await?;
+    let arn = summary
+        .stream_description_summary()
+        .map(|d| d.stream_arn().to_owned())
+        .unwrap_or_default();
+    let consumers = fixture
+        .client()
+        .list_stream_consumers()
+        .stream_arn(arn)
+        .send()
+        .await?;
+    let names: Vec<&str> = consumers
+        .consumers()
+        .iter()
+        .map(|c| c.consumer_name())
+        .collect();
+    assert_eq!(
+        names,
+        ["ruststream-fan-audit"],
+        "one consumer for the app, named from tenant and app"
+    );
+    host.stop().await.map(drop)
+}
