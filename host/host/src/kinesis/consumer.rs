@@ -41,11 +41,14 @@ pub fn consumer_name(tenant: &str, app: &str, subscriber: Option<&str>) -> Strin
     }
 }
 
+/// A consumer's ARN once registered, by (stream, consumer name).
+type Registered = HashMap<(String, String), Arc<OnceCell<String>>>;
+
 /// The consumers registered through one client, by (stream, name): registered once, their ARN
 /// kept.
 #[derive(Debug, Default)]
 pub struct Consumers {
-    arns: Mutex<HashMap<(String, String), Arc<OnceCell<String>>>>,
+    arns: Mutex<Registered>,
 }
 
 impl Consumers {

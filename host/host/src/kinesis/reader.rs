@@ -37,7 +37,7 @@ pub struct ShardReader {
 }
 
 enum Source {
-    Polling(PollingReader),
+    Polling(Box<PollingReader>),
     FanOut(FanOutReader),
 }
 
@@ -63,7 +63,7 @@ impl ShardReader {
     ) -> Result<Self, ReadError> {
         let polling = PollingReader::open(reads, owner, stream, shard_id, start, config).await?;
         Ok(Self {
-            source: Source::Polling(polling),
+            source: Source::Polling(Box::new(polling)),
         })
     }
 

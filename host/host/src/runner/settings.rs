@@ -186,6 +186,7 @@ mod tests {
             on_failure: Some("refunds.ops".into()),
             max_record_age: Some(Duration::from_secs(60)),
             retry_stream: Some("refunds.retry".into()),
+            read: Some(ReadMode::FanOut),
             enabled: true,
         };
         let spec = settings.apply(&declared());
