@@ -13,8 +13,13 @@
 //!   long; other failures are tried again with backoff, up to 20 in a row.
 //! - A subscription that brings no event for [`STALLED_AFTER`] (Kinesis sends one at least
 //!   every five seconds, records or not) is dropped and made again.
-//! - The event that ends a closed shard names its children (`ChildShards`): the reader is then
-//!   finished, and the coordinator starts the children after it, as for polling.
+//! - A closed shard is read to its end by polling: once an event names the shard's children
+//!   (`ChildShards`), or a subscription fails and a listing says the shard is closed (a server
+//!   may refuse to subscribe to one; kinesis-local does), the reader hands back the position
+//!   it reached ([`FanOutNext::Closed`]) and the caller reads on from there with GetRecords to
+//!   `SHARD_END`, which names the children as polling always does. On Kinesis that costs one
+//!   GetShardIterator and one empty GetRecords per closed shard; it also makes the end the
+//!   same in both modes, whatever a server puts in its events.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +31,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::answer::delivery;
+use super::listings::ShardListings;
 use super::progress::ReadProgress;
 use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
 use super::read_error::ReadError;
@@ -41,15 +47,24 @@ const EVENT_GAP: Duration = Duration::from_secs(5);
 
 /// What the subscription task hands the reader.
 enum Event {
-    /// Records (never empty unless `children` ends the shard), how far behind the tip, and the
-    /// children once the shard ended.
+    /// Records (never empty), and how far behind the tip.
     Records {
         batch: Batch,
         millis_behind_latest: i64,
-        children: Option<Vec<String>>,
     },
+    /// The shard is closed and cannot be subscribed to: read on from `.0` by polling.
+    Closed(StartAt),
     /// The shard cannot be read on.
     Fatal(ReadError),
+}
+
+/// What [`FanOutReader::next`] came to.
+pub(crate) enum FanOutNext {
+    /// Records (never empty).
+    Batch(Batch),
+    /// The shard is closed and cannot be subscribed to: what is left of it is read from this
+    /// position on by polling.
+    Closed(StartAt),
 }
 
 /// Reads one shard in order through consumer `consumer_arn`.
@@ -58,8 +73,6 @@ pub(crate) struct FanOutReader {
     shard_id: String,
     events: mpsc::Receiver<Event>,
     task: JoinHandle<()>,
-    finished: bool,
-    children: Vec<String>,
     millis_behind_latest: Option<i64>,
     progress: Arc<ReadProgress>,
 }
@@ -68,6 +81,7 @@ impl FanOutReader {
     /// Subscribes to `shard_id` of `stream` through `consumer_arn`, from `start`.
     pub(crate) fn open(
         client: Client,
+        listings: Arc<ShardListings>,
         consumer_arn: String,
         stream: &str,
         shard_id: &str,
@@ -78,6 +92,7 @@ impl FanOutReader {
         let (sender, events) = mpsc::channel(1);
         let subscription = Subscription {
             client,
+            listings,
             consumer_arn,
             stream: stream.to_owned(),
             shard_id: shard_id.to_owned(),
@@ -86,6 +101,7 @@ impl FanOutReader {
             tip: StartAt::AtTimestamp(SystemClock.now_ms().saturating_sub(1000)),
             position: start,
             backoff: Backoff::new(config.backoff_first, config.backoff_max),
+            in_use: Backoff::new(config.backoff_first, config.backoff_max),
             progress: progress.clone(),
             sender,
         };
@@ -94,19 +110,14 @@ impl FanOutReader {
             shard_id: shard_id.to_owned(),
             events,
             task: tokio::spawn(subscription.run()),
-            finished: false,
-            children: Vec::new(),
             millis_behind_latest: None,
             progress,
         }
     }
 
-    pub(crate) fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    pub(crate) fn children(&self) -> &[String] {
-        &self.children
+    /// The stream and shard it reads.
+    pub(crate) fn shard(&self) -> (&str, &str) {
+        (&self.stream, &self.shard_id)
     }
 
     pub(crate) fn millis_behind_latest(&self) -> Option<i64> {
@@ -118,27 +129,17 @@ impl FanOutReader {
     }
 
     /// The next records; cancel-safe (its one await is on the channel).
-    pub(crate) async fn next(&mut self) -> Result<Batch, ReadError> {
-        if self.finished {
-            return Ok(Batch {
-                records: Vec::new(),
-                shard_end: true,
-            });
-        }
+    pub(crate) async fn next(&mut self) -> Result<FanOutNext, ReadError> {
         match self.events.recv().await {
             Some(Event::Records {
                 batch,
                 millis_behind_latest,
-                children,
             }) => {
                 self.millis_behind_latest = Some(millis_behind_latest);
                 self.progress.handed_on();
-                if let Some(children) = children {
-                    self.finished = true;
-                    self.children = children;
-                }
-                Ok(batch)
+                Ok(FanOutNext::Batch(batch))
             }
+            Some(Event::Closed(position)) => Ok(FanOutNext::Closed(position)),
             Some(Event::Fatal(error)) => Err(error),
             None => Err(ReadError::Stalled {
                 stream: self.stream.clone(),
@@ -157,22 +158,39 @@ impl Drop for FanOutReader {
 /// The task that keeps a shard subscribed.
 struct Subscription {
     client: Client,
+    listings: Arc<ShardListings>,
     consumer_arn: String,
     stream: String,
     shard_id: String,
     tip: StartAt,
     /// Where the next subscription starts: the reader's start, then after the last event.
     position: StartAt,
+    /// Failures in a row (20 end the reader).
     backoff: Backoff,
+    /// Refusals in a row because the consumer is still subscribed elsewhere (never the end).
+    in_use: Backoff,
     progress: Arc<ReadProgress>,
     sender: mpsc::Sender<Event>,
+}
+
+/// Why a subscription was refused (or its events failed), as far as it matters here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// `ResourceInUseException`: the consumer is still subscribed to the shard elsewhere.
+    InUse,
+    /// `ResourceNotFoundException`: the stream (or consumer) is gone.
+    Gone,
+    /// Anything else: a failure to try again.
+    Other,
 }
 
 /// How one subscription ended.
 enum Ended {
     /// Its five minutes are over, or it went quiet: subscribe again from the continuation.
     Again,
-    /// The shard ended, or the reader is gone.
+    /// The shard is closed: its rest is read by polling.
+    Closed,
+    /// The reader is gone.
     Done,
 }
 
@@ -181,6 +199,10 @@ impl Subscription {
         loop {
             match self.subscribe_once().await {
                 Ok(Ended::Again) => {}
+                Ok(Ended::Closed) => {
+                    let _ = self.sender.send(Event::Closed(self.position.clone())).await;
+                    return;
+                }
                 Ok(Ended::Done) => return,
                 Err(error) => {
                     let _ = self.sender.send(Event::Fatal(error)).await;
@@ -207,20 +229,14 @@ impl Subscription {
         let mut output = match subscribed {
             Ok(output) => output,
             Err(error) => {
-                let service = error.as_service_error();
-                if service.is_some_and(|e| e.is_resource_in_use_exception()) {
-                    // Another subscription of the consumer to this shard still runs (a
-                    // handoff's previous holder): wait it out, for as long as it takes.
-                    let pause = self.backoff.next_pause();
-                    tracing::debug!(stream = %self.stream, shard = %self.shard_id, ?pause,
-                        "the consumer is still subscribed to the shard elsewhere; waiting");
-                    tokio::time::sleep(pause).await;
-                    return Ok(Ended::Again);
-                }
-                if service.is_some_and(|e| e.is_resource_not_found_exception()) {
-                    return Err(ReadError::stream_gone(&self.client, &self.stream));
-                }
-                return self.failed("SubscribeToShard", Box::new(error)).await;
+                let refusal = match error.as_service_error() {
+                    Some(e) if e.is_resource_in_use_exception() => Refusal::InUse,
+                    Some(e) if e.is_resource_not_found_exception() => Refusal::Gone,
+                    _ => Refusal::Other,
+                };
+                return self
+                    .refused("SubscribeToShard", refusal, Box::new(error))
+                    .await;
             }
         };
         loop {
@@ -235,12 +251,21 @@ impl Subscription {
                 Ok(Ok(Some(SubscribeToShardEventStream::SubscribeToShardEvent(event)))) => event,
                 Ok(Ok(Some(_))) => continue,
                 Ok(Err(error)) => {
+                    // A refusal may come as the stream's first message rather than as the
+                    // call's answer (kinesis-local sends `ResourceInUseException` so).
+                    let refusal = match error.as_service_error() {
+                        Some(e) if e.is_resource_in_use_exception() => Refusal::InUse,
+                        Some(e) if e.is_resource_not_found_exception() => Refusal::Gone,
+                        _ => Refusal::Other,
+                    };
+                    let source = Box::new(error);
                     return self
-                        .failed("SubscribeToShard (events)", Box::new(error))
+                        .refused("SubscribeToShard (events)", refusal, source)
                         .await;
                 }
             };
             self.backoff.reset();
+            self.in_use.reset();
             let records: Vec<_> = event.records.into_iter().map(delivery).collect();
             let oldest = records.first().map(|record| record.arrival_ms);
             self.progress.answered(
@@ -248,30 +273,72 @@ impl Subscription {
                 oldest,
                 SystemClock.now_ms(),
             );
-            let children: Option<Vec<String>> = event
+            let closing = event
                 .child_shards
-                .filter(|children| !children.is_empty())
-                .map(|children| children.into_iter().map(|c| c.shard_id).collect());
+                .is_some_and(|children| !children.is_empty());
             if !event.continuation_sequence_number.is_empty() {
                 self.position = StartAt::AfterSequence(event.continuation_sequence_number);
             } else if let Some(last) = records.last() {
                 self.position = StartAt::AfterSequence(last.sequence_number.to_string());
             }
-            if records.is_empty() && children.is_none() {
-                continue;
+            // A closed shard's last records come before its end: check once nothing comes.
+            if records.is_empty() && !closing && self.is_closed().await {
+                return Ok(Ended::Closed);
             }
-            let end = children.is_some();
-            let handed = Event::Records {
-                batch: Batch {
-                    records,
-                    shard_end: end,
-                },
-                millis_behind_latest: event.millis_behind_latest,
-                children,
-            };
-            if self.sender.send(handed).await.is_err() || end {
-                return Ok(Ended::Done);
+            if !records.is_empty() {
+                let handed = Event::Records {
+                    batch: Batch {
+                        records,
+                        shard_end: false,
+                    },
+                    millis_behind_latest: event.millis_behind_latest,
+                };
+                if self.sender.send(handed).await.is_err() {
+                    return Ok(Ended::Done);
+                }
             }
+            if closing {
+                return Ok(Ended::Closed);
+            }
+        }
+    }
+
+    /// A subscription was refused, or its events failed: the stream is gone, the shard is
+    /// closed (read its rest by polling), the consumer is still subscribed elsewhere (waited
+    /// out, however long), or a failure to try again.
+    async fn refused(
+        &mut self,
+        operation: &'static str,
+        refusal: Refusal,
+        source: crate::Cause,
+    ) -> Result<Ended, ReadError> {
+        if refusal == Refusal::Gone {
+            return Err(ReadError::stream_gone(&self.client, &self.stream));
+        }
+        if self.is_closed().await {
+            return Ok(Ended::Closed);
+        }
+        if refusal == Refusal::InUse {
+            // Another subscription of the consumer to this shard still runs: the previous
+            // holder of a lease handed over (or killed) has not let go yet.
+            let pause = self.in_use.next_pause();
+            tracing::debug!(stream = %self.stream, shard = %self.shard_id, ?pause,
+                "the consumer is still subscribed to the shard elsewhere; waiting");
+            tokio::time::sleep(pause).await;
+            return Ok(Ended::Again);
+        }
+        self.failed(operation, source).await
+    }
+
+    /// Whether the shard is closed, as the host's listing of the stream says (shared with the
+    /// coordinators: no call of its own while the listing is fresh; a failed listing: not
+    /// known closed).
+    async fn is_closed(&self) -> bool {
+        match self.listings.list(&self.stream).await {
+            Ok(shards) => shards
+                .iter()
+                .any(|shard| shard.shard_id == self.shard_id && shard.closed),
+            Err(_) => false,
         }
     }
 

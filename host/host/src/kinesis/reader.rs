@@ -8,7 +8,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::consumer::Consumers;
-use super::fan_out::FanOutReader;
+use super::fan_out::{FanOutNext, FanOutReader};
+use super::listings::ShardListings;
 use super::pacing::{MIN_READ_INTERVAL, ReaderOwner};
 use super::progress::ReadProgress;
 use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReadMode, ReaderConfig, StartAt};
@@ -38,7 +39,18 @@ pub struct ShardReader {
 
 enum Source {
     Polling(Box<PollingReader>),
-    FanOut(FanOutReader),
+    FanOut(FanOut),
+}
+
+/// A fan-out reader, and what it takes to read its shard on by polling once it is closed.
+struct FanOut {
+    reader: FanOutReader,
+    reads: Arc<SharedReads>,
+    owner: ReaderOwner,
+    config: ReaderConfig,
+    /// Where polling takes over, once the shard was found closed (kept while the polling
+    /// reader opens, so a dropped `next` loses nothing).
+    closed_at: Option<StartAt>,
 }
 
 impl ShardReader {
@@ -69,28 +81,53 @@ impl ShardReader {
 
     /// Opens `shard_id` of `stream` at `start` by enhanced fan-out, through consumer
     /// `consumer` (registered through `consumers` if it is not yet, and waited for until
-    /// active).
+    /// active). Opened at the tip, it subscribes a second before it was asked to open (the
+    /// consumer's registration may take a while): it may be handed records that arrived up to
+    /// then, and misses none. A shard that turns out closed and refuses subscriptions is read
+    /// to its end by polling, through `reads` for `owner`.
     ///
     /// # Errors
     /// When the stream is gone, or the consumer cannot be registered (the stream has all the
     /// consumers it may have: [`ReadError::ConsumerLimit`]).
-    pub async fn open_fan_out(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn open_fan_out(
         client: &aws_sdk_kinesis::Client,
+        listings: Arc<ShardListings>,
         consumers: &Consumers,
         consumer: &str,
+        reads: Arc<SharedReads>,
+        owner: ReaderOwner,
         stream: &str,
         shard_id: &str,
         start: StartAt,
         config: &ReaderConfig,
     ) -> Result<Self, ReadError> {
+        let start = match start {
+            StartAt::Latest => StartAt::AtTimestamp(SystemClock.now_ms().saturating_sub(1000)),
+            other => other,
+        };
         let arn = consumers.arn(client, stream, consumer).await?;
-        let reader = FanOutReader::open(client.clone(), arn, stream, shard_id, start, config);
+        let reader = FanOutReader::open(
+            client.clone(),
+            listings,
+            arn,
+            stream,
+            shard_id,
+            start,
+            config,
+        );
         Ok(Self {
-            source: Source::FanOut(reader),
+            source: Source::FanOut(FanOut {
+                reader,
+                reads,
+                owner,
+                config: config.clone(),
+                closed_at: None,
+            }),
         })
     }
 
-    /// How it reads.
+    /// How it reads now (a fan-out reader of a closed shard reads its rest by polling).
     pub fn mode(&self) -> ReadMode {
         match &self.source {
             Source::Polling(_) => ReadMode::Polling,
@@ -102,7 +139,8 @@ impl ShardReader {
     pub fn is_finished(&self) -> bool {
         match &self.source {
             Source::Polling(reader) => reader.is_finished(),
-            Source::FanOut(reader) => reader.is_finished(),
+            // A closed shard's end is read by polling, which takes over.
+            Source::FanOut(_) => false,
         }
     }
 
@@ -111,7 +149,7 @@ impl ShardReader {
     pub fn children(&self) -> &[String] {
         match &self.source {
             Source::Polling(reader) => reader.children(),
-            Source::FanOut(reader) => reader.children(),
+            Source::FanOut(_) => &[],
         }
     }
 
@@ -120,7 +158,7 @@ impl ShardReader {
     pub fn millis_behind_latest(&self) -> Option<i64> {
         match &self.source {
             Source::Polling(reader) => reader.millis_behind_latest(),
-            Source::FanOut(reader) => reader.millis_behind_latest(),
+            Source::FanOut(fan_out) => fan_out.reader.millis_behind_latest(),
         }
     }
 
@@ -129,7 +167,7 @@ impl ShardReader {
     pub fn progress(&self) -> Arc<ReadProgress> {
         match &self.source {
             Source::Polling(reader) => reader.progress(),
-            Source::FanOut(reader) => reader.progress(),
+            Source::FanOut(fan_out) => fan_out.reader.progress(),
         }
     }
 
@@ -140,9 +178,35 @@ impl ShardReader {
     /// 20 failed reads (or subscriptions) in a row; [`ReadError::Stalled`] if the reader of an
     /// unfinished shard has no read in flight, which would be a bug.
     pub async fn next(&mut self) -> Result<Batch, ReadError> {
-        match &mut self.source {
-            Source::Polling(reader) => reader.next().await,
-            Source::FanOut(reader) => reader.next().await,
+        loop {
+            let fan_out = match &mut self.source {
+                Source::Polling(reader) => return reader.next().await,
+                Source::FanOut(fan_out) => fan_out,
+            };
+            let position = match &fan_out.closed_at {
+                Some(position) => position.clone(),
+                None => match fan_out.reader.next().await? {
+                    FanOutNext::Batch(batch) => return Ok(batch),
+                    FanOutNext::Closed(position) => {
+                        let (stream, shard) = fan_out.reader.shard();
+                        tracing::info!(stream, shard, from = ?position,
+                            "the shard is closed; reading the rest of it by polling, to its end");
+                        fan_out.closed_at = Some(position.clone());
+                        position
+                    }
+                },
+            };
+            let (stream, shard_id) = fan_out.reader.shard();
+            let polling = PollingReader::open(
+                &fan_out.reads,
+                fan_out.owner.clone(),
+                stream,
+                shard_id,
+                position,
+                fan_out.config.clone(),
+            )
+            .await?;
+            self.source = Source::Polling(Box::new(polling));
         }
     }
 }

@@ -236,8 +236,11 @@ async fn open_reader(
         ReadMode::FanOut => {
             ShardReader::open_fan_out(
                 &ctx.client,
+                ctx.listings.clone(),
                 &ctx.consumers,
                 &ctx.consumer,
+                ctx.reads.clone(),
+                owner(ctx, release),
                 &ctx.stream,
                 shard_id,
                 start,

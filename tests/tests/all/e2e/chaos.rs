@@ -39,12 +39,26 @@ const KEYS: u64 = 32;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<()> {
+    chaos("polling", "chaos").await
+}
+
+/// The same run with the settled tenant reading by enhanced fan-out: its subscriptions are
+/// handed over by kills (the consumer still subscribed elsewhere is waited out) and follow the
+/// split from the parent's last event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_record_is_lost_under_kills_restarts_and_a_split_reading_by_fan_out()
+-> anyhow::Result<()> {
+    chaos("fan-out", "chaos-fan-out").await
+}
+
+/// The chaos run, the `good` tenant reading by `read`, in a fixture named `name`.
+async fn chaos(read: &str, name: &str) -> anyhow::Result<()> {
     let scale: u64 = env_number("RUSTSTREAM_CHAOS_SCALE").unwrap_or(1).max(1);
     let seed = env_number("RUSTSTREAM_CHAOS_SEED").unwrap_or_else(now_ms);
     let mut random = Random(seed | 1);
     let records = 1_500 * scale;
 
-    let fixture = Fixture::builder(&format!("chaos-{seed}"))
+    let fixture = Fixture::builder(&format!("{name}-{seed}"))
         .stream("ledger", 4)
         .dynamo()
         .start()
@@ -52,7 +66,7 @@ async fn no_record_is_lost_under_kills_restarts_and_a_split() -> anyhow::Result<
     let client = fixture.client().clone();
     let config = fixture.tenants(&format!(
         "[host]\nlease_store = \"dynamodb\"\ncreate_lease_table = true\n\n\
-         [[tenants]]\nname = \"good\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n\n\
+         [[tenants]]\nname = \"good\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\nread = \"{read}\"\n\n\
          [[tenants]]\nname = \"other\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n",
         guests::SETTLEMENT.path().display(),
         guests::RECHECK.path().display(),
