@@ -42,6 +42,8 @@ use ruststream_runtime::escape::one_line;
 
 /// How long a subscription may bring no event before it is made again.
 pub const STALLED_AFTER: Duration = Duration::from_secs(30);
+/// Kinesis takes one `SubscribeToShard` a second per consumer and shard: calls are spaced so.
+const SUBSCRIBE_INTERVAL: Duration = Duration::from_secs(1);
 /// The most a quiet subscription goes between events: Kinesis's heartbeat.
 const EVENT_GAP: Duration = Duration::from_secs(5);
 
@@ -101,7 +103,10 @@ impl FanOutReader {
             tip: StartAt::AtTimestamp(SystemClock.now_ms().saturating_sub(1000)),
             position: start,
             backoff: Backoff::new(config.backoff_first, config.backoff_max),
-            in_use: Backoff::new(config.backoff_first, config.backoff_max),
+            // Up to a few seconds: a killed holder's subscription ends when the service sees
+            // its connection go, and the next holder should not sleep long past that.
+            in_use: Backoff::new(SUBSCRIBE_INTERVAL, 3 * SUBSCRIBE_INTERVAL),
+            subscribed_at: None,
             progress: progress.clone(),
             sender,
         };
@@ -169,6 +174,8 @@ struct Subscription {
     backoff: Backoff,
     /// Refusals in a row because the consumer is still subscribed elsewhere (never the end).
     in_use: Backoff,
+    /// When the last `SubscribeToShard` went out.
+    subscribed_at: Option<tokio::time::Instant>,
     progress: Arc<ReadProgress>,
     sender: mpsc::Sender<Event>,
 }
@@ -218,6 +225,10 @@ impl Subscription {
 
     /// One `SubscribeToShard` and its events.
     async fn subscribe_once(&mut self) -> Result<Ended, ReadError> {
+        if let Some(last) = self.subscribed_at {
+            tokio::time::sleep_until(last + SUBSCRIBE_INTERVAL).await;
+        }
+        self.subscribed_at = Some(tokio::time::Instant::now());
         let subscribed = self
             .client
             .subscribe_to_shard()
@@ -322,8 +333,8 @@ impl Subscription {
             // Another subscription of the consumer to this shard still runs: the previous
             // holder of a lease handed over (or killed) has not let go yet.
             let pause = self.in_use.next_pause();
-            tracing::debug!(stream = %self.stream, shard = %self.shard_id, ?pause,
-                "the consumer is still subscribed to the shard elsewhere; waiting");
+            tracing::info!(stream = %self.stream, shard = %self.shard_id, ?pause,
+                "the consumer is still subscribed to the shard elsewhere (a previous holder); waiting");
             tokio::time::sleep(pause).await;
             return Ok(Ended::Again);
         }

@@ -34,6 +34,11 @@ const SHARD_SYNC_MS: u64 = 1_000;
 /// Time a restarted or surviving process needs on top of TTL + sync on a loaded machine: a
 /// first read, and the record's call.
 const TAKEOVER_SLACK_MS: u64 = 4_000;
+/// What a takeover by enhanced fan-out adds: the server ends the killed holder's subscription
+/// only once it sees the connection gone (1-3 s on kinesis-local), the new holder retries its
+/// `SubscribeToShard` at most once a second, and a holder restarted and killed again before
+/// that starts the wait over.
+const FAN_OUT_SLACK_MS: u64 = 5_000;
 const HOSTS: usize = 3;
 const KEYS: u64 = 32;
 
@@ -151,7 +156,11 @@ async fn chaos(read: &str, name: &str) -> anyhow::Result<()> {
     let report = Report::of(&produced, &bookings, &samples, &fleet.instances);
     report.print(seed);
     assert!(all_handled, "never handled: {:?}", report.missing);
-    report.assert_holds();
+    let slack = match read {
+        "fan-out" => TAKEOVER_SLACK_MS + FAN_OUT_SLACK_MS,
+        _ => TAKEOVER_SLACK_MS,
+    };
+    report.assert_holds(slack);
     let missed = not_looked_at_again(&produced, &fleet.looks());
     assert!(
         rechecked,
@@ -612,7 +621,8 @@ impl Report {
         );
     }
 
-    fn assert_holds(&self) {
+    /// Every property holds, and each takeover within the lease, a shard sync and `slack_ms`.
+    fn assert_holds(&self, slack_ms: u64) {
         assert!(
             self.premature.is_empty(),
             "checkpoints past unhandled records: {:?}",
@@ -628,7 +638,7 @@ impl Report {
             "out of key order: {:?}",
             self.out_of_order
         );
-        let bound = LEASE_TTL_MS + SHARD_SYNC_MS + TAKEOVER_SLACK_MS;
+        let bound = LEASE_TTL_MS + SHARD_SYNC_MS + slack_ms;
         assert!(
             self.slowest_takeover_ms <= bound,
             "takeover took {} ms",
