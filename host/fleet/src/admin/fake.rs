@@ -233,6 +233,7 @@ pub fn sample_status() -> HostStatus {
             foreign_copies: 0,
         },
         millis_behind_latest: Some(250),
+        read: Some("polling".to_owned()),
         paused: false,
         // Not sent over the admin API: zero, as a status parsed from JSON has them.
         unhandled: 0,
@@ -248,6 +249,7 @@ pub fn sample_status() -> HostStatus {
         delivered: 0,
         outcomes: OutcomeCounts::default(),
         millis_behind_latest: None,
+        read: None,
         paused: true,
         unhandled: 0,
         copies_pending: 0,

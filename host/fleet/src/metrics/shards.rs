@@ -271,6 +271,7 @@ mod tests {
             copies_pending: 0,
             outcomes: Default::default(),
             millis_behind_latest: Some(0),
+            read: Some("polling".to_owned()),
             iterator_age_ms: Some(3),
             paused: false,
         };

@@ -21,7 +21,7 @@ use ruststream_runtime::{
     pipeline::{OutcomeCounter, OutcomeCounts},
 };
 
-use crate::kinesis::ReadProgress;
+use crate::kinesis::{ReadMode, ReadProgress};
 
 /// The state of one shard on this host; in JSON and on the status page, the words of its
 /// `Display` (`reading`, `handed over to host-b`, `failed: why`).
@@ -122,6 +122,10 @@ pub struct ShardStatus {
     pub outcomes: OutcomeCounts,
     /// How far behind the tip of the shard its last read was, as Kinesis reported it.
     pub millis_behind_latest: Option<i64>,
+    /// How it is read: `polling` or `fan-out` (none before its reader opened; a status
+    /// from a host that did not say reads as none).
+    #[serde(default)]
+    pub read: Option<String>,
     /// Delivery is paused: the component's tenant is quarantined or paused by an operator
     /// (as of the worker's last turn; the fleet's status also sets it from the tenant's state
     /// now).
@@ -268,6 +272,15 @@ impl StatusBoard {
             .clone()
     }
 
+    /// Notes how `shard_id` is read now.
+    pub(crate) fn set_read(&self, shard_id: &str, mode: ReadMode) {
+        let read = match mode {
+            ReadMode::Polling => "polling",
+            ReadMode::FanOut => "fan-out",
+        };
+        self.update(shard_id, |s| s.read = Some(read.to_owned()));
+    }
+
     pub(crate) fn set_state(&self, shard_id: &str, state: ShardState) {
         self.update(shard_id, |s| s.state = state);
     }
@@ -288,6 +301,7 @@ impl StatusBoard {
                 copies_pending: 0,
                 outcomes: OutcomeCounts::default(),
                 millis_behind_latest: None,
+                read: None,
                 iterator_age_ms: None,
                 paused: false,
             });
@@ -375,6 +389,7 @@ mod tests {
                 ..OutcomeCounts::default()
             },
             millis_behind_latest: Some(-1),
+            read: Some("fan-out".to_owned()),
             paused: true,
             unhandled: 0,
             copies_pending: 0,

@@ -162,6 +162,7 @@ async fn work(
     let mut reader = match reader {
         Ok(reader) => {
             ctx.status.follow_reads(&shard.shard_id, reader.progress());
+            ctx.status.set_read(&shard.shard_id, reader.mode());
             reader
         }
         Err(error) => return give_up(keeper, error, grace).await,

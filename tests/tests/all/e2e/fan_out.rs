@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
+use ruststream_tests::neighbour::verb;
 use ruststream_tests::wait::poll_for;
 use serde_json::json;
 
