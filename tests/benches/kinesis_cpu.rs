@@ -15,6 +15,9 @@
 //! binary reads the same records in the same run, as a third reader: its own CPU time, as
 //! it reports it.
 
+#[path = "common/process_cpu.rs"]
+mod common_cpu;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -32,6 +35,8 @@ use ruststream_runtime::{
 use ruststream_tests::e2e::put_json_batch;
 use ruststream_tests::guests;
 use ruststream_tests::servers::LocalKinesis;
+
+use common_cpu::process_cpu;
 
 const SIZES: [usize; 2] = [5_000, 20_000];
 /// Reads of the same records per size, host and bare loop interleaved; medians are reported.
@@ -252,20 +257,6 @@ impl Clock {
             wall: self.wall.elapsed(),
         }
     }
-}
-
-/// User + system CPU time of this process, every thread (ended ones too).
-fn process_cpu() -> Duration {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: `usage` is a valid, writable `rusage`; RUSAGE_SELF is always a valid target.
-    let usage = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
-        usage.assume_init()
-    };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 fn report(results: &[(usize, Measured)]) {

@@ -39,7 +39,7 @@ pub struct ShardReader {
 
 enum Source {
     Polling(Box<PollingReader>),
-    FanOut(FanOut),
+    FanOut(Box<FanOut>),
 }
 
 /// A fan-out reader, and what it takes to read its shard on by polling once it is closed.
@@ -117,13 +117,13 @@ impl ShardReader {
             config,
         );
         Ok(Self {
-            source: Source::FanOut(FanOut {
+            source: Source::FanOut(Box::new(FanOut {
                 reader,
                 reads,
                 owner,
                 config: config.clone(),
                 closed_at: None,
-            }),
+            })),
         })
     }
 

@@ -80,5 +80,21 @@ async fn a_fan_out_subscription_is_pushed_every_record_through_its_own_consumer(
         ["ruststream-fan-audit"],
         "one consumer for the app, named from tenant and app"
     );
+
+    let (ok, said) = verb(&host, &["status", "--json"]).await?;
+    anyhow::ensure!(ok, "status: {said}");
+    let status: serde_json::Value = serde_json::from_str(&said)?;
+    let modes: Vec<&serde_json::Value> =
+        status["tenants"][0]["apps"][0]["subscriptions"][0]["shards"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|shard| &shard["read"])
+            .collect();
+    assert_eq!(
+        modes,
+        [&json!("fan-out"); 2],
+        "status says how each shard is read: {said}"
+    );
     host.stop().await.map(drop)
 }
