@@ -25,6 +25,8 @@ pub const RENEWAL_LATENESS: &str = "ruststream_lease_renewal_lateness_seconds";
 /// GetRecords calls this host made, by `stream` and `shard` (host-wide: one read serves every
 /// reader of the shard in the host).
 pub const GET_RECORDS: &str = "ruststream_get_records_total";
+/// GetRecords calls of this host that Kinesis throttled, by `stream` and `shard`.
+pub const READ_THROTTLES: &str = "ruststream_get_records_throttled_total";
 /// Hosts of the fleet reading a shard, this one included, as the fleet's reads table says, by
 /// `stream` and `shard`: this host's turns on the shard are that many times 200 ms apart.
 pub const SHARD_READERS: &str = "ruststream_shard_reader_hosts";
@@ -52,6 +54,10 @@ pub fn describe() {
     metrics::describe_counter!(
         GET_RECORDS,
         "GetRecords calls this host made, by stream and shard."
+    );
+    metrics::describe_counter!(
+        READ_THROTTLES,
+        "GetRecords calls of this host that Kinesis throttled, by stream and shard."
     );
     metrics::describe_gauge!(
         SHARD_READERS,

@@ -258,7 +258,11 @@ impl Subscription {
                         "the shard's subscription brought no event; subscribing again");
                     return Ok(Ended::Again);
                 }
-                Ok(Ok(None)) => return Ok(Ended::Again),
+                Ok(Ok(None)) => {
+                    tracing::debug!(stream = %self.stream, shard = %self.shard_id, from = ?self.position,
+                        "the shard's subscription ended; subscribing again from its continuation");
+                    return Ok(Ended::Again);
+                }
                 Ok(Ok(Some(SubscribeToShardEventStream::SubscribeToShardEvent(event)))) => event,
                 Ok(Ok(Some(_))) => continue,
                 Ok(Err(error)) => {

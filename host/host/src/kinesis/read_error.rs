@@ -65,7 +65,9 @@ pub enum ReadError {
     /// cannot read it in fan-out mode until one is deregistered (or it reads by polling).
     #[error(
         "stream `{stream}` has the most enhanced fan-out consumers Kinesis allows ({limit}; 50 \
-         with On-demand Advantage): {}; deregister one or read it with `read = \"polling\"`",
+         with On-demand Advantage): read it with `read = \"polling\"`, or deregister one of \
+         its {}: {}",
+        consumers.len(),
         consumers.join(", ")
     )]
     ConsumerLimit {

@@ -456,6 +456,12 @@ impl ShardHub {
                 );
                 tracing::warn!(stream = %self.shard.stream, shard = %self.shard.shard_id, ?pause,
                     error = %one_line(&*error), "GetRecords throttled; the shard's next turn moves back");
+                metrics::counter!(
+                    crate::metrics::READ_THROTTLES,
+                    "stream" => self.shard.stream.clone(),
+                    "shard" => self.shard.shard_id.clone()
+                )
+                .increment(1);
                 Outcome::Throttled { iterator }
             }
             Called::Failed(error) => {

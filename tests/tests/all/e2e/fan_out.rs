@@ -98,3 +98,67 @@ async fn a_fan_out_subscription_is_pushed_every_record_through_its_own_consumer(
     );
     host.stop().await.map(drop)
 }
+
+/// A stream with all the consumers Kinesis allows: the fan-out subscription reads nothing, and
+/// says why, naming the stream, the limit and the consumers it found; a polling tenant beside
+/// it goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_with_all_its_consumers_refuses_fan_out_naming_them() -> anyhow::Result<()> {
+    let fixture = Fixture::builder("fan-out-limit")
+        .stream("ledger", 1)
+        .start()
+        .await?;
+    let summary = fixture
+        .client()
+        .describe_stream_summary()
+        .stream_name("ledger")
+        .send()
+        .await?;
+    let arn = summary
+        .stream_description_summary()
+        .map(|d| d.stream_arn().to_owned())
+        .unwrap_or_default();
+    for n in 0..20 {
+        fixture
+            .client()
+            .register_stream_consumer()
+            .stream_arn(&arn)
+            .consumer_name(format!("native-{n:02}"))
+            .send()
+            .await?;
+    }
+    let tenants = format!(
+        "{}{}",
+        auditor("fan", "fan-out"),
+        auditor("poll", "polling")
+    );
+    let host = fixture.host(&fixture.tenants(&tenants)?).start()?;
+    host.wait_for_log("most enhanced fan-out consumers Kinesis allows (20", 1)
+        .await?;
+    let line = host
+        .output()
+        .lines()
+        .find(|line| line.contains("most enhanced fan-out consumers"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    // The consumers' names come last: a long list is cut in the log, never the rest.
+    for named in [
+        "`ledger`",
+        "allows (20",
+        "polling",
+        "one of its 20: native-00, native-01",
+    ] {
+        assert!(line.contains(named), "the refusal names {named}: {line}");
+    }
+    fixture
+        .put_all("ledger", (0..5).map(|id| json!({ "id": id, "amount": 5 })))
+        .await?;
+    handled(&host, "poll", 5).await?;
+    let scrape = host.scrape().await?;
+    assert_eq!(
+        scrape.sum("ruststream_records_total", &[("tenant", "fan")]),
+        0.0,
+        "the refused subscription read nothing"
+    );
+    host.stop().await.map(drop)
+}
