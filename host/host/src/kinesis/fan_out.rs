@@ -31,11 +31,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::answer::delivery;
+use super::batch::Batch;
 use super::listings::ShardListings;
 use super::progress::ReadProgress;
 use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
 use super::read_error::ReadError;
-use super::reader::Batch;
 use ruststream_runtime::backoff::Backoff;
 use ruststream_runtime::clock::{Clock, SystemClock};
 use ruststream_runtime::escape::one_line;

@@ -8,6 +8,7 @@
 //! fan-out instead (`fan_out.rs`, through a consumer of its app's own: `consumer.rs`).
 
 mod answer;
+mod batch;
 mod calls;
 mod consumer;
 mod fan_out;
@@ -24,6 +25,7 @@ mod tap;
 #[cfg(test)]
 mod test_shard;
 
+pub use batch::Batch;
 pub use consumer::{CONSUMERS_PER_STREAM, Consumers, consumer_name};
 pub use fan_out::STALLED_AFTER;
 pub(crate) use listings::ShardListings;
@@ -32,6 +34,6 @@ pub use progress::ReadProgress;
 pub use publisher::KinesisPublisher;
 pub use read_config::{ReadMode, ReaderConfig, StartAt};
 pub use read_error::ReadError;
-pub use reader::{Batch, ShardReader};
+pub use reader::ShardReader;
 pub use shards::{ShardInfo, list_shards};
 pub use shared::SharedReads;

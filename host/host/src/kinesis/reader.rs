@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::batch::Batch;
 use super::consumer::Consumers;
 use super::fan_out::{FanOutNext, FanOutReader};
 use super::listings::ShardListings;
@@ -20,15 +21,6 @@ use ruststream_runtime::{
     Delivery,
     clock::{Clock, SystemClock},
 };
-
-/// One GetRecords' worth of a shard.
-#[derive(Debug, Default)]
-pub struct Batch {
-    /// The records, in shard order, their envelopes taken apart.
-    pub records: Vec<Delivery>,
-    /// The shard is closed and this was its last batch.
-    pub shard_end: bool,
-}
 
 /// Reads one shard in order, for one subscription, by polling or by enhanced fan-out: the
 /// same batches, ends and lag either way, so the pipeline, settlement, checkpoints, seeks and
