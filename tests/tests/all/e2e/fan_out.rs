@@ -24,6 +24,19 @@ fn auditor(tenant: &str, read: &str) -> String {
     )
 }
 
+/// The ARN of the fixture's `ledger` stream.
+async fn ledger_arn(fixture: &Fixture) -> anyhow::Result<String> {
+    let summary = fixture
+        .client()
+        .describe_stream_summary()
+        .stream_name("ledger")
+        .send()
+        .await?;
+    let arn = summary.stream_description_summary().map(|d| d.stream_arn());
+    arn.map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("no ARN for `ledger`"))
+}
+
 /// Waits until `tenant` has handled `count` records on `host`, and returns its GetRecords calls
 /// on `ledger`.
 async fn handled(host: &BinaryHost, tenant: &str, count: u64) -> anyhow::Result<f64> {
@@ -54,16 +67,7 @@ async fn a_fan_out_subscription_is_pushed_every_record_through_its_own_consumer(
     let get_records = handled(&host, "fan", 40).await?;
     assert_eq!(get_records, 0.0, "a fan-out subscription never polls");
 
-    let summary = fixture
-        .client()
-        .describe_stream_summary()
-        .stream_name("ledger")
-        .send()
-        .await?;
-    let arn = summary
-        .stream_description_summary()
-        .map(|d| d.stream_arn().to_owned())
-        .unwrap_or_default();
+    let arn = ledger_arn(&fixture).await?;
     let consumers = fixture
         .client()
         .list_stream_consumers()
@@ -108,16 +112,7 @@ async fn a_stream_with_all_its_consumers_refuses_fan_out_naming_them() -> anyhow
         .stream("ledger", 1)
         .start()
         .await?;
-    let summary = fixture
-        .client()
-        .describe_stream_summary()
-        .stream_name("ledger")
-        .send()
-        .await?;
-    let arn = summary
-        .stream_description_summary()
-        .map(|d| d.stream_arn().to_owned())
-        .unwrap_or_default();
+    let arn = ledger_arn(&fixture).await?;
     for n in 0..20 {
         fixture
             .client()
