@@ -15,16 +15,14 @@
 mod common_cpu;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ruststream_host::kinesis::ReadMode;
 use ruststream_host::runner::{OperatorSettings, ShardState};
 use ruststream_host::{Deployment, Host, HostConfig, MemoryLeaseStore};
-use ruststream_runtime::{
-    LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink, pipeline::DeliveryReport,
-};
+use ruststream_runtime::{LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink};
+use ruststream_tests::bench::HandledLatencies;
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
 use ruststream_tests::servers::LocalKinesis;
@@ -77,21 +75,12 @@ async fn scenario(runtime: &Runtime, mode: ReadMode) -> anyhow::Result<Figures> 
     let kinesis = LocalKinesis::start().await?;
     kinesis.create_stream("ledger", 1).await?;
     let client = kinesis.client().await;
-    let latencies = Arc::new(Mutex::new(Vec::<u64>::new()));
-    let handled = Arc::new(AtomicUsize::new(0));
-    let observer = {
-        let (latencies, handled) = (latencies.clone(), handled.clone());
-        Arc::new(move |report: &DeliveryReport| {
-            let ms = report.at_ms.saturating_sub(report.arrival_ms);
-            latencies.lock().expect("not poisoned").push(ms);
-            handled.fetch_add(1, Ordering::Relaxed);
-        })
-    };
+    let latencies = HandledLatencies::new();
     let config = HostConfig {
         owner_id: "bench".into(),
         ..HostConfig::default()
     };
-    let host = Host::new(client.clone(), config).with_observer(observer);
+    let host = Host::new(client.clone(), config).with_observer(latencies.observer());
     let tenant = Arc::new(Tenant::trusted("bench"));
     let log = LogSink::new();
     let path = guests::LEDGER_AUDIT.path();
@@ -131,14 +120,13 @@ async fn scenario(runtime: &Runtime, mode: ReadMode) -> anyhow::Result<Figures> 
         put += 1;
     }
     let drained = Instant::now();
-    while handled.load(Ordering::Relaxed) < put && drained.elapsed() < DRAIN {
+    while latencies.handled() < put && drained.elapsed() < DRAIN {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let cpu = process_cpu().saturating_sub(cpu);
     app.abort();
-    let latencies = std::mem::take(&mut *latencies.lock().expect("not poisoned"));
     Ok(Figures {
-        latencies,
+        latencies: latencies.take_sorted(),
         expected: put,
         cpu,
     })

@@ -17,17 +17,17 @@
 //! is its own vector of the shared records: a reference count per field, never a copy of the
 //! data).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ruststream_host::{
     Deployment, Host, HostConfig, MemoryLeaseStore, RunningApp, runner::ShardState,
 };
 use ruststream_runtime::{
-    Delivery, LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink,
-    pipeline::DeliveryReport, record::Bytes, text::Text,
+    Delivery, LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink, record::Bytes,
+    text::Text,
 };
+use ruststream_tests::bench::HandledLatencies;
 use ruststream_tests::e2e::put_json;
 use ruststream_tests::guests;
 use ruststream_tests::proxy::RecordingProxy;
@@ -97,21 +97,12 @@ async fn scenario(
     let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", kinesis.port())).await?;
     let producer = kinesis.client().await;
     let client = aws_sdk_kinesis::Client::new(&sdk_config(&proxy.endpoint()).await);
-    let latencies = Arc::new(Mutex::new(Vec::<u64>::new()));
-    let handled = Arc::new(AtomicUsize::new(0));
-    let observer = {
-        let (latencies, handled) = (latencies.clone(), handled.clone());
-        Arc::new(move |report: &DeliveryReport| {
-            let ms = report.at_ms.saturating_sub(report.arrival_ms);
-            latencies.lock().expect("not poisoned").push(ms);
-            handled.fetch_add(1, Ordering::Relaxed);
-        })
-    };
+    let latencies = HandledLatencies::new();
     let config = HostConfig {
         owner_id: "bench".into(),
         ..HostConfig::default()
     };
-    let host = Host::new(client, config).with_observer(observer);
+    let host = Host::new(client, config).with_observer(latencies.observer());
     let log = LogSink::new();
     let started = Instant::now();
     let mut apps = Vec::new();
@@ -138,7 +129,7 @@ async fn scenario(
     let window_end = Instant::now();
     let expected = put * subscriptions;
     let drained = Instant::now();
-    while handled.load(Ordering::Relaxed) < expected && drained.elapsed() < DRAIN {
+    while latencies.handled() < expected && drained.elapsed() < DRAIN {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let reads = proxy
@@ -150,8 +141,7 @@ async fn scenario(
     for app in &apps {
         app.abort();
     }
-    let mut latencies = std::mem::take(&mut *latencies.lock().expect("not poisoned"));
-    latencies.sort_unstable();
+    let latencies = latencies.take_sorted();
     let unhandled = expected.saturating_sub(latencies.len());
     let at = |quantile: f64| -> Option<Duration> {
         let rank = ((expected as f64) * quantile).ceil() as usize;

@@ -124,3 +124,44 @@ impl RunqueueWaits {
         std::time::Duration::from_nanos(waited)
     }
 }
+
+/// The put → handled latencies (ms) of the deliveries a host reports: handled time minus the
+/// record's arrival at the stream (the server's clock, on the same machine).
+#[derive(Clone, Default)]
+pub struct HandledLatencies {
+    ms: Arc<std::sync::Mutex<Vec<u64>>>,
+    handled: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl HandledLatencies {
+    /// None yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The observer to give the host (`Host::with_observer`).
+    pub fn observer(&self) -> ruststream_runtime::pipeline::Observer {
+        let latencies = self.clone();
+        Arc::new(
+            move |report: &ruststream_runtime::pipeline::DeliveryReport| {
+                let ms = report.at_ms.saturating_sub(report.arrival_ms);
+                ruststream_runtime::sync::lock(&latencies.ms).push(ms);
+                latencies
+                    .handled
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            },
+        )
+    }
+
+    /// Deliveries reported so far.
+    pub fn handled(&self) -> usize {
+        self.handled.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The latencies reported so far, sorted, taken out.
+    pub fn take_sorted(&self) -> Vec<u64> {
+        let mut taken = std::mem::take(&mut *ruststream_runtime::sync::lock(&self.ms));
+        taken.sort_unstable();
+        taken
+    }
+}

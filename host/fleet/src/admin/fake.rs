@@ -233,7 +233,7 @@ pub fn sample_status() -> HostStatus {
             foreign_copies: 0,
         },
         millis_behind_latest: Some(250),
-        read: Some("polling".to_owned()),
+        read: Some(ruststream_host::kinesis::ReadMode::Polling),
         paused: false,
         // Not sent over the admin API: zero, as a status parsed from JSON has them.
         unhandled: 0,

@@ -242,7 +242,7 @@ pub(crate) struct TenantSection {
     pub maximum_record_age: Option<String>,
     pub retry_stream: Option<String>,
     /// How its subscriptions read: `"polling"` (default) or `"fan-out"`.
-    pub read: Option<ReadSetting>,
+    pub read: Option<ReadMode>,
     pub enabled: Option<bool>,
     /// The same settings for one subscription, by subscriber name; they win over the tenant's.
     #[serde(default)]
@@ -259,16 +259,6 @@ pub(crate) enum StartingPosition {
     Latest,
     #[serde(alias = "AT_TIMESTAMP")]
     AtTimestamp,
-}
-
-/// How a subscription reads its shards: `"polling"` (GetRecords, the default) or `"fan-out"`
-/// (enhanced fan-out, through a consumer of the app's own).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub(crate) enum ReadSetting {
-    #[serde(rename = "polling")]
-    Polling,
-    #[serde(rename = "fan-out")]
-    FanOut,
 }
 
 /// An operator's settings for a subscription, as Lambda's Kinesis event source mapping names
@@ -292,7 +282,7 @@ pub(crate) struct MappingSettings {
     /// of the stream it reads.
     pub retry_stream: Option<String>,
     /// `"polling"` or `"fan-out"`.
-    pub read: Option<ReadSetting>,
+    pub read: Option<ReadMode>,
     pub enabled: Option<bool>,
 }
 
@@ -332,10 +322,7 @@ impl MappingSettings {
             max_record_age: (self.maximum_record_age.as_deref())
                 .and_then(|text| parse_duration(text).ok()),
             retry_stream: self.retry_stream.clone(),
-            read: self.read.map(|read| match read {
-                ReadSetting::Polling => ReadMode::Polling,
-                ReadSetting::FanOut => ReadMode::FanOut,
-            }),
+            read: self.read,
             enabled: self.enabled.unwrap_or(true),
         }
     }
@@ -1058,8 +1045,13 @@ mod tests {
             error("[tenants.subscriptions.book]\nmaximum_retry_attempts = 20000")
                 .contains("`tenants[0].subscriptions.book.maximum_retry_attempts`")
         );
+        let bad_read = error("read = \"fanout\"");
+        assert!(
+            bad_read.contains("line 5") && bad_read.contains("expected `polling` or `fan-out`"),
+            "{bad_read}"
+        );
         let config = parse(&format!(
-            "{base}batch_size = 10\nmaximum_retry_attempts = 2\n[tenants.subscriptions.book]\nbatch_size = 5\non_failure = \"ops\"\nenabled = false\n"
+            "{base}batch_size = 10\nmaximum_retry_attempts = 2\nread = \"fan-out\"\n[tenants.subscriptions.book]\nbatch_size = 5\non_failure = \"ops\"\nenabled = false\nread = \"polling\"\n"
         ))?;
         let specs = [spec(0, "book"), spec(1, "audit")];
         let settings = config.tenants[0]
@@ -1069,7 +1061,9 @@ mod tests {
         assert_eq!((book.batch_size, book.max_attempts), (Some(5), Some(3)));
         assert_eq!(book.on_failure.as_deref(), Some("ops"));
         assert!(!book.enabled);
+        assert_eq!(book.read, Some(ReadMode::Polling));
         let audit = &settings["audit"];
+        assert_eq!(audit.read, Some(ReadMode::FanOut));
         assert_eq!(
             (audit.batch_size, audit.on_failure.as_deref()),
             (Some(10), None)

@@ -271,7 +271,7 @@ mod tests {
             copies_pending: 0,
             outcomes: Default::default(),
             millis_behind_latest: Some(0),
-            read: Some("polling".to_owned()),
+            read: Some(ruststream_host::kinesis::ReadMode::Polling),
             iterator_age_ms: Some(3),
             paused: false,
         };

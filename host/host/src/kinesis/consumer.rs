@@ -79,42 +79,6 @@ impl Consumers {
             .await
             .cloned()
     }
-
-    /// Deregisters consumer `name` of `stream` (the app was undeployed); a consumer that is
-    /// not there is not an error.
-    ///
-    /// # Errors
-    /// The stream is gone, or Kinesis refused the call.
-    pub async fn deregister(
-        &self,
-        client: &Client,
-        stream: &str,
-        name: &str,
-    ) -> Result<(), ReadError> {
-        lock(&self.arns).remove(&(stream.to_owned(), name.to_owned()));
-        let arn = stream_arn(client, stream).await?;
-        let called = client
-            .deregister_stream_consumer()
-            .stream_arn(&arn)
-            .consumer_name(name)
-            .send()
-            .await;
-        match called {
-            Ok(_) => Ok(()),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
-            {
-                Ok(())
-            }
-            Err(error) => Err(ReadError::Refused {
-                operation: "DeregisterStreamConsumer",
-                target: format!("consumer `{name}` of `{stream}`"),
-                source: Box::new(error),
-            }),
-        }
-    }
 }
 
 /// The ARN of `stream`.
@@ -125,10 +89,14 @@ async fn stream_arn(client: &Client, stream: &str) -> Result<String, ReadError> 
         .send()
         .await;
     match summary {
-        Ok(summary) => Ok(summary
+        Ok(summary) => summary
             .stream_description_summary()
             .map(|d| d.stream_arn().to_owned())
-            .unwrap_or_default()),
+            .ok_or(ReadError::Incomplete {
+                operation: "DescribeStreamSummary",
+                target: format!("`{stream}`"),
+                missing: "no stream description",
+            }),
         Err(error)
             if error
                 .as_service_error()

@@ -5,9 +5,9 @@
 //!   the reader (one event ahead, as polling reads one answer ahead), so the handler sets the
 //!   pace and an event waits while the pipeline is busy.
 //! - A subscription lasts at most five minutes; it is then made again from the last event's
-//!   `ContinuationSequenceNumber`, so no record is skipped and none is handed twice. Before any
-//!   event, a reader opened at the tip subscribes again a second before it opened (as polling
-//!   reopens an expired iterator), never at the tip.
+//!   `ContinuationSequenceNumber`, so no record is skipped and none is handed twice. A reader
+//!   is never opened at the tip (`ShardReader::open_fan_out` turns it into a time a second
+//!   before), so subscribing again before any event cannot skip what arrived meanwhile.
 //! - `ResourceInUseException` (the consumer is still subscribed to the shard: the previous
 //!   holder of a lease handed over has not let go yet) is waited out with backoff, however
 //!   long; other failures are tried again with backoff, up to 20 in a row.
@@ -98,9 +98,6 @@ impl FanOutReader {
             consumer_arn,
             stream: stream.to_owned(),
             shard_id: shard_id.to_owned(),
-            // A reader opened at the tip that must subscribe again before its first event
-            // does so a second before it opened: it may see a record twice, never miss one.
-            tip: StartAt::AtTimestamp(SystemClock.now_ms().saturating_sub(1000)),
             position: start,
             backoff: Backoff::new(config.backoff_first, config.backoff_max),
             // Up to a few seconds: a killed holder's subscription ends when the service sees
@@ -167,7 +164,6 @@ struct Subscription {
     consumer_arn: String,
     stream: String,
     shard_id: String,
-    tip: StartAt,
     /// Where the next subscription starts: the reader's start, then after the last event.
     position: StartAt,
     /// Failures in a row (20 end the reader).
@@ -374,9 +370,6 @@ impl Subscription {
         let pause = self.backoff.next_pause();
         tracing::warn!(stream = %self.stream, shard = %self.shard_id, ?pause,
             error = %one_line(&*source), "subscribing to the shard failed; trying again");
-        if self.position == StartAt::Latest {
-            self.position = self.tip.clone();
-        }
         tokio::time::sleep(pause).await;
         Ok(Ended::Again)
     }

@@ -50,8 +50,10 @@ impl Default for ReaderConfig {
     }
 }
 
-/// How a subscription reads its shards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a subscription reads its shards; spelled `polling` and `fan-out` in the tenants file
+/// and the status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ReadMode {
     /// GetRecords, paced and shared by the host's readers of a shard (five reads a second per
     /// shard for the whole fleet).

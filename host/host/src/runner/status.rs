@@ -122,10 +122,10 @@ pub struct ShardStatus {
     pub outcomes: OutcomeCounts,
     /// How far behind the tip of the shard its last read was, as Kinesis reported it.
     pub millis_behind_latest: Option<i64>,
-    /// How it is read: `polling` or `fan-out` (none before its reader opened; a status
-    /// from a host that did not say reads as none).
+    /// How it is read (none before its reader opened; a status from a host that did not
+    /// say reads as none).
     #[serde(default)]
-    pub read: Option<String>,
+    pub read: Option<ReadMode>,
     /// Delivery is paused: the component's tenant is quarantined or paused by an operator
     /// (as of the worker's last turn; the fleet's status also sets it from the tenant's state
     /// now).
@@ -274,11 +274,7 @@ impl StatusBoard {
 
     /// Notes how `shard_id` is read now.
     pub(crate) fn set_read(&self, shard_id: &str, mode: ReadMode) {
-        let read = match mode {
-            ReadMode::Polling => "polling",
-            ReadMode::FanOut => "fan-out",
-        };
-        self.update(shard_id, |s| s.read = Some(read.to_owned()));
+        self.update(shard_id, |s| s.read = Some(mode));
     }
 
     pub(crate) fn set_state(&self, shard_id: &str, state: ShardState) {
@@ -389,7 +385,7 @@ mod tests {
                 ..OutcomeCounts::default()
             },
             millis_behind_latest: Some(-1),
-            read: Some("fan-out".to_owned()),
+            read: Some(ReadMode::FanOut),
             paused: true,
             unhandled: 0,
             copies_pending: 0,
@@ -420,7 +416,7 @@ mod tests {
         // A host from before read modes does not say: none, not an error.
         let older = json.replace(r#""read":"fan-out","#, "");
         let back: SubscriptionStatus = serde_json::from_str(&older).expect("parses");
-        let read = back.shards.values().next().and_then(|s| s.read.clone());
+        let read = back.shards.values().next().and_then(|s| s.read);
         assert_eq!(read, None);
     }
 
