@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 use ruststream_fleet::escape::escape_controls;
 
 use ruststream_fleet::admin::model::{
-    AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ShadowCounts,
-    ShadowDeployed, ShadowDropped, ShadowStatus, ShardState, ShardStatus, SubscriptionStatus,
-    TenantStatus, Undeployed,
+    AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ReadMode,
+    ShadowCounts, ShadowDeployed, ShadowDropped, ShadowStatus, ShardState, ShardStatus,
+    SubscriptionStatus, TenantStatus, Undeployed,
 };
 
 /// Hex digits of a content hash shown.
@@ -178,10 +178,43 @@ fn shard_line(shard_id: &str, shard: &ShardStatus, now_ms: u64) -> String {
         }
         None => {}
     }
+    parts.extend(reading(shard, now_ms));
     if shard.paused {
         parts.push("paused".to_owned());
     }
     parts.join(", ")
+}
+
+/// How the shard is read: the mode, the subscription's age by fan-out, and what this host asks
+/// of it (`polling 4.8 GetRecords/s shared by 2 of this host's subscriptions, 3 hosts read
+/// it, 1 throttled`).
+fn reading(shard: &ShardStatus, now_ms: u64) -> Option<String> {
+    let mut line = match shard.read? {
+        ReadMode::Polling => "polling".to_owned(),
+        ReadMode::FanOut => match shard.subscribed_since_ms {
+            Some(since) => format!("fan-out subscribed {} ago", age(now_ms, since)),
+            None => "fan-out not subscribed".to_owned(),
+        },
+    };
+    if let Some(reads) = &shard.reads {
+        if reads.get_records_per_second > 0.0 {
+            line.push_str(&format!(
+                " {:.1} GetRecords/s",
+                reads.get_records_per_second
+            ));
+        }
+        match reads.subscriptions {
+            0 | 1 => {}
+            n => line.push_str(&format!(" shared by {n} of this host's subscriptions")),
+        }
+        if reads.fleet_hosts > 1 {
+            line.push_str(&format!(", {} hosts read it", reads.fleet_hosts));
+        }
+        if reads.throttled > 0 {
+            line.push_str(&format!(", {} throttled", reads.throttled));
+        }
+    }
+    Some(line)
 }
 
 /// Why records were skipped, where any were: ` (3 sample, 2 behind, 0 budget, 0 cpu, 0
@@ -410,7 +443,7 @@ tenant acme (running)
     previous 0.1.0 (ledger-0.1.wasm, #9f8e7d6c5b4a)
     subscription book on `ledger`
       shardId-000000000000 reading, owner host-a, checkpoint 4959, held at 4960 for 12s, \
-delivered 120 (ack 100, drop 2, retry 17, retry_after 0, trapped 1), 250 ms behind
+delivered 120 (ack 100, drop 2, retry 17, retry_after 0, trapped 1), 250 ms behind, polling
       shardId-000000000001 stopped, no owner, no checkpoint, delivered 0 (ack 0, drop 0, \
 retry 0, retry_after 0, trapped 0), paused
   app fresh 1.0.0 (fresh.wasm, #abc)
@@ -431,12 +464,50 @@ retry 0, retry_after 0, trapped 0), paused
             .lines()
             .find(|l| l.contains("shardId-000000000000"))
             .unwrap_or_default();
-        assert!(line.ends_with("trapped 1), lag unknown"), "{line}");
+        assert!(line.ends_with("trapped 1), lag unknown, polling"), "{line}");
         let stopped = shown
             .lines()
             .find(|l| l.contains("shardId-000000000001"))
             .unwrap_or_default();
         assert!(!stopped.contains("lag"), "a shard not read here: {stopped}");
+    }
+
+    #[test]
+    fn a_shard_says_how_it_is_read_and_what_this_host_asks_of_it() {
+        use ruststream_fleet::admin::model::ShardReads;
+        let mut status = sample_status();
+        let shards = &mut status.tenants[0].apps[0].subscriptions[0].shards;
+        let reading = shards.values_mut().next().expect("a shard");
+        reading.read = Some(ReadMode::Polling);
+        reading.reads = Some(ShardReads {
+            get_records_per_second: 2.45,
+            subscriptions: 2,
+            fleet_hosts: 2,
+            throttled: 1,
+        });
+        let line = |status: &HostStatus| {
+            let shown = render_status(status, 1_012_500);
+            let line = shown.lines().find(|l| l.contains("shardId-000000000000"));
+            line.unwrap_or_default().to_owned()
+        };
+        assert!(
+            line(&status).ends_with(
+                "250 ms behind, polling 2.5 GetRecords/s shared by 2 of this host's \
+                 subscriptions, 2 hosts read it, 1 throttled"
+            ),
+            "{}",
+            line(&status)
+        );
+        let shards = &mut status.tenants[0].apps[0].subscriptions[0].shards;
+        let reading = shards.values_mut().next().expect("a shard");
+        reading.read = Some(ReadMode::FanOut);
+        reading.reads = None;
+        reading.subscribed_since_ms = Some(1_000_000);
+        assert!(
+            line(&status).ends_with("250 ms behind, fan-out subscribed 12s ago"),
+            "{}",
+            line(&status)
+        );
     }
 
     #[test]

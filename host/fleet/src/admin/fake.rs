@@ -234,6 +234,8 @@ pub fn sample_status() -> HostStatus {
         },
         millis_behind_latest: Some(250),
         read: Some(ruststream_host::kinesis::ReadMode::Polling),
+        reads: None,
+        subscribed_since_ms: None,
         paused: false,
         // Not sent over the admin API: zero, as a status parsed from JSON has them.
         unhandled: 0,
@@ -250,6 +252,8 @@ pub fn sample_status() -> HostStatus {
         outcomes: OutcomeCounts::default(),
         millis_behind_latest: None,
         read: None,
+        reads: None,
+        subscribed_since_ms: None,
         paused: true,
         unhandled: 0,
         copies_pending: 0,

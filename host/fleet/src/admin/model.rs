@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::state::versions::VersionOrigin;
 
 /// `GET /v1/status`: this host, whether it is ready, and every tenant it runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostStatus {
     /// This host's lease owner id.
     pub owner: String,
@@ -24,7 +24,7 @@ pub struct HostStatus {
 }
 
 /// One tenant: paused or not, its apps, and the components it was refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantStatus {
     /// The tenant's name as configured.
     pub name: String,
@@ -58,7 +58,7 @@ pub struct Refusal {
 }
 
 /// One running app: the version serving it, the one before, and how the newest is judged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppStatus {
     /// The app's name as its component declares it.
     pub name: String,
@@ -122,6 +122,10 @@ pub use ruststream_host::runner::SubscriptionStatus;
 /// One shard of a subscription as this host sees it: the runner's own status (`shard_id`
 /// first, the state in words, `paused` for a paused or quarantined tenant).
 pub use ruststream_host::runner::{ShardState, ShardStatus};
+
+/// How a shard is read (`polling`, `fan-out`), and what a host asks of it: the reader's own
+/// types.
+pub use ruststream_host::kinesis::{ReadMode, ShardReads};
 
 /// A shadow version and how it compares with the live one so far, on this host: the runner's
 /// own status (the counts flattened beside the version).

@@ -272,6 +272,8 @@ mod tests {
             outcomes: Default::default(),
             millis_behind_latest: Some(0),
             read: Some(ruststream_host::kinesis::ReadMode::Polling),
+            reads: None,
+            subscribed_since_ms: None,
             iterator_age_ms: Some(3),
             paused: false,
         };

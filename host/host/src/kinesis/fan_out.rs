@@ -200,7 +200,9 @@ enum Ended {
 impl Subscription {
     async fn run(mut self) {
         loop {
-            match self.subscribe_once().await {
+            let ended = self.subscribe_once().await;
+            self.progress.subscribed(None);
+            match ended {
                 Ok(Ended::Again) => {}
                 Ok(Ended::Closed) => {
                     let _ = self.sender.send(Event::Closed(self.position.clone())).await;
@@ -234,7 +236,10 @@ impl Subscription {
             .send()
             .await;
         let mut output = match subscribed {
-            Ok(output) => output,
+            Ok(output) => {
+                self.progress.subscribed(Some(SystemClock.now_ms()));
+                output
+            }
             Err(error) => {
                 let refusal = match error.as_service_error() {
                     Some(e) if e.is_resource_in_use_exception() => Refusal::InUse,

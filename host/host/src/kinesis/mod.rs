@@ -29,7 +29,7 @@ pub use batch::Batch;
 pub use consumer::{CONSUMERS_PER_STREAM, Consumers, consumer_name};
 pub use fan_out::STALLED_AFTER;
 pub(crate) use listings::ShardListings;
-pub use pacing::{MIN_READ_INTERVAL, ReadPacing, ReaderOwner};
+pub use pacing::{MIN_READ_INTERVAL, READS_WINDOW, ReadPacing, ReaderOwner, ShardReads};
 pub use progress::ReadProgress;
 pub use publisher::KinesisPublisher;
 pub use read_config::{ReadMode, ReaderConfig, StartAt};

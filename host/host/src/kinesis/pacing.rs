@@ -19,10 +19,11 @@
 //! (`runner/fleet_reads.rs` counts them in the fleet's reads table), this host's turns on it
 //! are `n × 200 ms` apart.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -30,6 +31,27 @@ use ruststream_runtime::{backoff::Backoff, sync::lock};
 
 /// Least time between two turns on one shard: Kinesis serves 5 GetRecords a second per shard.
 pub const MIN_READ_INTERVAL: Duration = Duration::from_millis(200);
+
+/// What a shard's [`ShardReads`] are counted over: Kinesis's limit holds averaged over 10 s.
+pub const READS_WINDOW: Duration = Duration::from_secs(10);
+
+/// What this host asks of one shard, for every subscription it reads it for, and how many
+/// hosts of the fleet read it: a status's view of the pacing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardReads {
+    /// GetRecords calls this host made on the shard per second over the last
+    /// [`READS_WINDOW`], for all its readers (each call is one turn).
+    pub get_records_per_second: f64,
+    /// Subscriptions of this host (any tenant) whose reads of the shard took a turn within
+    /// the window: one reads the shard alone; more share its turns, and those standing at
+    /// the same place share one answer.
+    pub subscriptions: u32,
+    /// Hosts of the fleet reading the shard, this one included, as the fleet's reads table
+    /// said last (1 without one): this host's turns are that many times 200 ms apart.
+    pub fleet_hosts: u32,
+    /// Reads of the shard Kinesis throttled since this host started.
+    pub throttled: u64,
+}
 
 /// Whose read it is: turns on a shard are divided by tenant, then by subscription (app and
 /// subscriber) within the tenant.
@@ -92,6 +114,12 @@ struct ShardTurns {
     hosts: u32,
     /// When this host last took a turn on it.
     last_turn: Option<Instant>,
+    /// The turns taken within [`READS_WINDOW`], oldest first (at most one per 200 ms).
+    recent: VecDeque<Instant>,
+    /// When each subscription's read last took (or shared) a turn, kept for [`READS_WINDOW`].
+    readers: HashMap<Arc<ReaderOwner>, Instant>,
+    /// Throttles since this host started.
+    throttled: u64,
     /// A task grants the waiting reads their turns.
     driving: bool,
     next_id: u64,
@@ -137,7 +165,7 @@ impl ReadPacing {
         if !turns.driving && turns.waiting.is_empty() && turns.next_at <= now {
             // A rested shard nobody waits for: the turn is this caller's at once.
             turns.served(&owner);
-            turns.taken(now);
+            turns.taken(now, std::slice::from_ref(&owner));
             let _ = grant.send(());
         } else {
             turns.waiting.push(Waiter {
@@ -177,6 +205,7 @@ impl ReadPacing {
         let turns = shards
             .entry((stream.to_owned(), shard.to_owned()))
             .or_insert_with(ShardTurns::new);
+        turns.throttled += 1;
         let pause = turns
             .throttles
             .get_or_insert_with(|| Backoff::new(first, max))
@@ -220,6 +249,19 @@ impl ReadPacing {
             .collect()
     }
 
+    /// What this host asked of `shard` of `stream` lately; `None` for a shard it never read.
+    pub fn reads(&self, stream: &str, shard: &str) -> Option<ShardReads> {
+        let mut shards = lock(&self.shards);
+        let turns = shards.get_mut(&(stream.to_owned(), shard.to_owned()))?;
+        turns.forget_old(Instant::now());
+        Some(ShardReads {
+            get_records_per_second: turns.recent.len() as f64 / READS_WINDOW.as_secs_f64(),
+            subscriptions: u32::try_from(turns.readers.len()).unwrap_or(u32::MAX),
+            fleet_hosts: turns.hosts,
+            throttled: turns.throttled,
+        })
+    }
+
     /// A read of `shard` was answered: the throttles in a row, if any, are over.
     pub fn answered(&self, stream: &str, shard: &str) {
         if let Some(turns) = lock(&self.shards).get_mut(&(stream.to_owned(), shard.to_owned())) {
@@ -251,6 +293,9 @@ impl ShardTurns {
             throttles: None,
             hosts: 1,
             last_turn: None,
+            recent: VecDeque::new(),
+            readers: HashMap::new(),
+            throttled: 0,
             driving: false,
             next_id: 0,
         }
@@ -261,10 +306,26 @@ impl ShardTurns {
         MIN_READ_INTERVAL * self.hosts
     }
 
-    /// A turn was granted at `now`.
-    fn taken(&mut self, now: Instant) {
+    /// A turn was granted at `now`, to a read of `owners`.
+    fn taken(&mut self, now: Instant, owners: &[Arc<ReaderOwner>]) {
         self.last_turn = Some(now);
         self.next_at = now + self.interval();
+        self.forget_old(now);
+        self.recent.push_back(now);
+        for owner in owners {
+            self.readers.insert(owner.clone(), now);
+        }
+    }
+
+    /// Forgets the turns and readers older than [`READS_WINDOW`]: what is kept is bounded by
+    /// the turns and subscriptions of one window.
+    fn forget_old(&mut self, now: Instant) {
+        let window_start = now.checked_sub(READS_WINDOW);
+        let old = |at: &Instant| window_start.is_some_and(|start| *at < start);
+        while self.recent.front().is_some_and(old) {
+            self.recent.pop_front();
+        }
+        self.readers.retain(|_, at| !old(at));
     }
 
     fn served(&mut self, owner: &ReaderOwner) {
@@ -344,7 +405,7 @@ async fn drive(shards: Arc<Mutex<HashMap<(String, String), ShardTurns>>>, key: (
         // A read that went away before its turn takes none.
         while let Some(waiter) = turns.pick() {
             if waiter.grant.send(()).is_ok() {
-                turns.taken(now);
+                turns.taken(now, &waiter.owners);
                 break;
             }
         }
@@ -492,6 +553,46 @@ mod tests {
                 .is_some_and(|(most, least)| most - least <= 1),
             "{a_counts:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_s_reads_count_the_last_ten_seconds_and_its_subscriptions() {
+        let pacing = Arc::new(ReadPacing::new());
+        assert_eq!(pacing.reads("s", "shard-0"), None, "never read");
+        let owners = [
+            ReaderOwner::new("a", "app", "one"),
+            ReaderOwner::new("b", "app", "two"),
+        ];
+        let readers: Vec<_> = owners
+            .into_iter()
+            .map(|owner| {
+                let pacing = pacing.clone();
+                tokio::spawn(async move {
+                    loop {
+                        pacing.turn_for("s", "shard-0", &owner).await;
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        pacing.share("s", "shard-0", 2);
+        pacing.throttled("s", "shard-0", MIN_READ_INTERVAL, MIN_READ_INTERVAL);
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let reads = pacing.reads("s", "shard-0").expect("read");
+        assert_eq!(reads.subscriptions, 2);
+        assert_eq!(reads.fleet_hosts, 2);
+        assert_eq!(reads.throttled, 1);
+        // Two hosts: 2.5 turns a second, give or take the turn at the window's edge.
+        assert!(
+            (2.4..=2.6).contains(&reads.get_records_per_second),
+            "{reads:?}"
+        );
+        for reader in readers {
+            reader.abort();
+        }
+        tokio::time::sleep(READS_WINDOW).await;
+        let idle = pacing.reads("s", "shard-0").expect("read before");
+        assert_eq!((idle.get_records_per_second, idle.subscriptions), (0.0, 0));
     }
 
     #[tokio::test(start_paused = true)]

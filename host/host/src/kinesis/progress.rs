@@ -6,6 +6,9 @@
 //! tenant has its first answer in hand and its records waiting, and the oldest of them says
 //! how far behind the checkpoint is (at least) without another read. Before any answer the
 //! lag is unknown, and says so (`None`), never 0.
+//!
+//! A reader by enhanced fan-out also notes when its current subscription began: how old a
+//! subscription is says whether it is renewed (Kinesis ends each after five minutes).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
@@ -23,6 +26,8 @@ pub struct ReadProgress {
     /// The longest a reader reading normally goes between two answers it takes: its poll
     /// interval after an empty read.
     expected_gap_ms: u64,
+    /// When the reader's subscription began (ms since the epoch); 0 while none is open.
+    subscribed_at_ms: AtomicU64,
 }
 
 const NONE: i64 = i64::MIN;
@@ -36,7 +41,23 @@ impl ReadProgress {
             answered_at_ms: AtomicU64::new(0),
             waiting_since_ms: AtomicU64::new(NOT_WAITING),
             expected_gap_ms: u64::try_from(expected_gap.as_millis()).unwrap_or(u64::MAX),
+            subscribed_at_ms: AtomicU64::new(0),
         }
+    }
+
+    /// Notes that a subscription began at `at_ms` (ms since the epoch), or that none is open
+    /// (`None`).
+    pub(crate) fn subscribed(&self, at_ms: Option<u64>) {
+        self.subscribed_at_ms.store(
+            at_ms.unwrap_or(0).max(u64::from(at_ms.is_some())),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// When the reader's open subscription began; `None` while none is open (and always for a
+    /// reader that polls).
+    pub fn subscribed_since_ms(&self) -> Option<u64> {
+        Some(self.subscribed_at_ms.load(Ordering::Relaxed)).filter(|at| *at != 0)
     }
 
     /// Notes an answer that arrived at `now_ms`, `behind_ms` behind the tip, its first record

@@ -520,7 +520,7 @@ impl AppCore {
         let retry_release = release.reading_retry_stream();
         let (release_tx, release_rx) = watch::channel(release);
         let (stop, stop_rx) = watch::channel(false);
-        let board = StatusBoard::new(&spec.name, &spec.stream);
+        let board = StatusBoard::new(&spec.name, &spec.stream, self.host.reads.pacing().clone());
         let (seeks, seek_rx) = mpsc::channel(8);
         let (shadow, shadow_rx) = watch::channel(self.shadow.clone());
         let host = &self.host;
@@ -563,7 +563,7 @@ impl AppCore {
         let (retry, retry_ctx) = match retry_release {
             Some(retry_release) => {
                 let stream = retry_release.spec.stream.clone();
-                let board = StatusBoard::new(&spec.name, &stream);
+                let board = StatusBoard::new(&spec.name, &stream, host.reads.pacing().clone());
                 let (release, release_rx) = watch::channel(retry_release);
                 let retry_ctx = WorkerContext {
                     stream: stream.clone(),

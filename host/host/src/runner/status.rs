@@ -21,7 +21,7 @@ use ruststream_runtime::{
     pipeline::{OutcomeCounter, OutcomeCounts},
 };
 
-use crate::kinesis::{ReadMode, ReadProgress};
+use crate::kinesis::{ReadMode, ReadPacing, ReadProgress, ShardReads};
 
 /// The state of one shard on this host; in JSON and on the status page, the words of its
 /// `Display` (`reading`, `handed over to host-b`, `failed: why`).
@@ -104,7 +104,7 @@ impl<'de> Deserialize<'de> for ShardState {
 
 /// One shard's status. The fields are in the order the admin API's JSON shows them; the ones
 /// marked `skip` are not sent (they read as zero/`None` in a status parsed from JSON).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardStatus {
     /// Where its worker stands.
     pub state: ShardState,
@@ -126,6 +126,15 @@ pub struct ShardStatus {
     /// say reads as none).
     #[serde(default)]
     pub read: Option<ReadMode>,
+    /// What this host asks of the shard for every subscription it reads it for (GetRecords a
+    /// second, shared or alone, throttles) and how many hosts of the fleet read it; none
+    /// before this host read it.
+    #[serde(default)]
+    pub reads: Option<ShardReads>,
+    /// Enhanced fan-out: when the subscription it is read through began (ms since the
+    /// epoch); none between subscriptions, and when it is polled.
+    #[serde(default)]
+    pub subscribed_since_ms: Option<u64>,
     /// Delivery is paused: the component's tenant is quarantined or paused by an operator
     /// (as of the worker's last turn; the fleet's status also sets it from the tenant's state
     /// now).
@@ -145,7 +154,7 @@ pub struct ShardStatus {
 
 /// One subscription's status. In JSON the subscriber is `name` and the shards a list, each
 /// with its `shard_id` first.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SubscriptionStatus {
     /// The subscription.
     #[serde(rename = "name")]
@@ -221,10 +230,13 @@ pub(crate) struct StatusBoard {
     /// count in and every snapshot reads: the one source of a shard's `outcomes`, so they
     /// never lag what the pipeline settled, whatever step settled it.
     outcomes: Arc<Mutex<HashMap<String, OutcomeCounter>>>,
+    /// The host's turns on every shard, read at every snapshot for each shard's `reads`.
+    pacing: Arc<ReadPacing>,
 }
 
 impl StatusBoard {
-    pub(crate) fn new(subscriber: &str, stream: &str) -> Self {
+    /// The status of `subscriber` on `stream`, whose shards' reads `pacing` (the host's) counts.
+    pub(crate) fn new(subscriber: &str, stream: &str, pacing: Arc<ReadPacing>) -> Self {
         Self {
             status: Arc::new(Mutex::new(SubscriptionStatus {
                 subscriber: subscriber.to_owned(),
@@ -233,12 +245,14 @@ impl StatusBoard {
             })),
             progress: Arc::default(),
             outcomes: Arc::default(),
+            pacing,
         }
     }
 
     /// The status now; each shard's `millis_behind_latest` is its reader's last figure plus
-    /// the time since, beyond the reader's usual gap, that nobody read the shard, and its
-    /// `outcomes` what its pipelines counted up to now.
+    /// the time since, beyond the reader's usual gap, that nobody read the shard, its
+    /// `outcomes` what its pipelines counted up to now, and its `reads` what the host's
+    /// pacing counted over the last 10 s.
     pub(crate) fn snapshot(&self) -> SubscriptionStatus {
         let mut status = self.lock().clone();
         for (shard_id, counter) in lock(&self.outcomes).iter() {
@@ -253,6 +267,12 @@ impl StatusBoard {
             {
                 shard.millis_behind_latest = Some(i64::try_from(behind).unwrap_or(i64::MAX));
             }
+            if let Some(shard) = status.shards.get_mut(shard_id) {
+                shard.subscribed_since_ms = progress.subscribed_since_ms();
+            }
+        }
+        for (shard_id, shard) in &mut status.shards {
+            shard.reads = self.pacing.reads(&status.stream, shard_id);
         }
         status
     }
@@ -298,6 +318,8 @@ impl StatusBoard {
                 outcomes: OutcomeCounts::default(),
                 millis_behind_latest: None,
                 read: None,
+                reads: None,
+                subscribed_since_ms: None,
                 iterator_age_ms: None,
                 paused: false,
             });
@@ -386,6 +408,8 @@ mod tests {
             },
             millis_behind_latest: Some(-1),
             read: Some(ReadMode::FanOut),
+            reads: None,
+            subscribed_since_ms: None,
             paused: true,
             unhandled: 0,
             copies_pending: 0,

@@ -88,18 +88,35 @@ async fn a_fan_out_subscription_is_pushed_every_record_through_its_own_consumer(
     let (ok, said) = verb(&host, &["status", "--json"]).await?;
     anyhow::ensure!(ok, "status: {said}");
     let status: serde_json::Value = serde_json::from_str(&said)?;
-    let modes: Vec<&serde_json::Value> =
+    let shards: Vec<&serde_json::Value> =
         status["tenants"][0]["apps"][0]["subscriptions"][0]["shards"]
             .as_array()
             .into_iter()
             .flatten()
-            .map(|shard| &shard["read"])
             .collect();
+    let modes: Vec<&serde_json::Value> = shards.iter().map(|shard| &shard["read"]).collect();
     assert_eq!(
         modes,
         [&json!("fan-out"); 2],
         "status says how each shard is read: {said}"
     );
+    // Each shard's subscription is open, began before now, and reports its lag from the
+    // events' `MillisBehindLatest`; the host made no GetRecords call on it.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as u64;
+    for shard in &shards {
+        let since = shard["subscribed_since_ms"].as_u64();
+        assert!(
+            since.is_some_and(|since| since <= now_ms && since + 300_000 > now_ms),
+            "a subscription's age, within its five minutes: {shard}"
+        );
+        assert!(shard["millis_behind_latest"].is_i64(), "lag: {shard}");
+        assert!(
+            shard["reads"].is_null() || shard["reads"]["get_records_per_second"] == json!(0.0),
+            "no GetRecords on a shard read by fan-out: {shard}"
+        );
+    }
     host.stop().await.map(drop)
 }
 

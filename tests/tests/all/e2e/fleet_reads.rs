@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use ruststream_tests::e2e::put_json_batch;
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
+use ruststream_tests::neighbour::verb;
 use ruststream_tests::proxy::RecordingProxy;
 use ruststream_tests::scrape::Scrape;
 use ruststream_tests::wait::poll_for;
@@ -88,6 +89,16 @@ async fn reads_in_a_window(proxy: &RecordingProxy) -> usize {
         .count()
 }
 
+/// The `reads` of the ledger's one shard in `host`'s status (its first tenant's).
+async fn shard_reads(host: &BinaryHost) -> anyhow::Result<serde_json::Value> {
+    let (ok, said) = verb(host, &["status", "--json"]).await?;
+    anyhow::ensure!(ok, "status: {said}");
+    let status: serde_json::Value = serde_json::from_str(&said)?;
+    let reads = &status["tenants"][0]["apps"][0]["subscriptions"][0]["shards"][0]["reads"];
+    anyhow::ensure!(reads.is_object(), "no reads in the status: {said}");
+    Ok(reads.clone())
+}
+
 /// Waits until each of `tenants` has handled `count` records on `host`.
 async fn handled(host: &BinaryHost, tenants: &[&str], count: u64) -> anyhow::Result<()> {
     let done = poll_for(Duration::from_secs(120), async || {
@@ -145,6 +156,18 @@ async fn three_hosts_read_one_shard_at_most_five_times_a_second_together() -> an
         "the fleet read the shard {rate:.1} times a second ({reads} GetRecords in {WINDOW:?})"
     );
     assert!(rate >= 2.0, "the fleet hardly read: {rate:.1} a second");
+    // Each host's status says, for the shard, that three hosts read it, that its own two
+    // tenants share its turns, and how often it asked (its third of five a second).
+    for host in &hosts {
+        let reads = shard_reads(host).await?;
+        assert_eq!(reads["fleet_hosts"], json!(3), "{reads}");
+        assert_eq!(reads["subscriptions"], json!(2), "{reads}");
+        let per_second = reads["get_records_per_second"].as_f64().unwrap_or(-1.0);
+        assert!(
+            (0.5..=1.8).contains(&per_second),
+            "a third of five a second: {reads}"
+        );
+    }
     let put = put.load(Ordering::SeqCst);
     for (host, tenants) in hosts.iter().zip(&placed) {
         handled(host, tenants, put).await?;

@@ -145,7 +145,7 @@ impl Fleet {
             stream: STREAM.to_owned(),
             store,
             config,
-            status: StatusBoard::new(STREAM, STREAM),
+            status: StatusBoard::new(STREAM, STREAM, Arc::new(crate::kinesis::ReadPacing::new())),
             shutdown: stopped,
         };
         // Kept open: no seek is asked for.
