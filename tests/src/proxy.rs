@@ -7,6 +7,11 @@
 //! accepted and the request taken) and then never forwarded nor answered; the connection stays
 //! open until the client gives up on it. This is a server that hangs after connecting, which no
 //! fault at the SDK's HTTP seam can show.
+//!
+//! And it can **deny** chosen operations as IAM would: a request of such an operation signed by
+//! any key but the allowed ones is answered `400 AccessDeniedException` (the JSON protocol's
+//! error, as Kinesis sends it) and never forwarded. The local servers check no policy, so this
+//! is how a tenant whose role may not read a stream is shown.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -32,6 +37,8 @@ pub struct SignedRequest {
     pub at: Instant,
     /// It was stalled: never forwarded, never answered.
     pub stalled: bool,
+    /// It was denied: answered `AccessDeniedException`, never forwarded.
+    pub denied: bool,
 }
 
 /// What the proxy noted, and which operations it stalls.
@@ -39,6 +46,14 @@ pub struct SignedRequest {
 struct Notes {
     seen: Vec<SignedRequest>,
     stalls: Vec<Stall>,
+    denials: Vec<Denial>,
+}
+
+/// Operations denied to every key but `allowed`.
+#[derive(Debug)]
+struct Denial {
+    operations: Vec<String>,
+    allowed: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -63,6 +78,14 @@ impl Notes {
             *remaining -= 1;
         }
         true
+    }
+
+    /// Whether a request of `operation` signed by `key` is denied.
+    fn denies(&self, operation: &str, key: &str) -> bool {
+        self.denials.iter().any(|denial| {
+            denial.operations.iter().any(|op| op == operation)
+                && !denial.allowed.iter().any(|allowed| allowed == key)
+        })
     }
 }
 
@@ -144,6 +167,26 @@ impl RecordingProxy {
         self.calls(operation).iter().filter(|r| r.stalled).count()
     }
 
+    /// Denies every request of any of `operations` signed by a key not in `allowed`, until
+    /// [`clear_denials`](Self::clear_denials): each is answered `AccessDeniedException`.
+    pub fn deny_unless_signed_by(&self, operations: &[&str], allowed: &[&str]) {
+        let owned = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
+        lock(&self.notes).denials.push(Denial {
+            operations: owned(operations),
+            allowed: owned(allowed),
+        });
+    }
+
+    /// Denies nothing more.
+    pub fn clear_denials(&self) {
+        lock(&self.notes).denials.clear();
+    }
+
+    /// How many requests of `operation` were denied.
+    pub fn denied(&self, operation: &str) -> usize {
+        self.calls(operation).iter().filter(|r| r.denied).count()
+    }
+
     fn add_stall(&self, operations: &[&str], remaining: Option<u32>) {
         lock(&self.notes).stalls.push(Stall {
             operations: operations.iter().map(|op| (*op).to_owned()).collect(),
@@ -165,10 +208,19 @@ async fn forward(client: TcpStream, upstream: &str, notes: Arc<Mutex<Notes>>) ->
     let server = TcpStream::connect(upstream)
         .await
         .with_context(|| format!("connecting to {upstream}"))?;
-    let (client_read, mut client_write) = client.into_split();
+    let (client_read, client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
+    // The server's answers and the proxy's own denials go back on one connection: a client
+    // sends its next request only once it has the answer to the last, so they never mix.
+    let client_write = Arc::new(tokio::sync::Mutex::new(client_write));
+    let writer = client_write.clone();
     let answers = tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+        let mut chunk = vec![0u8; 64 << 10];
+        while let Ok(read) = server_read.read(&mut chunk).await {
+            if read == 0 || writer.lock().await.write_all(&chunk[..read]).await.is_err() {
+                break;
+            }
+        }
     });
     let mut requests = BufReader::new(client_read);
     while let Some((raw, mut note)) = next_request(&mut requests).await? {
@@ -178,12 +230,19 @@ async fn forward(client: TcpStream, upstream: &str, notes: Arc<Mutex<Notes>>) ->
             .next()
             .unwrap_or_default()
             .to_owned();
-        let stalled = {
+        let (stalled, denied) = {
             let mut notes = lock(&notes);
-            note.stalled = notes.stalls(&operation);
+            note.denied = notes.denies(&operation, &note.access_key_id);
+            note.stalled = !note.denied && notes.stalls(&operation);
+            let said = (note.stalled, note.denied);
             notes.seen.push(note);
-            notes.seen.last().is_some_and(|n| n.stalled)
+            said
         };
+        if denied {
+            let answer = access_denied(&operation);
+            client_write.lock().await.write_all(&answer).await?;
+            continue;
+        }
         if stalled {
             // Hold the connection until the client gives up on it.
             let mut rest = Vec::new();
@@ -209,6 +268,7 @@ async fn next_request(
         body: String::new(),
         at: Instant::now(),
         stalled: false,
+        denied: false,
     };
     loop {
         let start = raw.len();
@@ -236,6 +296,20 @@ async fn next_request(
     note.at = Instant::now();
     raw.extend_from_slice(&body);
     Ok(Some((raw, note)))
+}
+
+/// The answer IAM gives a request of `operation` its caller may not make: `400` with the JSON
+/// protocol's `AccessDeniedException`.
+fn access_denied(operation: &str) -> Vec<u8> {
+    let body = format!(
+        r#"{{"__type":"AccessDeniedException","message":"User: arn:aws:sts::123456789012:assumed-role/denied/session is not authorized to perform: kinesis:{operation} because no identity-based policy allows the kinesis:{operation} action"}}"#
+    );
+    format!(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/x-amz-json-1.1\r\n\
+         x-amzn-RequestId: denied-by-the-recording-proxy\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 /// `AWS4-HMAC-SHA256 Credential=AKID/date/region/service/aws4_request, ...` → `AKID`.

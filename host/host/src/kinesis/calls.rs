@@ -39,7 +39,7 @@ pub(super) enum Called {
     Throttled(Cause),
     /// The read failed or timed out; the iterator is still good.
     Failed(Cause),
-    /// The stream is gone, or the iterator could not be renewed.
+    /// The stream is gone, the read was denied, or the iterator could not be renewed.
     Fatal(ReadError),
 }
 
@@ -131,7 +131,10 @@ impl ShardRef {
                 Some(e) if e.is_resource_not_found_exception() => {
                     Called::Fatal(ReadError::stream_gone(&self.client, &self.stream))
                 }
-                _ => Called::Failed(error.into()),
+                _ => match ReadError::denied("GetRecords", || self.target(), error) {
+                    Ok(denied) => Called::Fatal(denied),
+                    Err(error) => Called::Failed(error.into()),
+                },
             };
             return (called, iterator);
         }
@@ -141,7 +144,7 @@ impl ShardRef {
     /// server errors and calls that outlast `config.get_shard_iterator_timeout`.
     ///
     /// # Errors
-    /// When the stream is gone, the position is refused, or the call failed
+    /// When the stream is gone, the position or the identity is refused, or the call failed
     /// [`MAX_CONSECUTIVE_FAILURES`] times in a row.
     pub(super) async fn iterator(
         &self,
@@ -238,6 +241,9 @@ impl ShardRef {
         if service.is_some_and(|e| e.is_provisioned_throughput_exceeded_exception()) {
             return Err(IteratorFailure::Throttled(error.into()));
         }
-        Err(IteratorFailure::Retry(error.into()))
+        match ReadError::denied("GetShardIterator", || self.target(), error) {
+            Ok(denied) => Err(IteratorFailure::Fatal(denied)),
+            Err(error) => Err(IteratorFailure::Retry(error.into())),
+        }
     }
 }

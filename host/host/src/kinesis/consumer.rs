@@ -104,11 +104,11 @@ async fn stream_arn(client: &Client, stream: &str) -> Result<String, ReadError> 
         {
             Err(ReadError::stream_gone(client, stream))
         }
-        Err(error) => Err(ReadError::Refused {
-            operation: "DescribeStreamSummary",
-            target: format!("`{stream}`"),
-            source: Box::new(error),
-        }),
+        Err(error) => Err(refused(
+            "DescribeStreamSummary",
+            || format!("`{stream}`"),
+            error,
+        )),
     }
 }
 
@@ -170,13 +170,7 @@ async fn register(client: &Client, stream: &str, name: &str) -> Result<String, R
         {
             return Err(ReadError::stream_gone(client, stream));
         }
-        Err(error) => {
-            return Err(ReadError::Refused {
-                operation: "RegisterStreamConsumer",
-                target: target(),
-                source: Box::new(error),
-            });
-        }
+        Err(error) => return Err(refused("RegisterStreamConsumer", target, error)),
     }
     let deadline = tokio::time::Instant::now() + ACTIVE_WITHIN;
     loop {
@@ -186,11 +180,7 @@ async fn register(client: &Client, stream: &str, name: &str) -> Result<String, R
             .consumer_name(name)
             .send()
             .await
-            .map_err(|error| ReadError::Refused {
-                operation: "DescribeStreamConsumer",
-                target: target(),
-                source: Box::new(error),
-            })?;
+            .map_err(|error| refused("DescribeStreamConsumer", target, error))?;
         if let Some(consumer) = described.consumer_description()
             && consumer.consumer_status() == &ConsumerStatus::Active
         {
@@ -205,6 +195,24 @@ async fn register(client: &Client, stream: &str, name: &str) -> Result<String, R
         }
         tokio::time::sleep(ACTIVE_POLL).await;
     }
+}
+
+/// `operation` on `target` failed in a way another try cannot mend: denied to the identity
+/// ([`ReadError::AccessDenied`]), or refused.
+fn refused<E, R>(
+    operation: &'static str,
+    target: impl Fn() -> String,
+    error: aws_sdk_kinesis::error::SdkError<E, R>,
+) -> ReadError
+where
+    E: aws_sdk_kinesis::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    ReadError::denied(operation, &target, error).unwrap_or_else(|error| ReadError::Refused {
+        operation,
+        target: target(),
+        source: Box::new(error),
+    })
 }
 
 #[cfg(test)]

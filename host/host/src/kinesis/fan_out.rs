@@ -246,6 +246,11 @@ impl Subscription {
                     Some(e) if e.is_resource_not_found_exception() => Refusal::Gone,
                     _ => Refusal::Other,
                 };
+                let target = || self.target();
+                let error = match ReadError::denied("SubscribeToShard", target, error) {
+                    Ok(denied) => return Err(denied),
+                    Err(error) => error,
+                };
                 return self
                     .refused("SubscribeToShard", refusal, Box::new(error))
                     .await;

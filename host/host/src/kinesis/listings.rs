@@ -10,7 +10,8 @@
 //! it runs waits for it, never for longer than that timeout. When it fails or times out, the
 //! last listing that succeeded is handed out instead (a stalled ListShards must not stop the
 //! other coordinators of the stream), and the next caller lists again: errors are not kept.
-//! A stream that is gone is reported as such, never answered from an old listing.
+//! A stream that is gone, or that the client may not list, is reported as such, never
+//! answered from an old listing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -66,7 +67,8 @@ impl ShardListings {
     /// new one fail or time out, the last one that succeeded.
     ///
     /// # Errors
-    /// [`ReadError::StreamGone`] when the stream does not exist; as [`list_shards`], or
+    /// [`ReadError::StreamGone`] when the stream does not exist, [`ReadError::AccessDenied`]
+    /// when this client's identity may not list it; as [`list_shards`], or
     /// [`ReadError::TimedOut`], when no listing of the stream ever succeeded.
     pub(crate) async fn list(&self, stream: &str) -> Result<Arc<Vec<ShardInfo>>, ReadError> {
         let mut under_way = {
@@ -94,7 +96,14 @@ impl ShardListings {
         };
         match listed {
             Some(Ok(shards)) => Ok(shards),
-            Some(Err(error)) if matches!(*error, ReadError::StreamGone { .. }) => {
+            // Said as it is, never answered from an old listing: the stream is gone, or this
+            // identity may no longer list it (a revoked policy must stop its reads).
+            Some(Err(error))
+                if matches!(
+                    *error,
+                    ReadError::StreamGone { .. } | ReadError::AccessDenied { .. }
+                ) =>
+            {
                 Err(ReadError::for_another(&error))
             }
             failed => self.last(stream).ok_or_else(|| match failed {

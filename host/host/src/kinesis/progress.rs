@@ -78,6 +78,11 @@ impl ReadProgress {
         );
     }
 
+    /// When the last answer was taken (ms since the epoch); 0 before the first.
+    pub(crate) fn answered_at_ms(&self) -> u64 {
+        self.answered_at_ms.load(Ordering::Relaxed)
+    }
+
     /// Notes that the records of the last answer were handed on (to the pipeline, which
     /// reports what it holds itself).
     pub(crate) fn handed_on(&self) {

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use aws_sdk_kinesis::error::{ProvideErrorMetadata, SdkError};
+
 use crate::Cause;
 
 /// Why a shard cannot be read on.
@@ -37,6 +39,22 @@ pub enum ReadError {
         operation: &'static str,
         /// The stream and shard, and the position asked for.
         target: String,
+        /// The SDK's error.
+        #[source]
+        source: Cause,
+    },
+    /// The identity making the call may not make it: IAM denied the action
+    /// (`AccessDeniedException`), or the stream's KMS key denied decrypting its records
+    /// (`KMSAccessDeniedException`). Nothing is read until a policy allows it; trying again at
+    /// once cannot mend it.
+    #[error("{operation} on {target} was denied to the identity reading it: it needs {needs}")]
+    AccessDenied {
+        /// The Kinesis operation.
+        operation: &'static str,
+        /// The stream, and the shard when the call was about one.
+        target: String,
+        /// What its policy must allow (`kinesis:GetRecords`, `kms:Decrypt` on the stream's key).
+        needs: String,
         /// The SDK's error.
         #[source]
         source: Cause,
@@ -117,6 +135,17 @@ impl ReadError {
                 target: target.clone(),
                 source: cause(),
             },
+            Self::AccessDenied {
+                operation,
+                target,
+                needs,
+                ..
+            } => Self::AccessDenied {
+                operation,
+                target: target.clone(),
+                needs: needs.clone(),
+                source: cause(),
+            },
             Self::Incomplete {
                 operation,
                 target,
@@ -149,6 +178,30 @@ impl ReadError {
                 shard_id: shard_id.clone(),
             },
         }
+    }
+
+    /// [`ReadError::AccessDenied`] when `error` is a denial of `operation` on `target` (an
+    /// IAM or KMS refusal of the caller's identity); otherwise `error` back.
+    pub(crate) fn denied<E, R>(
+        operation: &'static str,
+        target: impl FnOnce() -> String,
+        error: SdkError<E, R>,
+    ) -> Result<Self, SdkError<E, R>>
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
+    {
+        let needs = match error.code() {
+            Some("AccessDeniedException") => format!("`kinesis:{operation}`"),
+            Some("KMSAccessDeniedException") => "`kms:Decrypt` on the stream's key".to_owned(),
+            _ => return Err(error),
+        };
+        Ok(Self::AccessDenied {
+            operation,
+            target: target(),
+            needs,
+            source: Box::new(error),
+        })
     }
 
     /// [`ReadError::StreamGone`] for `stream`, naming the region `client` asks.

@@ -19,8 +19,9 @@ pub struct ShardInfo {
 /// Every shard of `stream`, following `ListShards` pages.
 ///
 /// # Errors
-/// [`ReadError::StreamGone`] when the stream does not exist; [`ReadError::Service`] when
-/// listing fails (after the SDK's own retries).
+/// [`ReadError::StreamGone`] when the stream does not exist; [`ReadError::AccessDenied`]
+/// when the client's identity may not list it; [`ReadError::Service`] when listing fails
+/// (after the SDK's own retries).
 pub async fn list_shards(client: &Client, stream: &str) -> Result<Vec<ShardInfo>, ReadError> {
     let mut shards = Vec::new();
     let mut next_token: Option<String> = None;
@@ -35,15 +36,17 @@ pub async fn list_shards(client: &Client, stream: &str) -> Result<Vec<ShardInfo>
                 .as_service_error()
                 .is_some_and(|e| e.is_resource_not_found_exception())
             {
-                ReadError::stream_gone(client, stream)
-            } else {
+                return ReadError::stream_gone(client, stream);
+            }
+            let target = || format!("`{stream}`");
+            ReadError::denied("ListShards", target, error).unwrap_or_else(|error| {
                 ReadError::Service {
                     operation: "ListShards",
-                    target: format!("`{stream}`"),
+                    target: target(),
                     tries: 1,
                     source: error.into(),
                 }
-            }
+            })
         })?;
         shards.extend(page.shards().iter().map(|shard| {
             ShardInfo {

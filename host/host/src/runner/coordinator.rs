@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout};
 use tracing::Instrument as _;
 
+use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_runtime::{app::StartPosition, escape::one_line, publish::BoxFuture};
 
 use super::HostConfig;
@@ -35,10 +36,13 @@ use crate::lease::{
     Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
     PresenceKey, SHARD_END,
 };
+use setbacks::Setbacks;
 
 /// What a coordinator's rounds need of their subscription: its names, its leases, the host's
 /// timings, where to report, and when to stop.
 pub(crate) struct Rounds {
+    /// The tenant running the subscription, named in what it says of a denied identity.
+    pub tenant: String,
     pub subscriber: String,
     pub stream: String,
     pub store: Arc<dyn LeaseStore>,
@@ -98,6 +102,7 @@ pub(crate) async fn run(
     seeks: mpsc::Receiver<SeekRequest>,
 ) {
     let rounds = Rounds {
+        tenant: ctx.tenant.name().to_owned(),
         subscriber: ctx.subscriber.clone(),
         stream: ctx.stream.clone(),
         store: ctx.store.clone(),
@@ -133,6 +138,7 @@ pub(crate) async fn coordinate(
         watchers: JoinSet::new(),
         shards: BTreeMap::new(),
         refused: None,
+        setbacks: Setbacks::default(),
         ctx,
     };
     let mut shutdown = coordinator.ctx.shutdown.clone();
@@ -208,6 +214,9 @@ struct Coordinator {
     shards: BTreeMap<String, ShardInfo>,
     /// Why the lease table is refused (legacy rows), as last reported.
     refused: Option<String>,
+    /// Whether the tenant's identity was denied reading the stream or its workers failed, and
+    /// for how long leases are held back.
+    setbacks: Setbacks,
 }
 
 impl Coordinator {
@@ -232,6 +241,13 @@ impl Coordinator {
         let shards = match listed {
             Ok(shards) => shards,
             Err(gone @ ReadError::StreamGone { .. }) => return Err(gone),
+            Err(denied @ ReadError::AccessDenied { .. }) => {
+                let reason = self.denial(&one_line(&denied));
+                if self.setbacks.listing_denied(reason.clone()) {
+                    self.say_denied(reason);
+                }
+                return Ok(());
+            }
             Err(error) => {
                 tracing::warn!(stream = %self.ctx.stream, error = %one_line(&error), "listing shards failed; retrying next round");
                 return Ok(());
@@ -268,7 +284,18 @@ impl Coordinator {
             .iter()
             .filter(|host| host.scope == self.scope && !self.expired(&host.key, host.counter))
             .collect();
-        self.take_share(&eligible, &rows, &present).await;
+        let board = &self.ctx.status;
+        if let Some(reason) = self
+            .setbacks
+            .listed(|since_ms| board.answered_since(since_ms))
+        {
+            tracing::info!(stream = %self.ctx.stream, subscriber = %self.ctx.subscriber,
+                "the tenant's identity reads the stream again (was: {reason})");
+            board.clear_error();
+        }
+        if !self.setbacks.holding() {
+            self.take_share(&eligible, &rows, &present).await;
+        }
         self.forget_dead_hosts(&hosts).await;
         Ok(())
     }
@@ -283,6 +310,21 @@ impl Coordinator {
             self.ctx.status.set_error(reason.clone());
             self.refused = Some(reason);
         }
+    }
+
+    /// What a denial of `what` says: the tenant, the stream, and the call denied.
+    fn denial(&self, what: &str) -> String {
+        format!(
+            "tenant `{}` may not read `{}`: {what}",
+            self.ctx.tenant, self.ctx.stream
+        )
+    }
+
+    /// Says (once per reason) that the tenant's identity may not read the stream.
+    fn say_denied(&self, reason: String) {
+        tracing::error!(stream = %self.ctx.stream, subscriber = %self.ctx.subscriber,
+            "nothing is read: {reason}");
+        self.ctx.status.set_error(reason);
     }
 
     fn accept_table(&mut self) {
@@ -589,11 +631,23 @@ impl Coordinator {
         };
         let shard_id = self.tasks.remove(&id);
         match joined {
+            Ok((_, (_, WorkerExit::Denied(reason)))) => {
+                if self
+                    .setbacks
+                    .read_denied(reason.clone(), SystemClock.now_ms())
+                {
+                    self.say_denied(reason);
+                }
+            }
             Ok((_, (shard_id, exit))) => {
                 tracing::info!(stream = %self.ctx.stream, shard = %shard_id, ?exit, "shard worker ended");
+                if matches!(exit, WorkerExit::Failed(_)) {
+                    self.setbacks.failed(SystemClock.now_ms());
+                }
             }
             Err(error) => {
                 tracing::error!(stream = %self.ctx.stream, shard = ?shard_id, error = %one_line(&error), "a shard worker failed");
+                self.setbacks.failed(SystemClock.now_ms());
             }
         }
         // Its lease was released or is lost; a later round may take the shard again.
@@ -702,5 +756,6 @@ impl Coordinator {
     }
 }
 
+mod setbacks;
 #[cfg(test)]
 mod tests;

@@ -277,6 +277,13 @@ impl StatusBoard {
         status
     }
 
+    /// Whether a reader of any shard was answered after `since_ms` (ms since the epoch).
+    pub(crate) fn answered_since(&self, since_ms: u64) -> bool {
+        lock(&self.progress)
+            .values()
+            .any(|progress| progress.answered_at_ms() > since_ms)
+    }
+
     /// Reports `shard_id`'s lag from `progress` from now on (its reader, opened or reopened).
     pub(crate) fn follow_reads(&self, shard_id: &str, progress: Arc<ReadProgress>) {
         lock(&self.progress).insert(shard_id.to_owned(), progress);

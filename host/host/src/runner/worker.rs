@@ -88,6 +88,10 @@ pub(crate) enum WorkerExit {
     StreamGone,
     /// Could not read on; the lease was released for a later try.
     Failed(String),
+    /// The tenant's identity may not read the shard (IAM or KMS denied a call, named in the
+    /// reason with the tenant); the lease was released, and the subscription takes none for a
+    /// while.
+    Denied(String),
 }
 
 pub(crate) async fn run(
@@ -103,7 +107,9 @@ pub(crate) async fn run(
         WorkerExit::HandedOver(to) => ShardState::HandedOver(to.clone()),
         WorkerExit::Stopped => ShardState::Stopped,
         WorkerExit::StreamGone => ShardState::Failed("the stream no longer exists".into()),
-        WorkerExit::Failed(reason) => ShardState::Failed(reason.clone()),
+        WorkerExit::Failed(reason) | WorkerExit::Denied(reason) => {
+            ShardState::Failed(reason.clone())
+        }
     };
     ctx.status.set_state(&shard_id, state);
     (shard_id, exit)
@@ -165,7 +171,7 @@ async fn work(
             ctx.status.set_read(&shard.shard_id, reader.mode());
             reader
         }
-        Err(error) => return give_up(keeper, error, grace).await,
+        Err(error) => return give_up(ctx, keeper, error, grace).await,
     };
     let unpinned = stored.is_none() && start == StartAt::Latest;
     let sequence = match stored {
@@ -469,8 +475,7 @@ async fn read(
                     });
                     persist(ctx, keeper, &shard_id, moved);
                 }
-                Err(ReadError::StreamGone { .. }) => return WorkerExit::StreamGone,
-                Err(error) => return WorkerExit::Failed(one_line(&error)),
+                Err(error) => return exit_for(ctx, error),
             },
             () = sleep_until(due), if due.is_some() => {
                 let moved = pipeline.poll_due().await;
@@ -559,10 +564,26 @@ async fn reposition(
     Ok(())
 }
 
-async fn give_up(keeper: Keeper, error: ReadError, grace: Duration) -> WorkerExit {
+async fn give_up(
+    ctx: &WorkerContext,
+    keeper: Keeper,
+    error: ReadError,
+    grace: Duration,
+) -> WorkerExit {
     keeper.finish(grace).await;
+    exit_for(ctx, error)
+}
+
+/// How a worker whose reads failed with `error` ends.
+fn exit_for(ctx: &WorkerContext, error: ReadError) -> WorkerExit {
     match error {
         ReadError::StreamGone { .. } => WorkerExit::StreamGone,
+        denied @ ReadError::AccessDenied { .. } => WorkerExit::Denied(format!(
+            "tenant `{}` may not read `{}`: {}",
+            ctx.tenant.name(),
+            ctx.stream,
+            one_line(&denied)
+        )),
         error => WorkerExit::Failed(one_line(&error)),
     }
 }

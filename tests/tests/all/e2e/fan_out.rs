@@ -172,5 +172,18 @@ async fn a_stream_with_all_its_consumers_refuses_fan_out_naming_them() -> anyhow
         0.0,
         "the refused subscription read nothing"
     );
+    // It tries again after holds that double, not in a loop: each try registers once.
+    let tries = || {
+        host.output()
+            .matches("most enhanced fan-out consumers")
+            .count()
+    };
+    let before = tries();
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    let again = tries() - before;
+    assert!(
+        again <= 4,
+        "a refused subscription retried {again} times in 8 s: it should wait between tries"
+    );
     host.stop().await.map(drop)
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
+use ruststream_tests::neighbour::verb;
 use ruststream_tests::proxy::{RecordingProxy, SignedRequest};
 use ruststream_tests::scrape::Scrape;
 use ruststream_tests::servers::AssumedRole;
@@ -270,5 +271,138 @@ async fn the_host_s_credentials_can_come_from_a_credential_process() -> anyhow::
         .map(|r| r.access_key_id)
         .collect();
     assert_eq!(signers, BTreeSet::from(["PROCESSKEY".to_owned()]));
+    host.stop().await.map(drop)
+}
+
+/// `alpha`'s subscription error in the host's status (`None` while it has none).
+async fn alpha_error(host: &BinaryHost) -> anyhow::Result<Option<String>> {
+    let (ok, said) = verb(host, &["status", "--json"]).await?;
+    anyhow::ensure!(ok, "status: {said}");
+    let status: serde_json::Value = serde_json::from_str(&said)?;
+    let alpha = status["tenants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|tenant| tenant["name"] == "alpha");
+    let error = alpha.map(|t| &t["apps"][0]["subscriptions"][0]["error"]);
+    Ok(error.and_then(|e| e.as_str()).map(str::to_owned))
+}
+
+/// Waits until alpha's status error names `action`, and returns it.
+async fn alpha_denied(host: &BinaryHost, action: &str) -> anyhow::Result<String> {
+    let said = poll_for(Duration::from_secs(60), async || {
+        alpha_error(host)
+            .await
+            .ok()
+            .flatten()
+            .filter(|e| e.contains(&format!("kinesis:{action}")))
+    })
+    .await;
+    said.ok_or_else(|| anyhow::anyhow!("alpha's status never named {action}: {}", host.output()))
+}
+
+/// A tenant whose role IAM does not let read the stream reads nothing and says why, naming
+/// the tenant, the stream and the action, in its status and in one log line per reason; the
+/// tenant beside it reads on. Denied its listing it takes no lease; allowed to list but denied
+/// its reads, it holds its leases back (no take and release every round). Once its policy
+/// allows it, it reads every record, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_iam_denies_reads_nothing_says_why_and_reads_once_allowed() -> anyhow::Result<()> {
+    let fixture = Fixture::builder("identity-denied")
+        .stream("ledger", 1)
+        .dynamo()
+        .sts()
+        .start()
+        .await?;
+    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
+    // Only the host's own key may read: alpha's role may not.
+    proxy.deny_unless_signed_by(
+        &["ListShards", "GetShardIterator", "GetRecords"],
+        &[HOST_KEY],
+    );
+    let tenants = format!(
+        r#"
+        [[tenants]]
+        name = "alpha"
+        components = ["{audit}"]
+        subscribe = ["ledger"]
+        role_arn = "{ALPHA_ROLE}"
+
+        [[tenants]]
+        name = "gamma"
+        components = ["{audit}"]
+        subscribe = ["ledger"]
+        "#,
+        audit = guests::LEDGER_AUDIT.path().display(),
+    );
+    let host = fixture
+        .host(&fixture.tenants(&tenants)?)
+        .dynamo_leases()
+        .kinesis_endpoint(&proxy.endpoint())
+        .args(&["--sts-endpoint", &fixture.sts().endpoint()])
+        // A round a second: a denied identity retried every round would show.
+        .args(&["--shard-sync-interval-ms", "1000"])
+        .start()?;
+    host.wait_for_log("reading shard", 1).await?;
+    fixture.put_all("ledger", entries()).await?;
+    wait_handled(&host, &["gamma"]).await?;
+
+    // Denied its listing: the error names tenant, stream and action; no lease is taken.
+    let listing = alpha_denied(&host, "ListShards").await?;
+    assert!(
+        listing.starts_with("tenant `alpha` may not read `ledger`: ListShards on `ledger`"),
+        "{listing}"
+    );
+    let said = |what: &str| host.output().lines().filter(|l| l.contains(what)).count();
+    assert_eq!(said("nothing is read: tenant `alpha`"), 1, "said once");
+    assert_eq!(
+        proxy
+            .calls("GetShardIterator")
+            .iter()
+            .filter(|c| c.denied)
+            .count(),
+        0
+    );
+
+    // Allowed to list, denied its reads: it takes the lease, is denied, and holds back. Its
+    // shard opens at the tip, pinned a second before it is taken: the entries above are
+    // more than that before, so alpha's records are exactly the ones put later.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    proxy.clear_denials();
+    proxy.deny_unless_signed_by(&["GetShardIterator", "GetRecords"], &[HOST_KEY]);
+    let reading = alpha_denied(&host, "GetShardIterator").await?;
+    assert!(
+        reading.starts_with("tenant `alpha` may not read `ledger`: GetShardIterator on `ledger`/"),
+        "{reading}"
+    );
+    let held_from = proxy.denied("GetShardIterator");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let tries = proxy.denied("GetShardIterator") - held_from;
+    assert!(
+        (1..=3).contains(&tries),
+        "a denied identity tries again after a hold that doubles (1-2 s, 2-4 s, 4-8 s), not \
+         every round: {tries} tries in 8 s"
+    );
+
+    // Allowed: alpha reads every record put since it opened, and its error is gone.
+    proxy.clear_denials();
+    let later = (ENTRIES..2 * ENTRIES).map(|id| json!({ "id": id, "amount": 10 }));
+    fixture.put_all("ledger", later).await?;
+    let handled = poll_for(Duration::from_secs(60), async || {
+        let scrape = host.scrape().await.ok()?;
+        let of = |tenant| scrape.sum("ruststream_records_total", &[("tenant", tenant)]);
+        (of("alpha") == ENTRIES as f64 && of("gamma") == 2.0 * ENTRIES as f64).then_some(())
+    })
+    .await;
+    assert!(
+        handled.is_some(),
+        "alpha did not read on: {}",
+        host.output()
+    );
+    let cleared = poll_for(Duration::from_secs(30), async || {
+        matches!(alpha_error(&host).await, Ok(None)).then_some(())
+    })
+    .await;
+    assert!(cleared.is_some(), "alpha's error stayed: {}", host.output());
     host.stop().await.map(drop)
 }

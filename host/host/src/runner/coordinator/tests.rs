@@ -141,6 +141,7 @@ impl Fleet {
             exits: self.exits.clone(),
         };
         let rounds = Rounds {
+            tenant: "acme".to_owned(),
             subscriber: STREAM.to_owned(),
             stream: STREAM.to_owned(),
             store,
