@@ -127,6 +127,14 @@ impl DynamoLeaseStore {
         })
     }
 
+    /// Whether the table exists and is active.
+    ///
+    /// # Errors
+    /// When DynamoDB cannot be asked (`DescribeTable` refused or failed).
+    pub async fn table_is_active(&self) -> Result<bool, LeaseError> {
+        Ok(self.table_status().await? == Some(TableStatus::Active))
+    }
+
     async fn table_status(&self) -> Result<Option<TableStatus>, LeaseError> {
         match self
             .client

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ruststream_host::runner::READS_TABLE;
+use ruststream_host::{DynamoLeaseStore, LeaseStore as _};
 use ruststream_tests::e2e::put_json_batch;
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
@@ -229,5 +231,64 @@ async fn tenants_with_their_own_roles_share_a_shard_s_five_reads_a_second() -> a
     );
     let put = put.load(Ordering::SeqCst);
     handled(&host, &["alpha", "beta", "gamma"], put).await?;
+    host.stop().await.map(drop)
+}
+
+/// A host that may not make tables (`create_lease_table` off) in a namespace whose reads
+/// table does not exist says so once, reads on at one host's rate, and takes part in the
+/// fleet's reads as soon as the table is made, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_reads_table_is_said_once_and_used_once_made() -> anyhow::Result<()> {
+    let fixture = Fixture::builder("reads-table-missing")
+        .stream("ledger", 1)
+        .dynamo()
+        .start()
+        .await?;
+    let dynamo = fixture.dynamo().client().await;
+    DynamoLeaseStore::new(dynamo.clone(), "ruststream-solo-audit")
+        .create_table_if_missing()
+        .await?;
+    let host = fixture
+        .host(&fixture.tenants_file("tenants.toml", &auditors(&[("solo", None)]))?)
+        .args(&["--lease-store", "dynamodb"])
+        .start()?;
+    host.wait_for_log("reading shard", 1).await?;
+    host.wait_for_log("the fleet's reads table does not exist", 1)
+        .await?;
+    fixture
+        .put_all("ledger", (0..5).map(|id| json!({ "id": id, "amount": 1 })))
+        .await?;
+    handled(&host, &["solo"], 5).await?;
+    let said = |what: &str| host.output().matches(what).count();
+    assert_eq!(
+        said("the fleet's reads table does not exist"),
+        1,
+        "said once"
+    );
+    assert_eq!(
+        said("ruststream.reads"),
+        1,
+        "no other line about the table (no failed writes): {}",
+        host.output()
+    );
+
+    let reads = DynamoLeaseStore::new(dynamo, READS_TABLE);
+    reads.create_table_if_missing().await?;
+    host.wait_for_log("the fleet's reads table exists", 1)
+        .await?;
+    let announced = poll_for(Duration::from_secs(30), async || {
+        let table = reads.list_all().await.ok()?;
+        table
+            .hosts
+            .iter()
+            .any(|row| row.scope.starts_with("ledger:"))
+            .then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        announced.is_some(),
+        "the host never announced its shard: {}",
+        host.output()
+    );
     host.stop().await.map(drop)
 }
