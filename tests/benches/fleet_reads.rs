@@ -4,9 +4,10 @@
 //! baseline in the same run, without it (each host paced on its own, as before issue 33).
 //!
 //! `cargo bench -p ruststream-tests --bench fleet_reads`. Each run gets a fresh kinesis-local
-//! (a 4-shard `ledger`) and dynalite; the three hosts run in this process, each runs all six
-//! tenants (the `ledger-audit` component, one app each) on lease tables shared by the three,
-//! so the 24 leases spread over the hosts and every shard is read by several of them. Tenants
+//! (a 4-shard `ledger`) and dynalite; the three hosts run in this process. Two placements:
+//! every host runs all six tenants (the `ledger-audit` component, one app each) on lease
+//! tables shared by the three, so balancing spreads the 24 leases over the hosts; or each host
+//! runs two tenants of its own, so every shard is read by all three hosts. Tenants
 //! `t4` and `t5` call Kinesis with clients of their own credentials (`Host::with_kinesis`),
 //! as a tenant with a `role_arn` does. Once every lease is read, [`RATE`] records a second
 //! are put for [`WINDOW`]; then the run waits (at most [`DRAIN`]) for every tenant to handle
@@ -45,9 +46,30 @@ const SAMPLE: Duration = Duration::from_secs(10);
 const DRAIN: Duration = Duration::from_secs(60);
 const START_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// Where the tenants run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Every host runs every tenant (one tenants file for the fleet): the 24 leases are
+    /// balanced over the three hosts.
+    Everywhere,
+    /// Each host runs two tenants of its own (`t0`, `t1` on the first, ...): every shard is
+    /// read by all three hosts, as when a fleet's hosts have different tenants files or
+    /// balancing cannot keep a shard's leases together.
+    Pinned,
+}
+
+impl Placement {
+    fn runs(self, host: usize, tenant: usize) -> bool {
+        match self {
+            Self::Everywhere => true,
+            Self::Pinned => tenant / 2 == host,
+        }
+    }
+}
+
 struct Figures {
-    /// Per sample, per shard: the fleet's GetRecords a second on it.
-    rates: Vec<BTreeMap<String, f64>>,
+    /// Per sample, per shard: the fleet's GetRecords a second on it, and the hosts reading it.
+    rates: Vec<BTreeMap<String, (f64, usize)>>,
     latencies: Vec<u64>,
     expected: usize,
 }
@@ -60,9 +82,12 @@ fn main() -> anyhow::Result<()> {
         .block_on(async {
             let runtime = Runtime::new(RuntimeConfig::in_process())?;
             let mut runs = Vec::new();
-            for fleet_share in [false, true] {
-                eprintln!("fleet share: {fleet_share}");
-                runs.push((fleet_share, scenario(&runtime, fleet_share).await?));
+            for placement in [Placement::Everywhere, Placement::Pinned] {
+                for fleet_share in [false, true] {
+                    eprintln!("{placement:?}, fleet share: {fleet_share}");
+                    let figures = scenario(&runtime, placement, fleet_share).await?;
+                    runs.push((placement, fleet_share, figures));
+                }
             }
             report(&runs);
             Ok(())
@@ -76,7 +101,11 @@ struct BenchHost {
     reads: Option<FleetReads>,
 }
 
-async fn scenario(runtime: &Runtime, fleet_share: bool) -> anyhow::Result<Figures> {
+async fn scenario(
+    runtime: &Runtime,
+    placement: Placement,
+    fleet_share: bool,
+) -> anyhow::Result<Figures> {
     let kinesis = LocalKinesis::start().await?;
     kinesis.create_stream("ledger", SHARDS).await?;
     let dynamo = LocalDynamo::start().await?;
@@ -97,7 +126,7 @@ async fn scenario(runtime: &Runtime, fleet_share: bool) -> anyhow::Result<Figure
     let reads_store: Arc<dyn LeaseStore> = Arc::new(reads_store);
 
     let mut fleet = Vec::new();
-    for owner in HOSTS {
+    for (host_index, owner) in HOSTS.into_iter().enumerate() {
         let config = HostConfig {
             owner_id: owner.into(),
             lease_ttl: Duration::from_secs(6),
@@ -114,7 +143,10 @@ async fn scenario(runtime: &Runtime, fleet_share: bool) -> anyhow::Result<Figure
             )
         });
         let mut apps = Vec::new();
-        for tenant_name in TENANTS {
+        for (tenant_index, tenant_name) in TENANTS.into_iter().enumerate() {
+            if !placement.runs(host_index, tenant_index) {
+                continue;
+            }
             let tenant = Arc::new(Tenant::trusted(tenant_name));
             let component =
                 LoadedComponent::from_file(runtime, &path, tenant.policy(), &log).await?;
@@ -199,8 +231,8 @@ fn client_as(client: &aws_sdk_kinesis::Client, tenant: &str) -> aws_sdk_kinesis:
     aws_sdk_kinesis::Client::from_conf(config)
 }
 
-/// Per shard, the fleet's GetRecords a second over the last 10 s.
-fn fleet_rates(fleet: &[BenchHost]) -> BTreeMap<String, f64> {
+/// Per shard, the fleet's GetRecords a second over the last 10 s, and how many hosts read it.
+fn fleet_rates(fleet: &[BenchHost]) -> BTreeMap<String, (f64, usize)> {
     let mut rates = BTreeMap::new();
     for bench_host in fleet {
         let shards = bench_host
@@ -209,14 +241,17 @@ fn fleet_rates(fleet: &[BenchHost]) -> BTreeMap<String, f64> {
             .read_within(Duration::from_secs(10));
         for (stream, shard) in shards {
             if let Some(reads) = bench_host.host.read_pacing().reads(&stream, &shard) {
-                *rates.entry(shard).or_insert(0.0) += reads.get_records_per_second;
+                let rate = reads.get_records_per_second;
+                let (sum, hosts) = rates.entry(shard).or_insert((0.0, 0));
+                *sum += rate;
+                *hosts += usize::from(rate > 0.0);
             }
         }
     }
     rates
 }
 
-fn report(runs: &[(bool, Figures)]) {
+fn report(runs: &[(Placement, bool, Figures)]) {
     println!(
         "\nfleet reads: {} hosts, {} tenants ({} with identities of their own), one {SHARDS}-shard \
          stream of kinesis-local, {RATE} records/s for {WINDOW:?}\n",
@@ -225,19 +260,21 @@ fn report(runs: &[(bool, Figures)]) {
         OWN_IDENTITY.len()
     );
     println!(
-        "{:>18} {:>16} {:>16} {:>8} {:>8} {:>10}",
-        "", "busiest shard/s", "mean shard/s", "p50", "p99", "unhandled"
+        "{:>10} {:>17} {:>11} {:>15} {:>12} {:>8} {:>8} {:>9}",
+        "tenants", "", "hosts/shard", "busiest shard/s", "mean shard/s", "p50", "p99", "unhandled"
     );
     let mut busiest_of = BTreeMap::new();
-    for (fleet_share, figures) in runs {
-        let all: Vec<f64> = figures
+    for (placement, fleet_share, figures) in runs {
+        let all: Vec<(f64, usize)> = figures
             .rates
             .iter()
             .flat_map(|r| r.values())
             .copied()
             .collect();
-        let busiest = all.iter().copied().fold(0.0, f64::max);
-        let mean = all.iter().sum::<f64>() / all.len().max(1) as f64;
+        let samples = all.len().max(1) as f64;
+        let busiest = all.iter().map(|(rate, _)| *rate).fold(0.0, f64::max);
+        let mean = all.iter().map(|(rate, _)| rate).sum::<f64>() / samples;
+        let hosts = all.iter().map(|(_, hosts)| *hosts as f64).sum::<f64>() / samples;
         let at = |quantile: f64| {
             let rank = ((figures.expected as f64) * quantile).ceil() as usize;
             figures
@@ -245,23 +282,28 @@ fn report(runs: &[(bool, Figures)]) {
                 .get(rank.saturating_sub(1))
                 .map_or_else(|| format!(">{DRAIN:?}"), |ms| format!("{ms} ms"))
         };
-        let name = if *fleet_share {
+        let share = if *fleet_share {
             "with fleet share"
         } else {
             "each host alone"
         };
-        busiest_of.insert(*fleet_share, busiest);
+        let placed = format!("{placement:?}").to_lowercase();
+        busiest_of.insert((placed.clone(), *fleet_share), busiest);
         println!(
-            "{name:>18} {busiest:>16.1} {mean:>16.1} {:>8} {:>8} {:>10}",
+            "{placed:>10} {share:>17} {hosts:>11.1} {busiest:>15.1} {mean:>12.1} {:>8} {:>8} {:>9}",
             at(0.5),
             at(0.99),
             figures.expected.saturating_sub(figures.latencies.len())
         );
     }
-    if let (Some(with), Some(without)) = (busiest_of.get(&true), busiest_of.get(&false)) {
-        println!(
-            "\nbusiest shard, with the fleet share / without: {:.2}",
-            with / without.max(f64::MIN_POSITIVE)
-        );
+    println!();
+    for placed in ["everywhere", "pinned"] {
+        let of = |share: bool| busiest_of.get(&(placed.to_owned(), share)).copied();
+        if let (Some(with), Some(without)) = (of(true), of(false)) {
+            println!(
+                "{placed}: busiest shard, with the fleet share / without: {:.2}",
+                with / without.max(f64::MIN_POSITIVE)
+            );
+        }
     }
 }

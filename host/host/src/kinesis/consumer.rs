@@ -79,6 +79,12 @@ impl Consumers {
             .await
             .cloned()
     }
+
+    /// Forgets consumer `name` of `stream` (found deregistered): the next
+    /// [`arn`](Self::arn) registers it again.
+    pub fn forget(&self, stream: &str, name: &str) {
+        lock(&self.arns).remove(&(stream.to_owned(), name.to_owned()));
+    }
 }
 
 /// The ARN of `stream`.

@@ -334,7 +334,15 @@ impl Subscription {
         source: crate::Cause,
     ) -> Result<Ended, ReadError> {
         if refusal == Refusal::Gone {
-            return Err(ReadError::stream_gone(&self.client, &self.stream));
+            // The stream, or only the consumer (deregistered by hand): a stream still listed
+            // keeps its shards, and the consumer is registered again at the next opening.
+            return Err(match self.listings.list(&self.stream).await {
+                Err(gone @ ReadError::StreamGone { .. }) => gone,
+                _ => ReadError::ConsumerGone {
+                    stream: self.stream.clone(),
+                    consumer_arn: self.consumer_arn.clone(),
+                },
+            });
         }
         if self.is_closed().await {
             return Ok(Ended::Closed);

@@ -34,6 +34,8 @@ pub const MIN_READ_INTERVAL: Duration = Duration::from_millis(200);
 
 /// What a shard's [`ShardReads`] are counted over: Kinesis's limit holds averaged over 10 s.
 pub const READS_WINDOW: Duration = Duration::from_secs(10);
+/// The turns a fleet takes on a shard in [`READS_WINDOW`], at most: five a second.
+const TURNS_PER_WINDOW: u32 = 50;
 
 /// What this host asks of one shard, for every subscription it reads it for, and how many
 /// hosts of the fleet read it: a status's view of the pacing.
@@ -84,6 +86,8 @@ impl ReaderOwner {
 #[derive(Debug, Default)]
 pub struct ReadPacing {
     shards: Arc<Mutex<HashMap<(String, String), ShardTurns>>>,
+    /// The shards other hosts of the fleet read, as the fleet's reads table said last.
+    elsewhere: Mutex<BTreeSet<(String, String)>>,
 }
 
 /// A place in the line for a shard's turns: resolves when granted.
@@ -262,6 +266,21 @@ impl ReadPacing {
         })
     }
 
+    /// The fleet's reads table says other hosts read `shards` (stream, shard), as of now.
+    pub fn read_elsewhere(&self, shards: BTreeSet<(String, String)>) {
+        *lock(&self.elsewhere) = shards;
+    }
+
+    /// The shards of `stream` other hosts of the fleet read, as last said (none without a
+    /// fleet's reads table).
+    pub fn elsewhere(&self, stream: &str) -> BTreeSet<String> {
+        lock(&self.elsewhere)
+            .iter()
+            .filter(|(s, _)| s == stream)
+            .map(|(_, shard)| shard.clone())
+            .collect()
+    }
+
     /// A read of `shard` was answered: the throttles in a row, if any, are over.
     pub fn answered(&self, stream: &str, shard: &str) {
         if let Some(turns) = lock(&self.shards).get_mut(&(stream.to_owned(), shard.to_owned())) {
@@ -301,9 +320,22 @@ impl ShardTurns {
         }
     }
 
-    /// This host's share of the shard's turns: 200 ms for each host reading it.
+    /// This host's share of the shard's turns: 200 ms for each host reading it, rounded up so
+    /// that a whole number of its turns fits the fleet's 50 in any 10 s. Turns `n × 200 ms`
+    /// apart are up to `⌈10 s / (n × 200 ms)⌉` in a 10 s window (17 for three hosts at
+    /// 600 ms: 51 together); spaced `10 s / ⌊50 / n⌋` (625 ms) they are at most `⌊50 / n⌋`
+    /// (16: 48 together).
     fn interval(&self) -> Duration {
-        MIN_READ_INTERVAL * self.hosts
+        let per_window = TURNS_PER_WINDOW / self.hosts;
+        let even = MIN_READ_INTERVAL * self.hosts;
+        if per_window == 0 {
+            return even;
+        }
+        // Rounded up to the nanosecond: `per_window` turns must not fit in under 10 s.
+        let share = READS_WINDOW.as_nanos().div_ceil(u128::from(per_window));
+        even.max(Duration::from_nanos(
+            u64::try_from(share).unwrap_or(u64::MAX),
+        ))
     }
 
     /// A turn was granted at `now`, to a read of `owners`.
@@ -320,8 +352,9 @@ impl ShardTurns {
     /// Forgets the turns and readers older than [`READS_WINDOW`]: what is kept is bounded by
     /// the turns and subscriptions of one window.
     fn forget_old(&mut self, now: Instant) {
+        // The window is (now - 10 s, now]: a turn exactly 10 s old is out of it.
         let window_start = now.checked_sub(READS_WINDOW);
-        let old = |at: &Instant| window_start.is_some_and(|start| *at < start);
+        let old = |at: &Instant| window_start.is_some_and(|start| *at <= start);
         while self.recent.front().is_some_and(old) {
             self.recent.pop_front();
         }
@@ -452,10 +485,28 @@ mod tests {
         pacing.turn("s", "shard-0").await;
         assert_eq!(
             start.elapsed().as_millis(),
-            1_200,
-            "three hosts: 600 ms apart"
+            1_250,
+            "three hosts: 625 ms apart (16 turns each in 10 s)"
         );
-        assert_eq!(pacing.interval("s", "shard-0"), Duration::from_millis(600));
+        assert_eq!(pacing.interval("s", "shard-0"), Duration::from_millis(625));
+        for (hosts, ms) in [
+            (1, 200),
+            (2, 400),
+            (4, 833),
+            (7, 1_428),
+            (50, 10_000),
+            (60, 12_000),
+        ] {
+            pacing.share("s", "shard-2", hosts);
+            let interval = pacing.interval("s", "shard-2");
+            assert_eq!(interval.as_millis(), ms, "{hosts} hosts");
+            // Each host's turns in any 10 s, times the hosts: at most 50.
+            let turns = READS_WINDOW.as_nanos().div_ceil(interval.as_nanos()) as u32;
+            assert!(
+                turns * hosts <= 50 || hosts > 50,
+                "{hosts} hosts: {turns} each"
+            );
+        }
         assert_eq!(pacing.interval("s", "shard-1"), MIN_READ_INTERVAL);
         pacing.share("s", "shard-0", 1);
         let alone = Instant::now();
@@ -463,8 +514,8 @@ mod tests {
         pacing.turn("s", "shard-0").await;
         assert_eq!(
             alone.elapsed().as_millis(),
-            800,
-            "alone again: the last 600 ms turn, then 200"
+            825,
+            "alone again: the last 625 ms turn, then 200"
         );
         pacing.share("s", "shard-0", 0);
         assert_eq!(

@@ -96,6 +96,15 @@ pub enum ReadError {
         /// The consumers it has, by name.
         consumers: Vec<String>,
     },
+    /// The enhanced fan-out consumer a subscription read through is gone (deregistered while
+    /// the stream still exists): it is registered again when the shard is next opened.
+    #[error("enhanced fan-out consumer {consumer_arn} of stream `{stream}` no longer exists")]
+    ConsumerGone {
+        /// The stream.
+        stream: String,
+        /// The consumer.
+        consumer_arn: String,
+    },
     /// The reader of an unfinished shard has no read in flight: a bug, reported rather than
     /// spinning.
     #[error("the reader of `{stream}`/{shard_id} has no read in flight on an unfinished shard")]
@@ -172,6 +181,13 @@ impl ReadError {
                 stream: stream.clone(),
                 limit: *limit,
                 consumers: consumers.clone(),
+            },
+            Self::ConsumerGone {
+                stream,
+                consumer_arn,
+            } => Self::ConsumerGone {
+                stream: stream.clone(),
+                consumer_arn: consumer_arn.clone(),
             },
             Self::Stalled { stream, shard_id } => Self::Stalled {
                 stream: stream.clone(),

@@ -31,7 +31,7 @@ use super::presence::{self, Presence};
 use super::seek::{SeekError, SeekRequest, ShardSeek};
 use super::status::StatusBoard;
 use super::worker::{self, Assignment, WorkerContext, WorkerExit};
-use crate::kinesis::{ReadError, ShardInfo};
+use crate::kinesis::{READS_WINDOW, ReadError, ShardInfo};
 use crate::lease::{
     Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
     PresenceKey, SHARD_END,
@@ -71,6 +71,22 @@ pub(crate) trait Shards: Send + Sync + 'static {
 
     /// Where shards taken from now on without a checkpoint start (a stream-wide seek).
     fn seek_start(&mut self, start: StartPosition);
+
+    /// Which shards of the stream this host and the fleet's other hosts read, for any
+    /// subscription (shard affinity).
+    fn affinity(&self) -> Affinity;
+}
+
+/// Shard affinity: the leases of one shard, for every subscription of every tenant, gather on
+/// one host where they can, so that one read serves them all and the other hosts need not
+/// poll it. A coordinator takes, and asks for, the shards its host reads first, and leaves a
+/// free lease of a shard only another host reads to that host for one round.
+#[derive(Debug, Default)]
+pub(crate) struct Affinity {
+    /// Shards this host read lately (any subscription, polling).
+    pub here: BTreeSet<String>,
+    /// Shards other hosts read, as the fleet's reads table said last.
+    pub elsewhere: BTreeSet<String>,
 }
 
 /// The host's shards: Kinesis listings, and workers that read and run the component.
@@ -91,6 +107,19 @@ impl Shards for KinesisShards {
 
     fn seek_start(&mut self, start: StartPosition) {
         self.0.seek_start = Some(start);
+    }
+
+    fn affinity(&self) -> Affinity {
+        let pacing = self.0.reads.pacing();
+        let read = pacing.read_within(READS_WINDOW);
+        Affinity {
+            here: read
+                .into_iter()
+                .filter(|(stream, _)| *stream == self.0.stream)
+                .map(|(_, shard)| shard)
+                .collect(),
+            elsewhere: pacing.elsewhere(&self.0.stream),
+        }
     }
 }
 
@@ -435,11 +464,17 @@ impl Coordinator {
             &leases,
         );
         let target = balance::target(eligible.len(), hosts.len());
+        // Shard affinity: the shards this host reads for other subscriptions come first, so
+        // the leases of one shard gather on one host, where one read serves them all and the
+        // other hosts need not poll it.
+        let affinity = self.source.affinity();
+        let mut preferred: Vec<String> = eligible.to_vec();
+        preferred.sort_by_key(|shard_id| !affinity.here.contains(shard_id));
         self.take_named(eligible, rows).await;
-        self.take_unheld(eligible, rows, target).await;
+        self.take_unheld(&preferred, rows, target, &affinity).await;
         // One request at a time, as KCL steals one lease at a time.
         if self.asking.is_empty() && self.holding() < target {
-            self.ask_for_one(rows, &hosts, target).await;
+            self.ask_for_one(rows, &hosts, target, &affinity.here).await;
         }
     }
 
@@ -458,19 +493,29 @@ impl Coordinator {
     }
 
     /// Takes free and expired leases up to `target`, and beyond it those nobody took for a
-    /// lease duration.
+    /// lease duration. A free lease of a shard another host reads and this one does not is
+    /// left to that host for a round ([`Affinity`]); an expired one (its holder died) is
+    /// taken at once.
     async fn take_unheld(
         &mut self,
         eligible: &[String],
         rows: &HashMap<String, LeaseRecord>,
         target: usize,
+        affinity: &Affinity,
     ) {
         for shard_id in eligible {
-            let neglected = self
-                .unheld_since
-                .get(shard_id)
-                .is_some_and(|since| since.elapsed() >= self.ctx.config.lease_ttl);
+            let unheld_for = self.unheld_since.get(shard_id).map(Instant::elapsed);
+            let neglected = unheld_for.is_some_and(|held| held >= self.ctx.config.lease_ttl);
             if self.holding() >= target && !neglected {
+                continue;
+            }
+            let free = rows
+                .get(&self.key(shard_id).to_string())
+                .is_none_or(|row| row.owner.is_none());
+            let theirs = affinity.elsewhere.contains(shard_id) && !affinity.here.contains(shard_id);
+            let their_round =
+                unheld_for.is_none_or(|held| held < self.ctx.config.shard_sync_interval);
+            if free && theirs && their_round {
                 continue;
             }
             if self.owned.contains_key(shard_id) || self.asking.contains_key(shard_id) {
@@ -490,13 +535,14 @@ impl Coordinator {
         }
     }
 
-    /// Asks the host [`balance::victim`] names for one of its leases, and watches for the
-    /// handoff.
+    /// Asks the host [`balance::victim`] names for one of its leases (one of a shard this
+    /// host reads already, if it has one, `here`), and watches for the handoff.
     async fn ask_for_one(
         &mut self,
         rows: &HashMap<String, LeaseRecord>,
         hosts: &BTreeMap<String, Vec<String>>,
         target: usize,
+        here: &BTreeSet<String>,
     ) {
         let load: BTreeMap<String, usize> = hosts
             .iter()
@@ -506,10 +552,14 @@ impl Coordinator {
             return;
         };
         // A lease another host asked for already is left to it: requests do not overwrite.
-        let Some(shard_id) = hosts[victim].iter().rev().find(|shard_id| {
+        let askable = |shard_id: &&String| {
             rows.get(&self.key(shard_id).to_string())
                 .is_some_and(|row| row.wanted_by.as_deref().is_none_or(|by| by == self.owner))
-        }) else {
+        };
+        let mut candidates = hosts[victim].iter().rev().filter(askable);
+        let Some(shard_id) = (candidates.clone().find(|shard_id| here.contains(*shard_id)))
+            .or_else(|| candidates.next())
+        else {
             return;
         };
         let key = self.key(shard_id);

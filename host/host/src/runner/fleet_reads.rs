@@ -160,6 +160,13 @@ impl Share {
                 readers.entry(&host.scope).or_default().insert(&host.owner);
             }
         }
+        // For shard affinity: a free lease of a shard another host reads is left to it first.
+        let elsewhere = readers
+            .keys()
+            .filter_map(|scope| scope.rsplit_once(':'))
+            .map(|(stream, shard)| (stream.to_owned(), shard.to_owned()))
+            .collect();
+        self.pacing.read_elsewhere(elsewhere);
         for (stream, shard) in &read {
             let others = readers
                 .get(scope(stream, shard).as_str())
@@ -229,8 +236,8 @@ mod tests {
         }
         for pacing in &pacings {
             assert!(
-                spaced(pacing, Duration::from_millis(600)).await,
-                "three hosts: 600 ms each"
+                spaced(pacing, Duration::from_millis(625)).await,
+                "three hosts: 625 ms each"
             );
         }
         // A shard only one host reads is its alone.

@@ -578,6 +578,12 @@ async fn give_up(
 fn exit_for(ctx: &WorkerContext, error: ReadError) -> WorkerExit {
     match error {
         ReadError::StreamGone { .. } => WorkerExit::StreamGone,
+        gone @ ReadError::ConsumerGone { .. } => {
+            ctx.consumers.forget(&ctx.stream, &ctx.consumer);
+            tracing::warn!(stream = %ctx.stream, consumer = %ctx.consumer,
+                "{}; registering it again", one_line(&gone));
+            WorkerExit::Failed(one_line(&gone))
+        }
         denied @ ReadError::AccessDenied { .. } => WorkerExit::Denied(format!(
             "tenant `{}` may not read `{}`: {}",
             ctx.tenant.name(),

@@ -16,6 +16,7 @@ use crate::lease::keeper::Keeper;
 use crate::metrics::LeaseMetrics;
 use ruststream_runtime::pipeline::Stop;
 use ruststream_runtime::sync::lock;
+use std::collections::BTreeSet;
 
 const STREAM: &str = "ledger";
 const TTL: Duration = Duration::from_secs(10);
@@ -25,8 +26,13 @@ const SYNC: Duration = Duration::from_secs(10);
 /// How each worker of the test ended: (host, shard, exit).
 type Exits = Arc<Mutex<Vec<(String, String, WorkerExit)>>>;
 
+/// The shards each host reads, for every subscription it runs (a worker adds its shard while
+/// it runs): what the host's pacing and the fleet's reads table say in a real fleet.
+type ReadBy = Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>;
+
 struct TestShards {
     shards: Arc<Vec<ShardInfo>>,
+    read: ReadBy,
     store: Arc<dyn LeaseStore>,
     config: Arc<HostConfig>,
     shutdown: watch::Receiver<bool>,
@@ -45,8 +51,14 @@ impl Shards for TestShards {
     ) -> BoxFuture<'static, (String, WorkerExit)> {
         let (store, config) = (self.store.clone(), self.config.clone());
         let (mut shutdown, exits) = (self.shutdown.clone(), self.exits.clone());
+        let read = self.read.clone();
         Box::pin(async move {
             let shard = assignment.lease.key.shard_id().to_owned();
+            let host = config.owner_id.clone();
+            lock(&read)
+                .entry(host.clone())
+                .or_default()
+                .insert(shard.clone());
             let metrics = LeaseMetrics::new("tenant", "app", STREAM, 100);
             let keeper = Keeper::spawn(
                 store,
@@ -73,12 +85,26 @@ impl Shards for TestShards {
                     WorkerExit::Stopped
                 }
             };
+            lock(&read).entry(host).or_default().remove(&shard);
             lock(&exits).push((config.owner_id.clone(), shard.clone(), exit.clone()));
             (shard, exit)
         })
     }
 
     fn seek_start(&mut self, _start: StartPosition) {}
+
+    fn affinity(&self) -> Affinity {
+        let read = lock(&self.read);
+        let mut affinity = Affinity::default();
+        for (host, shards) in read.iter() {
+            if *host == self.config.owner_id {
+                affinity.here.extend(shards.iter().cloned());
+            } else {
+                affinity.elsewhere.extend(shards.iter().cloned());
+            }
+        }
+        affinity
+    }
 }
 
 /// A running host: its coordinator task and its shutdown switch.
@@ -124,6 +150,12 @@ impl Fleet {
     }
 
     fn start(&self, owner: &str) -> TestHost {
+        self.start_reading(owner, ReadBy::default())
+    }
+
+    /// Starts `owner`'s coordinator of this subscription in a fleet whose hosts read `read`
+    /// (shared with the fleet's other subscriptions).
+    fn start_reading(&self, owner: &str, read: ReadBy) -> TestHost {
         let config = Arc::new(HostConfig {
             owner_id: owner.to_owned(),
             lease_ttl: TTL,
@@ -139,6 +171,7 @@ impl Fleet {
             config: config.clone(),
             shutdown: stopped.clone(),
             exits: self.exits.clone(),
+            read,
         };
         let rounds = Rounds {
             tenant: "acme".to_owned(),
@@ -232,6 +265,35 @@ async fn a_lone_host_takes_every_shard_and_keeps_them() {
         fleet.owners().await.values().all(Option::is_none),
         "released at the stop"
     );
+}
+
+/// Shard affinity: a second subscription started on hosts that read the first one's shards
+/// takes, and asks for, the shards each host reads already, whatever order its coordinators
+/// start in: every lease of a shard ends on one host.
+#[tokio::test(start_paused = true)]
+async fn a_second_subscription_gathers_on_the_hosts_reading_its_shards() {
+    let (first, second) = (Fleet::new(4), Fleet::new(4));
+    let read = ReadBy::default();
+    let mut hosts = Vec::new();
+    for host in ["a", "b", "c"] {
+        hosts.push(first.start_reading(host, read.clone()));
+    }
+    first
+        .until(SYNC * 6, "2/1/1", async |f| f.loads().await == [1, 1, 2])
+        .await;
+    // The other way round: left to itself, c would take the first two shards.
+    for host in ["c", "b", "a"] {
+        hosts.push(second.start_reading(host, read.clone()));
+    }
+    let together = async |f: &Fleet| f.owners().await == first.owners().await;
+    second
+        .until(SYNC * 12, "each shard's two leases on one host", together)
+        .await;
+    tokio::time::sleep(SYNC * 6).await;
+    assert_eq!(second.owners().await, first.owners().await, "and they stay");
+    for host in hosts {
+        host.stop().await;
+    }
 }
 
 #[tokio::test(start_paused = true)]
