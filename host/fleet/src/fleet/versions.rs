@@ -353,7 +353,10 @@ impl Fleet {
             app: app.name().to_owned(),
         };
         tracing::info!(tenant, component, app = %undeployed.app, "undeployed: stopping it");
-        super::stop_apps(vec![app]).await;
+        super::stop_apps(vec![app.clone()]).await;
+        // Undeployed for good (not a restart, a swap or a handoff): its fan-out consumers go
+        // too, unless another host runs it.
+        app.deregister_consumers().await;
         Ok(undeployed)
     }
 

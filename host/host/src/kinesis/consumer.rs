@@ -80,6 +80,42 @@ impl Consumers {
             .cloned()
     }
 
+    /// Deregisters consumer `name` of `stream` (one already gone is not an error) and forgets
+    /// it.
+    ///
+    /// # Errors
+    /// The stream is gone, or the call was refused (denied, or failed).
+    pub async fn deregister(
+        &self,
+        client: &Client,
+        stream: &str,
+        name: &str,
+    ) -> Result<(), ReadError> {
+        self.forget(stream, name);
+        let stream_arn = stream_arn(client, stream).await?;
+        let deregistered = client
+            .deregister_stream_consumer()
+            .stream_arn(&stream_arn)
+            .consumer_name(name)
+            .send()
+            .await;
+        match deregistered {
+            Ok(_) => Ok(()),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(refused(
+                "DeregisterStreamConsumer",
+                || format!("consumer `{name}` of `{stream}`"),
+                error,
+            )),
+        }
+    }
+
     /// Forgets consumer `name` of `stream` (found deregistered): the next
     /// [`arn`](Self::arn) registers it again.
     pub fn forget(&self, stream: &str, name: &str) {

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
 
+use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 use ruststream_runtime::{
     LoadedComponent, Tenant,
@@ -35,7 +36,7 @@ use super::shadow::{ShadowRelease, ShadowStatus};
 use super::status::{AppVersions, RolloutStatus, StatusBoard, SubscriptionStatus};
 use super::worker::{WorkerContext, short};
 use super::{Deployment, Host};
-use crate::kinesis::consumer_name;
+use crate::kinesis::{ReadMode, consumer_name};
 use crate::lease::LeaseStore;
 use crate::metrics::LeaseMetrics;
 
@@ -112,6 +113,8 @@ pub struct RunningApp {
 struct Subscription {
     stream: String,
     shared_stream: bool,
+    /// The enhanced fan-out consumer it reads through, when it reads by fan-out.
+    consumer: Option<String>,
     release: watch::Sender<Arc<SubscriptionRelease>>,
     /// The readers of its retry stream, when it has one.
     retry: Option<RetryReaders>,
@@ -480,6 +483,69 @@ impl RunningApp {
         let _ = self.stopped.subscribe().wait_for(|stopped| *stopped).await;
     }
 
+    /// Deregisters the enhanced fan-out consumers of the app's subscriptions, for an app
+    /// undeployed for good (never on a restart, a swap or a handoff, which read on through
+    /// them). Call it once the app has stopped. A consumer is deregistered only when no other
+    /// host runs its subscription, as the app's lease table says: another host's presence row
+    /// keeps it (a crashed host's too, until its row is forgotten), and so does a lease table
+    /// that cannot be read. What is done, kept or failed is logged, naming the consumer: a
+    /// consumer left registered costs until someone deregisters it.
+    pub async fn deregister_consumers(&self) {
+        let (host, store, consumers) = {
+            let core = self.lock();
+            let consumers: Vec<(String, String, String)> = (core.subscriptions.iter())
+                .filter_map(|(name, subscription)| {
+                    let scope = coordinator::lease_key(
+                        &subscription.stream,
+                        "",
+                        name,
+                        subscription.shared_stream,
+                    )
+                    .scope();
+                    let consumer = subscription.consumer.clone()?;
+                    Some((subscription.stream.clone(), consumer, scope))
+                })
+                .collect();
+            (core.host.clone(), core.store.clone(), consumers)
+        };
+        if consumers.is_empty() {
+            return;
+        }
+        let owner = &host.config.owner_id;
+        let hosts = match store.list_all().await {
+            Ok(table) => table.hosts,
+            Err(error) => {
+                tracing::warn!(app = %self.name(), store = %store.describe(), error = %one_line(&error),
+                    "the app's lease table cannot be read: its enhanced fan-out consumers are kept");
+                return;
+            }
+        };
+        for (stream, consumer, scope) in consumers {
+            let others: Vec<&str> = (hosts.iter())
+                .filter(|row| row.scope == scope && row.owner != *owner)
+                .map(|row| row.owner.as_str())
+                .collect();
+            if !others.is_empty() {
+                tracing::info!(stream, consumer, hosts = ?others,
+                    "the enhanced fan-out consumer is kept: other hosts run the app");
+                continue;
+            }
+            match host
+                .consumers
+                .deregister(&host.client, &stream, &consumer)
+                .await
+            {
+                Ok(()) => tracing::info!(
+                    stream,
+                    consumer,
+                    "deregistered the app's enhanced fan-out consumer"
+                ),
+                Err(error) => tracing::warn!(stream, consumer, error = %one_line(&error),
+                    "deregistering the app's enhanced fan-out consumer failed; it stays registered"),
+            }
+        }
+    }
+
     /// Stops everything at once, as a crash would: no flush, no release. Leases expire for
     /// other hosts to take.
     pub fn abort(&self) {
@@ -528,16 +594,18 @@ impl AppCore {
         let read = (self.current.settings.get(&spec.name))
             .and_then(|settings| settings.read)
             .unwrap_or_default();
+        let consumer_of_app = consumer_name(
+            self.tenant.name(),
+            app,
+            shared_stream.then_some(spec.name.as_str()),
+        );
+        let consumer = (read == ReadMode::FanOut).then(|| consumer_of_app.clone());
         let ctx = WorkerContext {
             client: host.client.clone(),
             listings: host.listings.clone(),
             reads: host.reads.clone(),
             read,
-            consumer: consumer_name(
-                self.tenant.name(),
-                app,
-                shared_stream.then_some(spec.name.as_str()),
-            ),
+            consumer: consumer_of_app,
             consumers: host.consumers.clone(),
             subscriber: spec.name.clone(),
             stream: spec.stream.clone(),
@@ -610,6 +678,7 @@ impl AppCore {
         let subscription = Subscription {
             stream: spec.stream.clone(),
             shared_stream,
+            consumer,
             release: release_tx,
             retry,
             stop,

@@ -208,7 +208,12 @@ pub(crate) async fn coordinate(
 
 /// The lease key of a shard: `stream:shard`, with `@subscriber` when several subscriptions of
 /// the app read the stream.
-fn lease_key(stream: &str, shard_id: &str, subscriber: &str, shared_stream: bool) -> LeaseKey {
+pub(crate) fn lease_key(
+    stream: &str,
+    shard_id: &str,
+    subscriber: &str,
+    shared_stream: bool,
+) -> LeaseKey {
     if shared_stream {
         LeaseKey::for_subscriber(stream, shard_id, subscriber)
     } else {

@@ -440,12 +440,15 @@ mod tests {
         let json = serde_json::to_string(&status).expect("serializes");
         assert_eq!(
             json,
-            r#"{"name":"book","stream":"ledger","error":null,"shards":[{"shard_id":"shardId-1","state":"handed over to host-b","owner":"host-a","checkpoint":"4959","held_at":null,"held_since_ms":7,"delivered":3,"outcomes":{"ack":3,"drop":0,"retry":0,"retry_after":0,"trapped":0,"foreign_copies":0},"millis_behind_latest":-1,"read":"fan-out","paused":true}]}"#
+            r#"{"name":"book","stream":"ledger","error":null,"shards":[{"shard_id":"shardId-1","state":"handed over to host-b","owner":"host-a","checkpoint":"4959","held_at":null,"held_since_ms":7,"delivered":3,"outcomes":{"ack":3,"drop":0,"retry":0,"retry_after":0,"trapped":0,"foreign_copies":0},"millis_behind_latest":-1,"read":"fan-out","reads":null,"subscribed_since_ms":null,"paused":true}]}"#
         );
         let back: SubscriptionStatus = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, status);
         // A host from before read modes does not say: none, not an error.
-        let older = json.replace(r#""read":"fan-out","#, "");
+        let older = json.replace(
+            r#""read":"fan-out","reads":null,"subscribed_since_ms":null,"#,
+            "",
+        );
         let back: SubscriptionStatus = serde_json::from_str(&older).expect("parses");
         let read = back.shards.values().next().and_then(|s| s.read);
         assert_eq!(read, None);

@@ -187,3 +187,114 @@ async fn a_stream_with_all_its_consumers_refuses_fan_out_naming_them() -> anyhow
     );
     host.stop().await.map(drop)
 }
+
+/// The consumers of `ledger`, by name.
+async fn consumers(fixture: &Fixture) -> anyhow::Result<Vec<String>> {
+    let listed = fixture
+        .client()
+        .list_stream_consumers()
+        .stream_arn(ledger_arn(fixture).await?)
+        .send()
+        .await?;
+    let mut names: Vec<String> = listed
+        .consumers()
+        .iter()
+        .map(|c| c.consumer_name().to_owned())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// An app undeployed for good gives its fan-out consumer up, once no host of the fleet runs
+/// it: undeployed on one of two hosts it is kept (the other still reads through it), on the
+/// last one it is deregistered; the tenant's other app keeps its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undeployed_app_s_consumer_is_deregistered_once_no_host_runs_it() -> anyhow::Result<()> {
+    let fixture = Fixture::builder("fan-out-undeploy")
+        .stream("ledger", 1)
+        .stream("ledger.dead", 1)
+        .dynamo()
+        .start()
+        .await?;
+    let tenants = format!(
+        r#"
+        [[tenants]]
+        name = "fan"
+        components = ["{shared}"]
+        subscribe = ["ledger"]
+        publish = ["ledger.dead"]
+        read = "fan-out"
+        "#,
+        shared = guests::SHARED_LEDGER.path().display(),
+    );
+    let mut hosts = Vec::new();
+    for owner in ["a", "b"] {
+        // A tenants file (and so a state directory) of each host's own.
+        std::fs::create_dir_all(fixture.dir().join(owner))?;
+        let file = fixture.tenants_file(&format!("{owner}/tenants.toml"), &tenants)?;
+        let host = fixture
+            .host(&file)
+            .log(&format!("{owner}.log"))
+            .dynamo_leases()
+            .owner(owner)
+            .start()?;
+        hosts.push(host);
+    }
+    let audit = guests::LEDGER_AUDIT.path().display().to_string();
+    for host in &hosts {
+        host.wait_for_log("every tenant is loaded", 1).await?;
+        let (ok, said) = verb(host, &["deploy", "fan", &audit, "--name", "extra"]).await?;
+        anyhow::ensure!(ok, "deploy: {said}");
+    }
+    let registered = poll_for(Duration::from_secs(60), async || {
+        let names = consumers(&fixture).await.ok()?;
+        names
+            .contains(&"ruststream-fan-audit".to_owned())
+            .then_some(names)
+    })
+    .await;
+    let before = registered.ok_or_else(|| anyhow::anyhow!("the app's consumer never came"))?;
+    assert_eq!(
+        before.len(),
+        3,
+        "the audit app's and the shared app's two: {before:?}"
+    );
+
+    let (ok, said) = verb(&hosts[0], &["undeploy", "fan", "extra"]).await?;
+    anyhow::ensure!(ok, "undeploy on a: {said}");
+    hosts[0]
+        .wait_for_log(
+            "the enhanced fan-out consumer is kept: other hosts run the app",
+            1,
+        )
+        .await?;
+    assert_eq!(
+        consumers(&fixture).await?,
+        before,
+        "b still reads through it"
+    );
+
+    let (ok, said) = verb(&hosts[1], &["undeploy", "fan", "extra"]).await?;
+    anyhow::ensure!(ok, "undeploy on b: {said}");
+    hosts[1]
+        .wait_for_log("deregistered the app's enhanced fan-out consumer", 1)
+        .await?;
+    // Kinesis lists a consumer as DELETING for a while after it is deregistered.
+    let expected: Vec<String> = (before.iter())
+        .filter(|name| *name != "ruststream-fan-audit")
+        .cloned()
+        .collect();
+    let gone = poll_for(Duration::from_secs(60), async || {
+        (consumers(&fixture).await.ok()? == expected).then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "only the undeployed app's consumer goes: {:?}",
+        consumers(&fixture).await
+    );
+    for host in hosts {
+        host.stop().await?;
+    }
+    Ok(())
+}
