@@ -8,8 +8,10 @@
 //! counts too. Each round, a host takes the leases handed to it, then free or expired leases up
 //! to `ceil(shards / live hosts)`, then asks for one lease as [`balance`](super::balance)
 //! decides and watches for the handoff ([`handoff`](super::handoff)), taking the lease the
-//! moment it comes. A lease nobody takes for a whole lease duration is taken whatever the share,
-//! so a live host that takes nothing leaves no shard unread.
+//! moment it comes. A free lease nobody takes for a whole lease duration, or an expired one
+//! (its holder died) nobody takes within a round, is taken whatever the share, so a live host
+//! that takes nothing leaves no shard unread, and a dead one's shards are read again at once
+//! even while its presence row still counts it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -497,10 +499,10 @@ impl Coordinator {
         }
     }
 
-    /// Takes free and expired leases up to `target`, and beyond it those nobody took for a
-    /// lease duration. A free lease of a shard another host reads and this one does not is
-    /// left to that host for a round ([`Affinity`]); an expired one (its holder died) is
-    /// taken at once.
+    /// Takes free and expired leases up to `target`, and beyond it free ones nobody took for
+    /// a lease duration and expired ones nobody took within a round. A free lease of a shard
+    /// another host reads and this one does not is left to that host for a round
+    /// ([`Affinity`]); an expired one (its holder died) is taken at once.
     async fn take_unheld(
         &mut self,
         eligible: &[String],
@@ -508,18 +510,29 @@ impl Coordinator {
         target: usize,
         affinity: &Affinity,
     ) {
+        let config = self.ctx.config.clone();
         for shard_id in eligible {
             let unheld_for = self.unheld_since.get(shard_id).map(Instant::elapsed);
-            let neglected = unheld_for.is_some_and(|held| held >= self.ctx.config.lease_ttl);
-            if self.holding() >= target && !neglected {
-                continue;
-            }
             let free = rows
                 .get(&self.key(shard_id).to_string())
                 .is_none_or(|row| row.owner.is_none());
+            // An expired lease's holder died, and its shard is read by nobody: a round is left
+            // for a host under its share to take it, then any host does. The live hosts
+            // counted for the share include the dead ones whose presence rows have not expired
+            // yet (a host killed right after it started holds no lease to give it away), so
+            // waiting a lease duration would leave the shard unread that much longer; the
+            // share is mended afterwards by handoffs.
+            let patience = if free {
+                config.lease_ttl
+            } else {
+                config.shard_sync_interval
+            };
+            let neglected = unheld_for.is_some_and(|held| held >= patience);
+            if self.holding() >= target && !neglected {
+                continue;
+            }
             let theirs = affinity.elsewhere.contains(shard_id) && !affinity.here.contains(shard_id);
-            let their_round =
-                unheld_for.is_none_or(|held| held < self.ctx.config.shard_sync_interval);
+            let their_round = unheld_for.is_none_or(|held| held < config.shard_sync_interval);
             if free && theirs && their_round {
                 continue;
             }
@@ -534,7 +547,7 @@ impl Coordinator {
                 Some(_) => continue,
             };
             if neglected && self.holding() >= target {
-                tracing::info!(lease = %key, "taking a lease nobody took for a lease duration");
+                tracing::info!(lease = %key, ?patience, "taking a lease nobody took in time, beyond this host's share");
             }
             self.acquire(key, claim).await;
         }
