@@ -413,6 +413,30 @@ fn read_bookings(log: &Path, instance: usize) -> Vec<Booking> {
         .collect()
 }
 
+/// A lease of the first tenant taken by a host process, as its log says.
+struct Take {
+    shard: String,
+    at_ms: u64,
+    instance: usize,
+}
+
+/// The first tenant's `lease taken` lines of a host's log: timestamp and shard.
+fn read_takes(log: &Path, instance: usize) -> Vec<Take> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter(|line| line.contains("tenant=good") && line.contains(" lease taken "))
+        .filter_map(|line| {
+            let at_ms = parse_timestamp(line.split_whitespace().next()?)?;
+            let shard = between(line, "lease=ledger:", " ")?.to_owned();
+            Some(Take {
+                shard,
+                at_ms,
+                instance,
+            })
+        })
+        .collect()
+}
+
 /// The decimal number right after the first `key` in `line`.
 fn number_after(line: &str, key: &str) -> Option<u64> {
     let rest = &line[line.find(key)? + key.len()..];
@@ -701,8 +725,13 @@ fn out_of_order(produced: &[Produced], first: &HashMap<u64, &Booking>) -> Vec<(S
 }
 
 /// For every kill, the time until each shard the killed process was reading is handled again
-/// by another process (for shards that got records after the kill).
+/// by another process (for shards that got records after the kill). A takeover cut short by
+/// a second kill (the process that took the shard's lease killed before it handled a record
+/// of it) is counted from that second kill: it is the second kill's takeover.
 fn slowest_takeover(produced: &[Produced], bookings: &[Booking], instances: &[Instance]) -> u64 {
+    let takes: Vec<Take> = (instances.iter().enumerate())
+        .flat_map(|(instance, run)| read_takes(&run.log, instance))
+        .collect();
     let shards_with_records: BTreeSet<&str> = produced.iter().map(|p| p.shard.as_str()).collect();
     let mut slowest = 0;
     for (victim, instance) in instances.iter().enumerate() {
@@ -723,9 +752,20 @@ fn slowest_takeover(produced: &[Produced], bookings: &[Booking], instances: &[In
                 .filter(|b| b.shard == shard && b.instance != victim && b.at_ms >= killed_at)
                 .map(|b| b.at_ms)
                 .min();
-            if let Some(next) = next {
-                slowest = slowest.max(next - killed_at);
-            }
+            let Some(next) = next else {
+                continue;
+            };
+            let cut_short = (takes.iter())
+                .filter(|t| t.shard == shard && t.at_ms >= killed_at && t.at_ms <= next)
+                .filter_map(|t| {
+                    let killed = instances[t.instance].killed_at_ms?;
+                    let handled = bookings
+                        .iter()
+                        .any(|b| b.instance == t.instance && b.shard == shard && b.at_ms <= killed);
+                    (killed >= t.at_ms && killed <= next && !handled).then_some(killed)
+                })
+                .max();
+            slowest = slowest.max(next - cut_short.unwrap_or(killed_at).max(killed_at));
         }
     }
     slowest
