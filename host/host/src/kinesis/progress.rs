@@ -48,10 +48,9 @@ impl ReadProgress {
     /// Notes that a subscription began at `at_ms` (ms since the epoch), or that none is open
     /// (`None`).
     pub(crate) fn subscribed(&self, at_ms: Option<u64>) {
-        self.subscribed_at_ms.store(
-            at_ms.unwrap_or(0).max(u64::from(at_ms.is_some())),
-            Ordering::Relaxed,
-        );
+        // 0 means none open: a subscription at the epoch itself is noted a millisecond later.
+        let stored = at_ms.map_or(0, |ms| ms.max(1));
+        self.subscribed_at_ms.store(stored, Ordering::Relaxed);
     }
 
     /// When the reader's open subscription began; `None` while none is open (and always for a
