@@ -10,7 +10,8 @@ use anyhow::{Context as _, Result};
 use aws_sdk_kinesis::primitives::Blob;
 use ruststream_host::{
     Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore, MemoryLeaseStore, RunningApp,
-    kinesis::ReaderConfig, runner::ShardState,
+    kinesis::{ReadMode, ReaderConfig},
+    runner::ShardState,
 };
 use ruststream_runtime::sync::lock;
 use ruststream_runtime::{
@@ -149,6 +150,8 @@ pub struct TestHost {
     pub log: LogSink,
     /// The wasm runtime it loads components with (compile worker, shared cache).
     pub runtime: Runtime,
+    /// How every subscription it starts reads its shards, unless a deployment's settings say.
+    pub read: ReadMode,
 }
 
 impl TestHost {
@@ -169,7 +172,14 @@ impl TestHost {
             deliveries,
             log,
             runtime: Runtime::new(sandboxed_runtime())?,
+            read: ReadMode::default(),
         })
+    }
+
+    /// The same host, its subscriptions reading by `read` (where a deployment does not say).
+    pub fn reading(mut self, read: ReadMode) -> Self {
+        self.read = read;
+        self
     }
 
     /// Loads `guest` for a trusted tenant with the default limits.
@@ -205,7 +215,7 @@ impl TestHost {
 
     /// Starts `deployment` and waits until `shards` shards are being read.
     pub async fn start(&self, deployment: Deployment, shards: usize) -> Result<RunningApp> {
-        let app = self.host.start(deployment)?;
+        let app = self.launch(deployment)?;
         let reading = app
             .wait_for(Duration::from_secs(30), |status| {
                 status
@@ -221,6 +231,24 @@ impl TestHost {
             app.status()
         );
         Ok(app)
+    }
+
+    /// Starts `deployment`, each subscription reading by [`read`](Self::read) unless the
+    /// deployment's settings say how; does not wait.
+    ///
+    /// # Errors
+    /// When the host refuses the deployment.
+    pub fn launch(&self, mut deployment: Deployment) -> Result<RunningApp> {
+        // Polling is the default: its deployments are started as they are.
+        let subscriptions = &deployment.component.app().subscriptions;
+        for spec in subscriptions
+            .iter()
+            .filter(|_| self.read != ReadMode::Polling)
+        {
+            let settings = deployment.settings.entry(spec.name.clone()).or_default();
+            settings.read.get_or_insert(self.read);
+        }
+        Ok(self.host.start(deployment)?)
     }
 }
 

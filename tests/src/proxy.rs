@@ -12,13 +12,18 @@
 //! any key but the allowed ones is answered `400 AccessDeniedException` (the JSON protocol's
 //! error, as Kinesis sends it) and never forwarded. The local servers check no policy, so this
 //! is how a tenant whose role may not read a stream is shown.
+//!
+//! And it can **end subscriptions** as Kinesis does after five minutes: a `SubscribeToShard`
+//! answer is relayed event by event and, once it is older than a lifetime the test sets, closed
+//! cleanly between two events (the chunked body's last chunk), while its connection to the
+//! server is dropped. kinesis-local keeps a subscription open for as long as its client stays.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -47,6 +52,11 @@ struct Notes {
     seen: Vec<SignedRequest>,
     stalls: Vec<Stall>,
     denials: Vec<Denial>,
+    /// How long a `SubscribeToShard` answer is relayed before it is ended; `None`: as long as
+    /// the server sends it.
+    subscription_lifetime: Option<Duration>,
+    /// Subscriptions the proxy ended.
+    subscriptions_ended: usize,
 }
 
 /// Operations denied to every key but `allowed`.
@@ -187,6 +197,17 @@ impl RecordingProxy {
         self.calls(operation).iter().filter(|r| r.denied).count()
     }
 
+    /// Ends every `SubscribeToShard` answer begun from now on once it is `lifetime` old, cleanly
+    /// between two events, as Kinesis ends a subscription after five minutes.
+    pub fn end_subscriptions_after(&self, lifetime: Duration) {
+        lock(&self.notes).subscription_lifetime = Some(lifetime);
+    }
+
+    /// How many subscriptions the proxy ended.
+    pub fn subscriptions_ended(&self) -> usize {
+        lock(&self.notes).subscriptions_ended
+    }
+
     fn add_stall(&self, operations: &[&str], remaining: Option<u32>) {
         lock(&self.notes).stalls.push(Stall {
             operations: operations.iter().map(|op| (*op).to_owned()).collect(),
@@ -230,18 +251,34 @@ async fn forward(client: TcpStream, upstream: &str, notes: Arc<Mutex<Notes>>) ->
             .next()
             .unwrap_or_default()
             .to_owned();
-        let (stalled, denied) = {
+        let (stalled, denied, lifetime) = {
             let mut notes = lock(&notes);
             note.denied = notes.denies(&operation, &note.access_key_id);
             note.stalled = !note.denied && notes.stalls(&operation);
             let said = (note.stalled, note.denied);
             notes.seen.push(note);
-            said
+            let lifetime = notes
+                .subscription_lifetime
+                .filter(|_| operation == "SubscribeToShard");
+            (said.0, said.1, lifetime)
         };
         if denied {
             let answer = access_denied(&operation);
             client_write.lock().await.write_all(&answer).await?;
             continue;
+        }
+        if let Some(lifetime) = lifetime {
+            // The subscription gets a server connection of its own, and the client's ends
+            // with it (`Connection: close`), so nothing else is answered on either.
+            answers.abort();
+            let ended = {
+                let mut client = client_write.lock().await;
+                relay_subscription(&raw, upstream, &mut client, lifetime).await?
+            };
+            if ended {
+                lock(&notes).subscriptions_ended += 1;
+            }
+            return Ok(());
         }
         if stalled {
             // Hold the connection until the client gives up on it.
@@ -253,6 +290,117 @@ async fn forward(client: TcpStream, upstream: &str, notes: Arc<Mutex<Notes>>) ->
     }
     answers.abort();
     Ok(())
+}
+
+/// Forwards the `SubscribeToShard` request `raw` to `upstream` on a connection of its own and
+/// relays the answer to `client` until it is `lifetime` old, then ends its chunked body between
+/// two event-stream messages. Whether the proxy ended it (rather than the server).
+async fn relay_subscription(
+    raw: &[u8],
+    upstream: &str,
+    client: &mut OwnedWriteHalf,
+    lifetime: Duration,
+) -> Result<bool> {
+    let ends_at = tokio::time::Instant::now() + lifetime;
+    let server = TcpStream::connect(upstream)
+        .await
+        .with_context(|| format!("connecting to {upstream}"))?;
+    let (server_read, mut server_write) = server.into_split();
+    server_write.write_all(raw).await?;
+    let mut answer = BufReader::new(server_read);
+    let mut head = Vec::new();
+    let (mut chunked, mut length) = (false, 0usize);
+    loop {
+        let mut line = Vec::new();
+        if answer.read_until(b'\n', &mut line).await? == 0 {
+            anyhow::bail!("the server closed the subscription before its answer's head ended");
+        }
+        let text = String::from_utf8_lossy(&line).trim_end().to_owned();
+        if text.is_empty() {
+            break;
+        }
+        let (name, value) = text.split_once(':').unwrap_or((&text, ""));
+        match name.to_ascii_lowercase().as_str() {
+            "connection" => continue,
+            "transfer-encoding" => chunked = value.trim().eq_ignore_ascii_case("chunked"),
+            "content-length" => length = value.trim().parse().context("a bad Content-Length")?,
+            _ => {}
+        }
+        head.extend_from_slice(&line);
+    }
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    client.write_all(&head).await?;
+    if !chunked {
+        // A refusal: a plain answer, relayed whole.
+        let mut body = vec![0; length];
+        answer.read_exact(&mut body).await?;
+        client.write_all(&body).await?;
+        return Ok(false);
+    }
+    let mut messages = MessageBounds::default();
+    loop {
+        let mut size_line = Vec::new();
+        let read = if messages.at_boundary() {
+            match tokio::time::timeout_at(ends_at, answer.read_until(b'\n', &mut size_line)).await {
+                Ok(read) => read?,
+                Err(_) => {
+                    client.write_all(b"0\r\n\r\n").await?;
+                    return Ok(true);
+                }
+            }
+        } else {
+            answer.read_until(b'\n', &mut size_line).await?
+        };
+        if read == 0 {
+            return Ok(false);
+        }
+        let size_text = String::from_utf8_lossy(&size_line);
+        let size_hex = size_text.trim().split(';').next().unwrap_or_default();
+        let size = usize::from_str_radix(size_hex, 16)
+            .with_context(|| format!("a bad chunk size {size_hex:?}"))?;
+        let mut chunk = vec![0; size + 2];
+        answer.read_exact(&mut chunk).await?;
+        messages.pass(&chunk[..size]);
+        client.write_all(&size_line).await?;
+        client.write_all(&chunk).await?;
+        if size == 0 {
+            return Ok(false);
+        }
+    }
+}
+
+/// Where the event-stream messages of a body begin and end: each opens with its total length
+/// (a big-endian `u32`, the length itself included).
+#[derive(Debug, Default)]
+struct MessageBounds {
+    /// Bytes of the current message still to come; 0 between messages.
+    left: usize,
+    /// The opening bytes of the next message's length read so far.
+    prelude: Vec<u8>,
+}
+
+impl MessageBounds {
+    fn pass(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.left == 0 {
+                let take = (4 - self.prelude.len()).min(bytes.len());
+                self.prelude.extend_from_slice(&bytes[..take]);
+                bytes = &bytes[take..];
+                if let Ok(length) = <[u8; 4]>::try_from(self.prelude.as_slice()) {
+                    self.left = (u32::from_be_bytes(length) as usize).saturating_sub(4);
+                    self.prelude.clear();
+                }
+            } else {
+                let take = self.left.min(bytes.len());
+                self.left -= take;
+                bytes = &bytes[take..];
+            }
+        }
+    }
+
+    fn at_boundary(&self) -> bool {
+        self.left == 0 && self.prelude.is_empty()
+    }
 }
 
 /// The next request's bytes (head and `Content-Length` body) and what it says; `None` at the
@@ -323,6 +471,19 @@ fn access_key_id(authorization: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn message_bounds_follow_each_message_s_length_across_chunks() {
+        let mut bounds = MessageBounds::default();
+        assert!(bounds.at_boundary());
+        // A 10-byte message split 3 + 9 with the next one's first 2 bytes.
+        bounds.pass(&[0, 0, 0]);
+        assert!(!bounds.at_boundary());
+        bounds.pass(&[10, 1, 2, 3, 4, 5, 6, 0, 0]);
+        assert!(!bounds.at_boundary(), "the next message began");
+        bounds.pass(&[0, 5, 9]);
+        assert!(bounds.at_boundary());
+    }
 
     #[test]
     fn the_access_key_id_is_the_credential_s_first_part() {

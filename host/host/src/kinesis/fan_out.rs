@@ -3,11 +3,15 @@
 //!
 //! - One subscription per reader, in a task of its own that hands each event with records to
 //!   the reader (one event ahead, as polling reads one answer ahead), so the handler sets the
-//!   pace and an event waits while the pipeline is busy.
+//!   pace and an event waits while the pipeline is busy. An event is handed to the pipeline
+//!   in parts of at most the reader's `batch_limit` records, as GetRecords answers are, so
+//!   what the pipeline checks between batches (the copies it owes, a lost lease, a stop)
+//!   comes as often in both modes.
 //! - A subscription lasts at most five minutes; it is then made again from the last event's
 //!   `ContinuationSequenceNumber`, so no record is skipped and none is handed twice. A reader
-//!   is never opened at the tip (`ShardReader::open_fan_out` turns it into a time a second
-//!   before), so subscribing again before any event cannot skip what arrived meanwhile.
+//!   is never opened at the tip (`ShardReader::open_fan_out` turns it into the time it was
+//!   opened), so subscribing again before any event (a refusal: the previous holder is still
+//!   subscribed) neither skips what arrived meanwhile nor reads what came before.
 //! - `ResourceInUseException` (the consumer is still subscribed to the shard: the previous
 //!   holder of a lease handed over has not let go yet) is waited out with backoff, however
 //!   long; other failures are tried again with backoff, up to 20 in a row.
@@ -36,6 +40,7 @@ use super::listings::ShardListings;
 use super::progress::ReadProgress;
 use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
 use super::read_error::ReadError;
+use ruststream_runtime::Delivery;
 use ruststream_runtime::backoff::Backoff;
 use ruststream_runtime::clock::{Clock, SystemClock};
 use ruststream_runtime::escape::one_line;
@@ -77,6 +82,10 @@ pub(crate) struct FanOutReader {
     task: JoinHandle<()>,
     millis_behind_latest: Option<i64>,
     progress: Arc<ReadProgress>,
+    /// Most records handed on at once.
+    limit: usize,
+    /// The rest of the last event, past what was handed on.
+    rest: std::vec::IntoIter<Delivery>,
 }
 
 impl FanOutReader {
@@ -114,6 +123,8 @@ impl FanOutReader {
             task: tokio::spawn(subscription.run()),
             millis_behind_latest: None,
             progress,
+            limit: usize::try_from(config.batch_limit).unwrap_or(1).max(1),
+            rest: Vec::new().into_iter(),
         }
     }
 
@@ -130,16 +141,35 @@ impl FanOutReader {
         self.progress.clone()
     }
 
+    /// The next `limit` records of the last event as a batch.
+    fn part(&mut self) -> Batch {
+        let records: Vec<Delivery> = self.rest.by_ref().take(self.limit).collect();
+        if self.rest.len() == 0 {
+            self.progress.handed_on();
+        }
+        Batch {
+            records,
+            shard_end: false,
+        }
+    }
+
     /// The next records; cancel-safe (its one await is on the channel).
     pub(crate) async fn next(&mut self) -> Result<FanOutNext, ReadError> {
+        if self.rest.len() > 0 {
+            return Ok(FanOutNext::Batch(self.part()));
+        }
         match self.events.recv().await {
             Some(Event::Records {
                 batch,
                 millis_behind_latest,
             }) => {
                 self.millis_behind_latest = Some(millis_behind_latest);
-                self.progress.handed_on();
-                Ok(FanOutNext::Batch(batch))
+                if batch.records.len() <= self.limit {
+                    self.progress.handed_on();
+                    return Ok(FanOutNext::Batch(batch));
+                }
+                self.rest = batch.records.into_iter();
+                Ok(FanOutNext::Batch(self.part()))
             }
             Some(Event::Closed(position)) => Ok(FanOutNext::Closed(position)),
             Some(Event::Fatal(error)) => Err(error),

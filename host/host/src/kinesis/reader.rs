@@ -73,9 +73,9 @@ impl ShardReader {
 
     /// Opens `shard_id` of `stream` at `start` by enhanced fan-out, through consumer
     /// `consumer` (registered through `consumers` if it is not yet, and waited for until
-    /// active). Opened at the tip, it subscribes a second before it was asked to open (the
-    /// consumer's registration may take a while): it may be handed records that arrived up to
-    /// then, and misses none. A shard that turns out closed and refuses subscriptions is read
+    /// active). Opened at the tip, it subscribes from when it was asked to open, by the host's
+    /// clock (the subscription is made later, from a task of its own): it misses none of what
+    /// arrives from then on, and reads nothing from before. A shard that turns out closed and refuses subscriptions is read
     /// to its end by polling, through `reads` for `owner`.
     ///
     /// # Errors
@@ -94,8 +94,10 @@ impl ShardReader {
         start: StartAt,
         config: &ReaderConfig,
     ) -> Result<Self, ReadError> {
+        // The tip as it is now: the subscription goes out later, from a task of its own,
+        // maybe after the consumer is registered or a previous holder has let go.
         let start = match start {
-            StartAt::Latest => StartAt::AtTimestamp(SystemClock.now_ms().saturating_sub(1000)),
+            StartAt::Latest => StartAt::AtTimestamp(SystemClock.now_ms()),
             other => other,
         };
         let arn = consumers.arn(client, stream, consumer).await?;

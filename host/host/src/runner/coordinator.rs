@@ -50,7 +50,12 @@ pub(crate) struct Rounds {
     pub store: Arc<dyn LeaseStore>,
     pub config: Arc<HostConfig>,
     pub status: StatusBoard,
+    /// The subscription's stop: the host's shutdown, or its stream gone.
     pub shutdown: watch::Receiver<bool>,
+    /// Sets `shutdown` when the subscription ends by itself (its stream gone), so that its
+    /// workers flush and release as at the host's shutdown rather than read on: a fan-out
+    /// subscription may go on being pushed heartbeats after the stream is deleted.
+    pub stop: Arc<watch::Sender<bool>>,
 }
 
 /// The two things a coordinator does that are not about leases: listing the stream's shards
@@ -128,10 +133,21 @@ impl Shards for KinesisShards {
 /// Runs a subscription until shutdown; then waits for its workers to flush and release, and
 /// withdraws this host's presence.
 pub(crate) async fn run(
-    ctx: WorkerContext,
+    mut ctx: WorkerContext,
     shared_stream: bool,
     seeks: mpsc::Receiver<SeekRequest>,
 ) {
+    let (stop, stopping) = watch::channel(*ctx.shutdown.borrow());
+    let stop = Arc::new(stop);
+    let mut host_shutdown = std::mem::replace(&mut ctx.shutdown, stopping);
+    let follow = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if host_shutdown.wait_for(|stop| *stop).await.is_ok() {
+                stop.send_replace(true);
+            }
+        })
+    };
     let rounds = Rounds {
         tenant: ctx.tenant.name().to_owned(),
         subscriber: ctx.subscriber.clone(),
@@ -140,8 +156,10 @@ pub(crate) async fn run(
         config: ctx.config.clone(),
         status: ctx.status.clone(),
         shutdown: ctx.shutdown.clone(),
+        stop,
     };
     coordinate(rounds, Box::new(KinesisShards(ctx)), shared_stream, seeks).await;
+    follow.abort();
 }
 
 /// [`run`] with the shards and workers of `source`.
@@ -183,6 +201,7 @@ pub(crate) async fn coordinate(
                 coordinator.ctx.status.set_error(one_line(&gone));
                 tracing::error!(stream = %coordinator.ctx.stream,
                     "subscription `{}` stops: {gone}", coordinator.ctx.subscriber);
+                coordinator.ctx.stop.send_replace(true);
                 break;
             }
             next_sync = Instant::now() + coordinator.ctx.config.shard_sync_interval;

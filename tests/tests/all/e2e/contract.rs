@@ -5,20 +5,27 @@
 use std::process::Command;
 
 use ruststream_host::LeaseStore;
+use ruststream_host::kinesis::ReadMode;
 use ruststream_tests::fixture::{Fixture, WAIT};
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{binary, guests};
 use serde_json::json;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_handle_only_component_runs_the_seed_table_through_the_binary() -> anyhow::Result<()> {
+async fn a_handle_only_component_runs_the_seed_table_through_the_binary(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let fixture = Fixture::builder("contract")
         .stream("ledger", 1)
         .dynamo()
         .start()
         .await?;
+    let read = match read {
+        ReadMode::Polling => "polling",
+        ReadMode::FanOut => "fan-out",
+    };
     let tenants = fixture.tenants(&format!(
-        "[[tenants]]\nname = \"plain\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n",
+        "[[tenants]]\nname = \"plain\"\ncomponents = [\"{}\"]\nsubscribe = [\"ledger\"]\n\
+         read = \"{read}\"\n",
         guests::SETTLEMENT_PLAIN.path().display(),
     ))?;
     let host = fixture
@@ -102,3 +109,5 @@ fn check_says_which_form_a_component_is_called_in() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+in_both_read_modes!(a_handle_only_component_runs_the_seed_table_through_the_binary);

@@ -7,6 +7,7 @@ use std::time::Duration;
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
 use ruststream_tests::neighbour::verb;
+use ruststream_tests::proxy::RecordingProxy;
 use ruststream_tests::wait::poll_for;
 use serde_json::json;
 
@@ -297,4 +298,181 @@ async fn an_undeployed_app_s_consumer_is_deregistered_once_no_host_runs_it() -> 
         host.stop().await?;
     }
     Ok(())
+}
+
+/// Kinesis ends every subscription after five minutes; here a proxy ends each after two
+/// seconds, cleanly between two events. Each is made again from the last event's
+/// continuation: every record put across the renewals is handled once (none skipped, none
+/// twice), and no renewal is taken for a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_the_server_ends_is_made_again_from_its_continuation() -> anyhow::Result<()>
+{
+    let fixture = Fixture::builder("fan-out-renewal")
+        .stream("ledger", 1)
+        .start()
+        .await?;
+    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
+    proxy.end_subscriptions_after(Duration::from_secs(2));
+    let host = fixture
+        .host(&fixture.tenants(&auditor("fan", "fan-out"))?)
+        .kinesis_endpoint(&proxy.endpoint())
+        .start()?;
+    host.wait_for_log("reading shard", 1).await?;
+    const ROUNDS: u64 = 8;
+    const PER_ROUND: u64 = 6;
+    for round in 0..ROUNDS {
+        let ids = round * PER_ROUND..(round + 1) * PER_ROUND;
+        fixture
+            .put_all("ledger", ids.map(|id| json!({ "id": id, "amount": 5 })))
+            .await?;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    let total = ROUNDS * PER_ROUND;
+    let get_records = handled(&host, "fan", total).await?;
+    assert_eq!(get_records, 0.0, "renewed by subscribing, never by polling");
+    // Two more renewals after the last record: anything handed twice would have come by now.
+    let ended = proxy.subscriptions_ended();
+    let renewed = poll_for(Duration::from_secs(30), async || {
+        (proxy.subscriptions_ended() >= ended + 2).then_some(())
+    })
+    .await;
+    assert!(
+        renewed.is_some(),
+        "subscriptions stopped being renewed: {}",
+        host.output()
+    );
+    assert!(ended >= 2, "the records spanned renewals: {ended} ended");
+    let scrape = host.scrape().await?;
+    assert_eq!(
+        scrape.sum("ruststream_records_total", &[("tenant", "fan")]),
+        total as f64,
+        "each record handled once across the renewals"
+    );
+    let subscriptions = proxy.calls("SubscribeToShard");
+    for renewal in &subscriptions[1..] {
+        assert!(
+            renewal.body.contains("AFTER_SEQUENCE_NUMBER"),
+            "a renewal starts after the last event's continuation: {}",
+            renewal.body
+        );
+    }
+    let output = host.output();
+    assert!(
+        !output.contains("subscribing to the shard failed"),
+        "an ended subscription is renewed, not failed: {output}"
+    );
+    host.stop().await.map(drop)
+}
+
+/// A tenant whose identity may not subscribe (IAM denies `SubscribeToShard`) reads nothing,
+/// says so naming tenant, stream and action, holds back instead of subscribing in a loop, and
+/// reads every record once allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_subscription_iam_denies_says_why_holds_back_and_reads_once_allowed()
+-> anyhow::Result<()> {
+    let fixture = Fixture::builder("fan-out-denied")
+        .stream("ledger", 1)
+        .start()
+        .await?;
+    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
+    proxy.deny_unless_signed_by(&["SubscribeToShard"], &[]);
+    let host = fixture
+        .host(&fixture.tenants(&auditor("fan", "fan-out"))?)
+        .kinesis_endpoint(&proxy.endpoint())
+        .args(&["--shard-sync-interval-ms", "1000"])
+        .start()?;
+    host.wait_for_log("may not read `ledger`: SubscribeToShard", 1)
+        .await?;
+    let line = host
+        .output()
+        .lines()
+        .find(|line| line.contains("may not read `ledger`: SubscribeToShard"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    for named in ["tenant `fan`", "`ledger`", "kinesis:SubscribeToShard"] {
+        assert!(line.contains(named), "the denial names {named}: {line}");
+    }
+    fixture
+        .put_all("ledger", (0..6).map(|id| json!({ "id": id, "amount": 5 })))
+        .await?;
+    let before = proxy.denied("SubscribeToShard");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let tries = proxy.denied("SubscribeToShard") - before;
+    assert!(
+        (1..=3).contains(&tries),
+        "a denied subscription tries again after a hold that doubles, not every round: \
+         {tries} tries in 8 s"
+    );
+    let scrape = host.scrape().await?;
+    assert_eq!(
+        scrape.sum("ruststream_records_total", &[("tenant", "fan")]),
+        0.0,
+        "denied, it read nothing"
+    );
+    let (ok, said) = verb(&host, &["status", "--json"]).await?;
+    anyhow::ensure!(ok, "status: {said}");
+    assert!(
+        said.contains("tenant `fan` may not read `ledger`: SubscribeToShard"),
+        "the status says why: {said}"
+    );
+
+    proxy.clear_denials();
+    handled(&host, "fan", 6).await?;
+    host.stop().await.map(drop)
+}
+
+/// A consumer deregistered by hand while an app reads through it: its next subscription is
+/// refused (`ResourceNotFoundException`), the host registers the consumer again, under the same
+/// name, and reads on from its checkpoint. Subscriptions are ended every two seconds (a proxy,
+/// as Kinesis does after five minutes), since kinesis-local keeps pushing an open subscription
+/// of a consumer it no longer lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_deregistered_under_a_subscription_is_registered_again() -> anyhow::Result<()> {
+    let fixture = Fixture::builder("fan-out-reregister")
+        .stream("ledger", 1)
+        .start()
+        .await?;
+    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
+    proxy.end_subscriptions_after(Duration::from_secs(2));
+    let host = fixture
+        .host(&fixture.tenants(&auditor("fan", "fan-out"))?)
+        .kinesis_endpoint(&proxy.endpoint())
+        .start()?;
+    host.wait_for_log("reading shard", 1).await?;
+    fixture
+        .put_all("ledger", (0..6).map(|id| json!({ "id": id, "amount": 5 })))
+        .await?;
+    handled(&host, "fan", 6).await?;
+    let registrations = proxy.calls("RegisterStreamConsumer").len();
+
+    fixture
+        .client()
+        .deregister_stream_consumer()
+        .stream_arn(ledger_arn(&fixture).await?)
+        .consumer_name("ruststream-fan-audit")
+        .send()
+        .await?;
+    host.wait_for_log("no longer exists; registering it again", 1)
+        .await?;
+    let again = poll_for(Duration::from_secs(60), async || {
+        let names = consumers(&fixture).await.ok()?;
+        names
+            .contains(&"ruststream-fan-audit".to_owned())
+            .then_some(())
+    })
+    .await;
+    assert!(
+        again.is_some(),
+        "the consumer was not registered again: {}",
+        host.output()
+    );
+    assert!(
+        proxy.calls("RegisterStreamConsumer").len() > registrations,
+        "registered again by the host"
+    );
+    fixture
+        .put_all("ledger", (6..12).map(|id| json!({ "id": id, "amount": 5 })))
+        .await?;
+    handled(&host, "fan", 12).await?;
+    host.stop().await.map(drop)
 }

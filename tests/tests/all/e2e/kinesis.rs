@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ruststream_host::kinesis::ReadMode;
 use ruststream_host::{
     Deployment, LeaseStore, MemoryLeaseStore, RunningApp,
     lease::LeaseKey,
@@ -84,13 +85,13 @@ impl FaultyLedger {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -> anyhow::Result<()>
-{
+async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let servers = Servers::start("ledger", 2, "ruststream-ledger").await?;
     let (client, store) = (&servers.client, &servers.store);
 
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let component = host.load(guests::SETTLEMENT).await?;
     let app = host
         .start(Deployment::new(component, store.clone()), 2)
@@ -121,12 +122,13 @@ async fn entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb() -
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Result<()> {
+async fn a_restart_with_dynamodb_redelivers_from_the_held_record(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
     let (client, store) = (&servers.client, &servers.store);
 
-    let first = TestHost::new(client.clone(), "host-a")?;
+    let first = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = first.run(guests::SETTLEMENT, store.clone(), 1).await?;
     let (shard, one) = put_json(client, "ledger", &entry(1, 1), None).await?;
     let (_, sticky) = put_json(client, "ledger", &entry(2, -1), None).await?;
@@ -140,7 +142,7 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
         Some(one.clone())
     );
 
-    let second = TestHost::new(client.clone(), "host-b")?;
+    let second = TestHost::new(client.clone(), "host-b")?.reading(read);
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
     // A marker behind them: once it is handled, the shard was read past everything a restart
     // could deliver again.
@@ -171,19 +173,18 @@ async fn a_restart_with_dynamodb_redelivers_from_the_held_record() -> anyhow::Re
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_record_does_not_come_back_after_a_restart() -> anyhow::Result<()> {
+async fn a_dropped_record_does_not_come_back_after_a_restart(read: ReadMode) -> anyhow::Result<()> {
     let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
     let (client, store) = (&servers.client, &servers.store);
 
-    let first = TestHost::new(client.clone(), "host-a")?;
+    let first = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = first.run(guests::SETTLEMENT, store.clone(), 1).await?;
     put_json(client, "ledger", &entry(1, 0), None).await?;
     let reports = first.deliveries.wait_for(1, WAIT).await?;
     assert_eq!(reports[0].outcome, Outcome::Drop);
     app.shutdown().await;
 
-    let second = TestHost::new(client.clone(), "host-b")?;
+    let second = TestHost::new(client.clone(), "host-b")?.reading(read);
     let app = second.run(guests::SETTLEMENT, store.clone(), 1).await?;
     // The fresh record is the marker: the dropped one stands before it on the shard, so it
     // would have been delivered first.
@@ -198,13 +199,12 @@ async fn a_dropped_record_does_not_come_back_after_a_restart() -> anyhow::Result
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restart_with_the_memory_store_opens_at_the_tip() -> anyhow::Result<()> {
+async fn a_restart_with_the_memory_store_opens_at_the_tip(read: ReadMode) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     kinesis.create_stream("ledger", 1).await?;
     let client = kinesis.client().await;
 
-    let first = TestHost::new(client.clone(), "host-a")?;
+    let first = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = first.run_in_memory(guests::SETTLEMENT, 1).await?;
     put_json(&client, "ledger", &entry(1, 1), None).await?;
     first.deliveries.wait_for(1, WAIT).await?;
@@ -212,7 +212,7 @@ async fn a_restart_with_the_memory_store_opens_at_the_tip() -> anyhow::Result<()
 
     let (_, while_down) = put_json(&client, "ledger", &entry(2, -1), None).await?;
 
-    let second = TestHost::new(client.clone(), "host-b")?;
+    let second = TestHost::new(client.clone(), "host-b")?.reading(read);
     let app = second.run_in_memory(guests::SETTLEMENT, 1).await?;
     // The record written after the start is the marker: the one written while down stands
     // before it on the shard, so it would have been delivered first.
@@ -227,8 +227,7 @@ async fn a_restart_with_the_memory_store_opens_at_the_tip() -> anyhow::Result<()
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
+async fn start_positions_horizon_latest_and_timestamp(read: ReadMode) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     let client = kinesis.client().await;
     for stream in ["positions.horizon", "positions.latest", "positions.stamped"] {
@@ -256,7 +255,7 @@ async fn start_positions_horizon_latest_and_timestamp() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(200)).await;
     put_json(&client, "positions.stamped", &json!({"id": "s-new"}), None).await?;
 
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let mut deployment = Deployment::new(
         host.load(guests::POSITIONS).await?,
         Arc::new(MemoryLeaseStore::new()),
@@ -356,12 +355,11 @@ async fn a_read_answer_cut_short_is_read_again_and_loses_nothing() -> anyhow::Re
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn checkpoint_writes_are_coalesced() -> anyhow::Result<()> {
+async fn checkpoint_writes_are_coalesced(read: ReadMode) -> anyhow::Result<()> {
     let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
     let (client, store) = (&servers.client, &servers.store);
 
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
     let mut last = String::new();
     for chunk in 0..2 {
@@ -408,12 +406,13 @@ async fn checkpoint_writes_are_coalesced() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> anyhow::Result<()> {
+async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
     let (client, store) = (&servers.client, &servers.store);
 
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
     let (shard, first) = put_json(client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
@@ -442,8 +441,7 @@ async fn a_host_that_loses_its_lease_stops_delivering_and_checkpointing() -> any
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_apps_on_one_stream_keep_separate_checkpoints() -> anyhow::Result<()> {
+async fn two_apps_on_one_stream_keep_separate_checkpoints(read: ReadMode) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     let dynamo = LocalDynamo::start().await?;
     kinesis.create_stream("ledger", 1).await?;
@@ -451,12 +449,12 @@ async fn two_apps_on_one_stream_keep_separate_checkpoints() -> anyhow::Result<()
     let ledger_store = dynamo_store(dynamo.client().await, "ruststream-ledger").await?;
     let bench_store = dynamo_store(dynamo.client().await, "ruststream-ledger-bench").await?;
 
-    let host = TestHost::new(client.clone(), "host-a")?;
-    let ledger = host.host.start(Deployment::new(
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
+    let ledger = host.launch(Deployment::new(
         host.load(guests::SETTLEMENT).await?,
         ledger_store.clone(),
     ))?;
-    let bench = host.host.start(Deployment::new(
+    let bench = host.launch(Deployment::new(
         host.load(guests::BENCH_LEDGER).await?,
         bench_store.clone(),
     ))?;
@@ -514,13 +512,13 @@ async fn wait_for_checkpoint(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -> anyhow::Result<()>
-{
+async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
     let (client, store) = (&servers.client, &servers.store);
 
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
     let (parent, before) = put_json(client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
@@ -569,15 +567,14 @@ async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end() -
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()> {
+async fn two_hosts_converge_to_a_fair_share_of_the_shards(read: ReadMode) -> anyhow::Result<()> {
     let servers = Servers::start("ledger", 4, "ruststream-ledger").await?;
     let (client, store) = (&servers.client, &servers.store);
 
-    let first = TestHost::new(client.clone(), "host-a")?;
+    let first = TestHost::new(client.clone(), "host-a")?.reading(read);
     let a = first.run(guests::SETTLEMENT, store.clone(), 4).await?;
-    let second = TestHost::new(client.clone(), "host-b")?;
-    let b = second.host.start(Deployment::new(
+    let second = TestHost::new(client.clone(), "host-b")?.reading(read);
+    let b = second.launch(Deployment::new(
         second.load(guests::SETTLEMENT).await?,
         store.clone(),
     ))?;
@@ -622,16 +619,23 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards() -> anyhow::Result<()
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deleted_stream_stops_its_subscription_with_a_clear_error() -> anyhow::Result<()> {
+async fn a_deleted_stream_stops_its_subscription_with_a_clear_error(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let servers = Servers::start("ledger", 1, "ruststream-ledger").await?;
     let (client, store) = (&servers.client, &servers.store);
 
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = host.run(guests::SETTLEMENT, store.clone(), 1).await?;
     let (shard, sequence) = put_json(client, "ledger", &entry(1, 1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
-    client.delete_stream().stream_name("ledger").send().await?;
+    // Its consumers go with it (a fan-out subscription's, when it reads so).
+    client
+        .delete_stream()
+        .stream_name("ledger")
+        .enforce_consumer_deletion(true)
+        .send()
+        .await?;
 
     let stopped = app
         .wait_for(WAIT, |s| {
@@ -652,3 +656,17 @@ async fn a_deleted_stream_stops_its_subscription_with_a_clear_error() -> anyhow:
     app.shutdown().await;
     Ok(())
 }
+
+in_both_read_modes!(
+    entries_on_two_shards_are_handled_once_and_checkpointed_in_dynamodb,
+    a_restart_with_dynamodb_redelivers_from_the_held_record,
+    a_dropped_record_does_not_come_back_after_a_restart,
+    a_restart_with_the_memory_store_opens_at_the_tip,
+    start_positions_horizon_latest_and_timestamp,
+    checkpoint_writes_are_coalesced,
+    a_host_that_loses_its_lease_stops_delivering_and_checkpointing,
+    two_apps_on_one_stream_keep_separate_checkpoints,
+    after_a_split_the_children_start_once_the_parent_is_read_to_its_end,
+    two_hosts_converge_to_a_fair_share_of_the_shards,
+    a_deleted_stream_stops_its_subscription_with_a_clear_error,
+);

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ruststream_host::kinesis::ReadMode;
 use ruststream_host::{Deployment, runner::SeekError};
 use ruststream_runtime::envelope;
 use ruststream_runtime::pipeline::MAX_UNSENT_COPIES;
@@ -33,15 +34,14 @@ async fn streams(kinesis: &LocalKinesis, names: &[&str]) -> anyhow::Result<()> {
 const RETRIES_STREAMS: [&str; 4] = ["refunds", "refunds.dead", "payouts", "audit"];
 const RELAY_STREAMS: [&str; 5] = ["orders", "orders.lost", "reminders", "inbox", "shipments"];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result<()> {
+async fn max_attempts_delivers_three_times_then_dead_letters(read: ReadMode) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     let dynamo = LocalDynamo::start().await?;
     streams(&kinesis, &RETRIES_STREAMS).await?;
     let client = kinesis.client().await;
     let store = dynamo_store(dynamo.client().await, "ruststream-ledger-retries").await?;
 
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = host
         .run(guests::SETTLEMENT_RETRIES, store.clone(), 3)
         .await?;
@@ -93,15 +93,14 @@ async fn max_attempts_delivers_three_times_then_dead_letters() -> anyhow::Result
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result<()> {
+async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay(read: ReadMode) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     let dynamo = LocalDynamo::start().await?;
     streams(&kinesis, &RELAY_STREAMS).await?;
     let client = kinesis.client().await;
     let store = dynamo_store(dynamo.client().await, "ruststream-relay").await?;
 
-    let first = TestHost::new(client.clone(), "host-a")?;
+    let first = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = first.run(guests::RELAY, store.clone(), 4).await?;
     let (shard, original) = put_json(
         &client,
@@ -125,8 +124,8 @@ async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result
     app.abort();
 
     // Another host takes the shard over once the lease is seen expired (3 s here).
-    let second = TestHost::new(client.clone(), "host-b")?;
-    let app = second.host.start(Deployment::new(
+    let second = TestHost::new(client.clone(), "host-b")?.reading(read);
+    let app = second.launch(Deployment::new(
         second.load(guests::RELAY).await?,
         store.clone(),
     ))?;
@@ -162,15 +161,17 @@ async fn a_delayed_copy_survives_a_crash_and_keeps_its_delay() -> anyhow::Result
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn copies_that_cannot_go_out_stop_the_reading_until_they_drain() -> anyhow::Result<()> {
+async fn copies_that_cannot_go_out_stop_the_reading_until_they_drain(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     streams(&kinesis, &RETRIES_STREAMS).await?;
     let faults = Faults::new();
     let client = kinesis.client().await;
     let mut config = quick_config("host-a");
     config.reader.batch_limit = 100;
-    let host = TestHost::with_config(faults.kinesis_client(&kinesis.endpoint()).await, config)?;
+    let host = TestHost::with_config(faults.kinesis_client(&kinesis.endpoint()).await, config)?
+        .reading(read);
     let app = host.run_in_memory(guests::SETTLEMENT_RETRIES, 3).await?;
     // No copy goes out: every refund's copy waits in the pipeline, payload and all. (An error
     // the SDK does not retry itself, so each try fails at once.)
@@ -205,14 +206,16 @@ async fn copies_that_cannot_go_out_stop_the_reading_until_they_drain() -> anyhow
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds() -> anyhow::Result<()> {
+async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     streams(&kinesis, &RETRIES_STREAMS).await?;
     let faults = Faults::new();
     let client = kinesis.client().await;
 
-    let host = TestHost::new(faults.kinesis_client(&kinesis.endpoint()).await, "host-a")?;
+    let host =
+        TestHost::new(faults.kinesis_client(&kinesis.endpoint()).await, "host-a")?.reading(read);
     let app = host.run_in_memory(guests::SETTLEMENT_RETRIES, 3).await?;
     // Two pipeline tries' worth of SDK attempts fail (the SDK itself tries 3 times).
     faults.inject(&["PutRecord"], 6, Fault::internal_failure());
@@ -272,12 +275,13 @@ async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds() -> anyh
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seek_replays_in_order_and_refuses_shards_held_elsewhere() -> anyhow::Result<()> {
+async fn seek_replays_in_order_and_refuses_shards_held_elsewhere(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     kinesis.create_stream("ledger", 2).await?;
     let client = kinesis.client().await;
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = host.run_in_memory(guests::SETTLEMENT, 2).await?;
     let shard_0 = "0";
     let shard_1 = "300000000000000000000000000000000000000";
@@ -339,12 +343,11 @@ async fn seek_replays_in_order_and_refuses_shards_held_elsewhere() -> anyhow::Re
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_handler_publishes_to_a_second_stream_with_its_key() -> anyhow::Result<()> {
+async fn a_handler_publishes_to_a_second_stream_with_its_key(read: ReadMode) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     streams(&kinesis, &RELAY_STREAMS).await?;
     let client = kinesis.client().await;
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = host.run_in_memory(guests::RELAY, 4).await?;
     let order = json!({"id": 42, "customer": "cust-7"});
     put_json(&client, "orders", &order, None).await?;
@@ -383,13 +386,13 @@ async fn a_handler_publishes_to_a_second_stream_with_its_key() -> anyhow::Result
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plain_enveloped_text_enveloped_and_malformed_payloads_decode_correctly()
--> anyhow::Result<()> {
+async fn plain_enveloped_text_enveloped_and_malformed_payloads_decode_correctly(
+    read: ReadMode,
+) -> anyhow::Result<()> {
     let kinesis = LocalKinesis::start().await?;
     streams(&kinesis, &RELAY_STREAMS).await?;
     let client = kinesis.client().await;
-    let host = TestHost::new(client.clone(), "host-a")?;
+    let host = TestHost::new(client.clone(), "host-a")?.reading(read);
     let app = host.run_in_memory(guests::RELAY, 4).await?;
     let plain = br#"{"from":"another producer"}"#.to_vec();
     let wrapped = envelope::wrap(&[Header::new("trace", "t-1")], br#"{"from":"native"}"#);
@@ -471,3 +474,13 @@ async fn wait_until_checkpoint(
         None => anyhow::bail!("the checkpoint of {stream}:{shard} never reached {sequence}"),
     }
 }
+
+in_both_read_modes!(
+    max_attempts_delivers_three_times_then_dead_letters,
+    a_delayed_copy_survives_a_crash_and_keeps_its_delay,
+    copies_that_cannot_go_out_stop_the_reading_until_they_drain,
+    a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds,
+    seek_replays_in_order_and_refuses_shards_held_elsewhere,
+    a_handler_publishes_to_a_second_stream_with_its_key,
+    plain_enveloped_text_enveloped_and_malformed_payloads_decode_correctly,
+);

@@ -1,5 +1,29 @@
 //! The host and the `ruststream` binary against local Kinesis and DynamoDB servers.
 
+/// Runs each named scenario, an `async fn(ReadMode) -> anyhow::Result<()>` of the module, once
+/// per read mode: as `polling::<name>` and `fan_out::<name>`. The settlement rules, holds,
+/// copies, checkpoints and seeks are the same whether a shard is polled or pushed.
+macro_rules! in_both_read_modes {
+    ($($scenario:ident),* $(,)?) => {
+        mod polling {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() -> anyhow::Result<()> {
+                    super::$scenario(ruststream_host::kinesis::ReadMode::Polling).await
+                }
+            )*
+        }
+        mod fan_out {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() -> anyhow::Result<()> {
+                    super::$scenario(ruststream_host::kinesis::ReadMode::FanOut).await
+                }
+            )*
+        }
+    };
+}
+
 mod admin;
 mod binary;
 mod chaos;

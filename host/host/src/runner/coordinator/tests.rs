@@ -110,7 +110,7 @@ impl Shards for TestShards {
 /// A running host: its coordinator task and its shutdown switch.
 struct TestHost {
     task: JoinHandle<()>,
-    shutdown: watch::Sender<bool>,
+    shutdown: Arc<watch::Sender<bool>>,
 }
 
 impl TestHost {
@@ -164,6 +164,7 @@ impl Fleet {
             ..HostConfig::default()
         });
         let (shutdown, stopped) = watch::channel(false);
+        let shutdown = Arc::new(shutdown);
         let store: Arc<dyn LeaseStore> = self.store.clone();
         let source = TestShards {
             shards: self.shards.clone(),
@@ -181,6 +182,7 @@ impl Fleet {
             config,
             status: StatusBoard::new(STREAM, STREAM, Arc::new(crate::kinesis::ReadPacing::new())),
             shutdown: stopped,
+            stop: shutdown.clone(),
         };
         // Kept open: no seek is asked for.
         let (seeks, seek_rx) = mpsc::channel(1);
