@@ -87,6 +87,7 @@ pub mod aws;
 pub mod check;
 pub mod client;
 pub mod config;
+pub mod desired;
 pub mod dev;
 pub mod engine;
 pub mod escape;

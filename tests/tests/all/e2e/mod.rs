@@ -31,6 +31,7 @@ mod config;
 mod contract;
 mod cpu;
 mod dead_letters;
+mod desired;
 mod fan_out;
 mod fleet_reads;
 mod hotload;

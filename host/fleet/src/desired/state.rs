@@ -1,0 +1,165 @@
+//! One app's desired state, as the desired-state table keeps it.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A tenant's app: the unit the desired state is kept for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AppId {
+    /// The tenant.
+    pub tenant: String,
+    /// The app, as its component declares it.
+    pub app: String,
+}
+
+impl AppId {
+    /// App `app` of tenant `tenant`.
+    pub fn new(tenant: impl Into<String>, app: impl Into<String>) -> Self {
+        Self {
+            tenant: tenant.into(),
+            app: app.into(),
+        }
+    }
+
+    /// The item key: `tenant/app` (neither name may hold a `/`: both are checked names).
+    pub fn key(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for AppId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.tenant, self.app)
+    }
+}
+
+/// A version of an app's component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveVersion {
+    /// The hex SHA-256 of its bytes: its name in the component bucket.
+    pub hash: String,
+    /// The version its component declares.
+    pub version: String,
+}
+
+impl LiveVersion {
+    /// The version of bytes hashing to `hash` that declares `version`.
+    pub fn new(hash: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            hash: hash.into(),
+            version: version.into(),
+        }
+    }
+}
+
+/// A version run beside the live one on a sample of the records, its outcomes compared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shadow {
+    /// The shadow's content hash.
+    pub hash: String,
+    /// The percentage of records it is given (1-100).
+    pub sample_percent: u32,
+}
+
+/// A rollout under way: `to` went live over `from`, and is judged until it is kept or rolled
+/// back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rollout {
+    /// The version it replaced.
+    pub from: String,
+    /// The version being judged.
+    pub to: String,
+    /// When it began (ms since the epoch).
+    pub started_ms: u64,
+}
+
+/// What every host should run of one app.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppDesired {
+    /// The app.
+    pub app: AppId,
+    /// Bumped by each change; 0 before the first is recorded.
+    pub revision: u64,
+    /// The live version; `None` once undeployed.
+    pub live: Option<LiveVersion>,
+    /// The versions kept for a rollback, the one that went live last at the end (the live one
+    /// among them).
+    pub kept: Vec<LiveVersion>,
+    /// The shadow running beside the live version, if any.
+    pub shadow: Option<Shadow>,
+    /// Whether the app's subscriptions are paused.
+    pub paused: bool,
+    /// The rollout under way, if any.
+    pub rollout: Option<Rollout>,
+    /// Who made the last change (an operator's token id, a host, the rollout judge).
+    pub changed_by: String,
+    /// When (ms since the epoch).
+    pub changed_at_ms: u64,
+}
+
+impl AppDesired {
+    /// Nothing recorded yet for `app`.
+    pub fn new(app: AppId) -> Self {
+        Self {
+            app,
+            revision: 0,
+            live: None,
+            kept: Vec::new(),
+            shadow: None,
+            paused: false,
+            rollout: None,
+            changed_by: String::new(),
+            changed_at_ms: 0,
+        }
+    }
+
+    /// Makes `version` live and keeps it last, keeping at most `keep` versions (at least the
+    /// live one): the oldest that are not live go first.
+    pub fn go_live(&mut self, version: LiveVersion, keep: usize) {
+        self.kept.retain(|kept| kept.hash != version.hash);
+        self.kept.push(version.clone());
+        self.live = Some(version);
+        let keep = keep.max(1);
+        while self.kept.len() > keep {
+            // The live version is last, so the first is never it.
+            self.kept.remove(0);
+        }
+    }
+
+    /// Stops the app everywhere: no live version, no shadow, no rollout; the kept versions
+    /// stay for a later deploy or rollback.
+    pub fn undeploy(&mut self) {
+        self.live = None;
+        self.shadow = None;
+        self.rollout = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn going_live_keeps_the_newest_versions_and_the_live_one_last() {
+        let mut state = AppDesired::new(AppId::new("acme", "books"));
+        for n in 1..=4 {
+            state.go_live(LiveVersion::new(format!("h{n}"), format!("{n}.0.0")), 3);
+        }
+        let kept: Vec<&str> = state.kept.iter().map(|v| v.hash.as_str()).collect();
+        assert_eq!(kept, ["h2", "h3", "h4"]);
+        // Back to a kept version: it moves last, nothing is dropped.
+        state.go_live(LiveVersion::new("h2", "2.0.0"), 3);
+        let kept: Vec<&str> = state.kept.iter().map(|v| v.hash.as_str()).collect();
+        assert_eq!(kept, ["h3", "h4", "h2"]);
+        assert_eq!(state.live.as_ref().map(|v| v.hash.as_str()), Some("h2"));
+        state.undeploy();
+        assert_eq!(state.live, None);
+        assert_eq!(state.kept.len(), 3, "kept for a later rollback");
+    }
+
+    #[test]
+    fn the_key_is_tenant_slash_app() {
+        assert_eq!(AppId::new("acme", "books").key(), "acme/books");
+    }
+}

@@ -1,0 +1,260 @@
+//! The desired-state table in DynamoDB: one item per (tenant, app), written only by
+//! conditional puts on its revision.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
+    ScalarAttributeType, TableStatus,
+};
+use ruststream_runtime::clock::{Clock as _, SystemClock};
+
+use super::{AppDesired, AppId, DesiredError};
+
+/// The item's key: `tenant/app`.
+const KEY: &str = "app";
+/// The revision, as a number, for the write's condition.
+const REVISION: &str = "revision";
+/// The state itself, as JSON: the table holds a few items, read whole.
+const STATE: &str = "state";
+
+/// The desired state of every app of a fleet, in one DynamoDB table.
+#[derive(Debug, Clone)]
+pub struct DesiredTable {
+    client: Client,
+    table: String,
+}
+
+impl DesiredTable {
+    /// The table `table` (made by [`create_if_missing`](Self::create_if_missing)).
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Creates the table (on-demand capacity) unless it exists, and waits until it is active.
+    ///
+    /// # Errors
+    /// When DynamoDB refuses, or the table is not active within a minute.
+    pub async fn create_if_missing(&self) -> Result<(), DesiredError> {
+        if self.status().await?.is_none() {
+            let attribute = AttributeDefinition::builder()
+                .attribute_name(KEY)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .map_err(|e| self.backend("CreateTable", "", e))?;
+            let key = KeySchemaElement::builder()
+                .attribute_name(KEY)
+                .key_type(KeyType::Hash)
+                .build()
+                .map_err(|e| self.backend("CreateTable", "", e))?;
+            let created = (self.client.create_table())
+                .table_name(&self.table)
+                .attribute_definitions(attribute)
+                .key_schema(key)
+                .billing_mode(BillingMode::PayPerRequest)
+                .send()
+                .await;
+            // Another host made it meanwhile: as good.
+            if let Err(error) = created
+                && !error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_in_use_exception())
+            {
+                return Err(self.backend("CreateTable", "", error));
+            }
+        }
+        for _ in 0..120 {
+            if self.status().await? == Some(TableStatus::Active) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Err(DesiredError::NotActive {
+            table: self.table.clone(),
+        })
+    }
+
+    /// What is recorded for `app`, read consistently; `None` when nothing is.
+    ///
+    /// # Errors
+    /// When DynamoDB fails, or the item cannot be read ([`DesiredError::Unreadable`]).
+    pub async fn get(&self, app: &AppId) -> Result<Option<AppDesired>, DesiredError> {
+        let key = app.key();
+        let got = (self.client.get_item())
+            .table_name(&self.table)
+            .key(KEY, AttributeValue::S(key.clone()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| self.backend("GetItem", &key, e))?;
+        got.item.map(|item| self.parse(&key, &item)).transpose()
+    }
+
+    /// Every app's desired state, read consistently, in key order.
+    ///
+    /// # Errors
+    /// When DynamoDB fails, or an item cannot be read.
+    pub async fn all(&self) -> Result<Vec<AppDesired>, DesiredError> {
+        let mut states = Vec::new();
+        let mut start = None;
+        loop {
+            let page = (self.client.scan())
+                .table_name(&self.table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| self.backend("Scan", "", e))?;
+            for item in page.items() {
+                let key = match item.get(KEY) {
+                    Some(AttributeValue::S(key)) => key.clone(),
+                    _ => String::new(),
+                };
+                states.push(self.parse(&key, item)?);
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+        states.sort_by(|a, b| a.app.cmp(&b.app));
+        Ok(states)
+    }
+
+    /// Applies `change` to `app`'s desired state and records it as the next revision, made
+    /// `by` someone (a token id, a host), now.
+    ///
+    /// `seen` is the revision the change was decided on (0: nothing was recorded); `None`
+    /// applies it to whatever is recorded when it is read. Either way the write is conditional
+    /// on the revision it was applied to: a change recorded meanwhile refuses this one whole.
+    ///
+    /// # Errors
+    /// [`DesiredError::Raced`] with what is recorded, when another change came first;
+    /// DynamoDB's failures, and an unreadable item.
+    pub async fn change(
+        &self,
+        app: &AppId,
+        seen: Option<u64>,
+        by: &str,
+        change: impl FnOnce(&mut AppDesired),
+    ) -> Result<AppDesired, DesiredError> {
+        let current = self.get(app).await?;
+        let base = current.unwrap_or_else(|| AppDesired::new(app.clone()));
+        if let Some(seen) = seen
+            && seen != base.revision
+        {
+            return Err(DesiredError::Raced {
+                app: app.clone(),
+                seen,
+                now: Box::new(base),
+            });
+        }
+        let mut next = base.clone();
+        change(&mut next);
+        next.app = app.clone();
+        next.revision = base.revision + 1;
+        next.changed_by = by.to_owned();
+        next.changed_at_ms = SystemClock.now_ms();
+        let key = app.key();
+        let state = serde_json::to_string(&next).map_err(|e| self.backend("PutItem", &key, e))?;
+        let put = (self.client.put_item())
+            .table_name(&self.table)
+            .item(KEY, AttributeValue::S(key.clone()))
+            .item(REVISION, AttributeValue::N(next.revision.to_string()))
+            .item(STATE, AttributeValue::S(state));
+        let put = if base.revision == 0 {
+            put.condition_expression("attribute_not_exists(#key)")
+                .expression_attribute_names("#key", KEY)
+        } else {
+            put.condition_expression("#revision = :seen")
+                .expression_attribute_names("#revision", REVISION)
+                .expression_attribute_values(":seen", AttributeValue::N(base.revision.to_string()))
+        };
+        match put.send().await {
+            Ok(_) => Ok(next),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                let now = self.get(app).await?;
+                Err(DesiredError::Raced {
+                    app: app.clone(),
+                    seen: base.revision,
+                    now: Box::new(now.unwrap_or_else(|| AppDesired::new(app.clone()))),
+                })
+            }
+            Err(error) => Err(self.backend("PutItem", &key, error)),
+        }
+    }
+
+    /// An item as a desired state: its JSON, with the revision its number says.
+    fn parse(
+        &self,
+        key: &str,
+        item: &HashMap<String, AttributeValue>,
+    ) -> Result<AppDesired, DesiredError> {
+        let unreadable = |reason: String| DesiredError::Unreadable {
+            table: self.table.clone(),
+            key: key.to_owned(),
+            reason,
+        };
+        let Some(AttributeValue::S(state)) = item.get(STATE) else {
+            return Err(unreadable(format!("no `{STATE}` string")));
+        };
+        let revision = match item.get(REVISION) {
+            Some(AttributeValue::N(n)) => n.parse::<u64>().ok(),
+            _ => None,
+        };
+        let revision = revision.ok_or_else(|| unreadable(format!("no `{REVISION}` number")))?;
+        let mut parsed: AppDesired =
+            serde_json::from_str(state).map_err(|e| unreadable(e.to_string()))?;
+        if parsed.app.key() != key {
+            return Err(unreadable(format!("it names `{}`", parsed.app)));
+        }
+        parsed.revision = revision;
+        Ok(parsed)
+    }
+
+    async fn status(&self) -> Result<Option<TableStatus>, DesiredError> {
+        let described = (self.client.describe_table())
+            .table_name(&self.table)
+            .send()
+            .await;
+        match described {
+            Ok(out) => Ok(out.table.and_then(|t| t.table_status)),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(self.backend("DescribeTable", "", error)),
+        }
+    }
+
+    fn backend(
+        &self,
+        operation: &'static str,
+        target: &str,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> DesiredError {
+        DesiredError::Backend {
+            store: format!("desired-state table `{}`", self.table),
+            operation,
+            target: target.to_owned(),
+            source: Box::new(error),
+        }
+    }
+}
