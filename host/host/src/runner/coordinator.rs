@@ -340,10 +340,10 @@ impl Coordinator {
             .filter(|host| host.scope == self.scope && !self.expired(&host.key, host.counter))
             .collect();
         let board = &self.ctx.status;
-        if let Some(reason) = self
-            .setbacks
-            .listed(|since_ms| board.answered_since(since_ms))
-        {
+        if let Some(reason) = self.setbacks.listed(|shard_id, since_ms| match shard_id {
+            Some(shard_id) => board.shard_answered_since(shard_id, since_ms),
+            None => board.answered_since(since_ms),
+        }) {
             tracing::info!(stream = %self.ctx.stream, subscriber = %self.ctx.subscriber,
                 "the tenant's identity reads the stream again (was: {reason})");
             board.clear_error();
@@ -512,7 +512,8 @@ impl Coordinator {
             let ours = rows
                 .get(&key.to_string())
                 .is_some_and(|row| row.owner.as_deref() == Some(&self.owner));
-            if ours && !self.owned.contains_key(shard_id) {
+            if ours && !self.owned.contains_key(shard_id) && !self.setbacks.holding_shard(shard_id)
+            {
                 self.acquire(key, Claim::Free).await;
             }
         }
@@ -531,6 +532,10 @@ impl Coordinator {
     ) {
         let config = self.ctx.config.clone();
         for shard_id in eligible {
+            // Its worker failed lately: taken back once its hold is over.
+            if self.setbacks.holding_shard(shard_id) {
+                continue;
+            }
             let unheld_for = self.unheld_since.get(shard_id).map(Instant::elapsed);
             let free = rows
                 .get(&self.key(shard_id).to_string())
@@ -729,12 +734,14 @@ impl Coordinator {
             Ok((_, (shard_id, exit))) => {
                 tracing::info!(stream = %self.ctx.stream, shard = %shard_id, ?exit, "shard worker ended");
                 if matches!(exit, WorkerExit::Failed(_)) {
-                    self.setbacks.failed(SystemClock.now_ms());
+                    self.setbacks.shard_failed(&shard_id, SystemClock.now_ms());
                 }
             }
             Err(error) => {
                 tracing::error!(stream = %self.ctx.stream, shard = ?shard_id, error = %one_line(&error), "a shard worker failed");
-                self.setbacks.failed(SystemClock.now_ms());
+                if let Some(shard_id) = &shard_id {
+                    self.setbacks.shard_failed(shard_id, SystemClock.now_ms());
+                }
             }
         }
         // Its lease was released or is lost; a later round may take the shard again.

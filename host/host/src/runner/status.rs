@@ -284,6 +284,13 @@ impl StatusBoard {
             .any(|progress| progress.answered_at_ms() > since_ms)
     }
 
+    /// Whether the reader of `shard_id` was answered after `since_ms` (ms since the epoch).
+    pub(crate) fn shard_answered_since(&self, shard_id: &str, since_ms: u64) -> bool {
+        lock(&self.progress)
+            .get(shard_id)
+            .is_some_and(|progress| progress.answered_at_ms() > since_ms)
+    }
+
     /// Reports `shard_id`'s lag from `progress` from now on (its reader, opened or reopened).
     pub(crate) fn follow_reads(&self, shard_id: &str, progress: Arc<ReadProgress>) {
         lock(&self.progress).insert(shard_id.to_owned(), progress);
