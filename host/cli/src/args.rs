@@ -596,6 +596,9 @@ pub(crate) struct AwsArgs {
     /// STS endpoint, where tenants' `role_arn`s are assumed (default: AWS).
     #[arg(long, env = "RUSTSTREAM_STS_ENDPOINT")]
     pub sts_endpoint: Option<String>,
+    /// S3 endpoint, where a fleet's component bytes are kept (default: AWS).
+    #[arg(long, env = "RUSTSTREAM_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
 }
 
 impl AwsArgs {
@@ -606,6 +609,7 @@ impl AwsArgs {
             kinesis_endpoint: self.kinesis_endpoint.clone(),
             dynamodb_endpoint: self.dynamodb_endpoint.clone(),
             sts_endpoint: self.sts_endpoint.clone(),
+            s3_endpoint: self.s3_endpoint.clone(),
             credentials: None,
         }
     }

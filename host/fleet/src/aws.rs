@@ -15,6 +15,9 @@ pub struct AwsOptions {
     pub dynamodb_endpoint: Option<String>,
     /// STS endpoint, where tenants' `role_arn`s are assumed (default: AWS).
     pub sts_endpoint: Option<String>,
+    /// S3 endpoint, where a fleet's component bytes are kept (default: AWS); path-style
+    /// addressing when given, as local servers need.
+    pub s3_endpoint: Option<String>,
     /// The host's own credentials, for an embedder that has them in hand (default: the
     /// environment's chain: variables, profile, SSO, instance role). Tenants' `role_arn`s are
     /// assumed with them.
@@ -52,6 +55,14 @@ impl AwsOptions {
     /// `shared` calling STS at `--sts-endpoint`, else at AWS.
     pub(crate) fn sts(&self, shared: &SdkConfig) -> SdkConfig {
         at(shared, self.sts_endpoint.as_deref())
+    }
+
+    /// An S3 client at `--s3-endpoint` (path-style), else at AWS.
+    pub(crate) fn s3(&self, shared: &SdkConfig) -> aws_sdk_s3::Client {
+        let config = aws_sdk_s3::config::Builder::from(&at(shared, self.s3_endpoint.as_deref()))
+            .force_path_style(self.s3_endpoint.is_some())
+            .build();
+        aws_sdk_s3::Client::from_conf(config)
     }
 
     /// The Kinesis configuration alone (`put`, `tail`).

@@ -45,6 +45,8 @@ pub struct Identities {
     /// What STS is called with: the host's credentials, at the STS endpoint.
     sts: SdkConfig,
     base: Clients,
+    /// The host's S3 client: the fleet's component bucket.
+    s3: aws_sdk_s3::Client,
     /// By tenant and role: a tenant keeps its session across reloads while its role stays.
     assumed: Mutex<HashMap<(String, Role), Clients>>,
 }
@@ -67,6 +69,7 @@ impl Identities {
             dynamo,
             sts,
             base,
+            s3: aws.s3(&shared),
             assumed: Mutex::default(),
         }
     }
@@ -74,6 +77,11 @@ impl Identities {
     /// The host's own clients.
     pub fn base(&self) -> &Clients {
         &self.base
+    }
+
+    /// The host's own S3 client (the fleet's component bucket).
+    pub fn s3(&self) -> &aws_sdk_s3::Client {
+        &self.s3
     }
 
     /// The clients of `tenant`: the host's without a role, else the role's, assumed once and

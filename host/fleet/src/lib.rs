@@ -5,8 +5,8 @@
 //! tenants on one host and operates it: the tenants file and its validation, the fleet and
 //! its one reload path (start, file change, SIGHUP, upload, rollback), whose rights each
 //! tenant's AWS calls run with (STS), the admin API (its `Control` surface, JSON model, HTTP
-//! server, token, TLS) and a client of it, the state directory, the file watch and the
-//! metrics endpoint. The `ruststream` binary (`ruststream-cli`) is this crate behind a
+//! server, token, TLS) and a client of it, the state directory, the fleet's desired state
+//! (what every host runs, with fleet deploys), the file watch and the metrics endpoint. The `ruststream` binary (`ruststream-cli`) is this crate behind a
 //! command line; the layers only point down: runtime ← host ← fleet ← cli.
 //!
 //! # Embedding the host

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use ruststream_host::{Host, HostConfig, kinesis::ReaderConfig, lease::DEFAULT_TABLE_TEMPLATE};
 use ruststream_runtime::{
-    Runtime, RuntimeConfig, component::compile::CompileLimits, cpu::Compute, rollout::RolloutPolicy,
+    Runtime, RuntimeConfig, component::compile::CompileLimits, cpu::Compute, escape::one_line,
+    rollout::RolloutPolicy,
 };
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;
@@ -31,6 +32,7 @@ use crate::admin::token::{AdminToken, TokenError};
 use crate::admin::{self, AdminOptions, AdminStartError};
 use crate::aws::AwsOptions;
 use crate::config::{Config, ConfigError, HostSection, LeaseStoreKind};
+use crate::desired::DESIRED_TABLE;
 use crate::engine::{CompileCache, CompileIn, EngineError, runtime_config_in};
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::http_server::HttpServer;
@@ -86,6 +88,9 @@ pub enum RunError {
         /// The lease's time to live.
         ttl: Duration,
     },
+    /// `[host] component_bucket` is set, but the fleet's deploys cannot be set up.
+    #[error("fleet deploys: {0}")]
+    FleetDeploys(String),
     /// No state directory was given and none can be derived.
     #[error(
         "no state directory: HOME and XDG_DATA_HOME are unset; give --state-dir or `[host] \
@@ -251,6 +256,8 @@ pub struct RunningHost {
     probing: tokio::task::JoinHandle<()>,
     /// This host's part in the fleet's reads, once its table exists (DynamoDB leases only).
     reads: Option<tokio::task::JoinHandle<ruststream_host::runner::FleetReads>>,
+    /// Following the fleet's desired state, once the first load is done (fleet deploys only).
+    following: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl RunningHost {
@@ -293,6 +300,11 @@ impl RunningHost {
                 ttl: config.lease_ttl,
             });
         }
+        let deploys_need = DeploysNeed {
+            dynamo_leases: settings.leases.kind == LeaseStoreKind::Dynamodb,
+            create_table: settings.leases.create_table,
+            keep: settings.keep_versions,
+        };
         let fleet = Fleet::new(
             Host::new(identities.base().kinesis.clone(), config),
             identities,
@@ -303,6 +315,7 @@ impl RunningHost {
             Kept::new(&settings.state_dir, settings.keep_versions),
         );
         fleet.check_config().map_err(RunError::Tenants)?;
+        share_deploys(&fleet, file.as_ref().map(|c| &c.host), &deploys_need).await?;
         // Locked for as long as this host runs: a second host on the same directory is refused.
         // Opened once the config is known to load, before anything is read from it or written.
         let state_dir = StateDir::open(&settings.state_dir)?;
@@ -334,6 +347,7 @@ impl RunningHost {
             starting: Some(first.id()),
             probing: tokio::spawn(probe(fleet.clone())),
             reads: fleet.join_fleet_reads(),
+            following: None,
             fleet,
             state_dir,
             admin,
@@ -378,6 +392,11 @@ impl RunningHost {
                         if let Err(error) = first_load_done(&fleet) {
                             break Err(error);
                         }
+                        // Over what the tenants file loaded: the fleet's live versions.
+                        self.following = Some(tokio::spawn({
+                            let fleet = fleet.clone();
+                            async move { fleet.follow_desired_state().await }
+                        }));
                         // With the tenants loaded: a redrive draws on their write quotas.
                         tokio::spawn({
                             let fleet = fleet.clone();
@@ -406,6 +425,9 @@ impl RunningHost {
         };
         self.reloads.abort_all();
         self.probing.abort();
+        if let Some(following) = self.following.take() {
+            following.abort();
+        }
         for server in self.admin.into_iter().chain(self.metrics) {
             stop_server(server).await;
         }
@@ -689,6 +711,39 @@ impl Settings {
             keep_versions: host.and_then(|h| h.keep_versions).unwrap_or(DEFAULT_KEEP),
         })
     }
+}
+
+/// Makes the host's deploys the fleet's when the tenants file names a component bucket: its
+/// desired state is kept beside the lease tables, so DynamoDB leases are required.
+async fn share_deploys(
+    fleet: &Fleet,
+    host: Option<&HostSection>,
+    need: &DeploysNeed,
+) -> Result<(), RunError> {
+    let Some(bucket) = host.and_then(|h| h.component_bucket.as_deref()) else {
+        return Ok(());
+    };
+    if !need.dynamo_leases {
+        return Err(RunError::FleetDeploys(
+            "`component_bucket` needs `lease_store = \"dynamodb\"`: the fleet's desired state \
+             is kept beside its lease tables"
+                .to_owned(),
+        ));
+    }
+    let table = host
+        .and_then(|h| h.desired_table.as_deref())
+        .unwrap_or(DESIRED_TABLE);
+    fleet
+        .share_deploys(bucket, table, need.create_table, need.keep)
+        .await
+        .map_err(|error| RunError::FleetDeploys(one_line(&error)))
+}
+
+/// What [`share_deploys`] takes of the settings, which the fleet has taken by then.
+struct DeploysNeed {
+    dynamo_leases: bool,
+    create_table: bool,
+    keep: usize,
 }
 
 /// The signals `run` acts on, installed before anything else starts.

@@ -35,6 +35,7 @@ fn fixture_aws(fixture: &Fixture) -> AwsOptions {
         kinesis_endpoint: Some(fixture.kinesis.endpoint()),
         dynamodb_endpoint: Some(fixture.dynamo().endpoint()),
         sts_endpoint: None,
+        s3_endpoint: None,
         credentials: test_credentials(),
     }
 }
@@ -141,7 +142,8 @@ fn no_aws() -> AwsOptions {
         region: Some("us-east-1".to_owned()),
         kinesis_endpoint: nowhere.clone(),
         dynamodb_endpoint: nowhere.clone(),
-        sts_endpoint: nowhere,
+        sts_endpoint: nowhere.clone(),
+        s3_endpoint: nowhere,
         credentials: test_credentials(),
     }
 }

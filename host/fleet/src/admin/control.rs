@@ -164,6 +164,11 @@ pub enum ControlError {
         /// Its app.
         app: String,
     },
+    /// The fleet's desired state could not be changed (409): another change came first (it
+    /// is named), or its stores failed; this host may run the new version until it converges
+    /// back on what is recorded.
+    #[error("the fleet's desired state was not changed: {0}")]
+    Desired(String),
     /// The tenants file cannot be read or is invalid (422); nothing was reloaded.
     #[error("the tenants file was not reloaded: {0}")]
     Config(String),

@@ -62,7 +62,8 @@ fn status_of(error: &ControlError) -> StatusCode {
         | ControlError::AmbiguousVersion { .. }
         | ControlError::AlreadyLive { .. }
         | ControlError::Configured { .. }
-        | ControlError::Redrive(_) => StatusCode::CONFLICT,
+        | ControlError::Redrive(_)
+        | ControlError::Desired(_) => StatusCode::CONFLICT,
         ControlError::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

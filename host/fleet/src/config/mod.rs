@@ -14,6 +14,8 @@
 //!                                       # compile_max_function_bytes, compile_cache
 //! state_dir = "/var/lib/ruststream"     # deploys, kept versions, the admin token
 //! keep_versions = 10                    # versions kept per app
+//! component_bucket = "acme-ruststream"  # fleet deploys: component bytes in S3, what runs
+//! desired_table = "ruststream.desired"  # in this DynamoDB table (needs DynamoDB leases)
 //!
 //! [defaults]                            # limits every tenant gets unless it says otherwise
 //! call_deadline_ms = 5000
@@ -110,6 +112,11 @@ pub(crate) struct HostSection {
     pub state_dir: Option<PathBuf>,
     /// How many versions of each app the state directory keeps (at least 1).
     pub keep_versions: Option<usize>,
+    /// The S3 bucket of the fleet's component bytes: set, deploys are the fleet's (recorded
+    /// in the desired-state table, run by every host); unset, each host's own.
+    pub component_bucket: Option<String>,
+    /// The fleet's desired-state table (default `ruststream.desired`).
+    pub desired_table: Option<String>,
 }
 
 impl HostSection {

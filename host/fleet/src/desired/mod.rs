@@ -10,8 +10,9 @@
 //! - [`ComponentBucket`]: the component bytes, content-addressed in an S3 bucket
 //!   (`components/sha256/<hash>.wasm`); what is read back is checked against its hash.
 //!
-//! These are the stores; hosts do not converge on them yet (issue 34: the watcher, the
-//! fleet-wide verbs and the state directory as a cache come next).
+//! A host whose tenants file names a component bucket (`[host] component_bucket`) records
+//! each deploy through its admin API here and polls the table for what to run
+//! (`fleet/deploys.rs`).
 //!
 //! ```no_run
 //! # async fn demo(dynamo: aws_sdk_dynamodb::Client, s3: aws_sdk_s3::Client) -> Result<(), ruststream_fleet::desired::DesiredError> {
@@ -40,6 +41,9 @@ mod table;
 pub use bucket::ComponentBucket;
 pub use state::{AppDesired, AppId, LiveVersion, Rollout, Shadow};
 pub use table::DesiredTable;
+
+/// The desired-state table's name unless `[host] desired_table` says otherwise.
+pub const DESIRED_TABLE: &str = "ruststream.desired";
 
 /// What failed in the desired-state stores, naming the table or bucket and the app or hash.
 #[derive(Debug, thiserror::Error)]

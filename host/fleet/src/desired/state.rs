@@ -79,6 +79,9 @@ pub struct Rollout {
 pub struct AppDesired {
     /// The app.
     pub app: AppId,
+    /// The component it runs under: the tenants file's file stem, or the upload's name.
+    #[serde(default)]
+    pub component: String,
     /// Bumped by each change; 0 before the first is recorded.
     pub revision: u64,
     /// The live version; `None` once undeployed.
@@ -103,6 +106,7 @@ impl AppDesired {
     pub fn new(app: AppId) -> Self {
         Self {
             app,
+            component: String::new(),
             revision: 0,
             live: None,
             kept: Vec::new(),

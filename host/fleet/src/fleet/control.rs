@@ -97,11 +97,11 @@ impl Control for Fleet {
         component: &str,
         wasm: Vec<u8>,
     ) -> Result<Deployed, ControlError> {
-        Fleet::deploy(self, tenant, component, wasm).await
+        Fleet::deploy_for_fleet(self, tenant, component, wasm).await
     }
 
     async fn undeploy(&self, tenant: &str, component: &str) -> Result<Undeployed, ControlError> {
-        Fleet::undeploy(self, tenant, component).await
+        Fleet::undeploy_for_fleet(self, tenant, component).await
     }
 
     async fn reload(&self) -> Result<Vec<Deployed>, ControlError> {

@@ -14,6 +14,7 @@
 //! since the host last saw them, else the version that was live (an upload, a rollback).
 
 mod control;
+mod deploys;
 mod reads;
 mod redrives;
 mod shadows;
@@ -122,6 +123,8 @@ struct Inner {
     state: Mutex<State>,
     /// One reload (deploy, rollback) at a time: two would race to swap the same app.
     reloading: tokio::sync::Mutex<()>,
+    /// The fleet's deploys, when a component bucket is configured: set once at start.
+    deploys: std::sync::OnceLock<deploys::FleetDeploys>,
 }
 
 /// A lease store, with the role whose client a DynamoDB store calls with.
@@ -224,6 +227,7 @@ impl Fleet {
                 kept_redrives,
                 state: Mutex::default(),
                 reloading: tokio::sync::Mutex::new(()),
+                deploys: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -22,6 +22,9 @@ impl Fleet {
         bytes: Option<Vec<u8>>,
         source: &Source,
     ) {
+        // A rollback (an operator's, or the rollout judge's) is the fleet's: every host
+        // returns to the version.
+        let rollback = (source.how == VersionOrigin::Rollback).then(|| done.clone());
         let (fleet, done, source) = (self.clone(), done.clone(), source.clone());
         let recorded = tokio::task::spawn_blocking(move || {
             let versions = &fleet.inner.versions;
@@ -43,6 +46,9 @@ impl Fleet {
         .await;
         let recorded = recorded.unwrap_or_else(|error| Err(format!("state directory: {error}")));
         self.note_state(recorded);
+        if let Some(done) = rollback {
+            self.record_rollback_for_fleet(&done).await;
+        }
     }
 
     /// The bytes of kept version `hash`, read off the async workers.

@@ -33,6 +33,7 @@ mod cpu;
 mod dead_letters;
 mod desired;
 mod fan_out;
+mod fleet_deploys;
 mod fleet_reads;
 mod hotload;
 mod identity;

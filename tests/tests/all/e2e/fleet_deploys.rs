@@ -1,0 +1,316 @@
+//! Deploys at fleet scale: hosts whose tenants file names a component bucket record each
+//! deploy through any host's admin API in the fleet's desired state (DynamoDB-local), its bytes
+//! in S3 (moto), and every host, one started later with an empty state directory included,
+//! runs what it records.
+
+use std::time::{Duration, Instant};
+
+use ruststream_fleet::desired::{AppId, DesiredTable};
+use ruststream_runtime::component::compile::content_hash;
+use ruststream_tests::fixture::{BinaryHost, Fixture};
+use ruststream_tests::guests;
+use ruststream_tests::neighbour::verb;
+use ruststream_tests::servers::sdk_config;
+use ruststream_tests::wait::poll_for;
+
+const BUCKET: &str = "fleet-components";
+
+/// A fleet of hosts deploying through `BUCKET`, `acme` running `versioned` (v1) on `events`
+/// (and the `legacy` and `audit` streams its versions read).
+struct FleetOf {
+    fixture: Fixture,
+    hosts: Vec<BinaryHost>,
+}
+
+impl FleetOf {
+    async fn start(name: &str, hosts: &[&str]) -> anyhow::Result<Self> {
+        let fixture = Fixture::builder(name)
+            .stream("events", 3)
+            .stream("legacy", 1)
+            .stream("audit", 1)
+            .stream("ledger", 1)
+            .dynamo()
+            .sts()
+            .start()
+            .await?;
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&sdk_config(&fixture.sts().endpoint()).await)
+                .force_path_style(true)
+                .build(),
+        );
+        s3.create_bucket().bucket(BUCKET).send().await?;
+        std::fs::copy(
+            guests::VERSIONED_V1.path(),
+            fixture.dir().join("versioned.wasm"),
+        )?;
+        let mut fleet = Self {
+            fixture,
+            hosts: Vec::new(),
+        };
+        for owner in hosts {
+            fleet.add_host(owner)?;
+        }
+        for host in &fleet.hosts {
+            host.wait_for_log("every tenant is loaded", 1).await?;
+        }
+        Ok(fleet)
+    }
+
+    /// Starts host `owner` with a state directory (and tenants file) of its own.
+    fn add_host(&mut self, owner: &str) -> anyhow::Result<&BinaryHost> {
+        let fixture = &self.fixture;
+        std::fs::create_dir_all(fixture.dir().join(owner))?;
+        let tenants = format!(
+            r#"
+            [host]
+            component_bucket = "{BUCKET}"
+
+            [[tenants]]
+            name = "acme"
+            components = ["{component}"]
+            subscribe = ["events", "legacy", "audit", "ledger"]
+            "#,
+            component = fixture.dir().join("versioned.wasm").display(),
+        );
+        let file = fixture.tenants_file(&format!("{owner}/tenants.toml"), &tenants)?;
+        let host = fixture
+            .host(&file)
+            .log(&format!("{owner}.log"))
+            .dynamo_leases()
+            .owner(owner)
+            .args(&["--s3-endpoint", &fixture.sts().endpoint()])
+            // A judge quick to decide: four calls, a 20 % margin.
+            .args(&["--rollout-calls", "4", "--rollout-margin", "0.2"])
+            .start()?;
+        self.hosts.push(host);
+        Ok(self.hosts.last().expect("just pushed"))
+    }
+
+    async fn desired(&self) -> anyhow::Result<DesiredTable> {
+        Ok(DesiredTable::new(
+            self.fixture.dynamo().client().await,
+            "ruststream.desired",
+        ))
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        for host in self.hosts {
+            host.stop().await?;
+        }
+        Ok(())
+    }
+}
+
+/// The content hash of the version `host` runs for `acme`'s `versioned`.
+async fn live_hash(host: &BinaryHost) -> Option<String> {
+    let (ok, said) = verb(host, &["status", "--json"]).await.ok()?;
+    let status: serde_json::Value = serde_json::from_str(&said).ok().filter(|_| ok)?;
+    let apps = status["tenants"][0]["apps"].as_array()?;
+    let app = apps.iter().find(|app| app["component"] == "versioned")?;
+    app["content_hash"].as_str().map(str::to_owned)
+}
+
+/// Waits until every host of `hosts` runs `hash`; how long it took.
+async fn all_run(hosts: &[BinaryHost], hash: &str) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    let converged = poll_for(Duration::from_secs(60), async || {
+        for host in hosts {
+            if live_hash(host).await.as_deref() != Some(hash) {
+                return None;
+            }
+        }
+        Some(start.elapsed())
+    })
+    .await;
+    converged.ok_or_else(|| {
+        let outputs: Vec<String> = hosts.iter().map(BinaryHost::output).collect();
+        anyhow::anyhow!("not every host runs {hash}: {}", outputs.join("\n-----\n"))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_through_one_host_reaches_every_host_and_a_host_started_empty()
+-> anyhow::Result<()> {
+    let mut fleet = FleetOf::start("fleet-deploy", &["a", "b", "c"]).await?;
+    let v1 = content_hash(&std::fs::read(guests::VERSIONED_V1.path())?);
+    let v2_path = guests::VERSIONED_V2.path().display().to_string();
+    let v2 = content_hash(&std::fs::read(&v2_path)?);
+    all_run(&fleet.hosts, &v1).await?;
+
+    let deploy = ["deploy", "acme", v2_path.as_str(), "--name", "versioned"];
+    let (ok, said) = verb(&fleet.hosts[0], &deploy).await?;
+    anyhow::ensure!(ok, "deploy through a: {said}");
+    let took = all_run(&fleet.hosts, &v2).await?;
+    eprintln!("every host ran v2 {took:?} after the deploy was answered");
+    // The poll is 2 s; a host then loads (the compile cache is warm) and swaps.
+    assert!(
+        took < Duration::from_secs(30),
+        "every host ran v2 after {took:?}"
+    );
+
+    let recorded = fleet.desired().await?;
+    let state = recorded.get(&AppId::new("acme", "versioned")).await?;
+    let state = state.ok_or_else(|| anyhow::anyhow!("nothing recorded"))?;
+    assert_eq!(state.live.map(|live| live.hash), Some(v2.clone()));
+    assert_eq!(state.component, "versioned");
+    assert_eq!(state.changed_by, "a");
+
+    // A host that starts with an empty state directory runs what the fleet runs.
+    fleet.add_host("d")?;
+    fleet.hosts[3]
+        .wait_for_log("every tenant is loaded", 1)
+        .await?;
+    all_run(&fleet.hosts, &v2).await?;
+    fleet.stop().await
+}
+
+/// Two deploys of one app through two hosts at once: each is recorded whole, one after the
+/// other or the later refused naming what it raced, and every host ends on the one recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_deploys_through_two_hosts_end_with_every_host_on_the_one_recorded()
+-> anyhow::Result<()> {
+    let fleet = FleetOf::start("fleet-race", &["a", "b", "c"]).await?;
+    let v2_path = guests::VERSIONED_V2.path().display().to_string();
+    let slow_path = guests::VERSIONED_SLOW.path().display().to_string();
+    let v2_deploy = ["deploy", "acme", v2_path.as_str(), "--name", "versioned"];
+    let slow_deploy = ["deploy", "acme", slow_path.as_str(), "--name", "versioned"];
+    let (first, second) = tokio::join!(
+        verb(&fleet.hosts[0], &v2_deploy),
+        verb(&fleet.hosts[1], &slow_deploy),
+    );
+    let (first, second) = (first?, second?);
+    assert!(
+        first.0 || second.0,
+        "one deploy at least: {first:?} {second:?}"
+    );
+    for (ok, said) in [&first, &second] {
+        assert!(
+            *ok || said.contains("changed since revision"),
+            "a deploy refused says what it raced: {said}"
+        );
+    }
+    let recorded = fleet.desired().await?;
+    let state = recorded.get(&AppId::new("acme", "versioned")).await?;
+    let live = state.and_then(|state| state.live).map(|live| live.hash);
+    let live = live.ok_or_else(|| anyhow::anyhow!("nothing recorded"))?;
+    let hashes =
+        [&v2_path, &slow_path].map(|path| std::fs::read(path).map(|bytes| content_hash(&bytes)));
+    let [v2, slow] = hashes;
+    let (v2, slow) = (v2?, slow?);
+    assert!(live == v2 || live == slow, "one of the two, whole: {live}");
+    all_run(&fleet.hosts, &live).await?;
+    fleet.stop().await
+}
+
+/// Whether `host` runs component `name` of `acme`.
+async fn runs(host: &BinaryHost, name: &str) -> Option<bool> {
+    let (ok, said) = verb(host, &["status", "--json"]).await.ok()?;
+    let status: serde_json::Value = serde_json::from_str(&said).ok().filter(|_| ok)?;
+    let apps = status["tenants"][0]["apps"].as_array()?;
+    Some(apps.iter().any(|app| app["component"] == name))
+}
+
+/// A rollback through one host returns every host to the earlier version (the tenants file's,
+/// which the bucket did not have); an upload-only app deployed through one host runs on every
+/// host, and its undeploy through another stops it everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_and_an_undeploy_through_one_host_reach_every_host() -> anyhow::Result<()> {
+    let fleet = FleetOf::start("fleet-rollback", &["a", "b", "c"]).await?;
+    let v1 = content_hash(&std::fs::read(guests::VERSIONED_V1.path())?);
+    let v2_path = guests::VERSIONED_V2.path().display().to_string();
+    let v2 = content_hash(&std::fs::read(&v2_path)?);
+    let deploy = ["deploy", "acme", v2_path.as_str(), "--name", "versioned"];
+    let (ok, said) = verb(&fleet.hosts[0], &deploy).await?;
+    anyhow::ensure!(ok, "deploy through a: {said}");
+    all_run(&fleet.hosts, &v2).await?;
+
+    let (ok, said) = verb(&fleet.hosts[1], &["rollback", "acme", "versioned"]).await?;
+    anyhow::ensure!(ok, "rollback through b: {said}");
+    all_run(&fleet.hosts, &v1).await?;
+    let state = fleet.desired().await?;
+    let state = state.get(&AppId::new("acme", "versioned")).await?;
+    assert_eq!(
+        state.and_then(|s| s.live).map(|live| live.hash),
+        Some(v1),
+        "the rollback is recorded"
+    );
+
+    let audit = guests::LEDGER_AUDIT.path().display().to_string();
+    let (ok, said) = verb(
+        &fleet.hosts[2],
+        &["deploy", "acme", &audit, "--name", "extra"],
+    )
+    .await?;
+    anyhow::ensure!(ok, "deploy of extra through c: {said}");
+    let everywhere = poll_for(Duration::from_secs(60), async || {
+        for host in &fleet.hosts {
+            if runs(host, "extra").await != Some(true) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    anyhow::ensure!(everywhere.is_some(), "extra did not reach every host");
+    let (ok, said) = verb(&fleet.hosts[0], &["undeploy", "acme", "extra"]).await?;
+    anyhow::ensure!(ok, "undeploy through a: {said}");
+    let nowhere = poll_for(Duration::from_secs(60), async || {
+        for host in &fleet.hosts {
+            if runs(host, "extra").await != Some(false) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    let outputs: Vec<String> = fleet.hosts.iter().map(BinaryHost::output).collect();
+    anyhow::ensure!(
+        nowhere.is_some(),
+        "extra still runs somewhere: {}",
+        outputs.join("\n-----\n")
+    );
+    fleet.stop().await
+}
+
+/// A rollout whose new version traps on every record: the rollout judge of a host that meets
+/// it rolls back, the rollback is recorded, and every host returns to the earlier version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_a_rollout_judge_rolls_back_is_rolled_back_on_every_host() -> anyhow::Result<()> {
+    let fleet = FleetOf::start("fleet-judged", &["a", "b", "c"]).await?;
+    let v1 = content_hash(&std::fs::read(guests::VERSIONED_V1.path())?);
+    let trap_path = guests::VERSIONED_TRAP.path().display().to_string();
+    let trap = content_hash(&std::fs::read(&trap_path)?);
+    for host in &fleet.hosts {
+        host.wait_for_log("reading shard", 1).await?;
+    }
+    let deploy = ["deploy", "acme", trap_path.as_str(), "--name", "versioned"];
+    let (ok, said) = verb(&fleet.hosts[0], &deploy).await?;
+    anyhow::ensure!(ok, "deploy through a: {said}");
+    all_run(&fleet.hosts, &trap).await?;
+    // Records for the trapping version to fail on, until a judge rolls it back.
+    let mut id = 0u64;
+    let judged = poll_for(Duration::from_secs(60), async || {
+        id += 1;
+        let put = fleet
+            .fixture
+            .put("events", &serde_json::json!({ "id": id }))
+            .await;
+        put.ok()?;
+        let said = fleet.hosts.iter().any(|host| {
+            host.output()
+                .contains("rolled back to the previous version")
+        });
+        said.then_some(())
+    })
+    .await;
+    anyhow::ensure!(judged.is_some(), "no judge rolled back");
+    all_run(&fleet.hosts, &v1).await?;
+    let state = fleet.desired().await?;
+    let state = state.get(&AppId::new("acme", "versioned")).await?;
+    assert_eq!(
+        state.and_then(|s| s.live).map(|live| live.hash),
+        Some(v1),
+        "the judge's rollback is the fleet's"
+    );
+    fleet.stop().await
+}
