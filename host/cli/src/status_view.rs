@@ -96,6 +96,22 @@ fn render_app(out: &mut String, app: &AppStatus, now_ms: u64) {
     if app.rollbacks > 0 {
         let _ = write!(head, ", rolled back {}x", app.rollbacks);
     }
+    if let Some(fleet) = &app.fleet {
+        let _ = match (&fleet.live_hash, fleet.converged) {
+            (_, true) => write!(head, ", the fleet's (revision {})", fleet.revision),
+            (Some(live), false) => write!(
+                head,
+                ", the fleet runs {} (revision {}): converging",
+                short_hash(live),
+                fleet.revision
+            ),
+            (None, false) => write!(
+                head,
+                ", undeployed by the fleet (revision {}): stopping",
+                fleet.revision
+            ),
+        };
+    }
     line(out, 1, format_args!("{head}"));
     if let Some(rollout) = &app.rollout {
         line(

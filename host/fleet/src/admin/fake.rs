@@ -277,6 +277,7 @@ pub fn sample_status() -> HostStatus {
         }),
         rollbacks: 1,
         shadow: None,
+        fleet: None,
         subscriptions: vec![SubscriptionStatus {
             subscriber: "book".to_owned(),
             stream: "ledger".to_owned(),
@@ -293,6 +294,7 @@ pub fn sample_status() -> HostStatus {
         rollout: None,
         rollbacks: 0,
         shadow: None,
+        fleet: None,
         subscriptions: vec![SubscriptionStatus {
             subscriber: "audit".to_owned(),
             stream: "secret".to_owned(),

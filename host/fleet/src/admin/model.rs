@@ -79,6 +79,23 @@ pub struct AppStatus {
     /// The version running beside the live one as a shadow, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowStatus>,
+    /// What the fleet's desired state records for the app, as this host last read it (fleet
+    /// deploys only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetVersion>,
+}
+
+/// An app's version as the fleet records it, and whether this host runs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetVersion {
+    /// The desired state's revision this host last read.
+    pub revision: u64,
+    /// The hash of the version it records as live; `None` once undeployed.
+    pub live_hash: Option<String>,
+    /// Whether this host runs that version.
+    pub converged: bool,
+    /// When this host last read the desired state (ms since the epoch).
+    pub read_at_ms: u64,
 }
 
 /// `PUT /v1/tenants/{tenant}/components/{name}/shadow`: the shadow now running.

@@ -35,7 +35,7 @@ impl Control for Fleet {
         let tenants = self.with_tenants(|tenants| {
             tenants
                 .iter()
-                .map(|(name, run)| tenant_status(name, run))
+                .map(|(name, run)| tenant_status(self, name, run))
                 .collect()
         });
         HostStatus {
@@ -178,7 +178,7 @@ fn start_position(position: SeekPosition) -> StartPosition {
     }
 }
 
-fn tenant_status(name: &str, run: &TenantRun) -> TenantStatus {
+fn tenant_status(fleet: &Fleet, name: &str, run: &TenantRun) -> TenantStatus {
     let paused = run.tenant.is_stopped();
     TenantStatus {
         name: name.to_owned(),
@@ -187,7 +187,11 @@ fn tenant_status(name: &str, run: &TenantRun) -> TenantStatus {
         apps: run
             .components
             .values()
-            .map(|c| app_status(&c.app, paused))
+            .map(|c| {
+                let mut status = app_status(&c.app, paused);
+                status.fleet = fleet.fleet_version(name, &status.component, &status.content_hash);
+                status
+            })
             .collect(),
         refused: run
             .refused
@@ -218,6 +222,7 @@ fn app_status(app: &RunningApp, paused: bool) -> AppStatus {
         rollout,
         rollbacks,
         shadow: app.shadow(),
+        fleet: None,
         subscriptions: app
             .status()
             .into_iter()

@@ -10,16 +10,17 @@
 //! runs the tenants file's components, then what the desired state records at its first
 //! poll.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 
 use super::Fleet;
 use crate::admin::control::ControlError;
-use crate::admin::model::{Deployed, Undeployed};
+use crate::admin::model::{Deployed, FleetVersion, Undeployed};
 use crate::desired::{AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, LiveVersion};
 
 /// How often a host reads the desired state: the bound on how long a deploy takes to reach
@@ -38,6 +39,15 @@ pub(crate) struct FleetDeploys {
     refused: Mutex<HashSet<String>>,
     /// Whether the last poll failed (said once until one succeeds).
     failing: Mutex<bool>,
+    /// What the last poll read, by (tenant, component): the revision and the live hash.
+    read: Mutex<Read>,
+}
+
+/// What a poll read of the desired state.
+#[derive(Default)]
+struct Read {
+    at_ms: u64,
+    apps: HashMap<(String, String), (u64, Option<String>)>,
 }
 
 impl FleetDeploys {
@@ -55,6 +65,7 @@ impl FleetDeploys {
             owner: owner.to_owned(),
             refused: Mutex::new(HashSet::new()),
             failing: Mutex::new(false),
+            read: Mutex::new(Read::default()),
         }
     }
 }
@@ -177,6 +188,26 @@ impl Fleet {
         Ok(done)
     }
 
+    /// What the desired state records for component `component` of `tenant`, and whether
+    /// `running_hash` is it; `None` without fleet deploys, or before a poll read the app.
+    pub(super) fn fleet_version(
+        &self,
+        tenant: &str,
+        component: &str,
+        running_hash: &str,
+    ) -> Option<FleetVersion> {
+        let shared = self.inner.deploys.get()?;
+        let read = lock(&shared.read);
+        let key = (tenant.to_owned(), component.to_owned());
+        let (revision, live_hash) = read.apps.get(&key)?.clone();
+        Some(FleetVersion {
+            revision,
+            converged: live_hash.as_deref() == Some(running_hash),
+            live_hash,
+            read_at_ms: read.at_ms,
+        })
+    }
+
     /// Polls the desired state every [`POLL_INTERVAL`] and runs what it records, until the
     /// task is dropped. Does nothing when deploys are this host's own.
     pub(crate) async fn follow_desired_state(&self) {
@@ -209,6 +240,16 @@ impl Fleet {
                 }
                 return;
             }
+        };
+        *lock(&shared.read) = Read {
+            at_ms: SystemClock.now_ms(),
+            apps: (states.iter())
+                .map(|state| {
+                    let key = (state.app.tenant.clone(), state.component.clone());
+                    let live = state.live.as_ref().map(|live| live.hash.clone());
+                    (key, (state.revision, live))
+                })
+                .collect(),
         };
         for state in states {
             self.converge_app(shared, &state).await;

@@ -154,6 +154,19 @@ async fn a_deploy_through_one_host_reaches_every_host_and_a_host_started_empty()
     assert_eq!(state.live.map(|live| live.hash), Some(v2.clone()));
     assert_eq!(state.component, "versioned");
     assert_eq!(state.changed_by, "a");
+    // Each host's status says what the fleet records and that it runs it.
+    for host in &fleet.hosts {
+        let (ok, said) = verb(host, &["status", "--json"]).await?;
+        anyhow::ensure!(ok, "status: {said}");
+        let status: serde_json::Value = serde_json::from_str(&said)?;
+        let fleet_version = &status["tenants"][0]["apps"][0]["fleet"];
+        assert_eq!(fleet_version["revision"], state.revision, "{said}");
+        assert_eq!(fleet_version["live_hash"], v2.as_str(), "{said}");
+        assert_eq!(fleet_version["converged"], true, "{said}");
+        let (ok, said) = verb(host, &["status"]).await?;
+        anyhow::ensure!(ok, "status: {said}");
+        assert!(said.contains("the fleet's (revision 1)"), "{said}");
+    }
 
     // A host that starts with an empty state directory runs what the fleet runs.
     fleet.add_host("d")?;
