@@ -223,6 +223,20 @@ async fn runs(host: &BinaryHost, name: &str) -> Option<bool> {
     Some(apps.iter().any(|app| app["component"] == name))
 }
 
+/// Waits until every host of `hosts` says it runs component `name` of `acme` (`running`), or
+/// that it does not; `None` after a minute.
+async fn all_say(hosts: &[BinaryHost], name: &str, running: bool) -> Option<()> {
+    poll_for(Duration::from_secs(60), async || {
+        for host in hosts {
+            if runs(host, name).await != Some(running) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await
+}
+
 /// A rollback through one host returns every host to the earlier version (the tenants file's,
 /// which the bucket did not have); an upload-only app deployed through one host runs on every
 /// host, and its undeploy through another stops it everywhere.
@@ -255,27 +269,11 @@ async fn a_rollback_and_an_undeploy_through_one_host_reach_every_host() -> anyho
     )
     .await?;
     anyhow::ensure!(ok, "deploy of extra through c: {said}");
-    let everywhere = poll_for(Duration::from_secs(60), async || {
-        for host in &fleet.hosts {
-            if runs(host, "extra").await != Some(true) {
-                return None;
-            }
-        }
-        Some(())
-    })
-    .await;
+    let everywhere = all_say(&fleet.hosts, "extra", true).await;
     anyhow::ensure!(everywhere.is_some(), "extra did not reach every host");
     let (ok, said) = verb(&fleet.hosts[0], &["undeploy", "acme", "extra"]).await?;
     anyhow::ensure!(ok, "undeploy through a: {said}");
-    let nowhere = poll_for(Duration::from_secs(60), async || {
-        for host in &fleet.hosts {
-            if runs(host, "extra").await != Some(false) {
-                return None;
-            }
-        }
-        Some(())
-    })
-    .await;
+    let nowhere = all_say(&fleet.hosts, "extra", false).await;
     let outputs: Vec<String> = fleet.hosts.iter().map(BinaryHost::output).collect();
     anyhow::ensure!(
         nowhere.is_some(),
