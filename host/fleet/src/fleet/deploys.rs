@@ -1,6 +1,6 @@
 //! This host's part in the fleet's deploys, when the tenants file names a component bucket:
 //! a deploy through any host's admin API goes live there, then is recorded in the fleet's
-//! desired state (bytes in the bucket first, so a recorded hash always has its bytes); every
+//! desired state (its bytes stored before, so a recorded hash always has its bytes); every
 //! host, this one included, polls the desired state and runs what it records.
 //!
 //! A host converges by the same path a local deploy takes (`Fleet::deploy`: loaded, checked,
@@ -115,8 +115,10 @@ impl Fleet {
         };
         let not_recorded =
             |error: crate::desired::DesiredError| ControlError::Desired(one_line(&error));
+        // Checked and live here first: a refused component is refused with its reason, and
+        // never stored.
+        let done = self.deploy(tenant, component, wasm.clone()).await?;
         shared.bucket.put(&wasm).await.map_err(not_recorded)?;
-        let done = self.deploy(tenant, component, wasm).await?;
         let app = AppId::new(tenant, &done.app);
         let live = LiveVersion::new(&done.content_hash, &done.version);
         let recorded = shared

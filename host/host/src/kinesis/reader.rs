@@ -75,8 +75,8 @@ impl ShardReader {
     /// `consumer` (registered through `consumers` if it is not yet, and waited for until
     /// active). Opened at the tip, it subscribes from when it was asked to open, by the host's
     /// clock (the subscription is made later, from a task of its own): it misses none of what
-    /// arrives from then on, and reads nothing from before. A shard that turns out closed and refuses subscriptions is read
-    /// to its end by polling, through `reads` for `owner`.
+    /// arrives from then on, and reads nothing from before. A shard that turns out closed and
+    /// refuses subscriptions is read to its end by polling, through `reads` for `owner`.
     ///
     /// # Errors
     /// When the stream is gone, or the consumer cannot be registered (the stream has all the
