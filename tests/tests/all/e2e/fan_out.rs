@@ -300,6 +300,24 @@ async fn an_undeployed_app_s_consumer_is_deregistered_once_no_host_runs_it() -> 
     Ok(())
 }
 
+/// `fan` running the auditor on a one-shard `ledger` by fan-out, with `args`, reaching
+/// kinesis-local through a recording proxy that `prepare` sets up first.
+async fn behind_proxy(
+    name: &str,
+    prepare: impl FnOnce(&RecordingProxy),
+    args: &[&str],
+) -> anyhow::Result<(Fixture, RecordingProxy, BinaryHost)> {
+    let fixture = Fixture::builder(name).stream("ledger", 1).start().await?;
+    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
+    prepare(&proxy);
+    let host = fixture
+        .host(&fixture.tenants(&auditor("fan", "fan-out"))?)
+        .kinesis_endpoint(&proxy.endpoint())
+        .args(args)
+        .start()?;
+    Ok((fixture, proxy, host))
+}
+
 /// Kinesis ends every subscription after five minutes; here a proxy ends each after two
 /// seconds, cleanly between two events. Each is made again from the last event's
 /// continuation: every record put across the renewals is handled once (none skipped, none
@@ -307,16 +325,12 @@ async fn an_undeployed_app_s_consumer_is_deregistered_once_no_host_runs_it() -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscription_the_server_ends_is_made_again_from_its_continuation() -> anyhow::Result<()>
 {
-    let fixture = Fixture::builder("fan-out-renewal")
-        .stream("ledger", 1)
-        .start()
-        .await?;
-    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
-    proxy.end_subscriptions_after(Duration::from_secs(2));
-    let host = fixture
-        .host(&fixture.tenants(&auditor("fan", "fan-out"))?)
-        .kinesis_endpoint(&proxy.endpoint())
-        .start()?;
+    let (fixture, proxy, host) = behind_proxy(
+        "fan-out-renewal",
+        |proxy| proxy.end_subscriptions_after(Duration::from_secs(2)),
+        &[],
+    )
+    .await?;
     host.wait_for_log("reading shard", 1).await?;
     const ROUNDS: u64 = 8;
     const PER_ROUND: u64 = 6;
@@ -370,17 +384,12 @@ async fn a_subscription_the_server_ends_is_made_again_from_its_continuation() ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fan_out_subscription_iam_denies_says_why_holds_back_and_reads_once_allowed()
 -> anyhow::Result<()> {
-    let fixture = Fixture::builder("fan-out-denied")
-        .stream("ledger", 1)
-        .start()
-        .await?;
-    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
-    proxy.deny_unless_signed_by(&["SubscribeToShard"], &[]);
-    let host = fixture
-        .host(&fixture.tenants(&auditor("fan", "fan-out"))?)
-        .kinesis_endpoint(&proxy.endpoint())
-        .args(&["--shard-sync-interval-ms", "1000"])
-        .start()?;
+    let (fixture, proxy, host) = behind_proxy(
+        "fan-out-denied",
+        |proxy| proxy.deny_unless_signed_by(&["SubscribeToShard"], &[]),
+        &["--shard-sync-interval-ms", "1000"],
+    )
+    .await?;
     host.wait_for_log("may not read `ledger`: SubscribeToShard", 1)
         .await?;
     let line = host
@@ -428,16 +437,12 @@ async fn a_fan_out_subscription_iam_denies_says_why_holds_back_and_reads_once_al
 /// of a consumer it no longer lists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_deregistered_under_a_subscription_is_registered_again() -> anyhow::Result<()> {
-    let fixture = Fixture::builder("fan-out-reregister")
-        .stream("ledger", 1)
-        .start()
-        .await?;
-    let proxy = RecordingProxy::start(&format!("127.0.0.1:{}", fixture.kinesis.port())).await?;
-    proxy.end_subscriptions_after(Duration::from_secs(2));
-    let host = fixture
-        .host(&fixture.tenants(&auditor("fan", "fan-out"))?)
-        .kinesis_endpoint(&proxy.endpoint())
-        .start()?;
+    let (fixture, proxy, host) = behind_proxy(
+        "fan-out-reregister",
+        |proxy| proxy.end_subscriptions_after(Duration::from_secs(2)),
+        &[],
+    )
+    .await?;
     host.wait_for_log("reading shard", 1).await?;
     fixture
         .put_all("ledger", (0..6).map(|id| json!({ "id": id, "amount": 5 })))

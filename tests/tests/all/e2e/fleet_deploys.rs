@@ -103,11 +103,16 @@ impl FleetOf {
 
 /// The content hash of the version `host` runs for `acme`'s `versioned`.
 async fn live_hash(host: &BinaryHost) -> Option<String> {
-    let (ok, said) = verb(host, &["status", "--json"]).await.ok()?;
-    let status: serde_json::Value = serde_json::from_str(&said).ok().filter(|_| ok)?;
-    let apps = status["tenants"][0]["apps"].as_array()?;
+    let apps = acme_apps(host).await?;
     let app = apps.iter().find(|app| app["component"] == "versioned")?;
     app["content_hash"].as_str().map(str::to_owned)
+}
+
+/// `acme`'s apps as `host`'s `status --json` shows them.
+async fn acme_apps(host: &BinaryHost) -> Option<Vec<serde_json::Value>> {
+    let (ok, said) = verb(host, &["status", "--json"]).await.ok()?;
+    let status: serde_json::Value = serde_json::from_str(&said).ok().filter(|_| ok)?;
+    status["tenants"][0]["apps"].as_array().cloned()
 }
 
 /// Waits until every host of `hosts` runs `hash`; how long it took.
@@ -217,9 +222,7 @@ async fn racing_deploys_through_two_hosts_end_with_every_host_on_the_one_recorde
 
 /// Whether `host` runs component `name` of `acme`.
 async fn runs(host: &BinaryHost, name: &str) -> Option<bool> {
-    let (ok, said) = verb(host, &["status", "--json"]).await.ok()?;
-    let status: serde_json::Value = serde_json::from_str(&said).ok().filter(|_| ok)?;
-    let apps = status["tenants"][0]["apps"].as_array()?;
+    let apps = acme_apps(host).await?;
     Some(apps.iter().any(|app| app["component"] == name))
 }
 
