@@ -32,6 +32,7 @@ pub mod scrape;
 pub mod servers;
 pub mod skew;
 pub mod toolchains;
+pub mod versioned;
 pub mod wait;
 
 /// Directory holding the compiled guest components.

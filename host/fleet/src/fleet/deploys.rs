@@ -6,21 +6,23 @@
 //! A host converges by the same path a local deploy takes (`Fleet::deploy`: loaded, checked,
 //! swapped shard by shard with drain), so a deploy is as safe on the fleet as on one host. A
 //! version this host refuses (its limits, say) is tried once per hash, and the refusal is
-//! logged; the host keeps running what it ran. A host started with an empty state directory
-//! runs the tenants file's components, then what the desired state records at its first
-//! poll.
+//! logged; the host keeps running what it ran. A host reads the desired state once before
+//! its first load, so one started with an empty (or stale) state directory starts each app on
+//! the fleet's live version, not on the tenants file's, and does not start an app the fleet
+//! undeployed.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ruststream_runtime::Tenant;
 use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 
-use super::Fleet;
+use super::{Fleet, Source};
 use crate::admin::control::ControlError;
-use crate::admin::model::{Deployed, FleetVersion, Undeployed};
+use crate::admin::model::{Deployed, FleetVersion, Undeployed, VersionOrigin};
 use crate::desired::{AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, LiveVersion};
 
 /// How often a host reads the desired state: the bound on how long a deploy takes to reach
@@ -43,11 +45,12 @@ pub(crate) struct FleetDeploys {
     read: Mutex<Read>,
 }
 
-/// What a poll read of the desired state.
+/// What the last read of the desired state found.
 #[derive(Default)]
 struct Read {
     at_ms: u64,
-    apps: HashMap<(String, String), (u64, Option<String>)>,
+    /// By (tenant, component).
+    apps: HashMap<(String, String), AppDesired>,
 }
 
 impl FleetDeploys {
@@ -67,6 +70,23 @@ impl FleetDeploys {
             failing: Mutex::new(false),
             read: Mutex::new(Read::default()),
         }
+    }
+}
+
+impl FleetDeploys {
+    /// Reads every app's desired state, and keeps it as what was last read.
+    async fn read(&self) -> Result<Vec<AppDesired>, DesiredError> {
+        let states = self.table.all().await?;
+        *lock(&self.read) = Read {
+            at_ms: SystemClock.now_ms(),
+            apps: (states.iter())
+                .map(|state| {
+                    let key = (state.app.tenant.clone(), state.component.clone());
+                    (key, state.clone())
+                })
+                .collect(),
+        };
+        Ok(states)
     }
 }
 
@@ -92,10 +112,92 @@ impl Fleet {
         let bucket = ComponentBucket::new(identities.s3().clone(), bucket);
         let owner = self.host().config().owner_id.clone();
         let deploys = FleetDeploys::new(table, bucket, keep, &owner);
+        // Read before the first load, so that it starts what the fleet runs.
+        if let Err(error) = deploys.read().await {
+            tracing::error!(table = %deploys.table.table(), error = %one_line(&error),
+                "cannot read the fleet's desired state at start; starting the tenants file's components, then what it records once it can be read");
+        }
         if self.inner.deploys.set(deploys).is_err() {
             tracing::warn!("the fleet's deploys were set up twice; the first stays");
         }
         Ok(())
+    }
+
+    /// Starts component `component` of `tenant`, which does not run yet, as the fleet runs it:
+    /// its live version fetched from the bucket (`file_hash` recorded as the tenants file's
+    /// version seen, so an unchanged file does not replace it). `Some(Some(_))` when it went
+    /// live, `Some(None)` when the fleet undeployed the app (not started); `None` when the
+    /// fleet records nothing for it or its version cannot run here: the caller starts its own
+    /// version then, and the next poll tries the fleet's again.
+    pub(super) async fn start_as_the_fleet_runs(
+        &self,
+        tenant: &Arc<Tenant>,
+        component: &str,
+        file_hash: Option<String>,
+    ) -> Option<Option<Deployed>> {
+        let shared = self.inner.deploys.get()?;
+        let state = {
+            let read = lock(&shared.read);
+            let key = (tenant.name().to_owned(), component.to_owned());
+            read.apps.get(&key).cloned()?
+        };
+        let Some(live) = &state.live else {
+            tracing::info!(tenant = %tenant.name(), app = %state.app.app, component,
+                revision = state.revision, "not started: the fleet undeployed it");
+            return Some(None);
+        };
+        let bytes = match shared.bucket.get(&live.hash).await {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                tracing::error!(tenant = %tenant.name(), component, hash = %live.hash,
+                    error = %one_line(&error), "cannot fetch the fleet's live version at start");
+                return None;
+            }
+        };
+        let source = Source {
+            how: VersionOrigin::Upload,
+            upload_only: Some(file_hash.is_none()),
+            file_hash,
+        };
+        match self.load_version(tenant, component, bytes, source).await {
+            Ok(done) => {
+                tracing::info!(tenant = %tenant.name(), app = %done.app, component,
+                    hash = %done.content_hash, revision = state.revision,
+                    "started on the fleet's live version");
+                Some(Some(done))
+            }
+            // Refused, with why, as any load is; what the caller starts stays.
+            Err(_) => None,
+        }
+    }
+
+    /// Starts the fleet's apps of `tenant` whose components the tenants file does not list
+    /// (`configured`) and that do not run here: what a deploy of a new app left in the desired
+    /// state.
+    pub(super) async fn start_fleet_uploads(
+        &self,
+        tenant: &Arc<Tenant>,
+        configured: &[String],
+    ) -> Vec<Deployed> {
+        let Some(shared) = self.inner.deploys.get() else {
+            return Vec::new();
+        };
+        let components: Vec<String> = (lock(&shared.read).apps.keys())
+            .filter(|(t, c)| t == tenant.name() && !configured.contains(c))
+            .map(|(_, c)| c.clone())
+            .collect();
+        let mut deployed = Vec::new();
+        for component in components {
+            let runs = self.with_tenants(|t| {
+                t.get(tenant.name())
+                    .is_some_and(|t| t.components.contains_key(&component))
+            });
+            if !runs {
+                let started = self.start_as_the_fleet_runs(tenant, &component, None).await;
+                deployed.extend(started.flatten());
+            }
+        }
+        deployed
     }
 
     /// Deploys `wasm` as component `component` of `tenant` here and, when deploys are the
@@ -201,9 +303,10 @@ impl Fleet {
         let shared = self.inner.deploys.get()?;
         let read = lock(&shared.read);
         let key = (tenant.to_owned(), component.to_owned());
-        let (revision, live_hash) = read.apps.get(&key)?.clone();
+        let state = read.apps.get(&key)?;
+        let live_hash = state.live.as_ref().map(|live| live.hash.clone());
         Some(FleetVersion {
-            revision,
+            revision: state.revision,
             converged: live_hash.as_deref() == Some(running_hash),
             live_hash,
             read_at_ms: read.at_ms,
@@ -230,7 +333,7 @@ impl Fleet {
         let Some(shared) = self.inner.deploys.get() else {
             return;
         };
-        let states = match shared.table.all().await {
+        let states = match shared.read().await {
             Ok(states) => {
                 *lock(&shared.failing) = false;
                 states
@@ -242,16 +345,6 @@ impl Fleet {
                 }
                 return;
             }
-        };
-        *lock(&shared.read) = Read {
-            at_ms: SystemClock.now_ms(),
-            apps: (states.iter())
-                .map(|state| {
-                    let key = (state.app.tenant.clone(), state.component.clone());
-                    let live = state.live.as_ref().map(|live| live.hash.clone());
-                    (key, (state.revision, live))
-                })
-                .collect(),
         };
         for state in states {
             self.converge_app(shared, &state).await;

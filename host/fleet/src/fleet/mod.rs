@@ -577,6 +577,7 @@ impl Fleet {
         // Apps that came by upload only run again when their tenant (re)starts.
         if fresh {
             let configured: Vec<String> = wanted.components.iter().map(|p| stem(p)).collect();
+            deployed.extend(self.start_fleet_uploads(&tenant, &configured).await);
             deployed.extend(self.restore_uploads(&tenant, &configured).await);
         }
         deployed
@@ -613,6 +614,12 @@ impl Fleet {
                 .is_some_and(|t| t.has_seen(name, &hash))
         }) {
             return None;
+        }
+        if !running
+            && let Some(started) =
+                (self.start_as_the_fleet_runs(tenant, name, Some(hash.clone()))).await
+        {
+            return started;
         }
         if let Some(record) = record
             .as_ref()

@@ -3,17 +3,29 @@
 //! in S3 (moto), and every host, one started later with an empty state directory included,
 //! runs what it records.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ruststream_fleet::desired::{AppId, DesiredTable};
 use ruststream_runtime::component::compile::content_hash;
+use ruststream_tests::e2e::put_json;
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
 use ruststream_tests::neighbour::verb;
 use ruststream_tests::servers::sdk_config;
+use ruststream_tests::versioned::handled;
 use ruststream_tests::wait::poll_for;
 
 const BUCKET: &str = "fleet-components";
+
+/// Explicit hash keys on each of the three shards of `events`.
+const THIRDS: [&str; 3] = [
+    "1",
+    "120000000000000000000000000000000000000",
+    "240000000000000000000000000000000000000",
+];
 
 /// A fleet of hosts deploying through `BUCKET`, `acme` running `versioned` (v1) on `events`
 /// (and the `legacy` and `audit` streams its versions read).
@@ -325,6 +337,152 @@ async fn a_version_a_rollout_judge_rolls_back_is_rolled_back_on_every_host() -> 
         state.and_then(|s| s.live).map(|live| live.hash),
         Some(v1),
         "the judge's rollback is the fleet's"
+    );
+    fleet.stop().await
+}
+
+/// A deploy through host `a` while records arrive, and host `c` killed (`kill -9`) before it
+/// and started again, as a rescheduled pod is, with an empty state directory: every host runs
+/// v2 within the poll bound, the host started empty never runs v1, no record is lost, and no
+/// record is handled by v1 once every host reports v2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_under_load_with_a_host_killed_and_started_empty_leaves_no_shard_on_v1()
+-> anyhow::Result<()> {
+    let mut fleet = FleetOf::start("fleet-load", &["a", "b", "c"]).await?;
+    let v2_path = guests::VERSIONED_V2.path().display().to_string();
+    let v2 = content_hash(&std::fs::read(&v2_path)?);
+
+    let every_log = |hosts: &[BinaryHost]| -> String {
+        hosts
+            .iter()
+            .map(BinaryHost::output)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // Each shard is read (from the tip) before the first record is written.
+    let reading = poll_for(Duration::from_secs(60), async || {
+        let log = every_log(&fleet.hosts);
+        (log.matches("reading shard stream=events").count() >= 3).then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        reading.is_some(),
+        "not every shard is read: {}",
+        every_log(&fleet.hosts)
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = tokio::spawn({
+        let (kinesis, stop) = (fleet.fixture.client().clone(), stop.clone());
+        async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let key = THIRDS[(n % 3) as usize];
+                put_json(
+                    &kinesis,
+                    "events",
+                    &serde_json::json!({ "id": n }),
+                    Some(key),
+                )
+                .await?;
+                n += 1;
+                // The producer's pace, not a wait.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            anyhow::Ok(n)
+        }
+    });
+    // v1 handles on every shard of `events` before anything changes.
+    let all_shards_read = poll_for(Duration::from_secs(60), async || {
+        let shards: BTreeSet<String> = handled(&every_log(&fleet.hosts))
+            .into_iter()
+            .map(|h| h.shard)
+            .collect();
+        (shards.len() == 3).then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        all_shards_read.is_some(),
+        "v1 never read every shard: {}",
+        every_log(&fleet.hosts)
+    );
+
+    fleet.hosts[2].signal("KILL")?;
+    let deploy = ["deploy", "acme", v2_path.as_str(), "--name", "versioned"];
+    let (ok, said) = verb(&fleet.hosts[0], &deploy).await?;
+    anyhow::ensure!(ok, "deploy through a: {said}");
+    let answered = Instant::now();
+    fleet.add_host("c-again")?;
+    let killed = fleet.hosts.remove(2);
+    let took = all_run(&fleet.hosts, &v2).await?;
+    // What each live host had logged when every host reported v2.
+    let converged_at: Vec<usize> = fleet.hosts.iter().map(|h| h.output().len()).collect();
+    eprintln!(
+        "every live host ran v2 {took:?} after the deploy was answered ({:?} since)",
+        answered.elapsed()
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "every host ran v2 after {took:?}"
+    );
+
+    // Records keep arriving after the fleet converged, on every shard.
+    let more = poll_for(Duration::from_secs(60), async || {
+        let after: BTreeSet<String> = (fleet.hosts.iter().zip(&converged_at))
+            .flat_map(|(host, at)| handled(&host.output()[*at..]))
+            .map(|h| h.shard)
+            .collect();
+        (after.len() == 3).then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        more.is_some(),
+        "not every shard was read after the fleet converged"
+    );
+    stop.store(true, Ordering::Relaxed);
+    let written = producer.await??;
+    let missing = || {
+        let seen: BTreeSet<u64> = handled(&(every_log(&fleet.hosts) + &killed.output()))
+            .into_iter()
+            .map(|h| h.n)
+            .collect();
+        (0..written)
+            .filter(|n| !seen.contains(n))
+            .collect::<Vec<_>>()
+    };
+    let everything = poll_for(Duration::from_secs(90), async || {
+        missing().is_empty().then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        everything.is_some(),
+        "records lost: {:?} {}",
+        missing(),
+        every_log(&fleet.hosts)
+    );
+
+    // Per record, the version that handled it (kill -9 may hand some over twice).
+    let mut by_version: BTreeMap<String, usize> = BTreeMap::new();
+    for line in handled(&(every_log(&fleet.hosts) + &killed.output())) {
+        *by_version.entry(line.version).or_default() += 1;
+    }
+    eprintln!("{written} records; handled by version: {by_version:?}");
+    for (host, at) in fleet.hosts.iter().zip(&converged_at) {
+        let late_v1: Vec<_> = (handled(&host.output()[*at..]).into_iter())
+            .filter(|h| h.version == "1")
+            .collect();
+        assert!(
+            late_v1.is_empty(),
+            "v1 handled records after the fleet converged: {late_v1:?}"
+        );
+    }
+    let started_empty = fleet.hosts[2].output();
+    assert!(
+        handled(&started_empty).iter().all(|h| h.version == "2"),
+        "the host started empty ran v1: {started_empty}"
+    );
+    assert!(
+        started_empty.contains("started on the fleet's live version"),
+        "{started_empty}"
     );
     fleet.stop().await
 }

@@ -15,41 +15,12 @@ use ruststream_tests::e2e::{put_json, put_json_batch};
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;
 use ruststream_tests::http::{AdminApi, http};
+use ruststream_tests::versioned::{Handled, handled};
 use ruststream_tests::wait::{eventually, eventually_async, poll_for};
 use serde_json::json;
 
 /// Explicit hash keys that land on the first and on the second of two shards.
 const HASH_KEYS: [&str; 2] = ["1", "200000000000000000000000000000000000000"];
-
-/// One `handled` line of the `versioned` app: which version handled which record where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Handled {
-    n: u64,
-    version: String,
-    shard: String,
-    sequence: String,
-}
-
-/// The `handled` lines of a host log, in log order.
-fn handled(log: &str) -> Vec<Handled> {
-    log.lines()
-        .filter(|line| line.contains(" handled "))
-        .filter_map(|line| {
-            let field = |name: &str| {
-                line.split_whitespace()
-                    .map(|token| token.strip_prefix("fields=").unwrap_or(token))
-                    .find_map(|token| token.strip_prefix(&format!("{name}=")))
-                    .map(|value| value.trim_matches('"').to_owned())
-            };
-            Some(Handled {
-                n: field("event.id")?.parse().ok()?,
-                version: field("version")?,
-                shard: field("shard")?,
-                sequence: field("sequence")?,
-            })
-        })
-        .collect()
-}
 
 /// A tenants file running `component` for tenant `acme`, granted `streams`, with `tenant_keys`
 /// (lines of TOML) added to its section.
