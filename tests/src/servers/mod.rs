@@ -22,7 +22,8 @@
 //! - `node`: one server as a child process (node, or the STS server's Python): spawning it, waiting until it listens and answers
 //!   HTTP, and the error that reports its failure with its output;
 //! - `install`: the npm packages, installed once per process (`npm ci`);
-//! - `python`: the STS server's Python packages, installed once per process into a virtualenv;
+//! - `python`: the Python packages (the STS server's, kubernetes-validate), installed once per
+//!   process into a virtualenv ([`python_packages`]);
 //! - `sts`: the STS server and the sessions it handed out;
 //! - `output`: what a server prints, kept (capped) for error messages, and the port
 //!   announcements of `loopback.cjs` picked out of it.
@@ -45,6 +46,7 @@ mod sts;
 pub use client::sdk_config;
 pub use dynamo::LocalDynamo;
 pub use kinesis::LocalKinesis;
+pub use python::ensure_installed as python_packages;
 pub use sts::{AssumedRole, LocalSts};
 
 /// The only address the harness ever listens on or connects to.

@@ -1,6 +1,7 @@
-//! The Python packages of the STS server (pinned in `tests/servers/requirements.txt`):
-//! installed into `tests/servers/.venv` at most once per process, never by two processes at
-//! once, and only when the virtualenv is missing or older than the requirements.
+//! The Python packages of the STS server and of the Kubernetes manifests' check (pinned in
+//! `tests/servers/requirements.txt`): installed into `tests/servers/.venv` at most once per
+//! process, never by two processes at once, and only when the virtualenv is missing or older
+//! than the requirements.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,8 +15,13 @@ const REQUIREMENTS: &str = "requirements.txt";
 /// Written last by a complete install: an interrupted one is started again.
 const INSTALLED_MARK: &str = ".venv/installed";
 
-/// The virtualenv's interpreter, once the packages are installed.
-pub(super) fn ensure_installed() -> Result<PathBuf> {
+/// The virtualenv's interpreter, once the packages are installed (its scripts, such as
+/// `kubernetes-validate`, are beside it).
+///
+/// # Errors
+/// When Python 3 with venv and pip is missing, or the install fails: the error carries pip's
+/// output.
+pub fn ensure_installed() -> Result<PathBuf> {
     static INSTALLED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     INSTALLED
         .get_or_init(|| install_exclusively().map_err(|e| format!("{e:#}")))
@@ -71,7 +77,7 @@ fn run(dir: &Path, program: &Path, args: &[&str]) -> Result<()> {
         .map_err(|e| {
             anyhow!(
                 "`{}` cannot be run ({e}): install Python 3 with venv and pip; the credentials \
-                 tests run a local STS server with it",
+                 tests run a local STS server with it, the Kubernetes tests kubernetes-validate",
                 program.display()
             )
         })?;

@@ -5,6 +5,7 @@
 //! - `testapp`: components under `TestApp`, no server;
 //! - `e2e`: the host and the binary against local Kinesis and DynamoDB servers;
 //! - `embed`: the host embedded through `ruststream-fleet`, no binary;
+//! - `kubernetes`: the Kubernetes manifests (`deploy/kubernetes/`), validated offline;
 //! - `layout`: the shape of the workspace itself;
 //! - `lease_contract`: every `LeaseStore` case against the memory store and dynalite;
 //! - `shadow_run`: a shadow's instance against its tenant's memory budget, in process.
@@ -13,6 +14,7 @@
 
 mod e2e;
 mod embed;
+mod kubernetes;
 mod layout;
 mod lease_contract;
 mod shadow_run;
