@@ -53,7 +53,7 @@
 //!     for tenant in host.control().status().tenants {
 //!         println!("{}: {} apps", tenant.name, tenant.apps.len());
 //!     }
-//!     host.control().pause("acme")?;
+//!     host.control().pause("acme").await?;
 //!     // Runs (reloading when the tenants file or a component file changes) until Ctrl-C, then
 //!     // stops every app with its checkpoints flushed.
 //!     host.run_until(async {

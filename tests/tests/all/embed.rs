@@ -190,9 +190,9 @@ async fn an_embedded_host_answers_its_control_and_reports_that_nothing_started()
     let names: Vec<_> = status.tenants.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["acme"]);
     assert_eq!(status.tenants[0].refused.len(), 1, "{status:?}");
-    host.control().pause("acme")?;
+    host.control().pause("acme").await?;
     assert!(matches!(
-        host.control().pause("nobody"),
+        host.control().pause("nobody").await,
         Err(ControlError::UnknownTenant(name)) if name == "nobody"
     ));
 

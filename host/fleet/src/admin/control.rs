@@ -33,9 +33,9 @@ pub trait Control: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<String>, ControlError>> + Send;
     /// Stops handing the tenant's handlers records until [`Control::resume`]. Pausing a paused
     /// tenant is not an error.
-    fn pause(&self, tenant: &str) -> Result<(), ControlError>;
+    fn pause(&self, tenant: &str) -> impl Future<Output = Result<(), ControlError>> + Send;
     /// Resumes a paused (or quarantined) tenant. Resuming a running tenant is not an error.
-    fn resume(&self, tenant: &str) -> Result<(), ControlError>;
+    fn resume(&self, tenant: &str) -> impl Future<Output = Result<(), ControlError>> + Send;
     /// Loads `wasm` as component `component` of `tenant` (a new version of the app it declares,
     /// or a new app) through the host's reload path.
     fn deploy(

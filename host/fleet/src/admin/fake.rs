@@ -109,13 +109,13 @@ impl Control for FakeControl {
         }
     }
 
-    fn pause(&self, name: &str) -> Result<(), ControlError> {
+    async fn pause(&self, name: &str) -> Result<(), ControlError> {
         tenant(name)?;
         *lock(&self.paused) = true;
         Ok(())
     }
 
-    fn resume(&self, name: &str) -> Result<(), ControlError> {
+    async fn resume(&self, name: &str) -> Result<(), ControlError> {
         tenant(name)?;
         *lock(&self.paused) = false;
         Ok(())

@@ -181,7 +181,7 @@ async fn pause<C: Control>(
     Names(tenant): Names<String>,
 ) -> Answer<PauseState> {
     tracing::info!(tenant = %quote(&tenant), "admin: pause");
-    control.pause(&tenant)?;
+    control.pause(&tenant).await?;
     Ok(Json(PauseState {
         tenant,
         paused: true,
@@ -193,7 +193,7 @@ async fn resume<C: Control>(
     Names(tenant): Names<String>,
 ) -> Answer<PauseState> {
     tracing::info!(tenant = %quote(&tenant), "admin: resume");
-    control.resume(&tenant)?;
+    control.resume(&tenant).await?;
     Ok(Json(PauseState {
         tenant,
         paused: false,

@@ -119,8 +119,12 @@ impl AppDesired {
     }
 
     /// Makes `version` live and keeps it last, keeping at most `keep` versions (at least the
-    /// live one): the oldest that are not live go first.
+    /// live one): the oldest that are not live go first. A shadow of the same build ends, as
+    /// a promotion ends it on a host.
     pub fn go_live(&mut self, version: LiveVersion, keep: usize) {
+        if self.shadow.as_ref().is_some_and(|s| s.hash == version.hash) {
+            self.shadow = None;
+        }
         self.kept.retain(|kept| kept.hash != version.hash);
         self.kept.push(version.clone());
         self.live = Some(version);

@@ -16,7 +16,7 @@ use crate::admin::model::{
 };
 
 /// Why an operator paused a tenant, as status shows it.
-const PAUSED_BY_OPERATOR: &str = "paused by an operator";
+pub(super) const PAUSED_BY_OPERATOR: &str = "paused by an operator";
 
 impl Control for Fleet {
     async fn start_redrive(
@@ -75,20 +75,12 @@ impl Control for Fleet {
             })
     }
 
-    fn pause(&self, tenant: &str) -> Result<(), ControlError> {
-        let tenant = self.tenant(tenant)?;
-        if !tenant.is_paused() {
-            tenant.pause(PAUSED_BY_OPERATOR);
-        }
-        Ok(())
+    async fn pause(&self, tenant: &str) -> Result<(), ControlError> {
+        self.pause_for_fleet(tenant).await
     }
 
-    fn resume(&self, tenant: &str) -> Result<(), ControlError> {
-        let tenant = self.tenant(tenant)?;
-        if tenant.is_stopped() {
-            tenant.resume();
-        }
-        Ok(())
+    async fn resume(&self, tenant: &str) -> Result<(), ControlError> {
+        self.resume_for_fleet(tenant).await
     }
 
     async fn deploy(
@@ -131,20 +123,23 @@ impl Control for Fleet {
         wasm: Vec<u8>,
         sample_percent: u32,
     ) -> Result<ShadowDeployed, ControlError> {
-        Fleet::deploy_shadow(self, tenant, component, wasm, sample_percent).await
+        Fleet::deploy_shadow_for_fleet(self, tenant, component, wasm, sample_percent).await
     }
 
     async fn abort_shadow(&self, tenant: &str, app: &str) -> Result<ShadowDropped, ControlError> {
-        Fleet::abort_shadow(self, tenant, app).await
+        Fleet::abort_shadow_for_fleet(self, tenant, app).await
     }
 
     async fn promote(&self, tenant: &str, app: &str) -> Result<Deployed, ControlError> {
-        Fleet::promote(self, tenant, app).await
+        Fleet::promote_for_fleet(self, tenant, app).await
     }
 }
 
 impl Fleet {
-    fn tenant(&self, name: &str) -> Result<Arc<ruststream_runtime::Tenant>, ControlError> {
+    pub(super) fn tenant(
+        &self,
+        name: &str,
+    ) -> Result<Arc<ruststream_runtime::Tenant>, ControlError> {
         self.with_tenants(|tenants| tenants.get(name).map(|run| run.tenant.clone()))
             .ok_or_else(|| ControlError::UnknownTenant(name.to_owned()))
     }

@@ -1,15 +1,13 @@
-//! This host's part in the fleet's deploys, when the tenants file names a component bucket:
-//! a deploy through any host's admin API goes live there, then is recorded in the fleet's
-//! desired state (its bytes stored before, so a recorded hash always has its bytes); every
-//! host, this one included, polls the desired state and runs what it records.
+//! This host's part in recording the fleet's desired state, when the tenants file names a
+//! component bucket. Every operator's change through this host's admin API (a deploy, a
+//! rollback, an undeploy, a shadow and its promotion or drop, a tenant's pause and resume)
+//! takes effect here first, then is recorded for every host: the bytes of a version first
+//! (so a recorded hash always has its bytes), then the change, conditional on the revision it
+//! read. Every host, this one included, applies what is recorded (`converge`).
 //!
-//! A host converges by the same path a local deploy takes (`Fleet::deploy`: loaded, checked,
-//! swapped shard by shard with drain), so a deploy is as safe on the fleet as on one host. A
-//! version this host refuses (its limits, say) is tried once per hash, and the refusal is
-//! logged; the host keeps running what it ran. A host reads the desired state once before
-//! its first load, so one started with an empty (or stale) state directory starts each app on
-//! the fleet's live version, not on the tenants file's, and does not start an app the fleet
-//! undeployed.
+//! A host reads the desired state once before its first load, so one started with an empty
+//! (or stale) state directory starts each app on the fleet's live version, not on the tenants
+//! file's, and does not start an app the fleet undeployed.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -22,8 +20,12 @@ use ruststream_runtime::sync::lock;
 
 use super::{Fleet, Source};
 use crate::admin::control::ControlError;
-use crate::admin::model::{Deployed, FleetVersion, Undeployed, VersionOrigin};
-use crate::desired::{AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, LiveVersion};
+use crate::admin::model::{
+    Deployed, FleetVersion, ShadowDeployed, ShadowDropped, Undeployed, VersionOrigin,
+};
+use crate::desired::{
+    AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, LiveVersion, Shadow,
+};
 
 /// How often a host reads the desired state: the bound on how long a deploy takes to reach
 /// every host, beyond its compile and swap.
@@ -38,9 +40,9 @@ pub(crate) struct FleetDeploys {
     /// Who this host is, in what it records.
     pub owner: String,
     /// `tenant/component@hash` this host refused: not tried again.
-    refused: Mutex<HashSet<String>>,
+    pub(super) refused: Mutex<HashSet<String>>,
     /// Whether the last poll failed (said once until one succeeds).
-    failing: Mutex<bool>,
+    pub(super) failing: Mutex<bool>,
     /// What the last poll read, by (tenant, component): the revision and the live hash.
     read: Mutex<Read>,
 }
@@ -75,7 +77,7 @@ impl FleetDeploys {
 
 impl FleetDeploys {
     /// Reads every app's desired state, and keeps it as what was last read.
-    async fn read(&self) -> Result<Vec<AppDesired>, DesiredError> {
+    pub(super) async fn read(&self) -> Result<Vec<AppDesired>, DesiredError> {
         let states = self.table.all().await?;
         *lock(&self.read) = Read {
             at_ms: SystemClock.now_ms(),
@@ -215,8 +217,6 @@ impl Fleet {
         let Some(shared) = self.inner.deploys.get() else {
             return self.deploy(tenant, component, wasm).await;
         };
-        let not_recorded =
-            |error: crate::desired::DesiredError| ControlError::Desired(one_line(&error));
         // Checked and live here first: a refused component is refused with its reason, and
         // never stored.
         let done = self.deploy(tenant, component, wasm.clone()).await?;
@@ -284,9 +284,7 @@ impl Fleet {
         let change = shared
             .table
             .change(&app, None, &shared.owner, AppDesired::undeploy);
-        let recorded = change
-            .await
-            .map_err(|error| ControlError::Desired(one_line(&error)))?;
+        let recorded = change.await.map_err(not_recorded)?;
         tracing::info!(tenant, app = %done.app, component, revision = recorded.revision,
             "undeploy recorded for the fleet");
         Ok(done)
@@ -313,112 +311,184 @@ impl Fleet {
         })
     }
 
-    /// Polls the desired state every [`POLL_INTERVAL`] and runs what it records, until the
-    /// task is dropped. Does nothing when deploys are this host's own.
-    pub(crate) async fn follow_desired_state(&self) {
-        if self.inner.deploys.get().is_none() {
-            return;
+    /// Pauses `tenant` here and, when deploys are the fleet's, records the pause for every
+    /// host.
+    ///
+    /// # Errors
+    /// [`ControlError::UnknownTenant`]; [`ControlError::Desired`] when the pause cannot be
+    /// recorded (it holds here all the same, until this host reads the desired state again).
+    pub(crate) async fn pause_for_fleet(&self, tenant: &str) -> Result<(), ControlError> {
+        let run = self.tenant(tenant)?;
+        if !run.is_paused() {
+            run.pause(super::control::PAUSED_BY_OPERATOR);
         }
-        let mut tick = tokio::time::interval(POLL_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            self.converge().await;
-        }
+        self.change_tenant_for_fleet(tenant, |state| state.paused = true)
+            .await
     }
 
-    /// Runs, for each app the desired state records and this host serves, the version it
-    /// records, unless this host runs it already or refused it before.
-    async fn converge(&self) {
+    /// Resumes `tenant` here and, when deploys are the fleet's, records it for every host.
+    ///
+    /// # Errors
+    /// As [`Fleet::pause_for_fleet`].
+    pub(crate) async fn resume_for_fleet(&self, tenant: &str) -> Result<(), ControlError> {
+        let run = self.tenant(tenant)?;
+        if run.is_stopped() {
+            run.resume();
+        }
+        self.change_tenant_for_fleet(tenant, |state| state.paused = false)
+            .await
+    }
+
+    /// Runs `wasm` as the shadow of the app component `component` of `tenant` runs here and,
+    /// when deploys are the fleet's, records it (its bytes stored first) for every host.
+    ///
+    /// # Errors
+    /// As [`Fleet::deploy_shadow`]; [`ControlError::Desired`] when it cannot be recorded.
+    pub(crate) async fn deploy_shadow_for_fleet(
+        &self,
+        tenant: &str,
+        component: &str,
+        wasm: Vec<u8>,
+        sample_percent: u32,
+    ) -> Result<ShadowDeployed, ControlError> {
+        let done = (self.deploy_shadow(tenant, component, wasm.clone(), sample_percent)).await?;
         let Some(shared) = self.inner.deploys.get() else {
-            return;
+            return Ok(done);
         };
-        let states = match shared.read().await {
-            Ok(states) => {
-                *lock(&shared.failing) = false;
-                states
-            }
-            Err(error) => {
-                if !std::mem::replace(&mut *lock(&shared.failing), true) {
-                    tracing::error!(table = %shared.table.table(), error = %one_line(&error),
-                        "cannot read the fleet's desired state; running what runs until it can be read");
-                }
-                return;
-            }
+        shared.bucket.put(&wasm).await.map_err(not_recorded)?;
+        let shadow = Shadow {
+            hash: done.content_hash.clone(),
+            sample_percent,
         };
-        for state in states {
-            self.converge_app(shared, &state).await;
-        }
+        self.change_app_for_fleet(shared, tenant, component, |state| {
+            state.shadow = Some(shadow.clone());
+        })
+        .await?;
+        Ok(done)
     }
 
-    async fn converge_app(&self, shared: &FleetDeploys, state: &AppDesired) {
-        let (tenant, component) = (&state.app.tenant, &state.component);
-        let Some(live) = &state.live else {
-            self.converge_undeployed(shared, state).await;
-            return;
+    /// Drops the shadow of `tenant`'s `app` here and, when deploys are the fleet's, records it
+    /// dropped for every host.
+    ///
+    /// # Errors
+    /// As [`Fleet::abort_shadow`]; [`ControlError::Desired`] when it cannot be recorded.
+    pub(crate) async fn abort_shadow_for_fleet(
+        &self,
+        tenant: &str,
+        app: &str,
+    ) -> Result<ShadowDropped, ControlError> {
+        let done = self.abort_shadow(tenant, app).await?;
+        let Some(shared) = self.inner.deploys.get() else {
+            return Ok(done);
         };
+        let running = self.app(tenant, app)?;
+        if let Some(component) = self.component_of(tenant, &running) {
+            (self.change_app_for_fleet(shared, tenant, &component, |state| state.shadow = None))
+                .await?;
+        }
+        Ok(done)
+    }
+
+    /// Promotes the shadow of `tenant`'s `app` here and, when deploys are the fleet's, records
+    /// it live (and no shadow) for every host.
+    ///
+    /// # Errors
+    /// As [`Fleet::promote`]; [`ControlError::Desired`] when it cannot be recorded.
+    pub(crate) async fn promote_for_fleet(
+        &self,
+        tenant: &str,
+        app: &str,
+    ) -> Result<Deployed, ControlError> {
+        let done = self.promote(tenant, app).await?;
+        let Some(shared) = self.inner.deploys.get() else {
+            return Ok(done);
+        };
+        let live = LiveVersion::new(&done.content_hash, &done.version);
+        self.change_app_for_fleet(shared, tenant, &done.component, |state| {
+            state.go_live(live.clone(), shared.keep);
+        })
+        .await?;
+        Ok(done)
+    }
+
+    /// Records `change` for every app of `tenant`: each the desired state records, and each
+    /// this host runs (recorded first when it is not, see [`Fleet::change_app_for_fleet`]).
+    async fn change_tenant_for_fleet(
+        &self,
+        tenant: &str,
+        change: impl Fn(&mut AppDesired),
+    ) -> Result<(), ControlError> {
+        let Some(shared) = self.inner.deploys.get() else {
+            return Ok(());
+        };
+        let recorded = shared.table.all().await.map_err(not_recorded)?;
+        let mut components: Vec<String> = (recorded.into_iter())
+            .filter(|state| state.app.tenant == tenant)
+            .map(|state| state.component)
+            .collect();
         let running = self.with_tenants(|tenants| {
-            let run = tenants.get(tenant)?;
-            Some((run.components.get(component)).map(|c| c.app.versions().current.content_hash))
+            (tenants.get(tenant)).map_or_else(Vec::new, |run| {
+                run.components.keys().cloned().collect::<Vec<_>>()
+            })
         });
-        // A tenant this host does not serve, or the version it runs already.
-        let Some(running) = running else {
-            return;
-        };
-        if running.as_deref() == Some(live.hash.as_str()) {
-            return;
+        components.extend(running);
+        components.sort();
+        components.dedup();
+        for component in components {
+            (self.change_app_for_fleet(shared, tenant, &component, &change)).await?;
         }
-        let tried = format!("{tenant}/{component}@{}", live.hash);
-        if lock(&shared.refused).contains(&tried) {
-            return;
-        }
-        let bytes = match shared.bucket.get(&live.hash).await {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                tracing::error!(tenant = %tenant, component = %component, hash = %live.hash,
-                    error = %one_line(&error), "cannot fetch the fleet's live version");
-                // Missing or altered bytes stay so; a store that failed is tried next poll.
-                if matches!(
-                    error,
-                    DesiredError::Missing { .. } | DesiredError::Altered { .. }
-                ) {
-                    lock(&shared.refused).insert(tried);
-                }
-                return;
-            }
-        };
-        match self.deploy(tenant, component, bytes).await {
-            Ok(done) => tracing::info!(tenant = %tenant, app = %done.app, component = %component,
-                hash = %done.content_hash, revision = state.revision,
-                "running the fleet's live version"),
-            Err(error) => {
-                tracing::error!(tenant = %tenant, component = %component, hash = %live.hash,
-                    error = %one_line(&error), "refused the fleet's live version; running what runs");
-                lock(&shared.refused).insert(tried);
-            }
-        }
+        Ok(())
     }
 
-    /// An app the desired state records as undeployed: stopped here too, when it runs.
-    async fn converge_undeployed(&self, shared: &FleetDeploys, state: &AppDesired) {
-        let (tenant, component) = (&state.app.tenant, &state.component);
-        let runs = self.with_tenants(|tenants| {
-            tenants
-                .get(tenant)
-                .is_some_and(|run| run.components.contains_key(component))
+    /// Records `change` for the app component `component` of `tenant` runs. An app the
+    /// desired state does not record yet is recorded with the version this host runs (its
+    /// bytes stored first), so that a change never records a running app as undeployed.
+    async fn change_app_for_fleet(
+        &self,
+        shared: &FleetDeploys,
+        tenant: &str,
+        component: &str,
+        change: impl Fn(&mut AppDesired),
+    ) -> Result<(), ControlError> {
+        let running = self.with_tenants(|tenants| {
+            let run = tenants.get(tenant)?.components.get(component)?;
+            Some((run.app.name().to_owned(), run.app.versions().current))
         });
-        let tried = format!("{tenant}/{component}@undeployed#{}", state.revision);
-        if !runs || lock(&shared.refused).contains(&tried) {
-            return;
+        let recorded = (lock(&shared.read).apps)
+            .get(&(tenant.to_owned(), component.to_owned()))
+            .map(|state| state.app.clone());
+        let (app, current) = match (running, recorded) {
+            (Some((app, current)), _) => (AppId::new(tenant, app), Some(current)),
+            (None, Some(app)) => (app, None),
+            (None, None) => return Ok(()),
+        };
+        let exists = shared.table.get(&app).await.map_err(not_recorded)?;
+        if exists.is_none()
+            && let Some(current) = &current
+        {
+            let bytes =
+                (self.kept_bytes(&current.content_hash).await).map_err(ControlError::State)?;
+            shared.bucket.put(&bytes).await.map_err(not_recorded)?;
         }
-        match self.undeploy(tenant, component).await {
-            Ok(done) => tracing::info!(tenant = %tenant, app = %done.app, component = %component,
-                revision = state.revision, "stopped: the fleet undeployed it"),
-            Err(error) => {
-                tracing::error!(tenant = %tenant, component = %component, error = %one_line(&error),
-                    "the fleet undeployed the app, but it cannot be stopped here");
-                lock(&shared.refused).insert(tried);
+        let recorded = shared.table.change(&app, None, &shared.owner, |state| {
+            if state.revision == 0 {
+                state.component = component.to_owned();
+                if let Some(current) = &current {
+                    let live = LiveVersion::new(&current.content_hash, &current.version);
+                    state.go_live(live, shared.keep);
+                }
             }
-        }
+            change(state);
+        });
+        let recorded = recorded.await.map_err(not_recorded)?;
+        tracing::info!(tenant, app = %app.app, component, revision = recorded.revision,
+            paused = recorded.paused, shadow = ?recorded.shadow.as_ref().map(|s| &s.hash),
+            "change recorded for the fleet");
+        Ok(())
     }
+}
+
+/// A change the desired state did not take, as the admin API answers it.
+fn not_recorded(error: DesiredError) -> ControlError {
+    ControlError::Desired(one_line(&error))
 }

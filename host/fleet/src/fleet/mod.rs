@@ -14,6 +14,7 @@
 //! since the host last saw them, else the version that was live (an upload, a rollback).
 
 mod control;
+mod converge;
 mod deploys;
 mod reads;
 mod redrives;

@@ -154,7 +154,7 @@ impl Fleet {
     }
 
     /// The component name `app` runs as in `tenant`.
-    fn component_of(&self, tenant: &str, app: &Arc<RunningApp>) -> Option<String> {
+    pub(super) fn component_of(&self, tenant: &str, app: &Arc<RunningApp>) -> Option<String> {
         self.with_tenants(|tenants| {
             let run = tenants.get(tenant)?;
             run.components

@@ -486,3 +486,100 @@ async fn a_deploy_under_load_with_a_host_killed_and_started_empty_leaves_no_shar
     );
     fleet.stop().await
 }
+
+/// `tenant` (`acme`) as `host`'s `status --json` shows it.
+async fn acme(host: &BinaryHost) -> Option<serde_json::Value> {
+    let (ok, said) = verb(host, &["status", "--json"]).await.ok()?;
+    let status: serde_json::Value = serde_json::from_str(&said).ok().filter(|_| ok)?;
+    Some(status["tenants"][0].clone())
+}
+
+/// Waits until `holds` holds for `acme` on every host of `hosts`; the hosts' logs if not
+/// within a minute.
+async fn all_show(
+    hosts: &[BinaryHost],
+    what: &str,
+    holds: impl Fn(&serde_json::Value) -> bool,
+) -> anyhow::Result<()> {
+    let shown = poll_for(Duration::from_secs(60), async || {
+        for host in hosts {
+            if !acme(host).await.is_some_and(|tenant| holds(&tenant)) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    let outputs: Vec<String> = hosts.iter().map(BinaryHost::output).collect();
+    anyhow::ensure!(
+        shown.is_some(),
+        "not every host shows {what}: {}",
+        outputs.join("\n-----\n")
+    );
+    Ok(())
+}
+
+/// A pause through one host pauses the tenant on every host and a resume through another
+/// resumes it everywhere; a shadow deployed through one host runs beside the live version on
+/// every host, its drop through another drops it everywhere, and a promotion through a third
+/// makes it live on every host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_and_a_shadow_through_one_host_reach_every_host() -> anyhow::Result<()> {
+    let fleet = FleetOf::start("fleet-pause-shadow", &["a", "b", "c"]).await?;
+    let hosts = &fleet.hosts;
+    let (ok, said) = verb(&hosts[1], &["pause", "acme"]).await?;
+    anyhow::ensure!(ok, "pause through b: {said}");
+    all_show(hosts, "acme paused", |t| t["paused"] == true).await?;
+    let (ok, said) = verb(&hosts[2], &["resume", "acme"]).await?;
+    anyhow::ensure!(ok, "resume through c: {said}");
+    all_show(hosts, "acme resumed", |t| t["paused"] == false).await?;
+
+    let v2_path = guests::VERSIONED_V2.path().display().to_string();
+    let v2 = content_hash(&std::fs::read(&v2_path)?);
+    let shadow_of =
+        |t: &serde_json::Value| t["apps"][0]["shadow"]["version"]["content_hash"].clone();
+    let deploy = [
+        "deploy",
+        "acme",
+        &v2_path,
+        "--name",
+        "versioned",
+        "--shadow",
+        "--sample",
+        "40",
+    ];
+    let (ok, said) = verb(&hosts[0], &deploy).await?;
+    anyhow::ensure!(ok, "shadow through a: {said}");
+    all_show(hosts, "the v2 shadow on 40 %", |t| {
+        shadow_of(t) == v2.as_str() && t["apps"][0]["shadow"]["sample_percent"] == 40
+    })
+    .await?;
+    let (ok, said) = verb(
+        &hosts[1],
+        &["deploy", "acme", "--abort-shadow", "versioned"],
+    )
+    .await?;
+    anyhow::ensure!(ok, "shadow dropped through b: {said}");
+    all_show(hosts, "no shadow", |t| t["apps"][0]["shadow"].is_null()).await?;
+
+    let (ok, said) = verb(&hosts[2], &deploy).await?;
+    anyhow::ensure!(ok, "shadow again through c: {said}");
+    all_show(hosts, "the v2 shadow again", |t| {
+        shadow_of(t) == v2.as_str()
+    })
+    .await?;
+    let (ok, said) = verb(&hosts[0], &["promote", "acme", "versioned"]).await?;
+    anyhow::ensure!(ok, "promote through a: {said}");
+    all_run(hosts, &v2).await?;
+    all_show(hosts, "v2 live, no shadow", |t| {
+        t["apps"][0]["shadow"].is_null()
+    })
+    .await?;
+    let recorded = fleet.desired().await?;
+    let state = recorded.get(&AppId::new("acme", "versioned")).await?;
+    let state = state.ok_or_else(|| anyhow::anyhow!("nothing recorded"))?;
+    assert_eq!(state.live.map(|live| live.hash), Some(v2));
+    assert_eq!(state.shadow, None);
+    assert!(!state.paused);
+    fleet.stop().await
+}
