@@ -21,6 +21,7 @@ pub mod bench;
 pub mod e2e;
 pub mod faults;
 pub mod fixture;
+pub mod fleet;
 pub mod hostile;
 pub mod http;
 pub mod imports;

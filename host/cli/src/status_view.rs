@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 use ruststream_fleet::escape::escape_controls;
 
 use ruststream_fleet::admin::model::{
-    AppStatus, AppVersionList, Deployed, HostStatus, OutcomeCounts, PauseState, ReadMode,
-    ShadowCounts, ShadowDeployed, ShadowDropped, ShadowStatus, ShardState, ShardStatus,
+    AppStatus, AppVersionList, Deployed, FleetVersion, HostStatus, OutcomeCounts, PauseState,
+    ReadMode, ShadowCounts, ShadowDeployed, ShadowDropped, ShadowStatus, ShardState, ShardStatus,
     SubscriptionStatus, TenantStatus, Undeployed,
 };
 
@@ -141,8 +141,59 @@ fn render_app(out: &mut String, app: &AppStatus, now_ms: u64) {
     if let Some(shadow) = &app.shadow {
         render_shadow(out, shadow);
     }
+    if let Some(fleet) = &app.fleet {
+        render_fleet_tally(out, fleet);
+    }
     for subscription in &app.subscriptions {
         render_subscription(out, subscription, now_ms);
+    }
+}
+
+/// The fleet's sums of the rollout and the shadow, and each host's part.
+fn render_fleet_tally(out: &mut String, fleet: &FleetVersion) {
+    if let Some(sum) = &fleet.rollout {
+        line(
+            out,
+            2,
+            format_args!(
+                "fleet rollout: {} calls, {} failed, over {} hosts",
+                sum.calls,
+                sum.failures,
+                fleet.hosts.iter().filter(|h| h.rollout.is_some()).count()
+            ),
+        );
+    }
+    if let Some(sum) = &fleet.shadow {
+        line(
+            out,
+            2,
+            format_args!(
+                "fleet shadow {}: {} agree, {} disagree, {} trapped, {} skipped",
+                short_hash(&sum.hash),
+                sum.agree,
+                sum.disagree,
+                sum.trap,
+                sum.skipped
+            ),
+        );
+    }
+    if fleet.rollout.is_some() || fleet.shadow.is_some() {
+        for host in &fleet.hosts {
+            let rollout = host.rollout.map_or_else(String::new, |r| {
+                format!(" rollout {} calls, {} failed;", r.calls, r.failures)
+            });
+            let shadow = host.shadow.as_ref().map_or_else(String::new, |s| {
+                format!(
+                    " shadow {} agree, {} disagree, {} trapped;",
+                    s.agree, s.disagree, s.trap
+                )
+            });
+            line(
+                out,
+                3,
+                format_args!("host {}:{rollout}{shadow}", text(&host.host)),
+            );
+        }
     }
 }
 

@@ -653,6 +653,8 @@ fn host_config(args: &RunOptions, file: Option<&HostSection>) -> HostConfig {
         rollout: RolloutPolicy {
             calls: args.rollout_calls,
             margin: args.rollout_margin,
+            // With fleet deploys, one judge decides for every host from all their counts.
+            local_verdicts: file.is_none_or(|host| host.component_bucket.is_none()),
         },
         publish_timeout: defaults.publish_timeout,
     }

@@ -108,6 +108,9 @@ pub struct RolloutPolicy {
     pub calls: u32,
     /// How much worse than the old version the new one may fail (a rate, 0 to 1).
     pub margin: f64,
+    /// Whether a host acts on its own verdict. `false` where one judge decides for a fleet of
+    /// hosts from all their counts: each host then only counts.
+    pub local_verdicts: bool,
 }
 
 impl Default for RolloutPolicy {
@@ -115,6 +118,7 @@ impl Default for RolloutPolicy {
         Self {
             calls: DEFAULT_ROLLOUT_CALLS,
             margin: DEFAULT_ROLLOUT_MARGIN,
+            local_verdicts: true,
         }
     }
 }
@@ -126,8 +130,14 @@ impl RolloutPolicy {
     /// back after a few calls, before it can stall anything for long. A version whose every
     /// judged call failed is rolled back even when the old one failed as often.
     pub fn judge(&self, new: &CallStats, old_rate: f64) -> Verdict {
+        self.judge_counts(new.calls(), new.failures(), old_rate)
+    }
+
+    /// [`judge`](Self::judge) over counts: `calls` made by the new version, `failures` of
+    /// them; what a fleet's judge decides from every host's counts summed.
+    pub fn judge_counts(&self, calls: u64, failures: u64, old_rate: f64) -> Verdict {
         let window = u64::from(self.calls.max(1));
-        let (calls, failures) = (new.calls().min(window), new.failures().min(window));
+        let (calls, failures) = (calls.min(window), failures.min(window));
         let allowed = ((old_rate + self.margin) * window as f64).floor() as u64;
         if failures > allowed {
             return Verdict::RollBack(format!(
@@ -166,6 +176,7 @@ mod tests {
         let policy = RolloutPolicy {
             calls: 10,
             margin: 0.2,
+            local_verdicts: true,
         };
         // Allowed: floor(0.2 * 10) = 2 failures; the third decides.
         assert_eq!(policy.judge(&stats(&[true, true]), 0.0), Verdict::Pending);
@@ -180,6 +191,7 @@ mod tests {
         let policy = RolloutPolicy {
             calls: 4,
             margin: 0.0,
+            local_verdicts: true,
         };
         assert_eq!(policy.judge(&stats(&[false; 3]), 0.0), Verdict::Pending);
         assert_eq!(policy.judge(&stats(&[false; 4]), 0.0), Verdict::Keep);
@@ -199,6 +211,7 @@ mod tests {
         let policy = RolloutPolicy {
             calls: 4,
             margin: 0.2,
+            local_verdicts: true,
         };
         assert_eq!(policy.judge(&stats(&[true; 3]), 1.0), Verdict::Pending);
         assert!(matches!(

@@ -273,6 +273,7 @@ pub fn sample_status() -> HostStatus {
             calls: 40,
             failures: 1,
             judged_over: 100,
+            replaced_failure_permille: 0,
             verdict: "pending".to_owned(),
         }),
         rollbacks: 1,

@@ -96,7 +96,19 @@ pub struct FleetVersion {
     pub converged: bool,
     /// When this host last read the desired state (ms since the epoch).
     pub read_at_ms: u64,
+    /// The rollout the fleet's judge decides, summed over every host's counts since it
+    /// began; `None` when none is under way.
+    #[serde(default)]
+    pub rollout: Option<RolloutCounts>,
+    /// The shadow's comparisons summed over every host; `None` when none runs.
+    #[serde(default)]
+    pub shadow: Option<ShadowTally>,
+    /// Each host's part of those sums, as each last wrote it.
+    #[serde(default)]
+    pub hosts: Vec<HostTally>,
 }
+
+pub use crate::desired::{HostTally, RolloutCounts, ShadowTally};
 
 /// `PUT /v1/tenants/{tenant}/components/{name}/shadow`: the shadow now running.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

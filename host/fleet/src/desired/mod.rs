@@ -10,6 +10,10 @@
 //! - [`ComponentBucket`]: the component bytes, content-addressed in an S3 bucket
 //!   (`components/sha256/<hash>.wasm`); what is read back is checked against its hash.
 //!
+//! - [`HostTally`]: beside them, each host's counts of an app's rollout and shadow (written
+//!   only while one is under way), which one judge, elected through a lease item
+//!   ([`DesiredTable::claim_judge`]), sums to decide a rollout for every host.
+//!
 //! A host whose tenants file names a component bucket (`[host] component_bucket`) records
 //! each deploy through its admin API here and polls the table for what to run
 //! (`fleet/deploys.rs`).
@@ -37,10 +41,12 @@
 mod bucket;
 mod state;
 mod table;
+mod tally;
 
 pub use bucket::ComponentBucket;
 pub use state::{AppDesired, AppId, LiveVersion, Rollout, Shadow};
-pub use table::DesiredTable;
+pub use table::{DesiredTable, Snapshot};
+pub use tally::{HostTally, RolloutCounts, ShadowTally, rollout_sum, shadow_sum};
 
 /// The desired-state table's name unless `[host] desired_table` says otherwise.
 pub const DESIRED_TABLE: &str = "ruststream.desired";

@@ -135,6 +135,21 @@ impl AppDesired {
         }
     }
 
+    /// Makes `version` live as [`go_live`](Self::go_live) does, and records its rollout over
+    /// the version that was live (`now_ms`), for the fleet's judge; none when nothing was live
+    /// or it was live already.
+    pub fn begin_rollout(&mut self, version: LiveVersion, keep: usize, now_ms: u64) {
+        let from = self.live.as_ref().map(|live| live.hash.clone());
+        self.rollout = from
+            .filter(|from| *from != version.hash)
+            .map(|from| Rollout {
+                from,
+                to: version.hash.clone(),
+                started_ms: now_ms,
+            });
+        self.go_live(version, keep);
+    }
+
     /// Stops the app everywhere: no live version, no shadow, no rollout; the kept versions
     /// stay for a later deploy or rollback.
     pub fn undeploy(&mut self) {

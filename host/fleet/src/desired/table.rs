@@ -11,7 +11,8 @@ use aws_sdk_dynamodb::types::{
 };
 use ruststream_runtime::clock::{Clock as _, SystemClock};
 
-use super::{AppDesired, AppId, DesiredError};
+use super::{AppDesired, AppId, DesiredError, HostTally};
+use crate::metrics::desired_state_call;
 
 /// The item's key: `tenant/app`.
 const KEY: &str = "app";
@@ -19,6 +20,21 @@ const KEY: &str = "app";
 const REVISION: &str = "revision";
 /// The state itself, as JSON: the table holds a few items, read whole.
 const STATE: &str = "state";
+/// A host's counts, as JSON (items keyed `#tally/...`).
+const TALLY: &str = "tally";
+/// The judge's lease: its item's key, its holder and when it ends (ms since the epoch).
+const JUDGE_KEY: &str = "#judge";
+const OWNER: &str = "owner";
+const EXPIRES: &str = "expires_ms";
+
+/// Everything the table holds, as one read found it.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Every app's desired state, in key order.
+    pub apps: Vec<AppDesired>,
+    /// Every host's counts, as each last wrote them.
+    pub tallies: Vec<HostTally>,
+}
 
 /// The desired state of every app of a fleet, in one DynamoDB table.
 #[derive(Debug, Clone)]
@@ -90,6 +106,7 @@ impl DesiredTable {
     /// When DynamoDB fails, or the item cannot be read ([`DesiredError::Unreadable`]).
     pub async fn get(&self, app: &AppId) -> Result<Option<AppDesired>, DesiredError> {
         let key = app.key();
+        desired_state_call("GetItem");
         let got = (self.client.get_item())
             .table_name(&self.table)
             .key(KEY, AttributeValue::S(key.clone()))
@@ -105,9 +122,20 @@ impl DesiredTable {
     /// # Errors
     /// When DynamoDB fails, or an item cannot be read.
     pub async fn all(&self) -> Result<Vec<AppDesired>, DesiredError> {
+        Ok(self.read().await?.apps)
+    }
+
+    /// Every app's desired state and every host's counts, read consistently in one scan.
+    ///
+    /// # Errors
+    /// When DynamoDB fails, or an app's item cannot be read (a host's counts that cannot be
+    /// read are left out: they are the host's to write again).
+    pub async fn read(&self) -> Result<Snapshot, DesiredError> {
         let mut states = Vec::new();
+        let mut tallies = Vec::new();
         let mut start = None;
         loop {
+            desired_state_call("Scan");
             let page = (self.client.scan())
                 .table_name(&self.table)
                 .consistent_read(true)
@@ -120,7 +148,13 @@ impl DesiredTable {
                     Some(AttributeValue::S(key)) => key.clone(),
                     _ => String::new(),
                 };
-                states.push(self.parse(&key, item)?);
+                if !key.starts_with('#') {
+                    states.push(self.parse(&key, item)?);
+                } else if let Some(AttributeValue::S(tally)) = item.get(TALLY)
+                    && let Ok(tally) = serde_json::from_str::<HostTally>(tally)
+                {
+                    tallies.push(tally);
+                }
             }
             start = page.last_evaluated_key;
             if start.is_none() {
@@ -128,7 +162,63 @@ impl DesiredTable {
             }
         }
         states.sort_by(|a, b| a.app.cmp(&b.app));
-        Ok(states)
+        Ok(Snapshot {
+            apps: states,
+            tallies,
+        })
+    }
+
+    /// Writes `tally` over the one its host wrote before for its app.
+    ///
+    /// # Errors
+    /// When DynamoDB fails.
+    pub async fn put_tally(&self, tally: &HostTally) -> Result<(), DesiredError> {
+        let key = tally.key();
+        let json = serde_json::to_string(tally).map_err(|e| self.backend("PutItem", &key, e))?;
+        desired_state_call("PutItem");
+        (self.client.put_item())
+            .table_name(&self.table)
+            .item(KEY, AttributeValue::S(key.clone()))
+            .item(TALLY, AttributeValue::S(json))
+            .send()
+            .await
+            .map_err(|e| self.backend("PutItem", &key, e))?;
+        Ok(())
+    }
+
+    /// Takes or renews the judge's lease for `owner` until `ttl` from now; whether `owner`
+    /// holds it. Another holder keeps it until its lease ends unrenewed.
+    ///
+    /// # Errors
+    /// When DynamoDB fails.
+    pub async fn claim_judge(&self, owner: &str, ttl: Duration) -> Result<bool, DesiredError> {
+        let now = SystemClock.now_ms();
+        let expires = now + u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let put = (self.client.put_item())
+            .table_name(&self.table)
+            .item(KEY, AttributeValue::S(JUDGE_KEY.to_owned()))
+            .item(OWNER, AttributeValue::S(owner.to_owned()))
+            .item(EXPIRES, AttributeValue::N(expires.to_string()))
+            .condition_expression(
+                "attribute_not_exists(#key) OR #owner = :owner OR #expires < :now",
+            )
+            .expression_attribute_names("#key", KEY)
+            .expression_attribute_names("#owner", OWNER)
+            .expression_attribute_names("#expires", EXPIRES)
+            .expression_attribute_values(":owner", AttributeValue::S(owner.to_owned()))
+            .expression_attribute_values(":now", AttributeValue::N(now.to_string()));
+        desired_state_call("PutItem");
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(self.backend("PutItem", JUDGE_KEY, error)),
+        }
     }
 
     /// Applies `change` to `app`'s desired state and records it as the next revision, made
@@ -180,6 +270,7 @@ impl DesiredTable {
                 .expression_attribute_names("#revision", REVISION)
                 .expression_attribute_values(":seen", AttributeValue::N(base.revision.to_string()))
         };
+        desired_state_call("PutItem");
         match put.send().await {
             Ok(_) => Ok(next),
             Err(error)

@@ -37,10 +37,10 @@ impl Fleet {
         let Some(shared) = self.inner.deploys.get() else {
             return;
         };
-        let states = match shared.read().await {
-            Ok(states) => {
+        let snapshot = match shared.read().await {
+            Ok(snapshot) => {
                 *lock(&shared.failing) = false;
-                states
+                snapshot
             }
             Err(error) => {
                 if !std::mem::replace(&mut *lock(&shared.failing), true) {
@@ -50,6 +50,9 @@ impl Fleet {
                 return;
             }
         };
+        self.publish_tallies(shared, &snapshot).await;
+        self.judge_for_fleet(shared, &snapshot).await;
+        let states = snapshot.apps;
         self.converge_pauses(&states);
         for state in states {
             self.converge_app(shared, &state).await;
@@ -117,6 +120,11 @@ impl Fleet {
                 tracing::info!(tenant = %tenant, app = %done.app, component = %component,
                     hash = %done.content_hash, revision = state.revision,
                     "running the fleet's live version");
+                // A quarantine the replaced version caused ends with it, as a rollback here
+                // ends it.
+                if let Ok(run) = self.tenant(tenant) {
+                    run.lift_quarantine_of(&done.app);
+                }
                 self.converge_shadow(shared, state).await;
             }
             Err(error) => {

@@ -24,7 +24,8 @@ use crate::admin::model::{
     Deployed, FleetVersion, ShadowDeployed, ShadowDropped, Undeployed, VersionOrigin,
 };
 use crate::desired::{
-    AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, LiveVersion, Shadow,
+    AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, HostTally, LiveVersion, Shadow,
+    Snapshot, rollout_sum, shadow_sum,
 };
 
 /// How often a host reads the desired state: the bound on how long a deploy takes to reach
@@ -44,15 +45,19 @@ pub(crate) struct FleetDeploys {
     /// Whether the last poll failed (said once until one succeeds).
     pub(super) failing: Mutex<bool>,
     /// What the last poll read, by (tenant, component): the revision and the live hash.
-    read: Mutex<Read>,
+    pub(super) read: Mutex<Read>,
+    /// This host's counts as it last wrote them (`at_ms` 0), by item key.
+    pub(super) published: Mutex<HashMap<String, HostTally>>,
 }
 
 /// What the last read of the desired state found.
 #[derive(Default)]
-struct Read {
+pub(super) struct Read {
     at_ms: u64,
     /// By (tenant, component).
     apps: HashMap<(String, String), AppDesired>,
+    /// Every host's counts.
+    pub(super) tallies: Vec<HostTally>,
 }
 
 impl FleetDeploys {
@@ -71,24 +76,26 @@ impl FleetDeploys {
             refused: Mutex::new(HashSet::new()),
             failing: Mutex::new(false),
             read: Mutex::new(Read::default()),
+            published: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl FleetDeploys {
     /// Reads every app's desired state, and keeps it as what was last read.
-    pub(super) async fn read(&self) -> Result<Vec<AppDesired>, DesiredError> {
-        let states = self.table.all().await?;
+    pub(super) async fn read(&self) -> Result<Snapshot, DesiredError> {
+        let snapshot = self.table.read().await?;
         *lock(&self.read) = Read {
             at_ms: SystemClock.now_ms(),
-            apps: (states.iter())
+            apps: (snapshot.apps.iter())
                 .map(|state| {
                     let key = (state.app.tenant.clone(), state.component.clone());
                     (key, state.clone())
                 })
                 .collect(),
+            tallies: snapshot.tallies.clone(),
         };
-        Ok(states)
+        Ok(snapshot)
     }
 }
 
@@ -223,17 +230,48 @@ impl Fleet {
         shared.bucket.put(&wasm).await.map_err(not_recorded)?;
         let app = AppId::new(tenant, &done.app);
         let live = LiveVersion::new(&done.content_hash, &done.version);
+        // The first deploy the fleet records of an app replaces what the hosts started with
+        // (the tenants file's): recorded as live before it, bytes stored, so that the fleet's
+        // judge has a version to return every host to.
+        let replaced = self.replaced_version(shared, &app).await?;
         let recorded = shared
             .table
             .change(&app, None, &shared.owner, |state| {
                 state.component = component.to_owned();
-                state.go_live(live, shared.keep);
+                if state.live.is_none()
+                    && let Some(replaced) = &replaced
+                {
+                    state.go_live(replaced.clone(), shared.keep);
+                }
+                state.begin_rollout(live, shared.keep, SystemClock.now_ms());
             })
             .await
             .map_err(not_recorded)?;
         tracing::info!(tenant, app = %done.app, component, hash = %done.content_hash,
             revision = recorded.revision, "deploy recorded for the fleet");
         Ok(done)
+    }
+
+    /// The version a swap here just replaced for `app`, its bytes stored, when the desired
+    /// state records no live version for the app yet; `None` otherwise.
+    async fn replaced_version(
+        &self,
+        shared: &FleetDeploys,
+        app: &AppId,
+    ) -> Result<Option<LiveVersion>, ControlError> {
+        let recorded = shared.table.get(app).await.map_err(not_recorded)?;
+        if recorded.is_some_and(|state| state.live.is_some()) {
+            return Ok(None);
+        }
+        let Some(previous) = self.app(&app.tenant, &app.app)?.versions().previous else {
+            return Ok(None);
+        };
+        let bytes = (self.kept_bytes(&previous.content_hash).await).map_err(ControlError::State)?;
+        shared.bucket.put(&bytes).await.map_err(not_recorded)?;
+        Ok(Some(LiveVersion::new(
+            &previous.content_hash,
+            &previous.version,
+        )))
     }
 
     /// Records, when deploys are the fleet's, that app `done.app` of `done.tenant` returned to
@@ -303,11 +341,26 @@ impl Fleet {
         let key = (tenant.to_owned(), component.to_owned());
         let state = read.apps.get(&key)?;
         let live_hash = state.live.as_ref().map(|live| live.hash.clone());
+        let since = state
+            .rollout
+            .as_ref()
+            .map_or(0, |rollout| rollout.started_ms);
+        let hosts: Vec<HostTally> = (read.tallies.iter())
+            .filter(|tally| tally.app == state.app && tally.at_ms >= since)
+            .cloned()
+            .collect();
+        let rollout = (state.rollout.as_ref())
+            .and_then(|rollout| rollout_sum(&hosts, &rollout.to))
+            .map(|(sum, _)| sum);
+        let shadow = (state.shadow.as_ref()).and_then(|shadow| shadow_sum(&hosts, &shadow.hash));
         Some(FleetVersion {
             revision: state.revision,
             converged: live_hash.as_deref() == Some(running_hash),
             live_hash,
             read_at_ms: read.at_ms,
+            rollout,
+            shadow,
+            hosts,
         })
     }
 
@@ -405,7 +458,7 @@ impl Fleet {
         };
         let live = LiveVersion::new(&done.content_hash, &done.version);
         self.change_app_for_fleet(shared, tenant, &done.component, |state| {
-            state.go_live(live.clone(), shared.keep);
+            state.begin_rollout(live.clone(), shared.keep, SystemClock.now_ms());
         })
         .await?;
         Ok(done)

@@ -16,6 +16,7 @@
 mod control;
 mod converge;
 mod deploys;
+mod judge;
 mod reads;
 mod redrives;
 mod shadows;

@@ -333,6 +333,7 @@ impl RunningApp {
             calls: 0,
             failures: 0,
             judged_over: window,
+            replaced_failure_permille: 0,
             verdict: "pending".to_owned(),
         });
         let judge = judge_rollout(
@@ -808,7 +809,8 @@ fn shared_stream(specs: &[SubscriptionSpec], stream: &str) -> bool {
 
 /// Judges the rollout of swap `generation` until it has a verdict, the app swaps again, or it
 /// stops. A version that gets its tenant quarantined is rolled back too, and the tenant
-/// resumed: the quarantine stopped it before its window could fill.
+/// resumed: the quarantine stopped it before its window could fill. Where the policy leaves
+/// verdicts to a fleet's judge, it only keeps the counts that judge reads.
 async fn judge_rollout(
     core: Weak<Mutex<AppCore>>,
     generation: u64,
@@ -829,7 +831,8 @@ async fn judge_rollout(
         };
         let new = core.current.calls.clone();
         let policy = core.host.config.rollout;
-        let mut verdict = policy.judge(&new, old.calls.recent_failure_rate());
+        let old_rate = old.calls.recent_failure_rate();
+        let mut verdict = policy.judge(&new, old_rate);
         let app = core.current.component.app().name.clone();
         // Only a quarantine this app's failures caused judges it; another app's is not its
         // doing, and an operator's pause is not a verdict at all.
@@ -843,6 +846,12 @@ async fn judge_rollout(
         if let Some(rollout) = &mut core.rollout {
             rollout.calls = new.calls();
             rollout.failures = new.failures();
+            rollout.replaced_failure_permille = (old_rate * 1000.0).round() as u32;
+        }
+        if !policy.local_verdicts {
+            // A fleet's judge decides from every host's counts, these among them; a
+            // quarantine here stops this host's share until it does.
+            continue;
         }
         match verdict {
             Verdict::Pending => continue,

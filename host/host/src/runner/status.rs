@@ -387,6 +387,10 @@ pub struct RolloutStatus {
     pub failures: u64,
     /// How many of its first calls are judged.
     pub judged_over: u32,
+    /// How often the version it replaced failed over its last calls, in thousandths: what
+    /// the new version is judged against.
+    #[serde(default)]
+    pub replaced_failure_permille: u32,
     /// `pending`, `kept`, or `rolled back: <why>`.
     pub verdict: String,
 }

@@ -11,14 +11,20 @@ use std::time::{Duration, Instant};
 use ruststream_fleet::desired::{AppId, DesiredTable};
 use ruststream_runtime::component::compile::content_hash;
 use ruststream_tests::e2e::put_json;
-use ruststream_tests::fixture::{BinaryHost, Fixture};
+use ruststream_tests::fixture::BinaryHost;
+use ruststream_tests::fleet::{Deploys, FleetOf, acme_apps, all_run};
 use ruststream_tests::guests;
 use ruststream_tests::neighbour::verb;
-use ruststream_tests::servers::sdk_config;
 use ruststream_tests::versioned::handled;
 use ruststream_tests::wait::poll_for;
 
-const BUCKET: &str = "fleet-components";
+/// The fleet's desired-state table.
+async fn desired(fleet: &FleetOf) -> DesiredTable {
+    DesiredTable::new(fleet.fixture.dynamo().client().await, "ruststream.desired")
+}
+
+/// What the fleet's judge logs of its verdict to roll back.
+const FLEET_VERDICT: &str = "the fleet's judge rolled back the new version on every host";
 
 /// Explicit hash keys on each of the three shards of `events`.
 const THIRDS: [&str; 3] = [
@@ -27,128 +33,10 @@ const THIRDS: [&str; 3] = [
     "240000000000000000000000000000000000000",
 ];
 
-/// A fleet of hosts deploying through `BUCKET`, `acme` running `versioned` (v1) on `events`
-/// (and the `legacy` and `audit` streams its versions read).
-struct FleetOf {
-    fixture: Fixture,
-    hosts: Vec<BinaryHost>,
-}
-
-impl FleetOf {
-    async fn start(name: &str, hosts: &[&str]) -> anyhow::Result<Self> {
-        let fixture = Fixture::builder(name)
-            .stream("events", 3)
-            .stream("legacy", 1)
-            .stream("audit", 1)
-            .stream("ledger", 1)
-            .dynamo()
-            .sts()
-            .start()
-            .await?;
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&sdk_config(&fixture.sts().endpoint()).await)
-                .force_path_style(true)
-                .build(),
-        );
-        s3.create_bucket().bucket(BUCKET).send().await?;
-        std::fs::copy(
-            guests::VERSIONED_V1.path(),
-            fixture.dir().join("versioned.wasm"),
-        )?;
-        let mut fleet = Self {
-            fixture,
-            hosts: Vec::new(),
-        };
-        for owner in hosts {
-            fleet.add_host(owner)?;
-        }
-        for host in &fleet.hosts {
-            host.wait_for_log("every tenant is loaded", 1).await?;
-        }
-        Ok(fleet)
-    }
-
-    /// Starts host `owner` with a state directory (and tenants file) of its own.
-    fn add_host(&mut self, owner: &str) -> anyhow::Result<&BinaryHost> {
-        let fixture = &self.fixture;
-        std::fs::create_dir_all(fixture.dir().join(owner))?;
-        let tenants = format!(
-            r#"
-            [host]
-            component_bucket = "{BUCKET}"
-
-            [[tenants]]
-            name = "acme"
-            components = ["{component}"]
-            subscribe = ["events", "legacy", "audit", "ledger"]
-            "#,
-            component = fixture.dir().join("versioned.wasm").display(),
-        );
-        let file = fixture.tenants_file(&format!("{owner}/tenants.toml"), &tenants)?;
-        let host = fixture
-            .host(&file)
-            .log(&format!("{owner}.log"))
-            .dynamo_leases()
-            .owner(owner)
-            .args(&["--s3-endpoint", &fixture.sts().endpoint()])
-            // A judge quick to decide: four calls, a 20 % margin.
-            .args(&["--rollout-calls", "4", "--rollout-margin", "0.2"])
-            .start()?;
-        self.hosts.push(host);
-        Ok(self.hosts.last().expect("just pushed"))
-    }
-
-    async fn desired(&self) -> anyhow::Result<DesiredTable> {
-        Ok(DesiredTable::new(
-            self.fixture.dynamo().client().await,
-            "ruststream.desired",
-        ))
-    }
-
-    async fn stop(self) -> anyhow::Result<()> {
-        for host in self.hosts {
-            host.stop().await?;
-        }
-        Ok(())
-    }
-}
-
-/// The content hash of the version `host` runs for `acme`'s `versioned`.
-async fn live_hash(host: &BinaryHost) -> Option<String> {
-    let apps = acme_apps(host).await?;
-    let app = apps.iter().find(|app| app["component"] == "versioned")?;
-    app["content_hash"].as_str().map(str::to_owned)
-}
-
-/// `acme`'s apps as `host`'s `status --json` shows them.
-async fn acme_apps(host: &BinaryHost) -> Option<Vec<serde_json::Value>> {
-    let (ok, said) = verb(host, &["status", "--json"]).await.ok()?;
-    let status: serde_json::Value = serde_json::from_str(&said).ok().filter(|_| ok)?;
-    status["tenants"][0]["apps"].as_array().cloned()
-}
-
-/// Waits until every host of `hosts` runs `hash`; how long it took.
-async fn all_run(hosts: &[BinaryHost], hash: &str) -> anyhow::Result<Duration> {
-    let start = Instant::now();
-    let converged = poll_for(Duration::from_secs(60), async || {
-        for host in hosts {
-            if live_hash(host).await.as_deref() != Some(hash) {
-                return None;
-            }
-        }
-        Some(start.elapsed())
-    })
-    .await;
-    converged.ok_or_else(|| {
-        let outputs: Vec<String> = hosts.iter().map(BinaryHost::output).collect();
-        anyhow::anyhow!("not every host runs {hash}: {}", outputs.join("\n-----\n"))
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_through_one_host_reaches_every_host_and_a_host_started_empty()
 -> anyhow::Result<()> {
-    let mut fleet = FleetOf::start("fleet-deploy", &["a", "b", "c"]).await?;
+    let mut fleet = FleetOf::start("fleet-deploy", &["a", "b", "c"], Deploys::Fleet).await?;
     let v1 = content_hash(&std::fs::read(guests::VERSIONED_V1.path())?);
     let v2_path = guests::VERSIONED_V2.path().display().to_string();
     let v2 = content_hash(&std::fs::read(&v2_path)?);
@@ -165,7 +53,7 @@ async fn a_deploy_through_one_host_reaches_every_host_and_a_host_started_empty()
         "every host ran v2 after {took:?}"
     );
 
-    let recorded = fleet.desired().await?;
+    let recorded = desired(&fleet).await;
     let state = recorded.get(&AppId::new("acme", "versioned")).await?;
     let state = state.ok_or_else(|| anyhow::anyhow!("nothing recorded"))?;
     assert_eq!(state.live.map(|live| live.hash), Some(v2.clone()));
@@ -199,7 +87,7 @@ async fn a_deploy_through_one_host_reaches_every_host_and_a_host_started_empty()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_deploys_through_two_hosts_end_with_every_host_on_the_one_recorded()
 -> anyhow::Result<()> {
-    let fleet = FleetOf::start("fleet-race", &["a", "b", "c"]).await?;
+    let fleet = FleetOf::start("fleet-race", &["a", "b", "c"], Deploys::Fleet).await?;
     let v2_path = guests::VERSIONED_V2.path().display().to_string();
     let slow_path = guests::VERSIONED_SLOW.path().display().to_string();
     let v2_deploy = ["deploy", "acme", v2_path.as_str(), "--name", "versioned"];
@@ -219,7 +107,7 @@ async fn racing_deploys_through_two_hosts_end_with_every_host_on_the_one_recorde
             "a deploy refused says what it raced: {said}"
         );
     }
-    let recorded = fleet.desired().await?;
+    let recorded = desired(&fleet).await;
     let state = recorded.get(&AppId::new("acme", "versioned")).await?;
     let live = state.and_then(|state| state.live).map(|live| live.hash);
     let live = live.ok_or_else(|| anyhow::anyhow!("nothing recorded"))?;
@@ -257,7 +145,7 @@ async fn all_say(hosts: &[BinaryHost], name: &str, running: bool) -> Option<()> 
 /// host, and its undeploy through another stops it everywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_and_an_undeploy_through_one_host_reach_every_host() -> anyhow::Result<()> {
-    let fleet = FleetOf::start("fleet-rollback", &["a", "b", "c"]).await?;
+    let fleet = FleetOf::start("fleet-rollback", &["a", "b", "c"], Deploys::Fleet).await?;
     let v1 = content_hash(&std::fs::read(guests::VERSIONED_V1.path())?);
     let v2_path = guests::VERSIONED_V2.path().display().to_string();
     let v2 = content_hash(&std::fs::read(&v2_path)?);
@@ -269,7 +157,7 @@ async fn a_rollback_and_an_undeploy_through_one_host_reach_every_host() -> anyho
     let (ok, said) = verb(&fleet.hosts[1], &["rollback", "acme", "versioned"]).await?;
     anyhow::ensure!(ok, "rollback through b: {said}");
     all_run(&fleet.hosts, &v1).await?;
-    let state = fleet.desired().await?;
+    let state = desired(&fleet).await;
     let state = state.get(&AppId::new("acme", "versioned")).await?;
     assert_eq!(
         state.and_then(|s| s.live).map(|live| live.hash),
@@ -298,11 +186,12 @@ async fn a_rollback_and_an_undeploy_through_one_host_reach_every_host() -> anyho
     fleet.stop().await
 }
 
-/// A rollout whose new version traps on every record: the rollout judge of a host that meets
-/// it rolls back, the rollback is recorded, and every host returns to the earlier version.
+/// A rollout whose new version traps on every record: no host rolls back on its own; the
+/// fleet's judge (one host, holding the judge's lease) sums every host's calls, records one
+/// verdict, and every host returns to the earlier version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_a_rollout_judge_rolls_back_is_rolled_back_on_every_host() -> anyhow::Result<()> {
-    let fleet = FleetOf::start("fleet-judged", &["a", "b", "c"]).await?;
+    let fleet = FleetOf::start("fleet-judged", &["a", "b", "c"], Deploys::Fleet).await?;
     let v1 = content_hash(&std::fs::read(guests::VERSIONED_V1.path())?);
     let trap_path = guests::VERSIONED_TRAP.path().display().to_string();
     let trap = content_hash(&std::fs::read(&trap_path)?);
@@ -322,21 +211,34 @@ async fn a_version_a_rollout_judge_rolls_back_is_rolled_back_on_every_host() -> 
             .put("events", &serde_json::json!({ "id": id }))
             .await;
         put.ok()?;
-        let said = fleet.hosts.iter().any(|host| {
-            host.output()
-                .contains("rolled back to the previous version")
-        });
+        let said = fleet
+            .hosts
+            .iter()
+            .any(|host| host.output().contains(FLEET_VERDICT));
         said.then_some(())
     })
     .await;
     anyhow::ensure!(judged.is_some(), "no judge rolled back");
     all_run(&fleet.hosts, &v1).await?;
-    let state = fleet.desired().await?;
+    let state = desired(&fleet).await;
     let state = state.get(&AppId::new("acme", "versioned")).await?;
+    let state = state.ok_or_else(|| anyhow::anyhow!("nothing recorded"))?;
     assert_eq!(
-        state.and_then(|s| s.live).map(|live| live.hash),
+        state.live.map(|live| live.hash),
         Some(v1),
         "the judge's rollback is the fleet's"
+    );
+    assert_eq!(state.rollout, None, "the rollout is decided");
+    let logs: Vec<String> = fleet.hosts.iter().map(BinaryHost::output).collect();
+    let verdicts: usize = logs
+        .iter()
+        .map(|log| log.matches(FLEET_VERDICT).count())
+        .sum();
+    assert_eq!(verdicts, 1, "one verdict: {}", logs.join("\n-----\n"));
+    assert!(
+        logs.iter()
+            .all(|log| !log.contains("rolled back to the previous version")),
+        "a host rolled back on its own verdict"
     );
     fleet.stop().await
 }
@@ -348,7 +250,7 @@ async fn a_version_a_rollout_judge_rolls_back_is_rolled_back_on_every_host() -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_under_load_with_a_host_killed_and_started_empty_leaves_no_shard_on_v1()
 -> anyhow::Result<()> {
-    let mut fleet = FleetOf::start("fleet-load", &["a", "b", "c"]).await?;
+    let mut fleet = FleetOf::start("fleet-load", &["a", "b", "c"], Deploys::Fleet).await?;
     let v2_path = guests::VERSIONED_V2.path().display().to_string();
     let v2 = content_hash(&std::fs::read(&v2_path)?);
 
@@ -525,7 +427,7 @@ async fn all_show(
 /// makes it live on every host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_and_a_shadow_through_one_host_reach_every_host() -> anyhow::Result<()> {
-    let fleet = FleetOf::start("fleet-pause-shadow", &["a", "b", "c"]).await?;
+    let fleet = FleetOf::start("fleet-pause-shadow", &["a", "b", "c"], Deploys::Fleet).await?;
     let hosts = &fleet.hosts;
     let (ok, said) = verb(&hosts[1], &["pause", "acme"]).await?;
     anyhow::ensure!(ok, "pause through b: {said}");
@@ -554,6 +456,35 @@ async fn a_pause_and_a_shadow_through_one_host_reach_every_host() -> anyhow::Res
         shadow_of(t) == v2.as_str() && t["apps"][0]["shadow"]["sample_percent"] == 40
     })
     .await?;
+    // Records on each shard: every host's status shows the fleet's sum of the comparisons,
+    // and each host's part adds up to it.
+    for id in 0..9u64 {
+        let key = THIRDS[(id % 3) as usize];
+        put_json(
+            fleet.fixture.client(),
+            "events",
+            &serde_json::json!({ "id": id }),
+            Some(key),
+        )
+        .await?;
+    }
+    all_show(hosts, "the fleet's shadow tally of 9 records", |t| {
+        let fleet = &t["apps"][0]["fleet"];
+        let seen = |counts: &serde_json::Value| {
+            ["agree", "disagree", "trap", "skipped"]
+                .iter()
+                .map(|field| counts[field].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        };
+        let parts: u64 = (fleet["hosts"].as_array().into_iter().flatten())
+            .map(|host| seen(&host["shadow"]))
+            .sum();
+        seen(&fleet["shadow"]) == 9 && parts == 9
+    })
+    .await?;
+    let (ok, said) = verb(&hosts[1], &["status"]).await?;
+    anyhow::ensure!(ok, "status: {said}");
+    assert!(said.contains("fleet shadow "), "{said}");
     let (ok, said) = verb(
         &hosts[1],
         &["deploy", "acme", "--abort-shadow", "versioned"],
@@ -575,7 +506,7 @@ async fn a_pause_and_a_shadow_through_one_host_reach_every_host() -> anyhow::Res
         t["apps"][0]["shadow"].is_null()
     })
     .await?;
-    let recorded = fleet.desired().await?;
+    let recorded = desired(&fleet).await;
     let state = recorded.get(&AppId::new("acme", "versioned")).await?;
     let state = state.ok_or_else(|| anyhow::anyhow!("nothing recorded"))?;
     assert_eq!(state.live.map(|live| live.hash), Some(v2));
