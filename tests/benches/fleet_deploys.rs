@@ -8,7 +8,8 @@
 //!
 //! - **fleet**: the hosts share deploys (`[host] component_bucket`): one `ruststream deploy`
 //!   through host `a`, timed from the verb's answer (the change recorded) until every host's
-//!   `status` shows the new version.
+//!   `status` shows the new version. Each deploy waits 0-1.4 s first (700 ms steps), so that
+//!   the deploys sample every point of the hosts' poll.
 //! - **baseline, per host** (the same run): the hosts' deploys are their own, as before fleet
 //!   deploys; an operator reaches the three with three `ruststream deploy` calls, one after
 //!   another, timed from the first call until every host's `status` shows the new version.
@@ -18,7 +19,6 @@
 
 use std::time::{Duration, Instant};
 
-use ruststream_tests::bench::block_on;
 use ruststream_tests::fleet::{Deploys, FleetOf, all_run};
 use ruststream_tests::guests;
 use ruststream_tests::neighbour::verb;
@@ -34,7 +34,11 @@ fn main() -> anyhow::Result<()> {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(ROUNDS);
-    block_on(async {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
         let versions = [guests::VERSIONED_V2.path(), guests::VERSIONED_V1.path()];
         let hashes = versions
             .iter()
@@ -63,6 +67,9 @@ fn main() -> anyhow::Result<()> {
         let mut shared = Vec::new();
         for round in 0..rounds {
             let path = versions[round % 2].display().to_string();
+            // Each deploy at another point of the hosts' 2 s poll: right after one round
+            // converged, the next would always land just after a poll.
+            tokio::time::sleep(Duration::from_millis((round as u64 * 700) % 2000)).await;
             let (ok, said) = verb(
                 &fleet.hosts[0],
                 &["deploy", "acme", &path, "--name", "versioned"],

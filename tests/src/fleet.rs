@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use crate::e2e::put_json;
 use crate::fixture::{BinaryHost, Fixture};
 use crate::guests;
 use crate::neighbour::verb;
@@ -114,6 +115,33 @@ impl FleetOf {
         Ok(self.hosts.last().expect("just pushed"))
     }
 
+    /// Waits until the hosts read every shard of `events` (from the tip, before a record is
+    /// written).
+    ///
+    /// # Errors
+    /// Not within a minute; the error holds every host's log.
+    pub async fn every_shard_read(&self) -> Result<()> {
+        let logs = || {
+            self.hosts
+                .iter()
+                .map(BinaryHost::output)
+                .collect::<Vec<_>>()
+        };
+        let reading = poll_for(Duration::from_secs(60), async || {
+            let read: usize = (logs().iter())
+                .map(|log| log.matches("reading shard stream=events").count())
+                .sum();
+            (read >= 3).then_some(())
+        })
+        .await;
+        anyhow::ensure!(
+            reading.is_some(),
+            "not every shard of events is read: {}",
+            logs().join("\n-----\n")
+        );
+        Ok(())
+    }
+
     /// Stops every host gracefully.
     ///
     /// # Errors
@@ -124,6 +152,29 @@ impl FleetOf {
         }
         Ok(())
     }
+}
+
+/// Explicit hash keys on each of the three shards of `events`.
+const THIRDS: [&str; 3] = [
+    "1",
+    "120000000000000000000000000000000000000",
+    "240000000000000000000000000000000000000",
+];
+
+/// Puts `{"id": id}` on `events`, on its shard `id % 3`.
+///
+/// # Errors
+/// The put fails.
+pub async fn put_event(kinesis: &aws_sdk_kinesis::Client, id: u64) -> Result<()> {
+    let key = THIRDS[(id % 3) as usize];
+    put_json(
+        kinesis,
+        "events",
+        &serde_json::json!({ "id": id }),
+        Some(key),
+    )
+    .await?;
+    Ok(())
 }
 
 /// `acme`'s apps as `host`'s `status --json` shows them.

@@ -177,6 +177,23 @@ fn render_fleet_tally(out: &mut String, fleet: &FleetVersion) {
             ),
         );
     }
+    if !fleet.running.is_empty() {
+        let hosts: Vec<String> = (fleet.running.iter())
+            .map(|host| {
+                let hash = host
+                    .hash
+                    .as_deref()
+                    .map_or("nothing".to_owned(), short_hash);
+                let state = if host.converged {
+                    "converged"
+                } else {
+                    "converging"
+                };
+                format!("{} {hash} ({state})", text(&host.host))
+            })
+            .collect();
+        line(out, 2, format_args!("fleet hosts: {}", hosts.join(", ")));
+    }
     if fleet.rollout.is_some() || fleet.shadow.is_some() {
         for host in &fleet.hosts {
             let rollout = host.rollout.map_or_else(String::new, |r| {

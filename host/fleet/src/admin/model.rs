@@ -106,6 +106,23 @@ pub struct FleetVersion {
     /// Each host's part of those sums, as each last wrote it.
     #[serde(default)]
     pub hosts: Vec<HostTally>,
+    /// What each host of the fleet runs of the app, as each last reported it (hosts that
+    /// stopped reporting a few minutes ago are left out).
+    #[serde(default)]
+    pub running: Vec<HostRunning>,
+}
+
+/// One host's version of an app, as it reported it to the fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRunning {
+    /// The host (its owner id).
+    pub host: String,
+    /// The content hash of the version it runs; `None` when it runs none.
+    pub hash: Option<String>,
+    /// Whether that is the version the fleet records as live.
+    pub converged: bool,
+    /// When it reported it (ms since the epoch).
+    pub reported_at_ms: u64,
 }
 
 pub use crate::desired::{HostTally, RolloutCounts, ShadowTally};

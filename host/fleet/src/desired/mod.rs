@@ -44,9 +44,11 @@ mod table;
 mod tally;
 
 pub use bucket::ComponentBucket;
-pub use state::{AppDesired, AppId, LiveVersion, Rollout, Shadow};
+pub use state::{AppDesired, AppId, FleetSeek, LiveVersion, Rollout, Shadow};
 pub use table::{DesiredTable, Snapshot};
-pub use tally::{HostTally, RolloutCounts, ShadowTally, rollout_sum, shadow_sum};
+pub use tally::{
+    HostReport, HostTally, RolloutCounts, RunningVersion, ShadowTally, rollout_sum, shadow_sum,
+};
 
 /// The desired-state table's name unless `[host] desired_table` says otherwise.
 pub const DESIRED_TABLE: &str = "ruststream.desired";

@@ -1,8 +1,11 @@
 //! One app's desired state, as the desired-state table keeps it.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+use crate::admin::model::SeekPosition;
 
 /// A tenant's app: the unit the desired state is kept for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -74,6 +77,16 @@ pub struct Rollout {
     pub started_ms: u64,
 }
 
+/// A seek of one subscriber, for every host to carry out on the shards it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetSeek {
+    /// The revision that recorded it: a host carries out each seek once.
+    pub id: u64,
+    /// Where to: the tip is recorded as the time of the seek, so every host moves to the
+    /// same place however late it reads it.
+    pub position: SeekPosition,
+}
+
 /// What every host should run of one app.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppDesired {
@@ -95,6 +108,10 @@ pub struct AppDesired {
     pub paused: bool,
     /// The rollout under way, if any.
     pub rollout: Option<Rollout>,
+    /// The last seek of each subscriber, by subscriber: each host moves the shards it holds
+    /// when it first reads one.
+    #[serde(default)]
+    pub seeks: BTreeMap<String, FleetSeek>,
     /// Who made the last change (an operator's token id, a host, the rollout judge).
     pub changed_by: String,
     /// When (ms since the epoch).
@@ -113,6 +130,7 @@ impl AppDesired {
             shadow: None,
             paused: false,
             rollout: None,
+            seeks: BTreeMap::new(),
             changed_by: String::new(),
             changed_at_ms: 0,
         }

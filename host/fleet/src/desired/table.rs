@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{
 };
 use ruststream_runtime::clock::{Clock as _, SystemClock};
 
-use super::{AppDesired, AppId, DesiredError, HostTally};
+use super::{AppDesired, AppId, DesiredError, HostReport, HostTally};
 use crate::metrics::desired_state_call;
 
 /// The item's key: `tenant/app`.
@@ -22,6 +22,8 @@ const REVISION: &str = "revision";
 const STATE: &str = "state";
 /// A host's counts, as JSON (items keyed `#tally/...`).
 const TALLY: &str = "tally";
+/// What a host runs, as JSON (items keyed `#host/...`).
+const REPORT: &str = "report";
 /// The judge's lease: its item's key, its holder and when it ends (ms since the epoch).
 const JUDGE_KEY: &str = "#judge";
 const OWNER: &str = "owner";
@@ -34,6 +36,11 @@ pub struct Snapshot {
     pub apps: Vec<AppDesired>,
     /// Every host's counts, as each last wrote them.
     pub tallies: Vec<HostTally>,
+    /// What every host runs, as each last reported it.
+    pub reports: Vec<HostReport>,
+    /// The judge's lease, when one was taken: its holder, and when it ends unrenewed (ms since
+    /// the epoch).
+    pub judge: Option<(String, u64)>,
 }
 
 /// The desired state of every app of a fleet, in one DynamoDB table.
@@ -133,6 +140,8 @@ impl DesiredTable {
     pub async fn read(&self) -> Result<Snapshot, DesiredError> {
         let mut states = Vec::new();
         let mut tallies = Vec::new();
+        let mut reports = Vec::new();
+        let mut judge = None;
         let mut start = None;
         loop {
             desired_state_call("Scan");
@@ -154,6 +163,15 @@ impl DesiredTable {
                     && let Ok(tally) = serde_json::from_str::<HostTally>(tally)
                 {
                     tallies.push(tally);
+                } else if let Some(AttributeValue::S(report)) = item.get(REPORT)
+                    && let Ok(report) = serde_json::from_str::<HostReport>(report)
+                {
+                    reports.push(report);
+                } else if key == JUDGE_KEY
+                    && let (Some(AttributeValue::S(owner)), Some(AttributeValue::N(expires))) =
+                        (item.get(OWNER), item.get(EXPIRES))
+                {
+                    judge = expires.parse().ok().map(|expires| (owner.clone(), expires));
                 }
             }
             start = page.last_evaluated_key;
@@ -165,6 +183,8 @@ impl DesiredTable {
         Ok(Snapshot {
             apps: states,
             tallies,
+            reports,
+            judge,
         })
     }
 
@@ -173,16 +193,33 @@ impl DesiredTable {
     /// # Errors
     /// When DynamoDB fails.
     pub async fn put_tally(&self, tally: &HostTally) -> Result<(), DesiredError> {
-        let key = tally.key();
-        let json = serde_json::to_string(tally).map_err(|e| self.backend("PutItem", &key, e))?;
+        self.put_json(&tally.key(), TALLY, tally).await
+    }
+
+    /// Writes `report` over the one its host wrote before.
+    ///
+    /// # Errors
+    /// When DynamoDB fails.
+    pub async fn put_report(&self, report: &HostReport) -> Result<(), DesiredError> {
+        self.put_json(&report.key(), REPORT, report).await
+    }
+
+    /// Writes item `key` holding `value` as JSON in attribute `attribute`.
+    async fn put_json(
+        &self,
+        key: &str,
+        attribute: &str,
+        value: &impl serde::Serialize,
+    ) -> Result<(), DesiredError> {
+        let json = serde_json::to_string(value).map_err(|e| self.backend("PutItem", key, e))?;
         desired_state_call("PutItem");
         (self.client.put_item())
             .table_name(&self.table)
-            .item(KEY, AttributeValue::S(key.clone()))
-            .item(TALLY, AttributeValue::S(json))
+            .item(KEY, AttributeValue::S(key.to_owned()))
+            .item(attribute, AttributeValue::S(json))
             .send()
             .await
-            .map_err(|e| self.backend("PutItem", &key, e))?;
+            .map_err(|e| self.backend("PutItem", key, e))?;
         Ok(())
     }
 

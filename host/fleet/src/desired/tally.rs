@@ -57,6 +57,35 @@ impl HostTally {
     }
 }
 
+/// Which version of an app a host runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningVersion {
+    /// The app.
+    pub app: AppId,
+    /// The content hash of the version the host runs.
+    pub hash: String,
+}
+
+/// What one host runs of the apps the desired state records, as it last reported it: written
+/// when it changes, and at least every few minutes, so that a report that stops coming is a
+/// host that stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostReport {
+    /// The host (its owner id).
+    pub host: String,
+    /// What it runs.
+    pub apps: Vec<RunningVersion>,
+    /// When it was written (ms since the epoch).
+    pub at_ms: u64,
+}
+
+impl HostReport {
+    /// Its item key: `#host/<host>`.
+    pub fn key(&self) -> String {
+        format!("#host/{}", self.host)
+    }
+}
+
 /// The sum over the hosts running `live_hash` of their rollout counts: calls, failures, and
 /// the replaced version's failure rate weighted by each host's calls.
 pub fn rollout_sum<'a>(

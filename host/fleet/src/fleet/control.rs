@@ -61,18 +61,7 @@ impl Control for Fleet {
         subscriber: &str,
         position: SeekPosition,
     ) -> Result<Vec<String>, ControlError> {
-        let running = self.app(tenant, app)?;
-        running
-            .seek(subscriber, start_position(position))
-            .await
-            .map_err(|error| match error {
-                SeekError::UnknownSubscriber(_) => ControlError::UnknownSubscriber {
-                    tenant: tenant.to_owned(),
-                    app: app.to_owned(),
-                    subscriber: subscriber.to_owned(),
-                },
-                other => ControlError::Seek(ruststream_runtime::escape::one_line(&other)),
-            })
+        self.seek_for_fleet(tenant, app, subscriber, position).await
     }
 
     async fn pause(&self, tenant: &str) -> Result<(), ControlError> {
@@ -161,7 +150,24 @@ impl Fleet {
     }
 }
 
-fn start_position(position: SeekPosition) -> StartPosition {
+/// `error` of a seek of `subscriber` of `tenant`'s `app`, as the admin API answers it.
+pub(super) fn seek_refused(
+    tenant: &str,
+    app: &str,
+    subscriber: &str,
+    error: SeekError,
+) -> ControlError {
+    match error {
+        SeekError::UnknownSubscriber(_) => ControlError::UnknownSubscriber {
+            tenant: tenant.to_owned(),
+            app: app.to_owned(),
+            subscriber: subscriber.to_owned(),
+        },
+        other => ControlError::Seek(ruststream_runtime::escape::one_line(&other)),
+    }
+}
+
+pub(super) fn start_position(position: SeekPosition) -> StartPosition {
     match position {
         SeekPosition::Horizon => StartPosition::Horizon,
         SeekPosition::Latest => StartPosition::Latest,

@@ -1,20 +1,26 @@
 //! This host following the fleet's desired state: every [`POLL_INTERVAL`] it reads every
 //! app's record and applies what differs from what it runs, through the same paths an
 //! operator's verbs take here (a deploy is loaded, checked and swapped shard by shard with
-//! drain): the live version, an undeploy, the shadow and its sample, and a tenant's pause.
+//! drain): the live version, an undeploy, the shadow and its sample, a tenant's pause, and a
+//! seek on the shards this host holds.
 //!
 //! What this host refuses (its limits, say) is tried once per version and logged; it keeps
 //! running what it ran. A store that fails is said once, and read again at the next poll.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
+
+use ruststream_runtime::clock::{Clock as _, SystemClock};
 
 use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 
+use ruststream_host::runner::SeekError;
+
 use super::Fleet;
-use super::control::PAUSED_BY_OPERATOR;
-use super::deploys::{FleetDeploys, POLL_INTERVAL};
-use crate::desired::{AppDesired, DesiredError};
+use super::control::{PAUSED_BY_OPERATOR, start_position};
+use super::deploys::{FleetDeploys, POLL_INTERVAL, REPORT_EVERY, seek_key};
+use crate::desired::{AppDesired, DesiredError, HostReport, RunningVersion};
 
 impl Fleet {
     /// Polls the desired state every [`POLL_INTERVAL`] and runs what it records, until the
@@ -54,8 +60,40 @@ impl Fleet {
         self.judge_for_fleet(shared, &snapshot).await;
         let states = snapshot.apps;
         self.converge_pauses(&states);
-        for state in states {
-            self.converge_app(shared, &state).await;
+        self.converge_seeks(shared, &states).await;
+        for state in &states {
+            self.converge_app(shared, state).await;
+        }
+        self.report_running(shared, &states).await;
+    }
+
+    /// Reports what this host runs of the apps `states` record, when it changed since its
+    /// last report or that is [`REPORT_EVERY`] old.
+    async fn report_running(&self, shared: &FleetDeploys, states: &[AppDesired]) {
+        let apps: Vec<RunningVersion> = (states.iter())
+            .filter_map(|state| {
+                let app = self.app(&state.app.tenant, &state.app.app).ok()?;
+                Some(RunningVersion {
+                    app: state.app.clone(),
+                    hash: app.versions().current.content_hash,
+                })
+            })
+            .collect();
+        let due = lock(&shared.reported)
+            .as_ref()
+            .is_none_or(|(before, at)| *before != apps || at.elapsed() >= REPORT_EVERY);
+        if !due {
+            return;
+        }
+        let report = HostReport {
+            host: shared.owner.clone(),
+            apps: apps.clone(),
+            at_ms: SystemClock.now_ms(),
+        };
+        match shared.table.put_report(&report).await {
+            Ok(()) => *lock(&shared.reported) = Some((apps, Instant::now())),
+            Err(error) => tracing::warn!(error = %one_line(&error),
+                "cannot report what this host runs to the fleet; trying at the next poll"),
         }
     }
 
@@ -131,6 +169,35 @@ impl Fleet {
                 tracing::error!(tenant = %tenant, component = %component, hash = %live.hash,
                     error = %one_line(&error), "refused the fleet's live version; running what runs");
                 lock(&shared.refused).insert(tried);
+            }
+        }
+    }
+
+    /// Carries out each seek recorded since this host started that it has not yet: on the
+    /// shards it holds of the subscription (a sequence seek of a shard it does not hold is its
+    /// holder's). Each seek is tried once.
+    async fn converge_seeks(&self, shared: &FleetDeploys, states: &[AppDesired]) {
+        for state in states {
+            for (subscriber, seek) in &state.seeks {
+                let key = seek_key(&state.app, subscriber, seek.id);
+                if lock(&shared.seeks_done).contains(&key) {
+                    continue;
+                }
+                let Ok(app) = self.app(&state.app.tenant, &state.app.app) else {
+                    continue;
+                };
+                lock(&shared.seeks_done).insert(key);
+                let position = start_position(seek.position.clone());
+                match app.seek(subscriber, position).await {
+                    Ok(moved) => {
+                        tracing::info!(app = %state.app, subscriber, position = ?seek.position,
+                        ?moved, revision = seek.id, "the fleet's seek carried out here")
+                    }
+                    Err(SeekError::NotOwned { .. }) => {}
+                    Err(error) => tracing::error!(app = %state.app, subscriber,
+                        position = ?seek.position, error = %one_line(&error),
+                        "cannot carry out the fleet's seek here"),
+                }
             }
         }
     }

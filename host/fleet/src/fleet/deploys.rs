@@ -11,22 +11,36 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ruststream_runtime::Tenant;
 use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 
+use super::control::{seek_refused, start_position};
 use super::{Fleet, Source};
 use crate::admin::control::ControlError;
 use crate::admin::model::{
-    Deployed, FleetVersion, ShadowDeployed, ShadowDropped, Undeployed, VersionOrigin,
+    Deployed, FleetVersion, HostRunning, SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
+    VersionOrigin,
 };
 use crate::desired::{
-    AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, HostTally, LiveVersion, Shadow,
-    Snapshot, rollout_sum, shadow_sum,
+    AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, FleetSeek, HostReport,
+    HostTally, LiveVersion, RunningVersion, Shadow, Snapshot, rollout_sum, shadow_sum,
 };
+use ruststream_host::runner::SeekError;
+
+/// How often a host reports what it runs when nothing changed: a host whose report is older
+/// than [`REPORT_STALE`] is taken to have stopped.
+pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(60);
+/// How old a host's report may be and still be shown.
+pub(crate) const REPORT_STALE: Duration = Duration::from_secs(180);
+
+/// `duration` in whole milliseconds.
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// How often a host reads the desired state: the bound on how long a deploy takes to reach
 /// every host, beyond its compile and swap.
@@ -48,6 +62,11 @@ pub(crate) struct FleetDeploys {
     pub(super) read: Mutex<Read>,
     /// This host's counts as it last wrote them (`at_ms` 0), by item key.
     pub(super) published: Mutex<HashMap<String, HostTally>>,
+    /// The recorded seeks this host carried out, or found recorded when it started
+    /// ([`seek_key`]).
+    pub(super) seeks_done: Mutex<HashSet<String>>,
+    /// What this host last reported it runs, and when.
+    pub(super) reported: Mutex<Option<(Vec<RunningVersion>, Instant)>>,
 }
 
 /// What the last read of the desired state found.
@@ -58,6 +77,8 @@ pub(super) struct Read {
     apps: HashMap<(String, String), AppDesired>,
     /// Every host's counts.
     pub(super) tallies: Vec<HostTally>,
+    /// What every host runs.
+    pub(super) reports: Vec<HostReport>,
 }
 
 impl FleetDeploys {
@@ -77,6 +98,8 @@ impl FleetDeploys {
             failing: Mutex::new(false),
             read: Mutex::new(Read::default()),
             published: Mutex::new(HashMap::new()),
+            seeks_done: Mutex::new(HashSet::new()),
+            reported: Mutex::new(None),
         }
     }
 }
@@ -94,6 +117,7 @@ impl FleetDeploys {
                 })
                 .collect(),
             tallies: snapshot.tallies.clone(),
+            reports: snapshot.reports.clone(),
         };
         Ok(snapshot)
     }
@@ -121,10 +145,21 @@ impl Fleet {
         let bucket = ComponentBucket::new(identities.s3().clone(), bucket);
         let owner = self.host().config().owner_id.clone();
         let deploys = FleetDeploys::new(table, bucket, keep, &owner);
-        // Read before the first load, so that it starts what the fleet runs.
-        if let Err(error) = deploys.read().await {
-            tracing::error!(table = %deploys.table.table(), error = %one_line(&error),
-                "cannot read the fleet's desired state at start; starting the tenants file's components, then what it records once it can be read");
+        // Read before the first load, so that it starts what the fleet runs. Seeks recorded
+        // before this host started were carried out by the hosts of then: not again here.
+        match deploys.read().await {
+            Ok(snapshot) => {
+                let mut done = lock(&deploys.seeks_done);
+                for state in &snapshot.apps {
+                    for (subscriber, seek) in &state.seeks {
+                        done.insert(seek_key(&state.app, subscriber, seek.id));
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::error!(table = %deploys.table.table(), error = %one_line(&error),
+                "cannot read the fleet's desired state at start; starting the tenants file's components, then what it records once it can be read")
+            }
         }
         if self.inner.deploys.set(deploys).is_err() {
             tracing::warn!("the fleet's deploys were set up twice; the first stays");
@@ -353,6 +388,22 @@ impl Fleet {
             .and_then(|rollout| rollout_sum(&hosts, &rollout.to))
             .map(|(sum, _)| sum);
         let shadow = (state.shadow.as_ref()).and_then(|shadow| shadow_sum(&hosts, &shadow.hash));
+        let fresh = read.at_ms.saturating_sub(duration_ms(REPORT_STALE));
+        let mut running: Vec<HostRunning> = (read.reports.iter())
+            .filter(|report| report.at_ms >= fresh)
+            .map(|report| {
+                let hash = (report.apps.iter())
+                    .find(|running| running.app == state.app)
+                    .map(|running| running.hash.clone());
+                HostRunning {
+                    host: report.host.clone(),
+                    converged: hash.is_some() && hash == live_hash,
+                    hash,
+                    reported_at_ms: report.at_ms,
+                }
+            })
+            .collect();
+        running.sort_by(|a, b| a.host.cmp(&b.host));
         Some(FleetVersion {
             revision: state.revision,
             converged: live_hash.as_deref() == Some(running_hash),
@@ -361,6 +412,7 @@ impl Fleet {
             rollout,
             shadow,
             hosts,
+            running,
         })
     }
 
@@ -493,8 +545,9 @@ impl Fleet {
         Ok(())
     }
 
-    /// Records `change` for the app component `component` of `tenant` runs. An app the
-    /// desired state does not record yet is recorded with the version this host runs (its
+    /// Records `change` for the app component `component` of `tenant` runs; the revision
+    /// recorded (0 when neither this host nor the desired state knows the component). An app
+    /// the desired state does not record yet is recorded with the version this host runs (its
     /// bytes stored first), so that a change never records a running app as undeployed.
     async fn change_app_for_fleet(
         &self,
@@ -502,7 +555,7 @@ impl Fleet {
         tenant: &str,
         component: &str,
         change: impl Fn(&mut AppDesired),
-    ) -> Result<(), ControlError> {
+    ) -> Result<u64, ControlError> {
         let running = self.with_tenants(|tenants| {
             let run = tenants.get(tenant)?.components.get(component)?;
             Some((run.app.name().to_owned(), run.app.versions().current))
@@ -513,7 +566,7 @@ impl Fleet {
         let (app, current) = match (running, recorded) {
             (Some((app, current)), _) => (AppId::new(tenant, app), Some(current)),
             (None, Some(app)) => (app, None),
-            (None, None) => return Ok(()),
+            (None, None) => return Ok(0),
         };
         let exists = shared.table.get(&app).await.map_err(not_recorded)?;
         if exists.is_none()
@@ -537,8 +590,64 @@ impl Fleet {
         tracing::info!(tenant, app = %app.app, component, revision = recorded.revision,
             paused = recorded.paused, shadow = ?recorded.shadow.as_ref().map(|s| &s.hash),
             "change recorded for the fleet");
-        Ok(())
+        Ok(recorded.revision)
     }
+
+    /// Moves `subscriber` of `tenant`'s `app` to `position` on the shards this host holds
+    /// and, when deploys are the fleet's, records the seek for every host to carry out on the
+    /// shards it holds (the tip recorded as now, so that every host moves to the same place).
+    /// A sequence on a shard another host holds is then not refused here: its holder moves
+    /// it. Returns the shards moved here.
+    ///
+    /// # Errors
+    /// The subscriber is unknown, a shard cannot reopen, or (on one host) the shard is not
+    /// held here; [`ControlError::Desired`] when the seek cannot be recorded.
+    pub(crate) async fn seek_for_fleet(
+        &self,
+        tenant: &str,
+        app: &str,
+        subscriber: &str,
+        position: SeekPosition,
+    ) -> Result<Vec<String>, ControlError> {
+        let running = self.app(tenant, app)?;
+        let shared = self.inner.deploys.get();
+        let recorded = match (&position, shared) {
+            (SeekPosition::Latest, Some(_)) => SeekPosition::Timestamp {
+                ms: SystemClock.now_ms(),
+            },
+            _ => position.clone(),
+        };
+        let moved = match running.seek(subscriber, start_position(position)).await {
+            Ok(moved) => moved,
+            Err(SeekError::NotOwned { .. }) if shared.is_some() => Vec::new(),
+            Err(error) => return Err(seek_refused(tenant, app, subscriber, error)),
+        };
+        let Some(shared) = shared else {
+            return Ok(moved);
+        };
+        let Some(component) = self.component_of(tenant, &running) else {
+            return Ok(moved);
+        };
+        let app = AppId::new(tenant, app);
+        self.change_app_for_fleet(shared, tenant, &component, |state| {
+            let id = state.revision + 1;
+            // Carried out here already: marked before it is recorded, so that this host's
+            // next poll cannot carry it out a second time.
+            lock(&shared.seeks_done).insert(seek_key(&app, subscriber, id));
+            let seek = FleetSeek {
+                id,
+                position: recorded.clone(),
+            };
+            state.seeks.insert(subscriber.to_owned(), seek);
+        })
+        .await?;
+        Ok(moved)
+    }
+}
+
+/// Names seek `id` of `subscriber` of `app`, among the seeks a host carried out.
+pub(super) fn seek_key(app: &AppId, subscriber: &str, id: u64) -> String {
+    format!("{app}/{subscriber}#{id}")
 }
 
 /// A change the desired state did not take, as the admin API answers it.

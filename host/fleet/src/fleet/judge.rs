@@ -1,7 +1,7 @@
 //! The fleet's rollout judge. With fleet deploys, no host acts on its own verdict: each
 //! writes its counts of the rollout (and of a shadow) beside the app's desired state while
 //! one is under way, and the one host holding the judge's lease (an item of the desired-state
-//! table, renewed every poll, taken over when it lapses) sums every host's counts of the new
+//! table, renewed while a rollout is recorded, taken over when it lapses) sums every host's counts of the new
 //! version and records the verdict once: kept, or the version it replaced live again, which
 //! every host then runs.
 
@@ -18,8 +18,9 @@ use crate::desired::{
     AppDesired, HostTally, LiveVersion, RolloutCounts, ShadowTally, Snapshot, rollout_sum,
 };
 
-/// How long the judge's lease lasts unrenewed: five polls, so that one slow poll does not
-/// hand it over, and a judge that died is replaced within this.
+/// How long the judge's lease lasts unrenewed: a judge that died is replaced within this. Its
+/// holder renews it once half of it has gone by (every third poll or so), and only while a
+/// rollout is recorded.
 pub(crate) const JUDGE_TTL: Duration = Duration::from_secs(10);
 
 impl Fleet {
@@ -105,12 +106,27 @@ impl Fleet {
         if judged.is_empty() {
             return;
         }
-        match shared.table.claim_judge(&shared.owner, JUDGE_TTL).await {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(error) => {
-                tracing::warn!(error = %one_line(&error), "cannot take the fleet judge's lease");
-                return;
+        // The lease is read with the desired state: a host that sees another's lease running
+        // makes no call for it, and the judge renews it once half of it has gone by.
+        let now = SystemClock.now_ms();
+        let ttl = u64::try_from(JUDGE_TTL.as_millis()).unwrap_or(u64::MAX);
+        let claim = match &snapshot.judge {
+            Some((owner, expires)) if *expires > now => {
+                if *owner != shared.owner {
+                    return;
+                }
+                expires - now <= ttl / 2
+            }
+            _ => true,
+        };
+        if claim {
+            match shared.table.claim_judge(&shared.owner, JUDGE_TTL).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(error) => {
+                    tracing::warn!(error = %one_line(&error), "cannot take the fleet judge's lease");
+                    return;
+                }
             }
         }
         let policy = self.host().config().rollout;

@@ -15,6 +15,7 @@ use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::http::{AdminApi, read_answer, request};
 use ruststream_tests::process::{Running, admin_addr, state_dir};
 use ruststream_tests::servers::LocalKinesis;
+use ruststream_tests::versioned::handled;
 use ruststream_tests::wait::{eventually, poll_for};
 use ruststream_tests::{binary, guests};
 use serde_json::{Value, json};
@@ -71,17 +72,10 @@ fn with_custom_section(bytes: &[u8]) -> Vec<u8> {
 
 /// The version that handled event `id`, from the `handled` lines of a host log.
 fn handled_by(log: &str, id: u64) -> Vec<String> {
-    log.lines()
-        .filter(|line| line.contains(" handled "))
-        .filter_map(|line| {
-            let field = |name: &str| {
-                line.split_whitespace()
-                    .map(|token| token.strip_prefix("fields=").unwrap_or(token))
-                    .find_map(|token| token.strip_prefix(&format!("{name}=")))
-                    .map(|value| value.trim_matches('"').to_owned())
-            };
-            (field("event.id")?.parse::<u64>().ok()? == id).then(|| field("version"))?
-        })
+    handled(log)
+        .into_iter()
+        .filter(|line| line.n == id)
+        .map(|line| line.version)
         .collect()
 }
 

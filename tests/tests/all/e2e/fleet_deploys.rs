@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use ruststream_fleet::desired::{AppId, DesiredTable};
 use ruststream_runtime::component::compile::content_hash;
-use ruststream_tests::e2e::put_json;
 use ruststream_tests::fixture::BinaryHost;
-use ruststream_tests::fleet::{Deploys, FleetOf, acme_apps, all_run};
+use ruststream_tests::fleet::{Deploys, FleetOf, acme_apps, all_run, put_event};
 use ruststream_tests::guests;
 use ruststream_tests::neighbour::verb;
 use ruststream_tests::versioned::handled;
@@ -25,13 +24,6 @@ async fn desired(fleet: &FleetOf) -> DesiredTable {
 
 /// What the fleet's judge logs of its verdict to roll back.
 const FLEET_VERDICT: &str = "the fleet's judge rolled back the new version on every host";
-
-/// Explicit hash keys on each of the three shards of `events`.
-const THIRDS: [&str; 3] = [
-    "1",
-    "120000000000000000000000000000000000000",
-    "240000000000000000000000000000000000000",
-];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_through_one_host_reaches_every_host_and_a_host_started_empty()
@@ -72,6 +64,20 @@ async fn a_deploy_through_one_host_reaches_every_host_and_a_host_started_empty()
         anyhow::ensure!(ok, "status: {said}");
         assert!(said.contains("the fleet's (revision 1)"), "{said}");
     }
+    // ... and what every host of the fleet reported it runs.
+    let v2_everywhere = |t: &serde_json::Value| {
+        let running = t["apps"][0]["fleet"]["running"].as_array().cloned();
+        running
+            .unwrap_or_default()
+            .iter()
+            .filter(|host| host["hash"] == v2.as_str() && host["converged"] == true)
+            .count()
+            == 3
+    };
+    all_show(&fleet.hosts, "every host reported on v2", v2_everywhere).await?;
+    let (ok, said) = verb(&fleet.hosts[1], &["status"]).await?;
+    anyhow::ensure!(ok, "status: {said}");
+    assert!(said.contains("fleet hosts: a #"), "{said}");
 
     // A host that starts with an empty state directory runs what the fleet runs.
     fleet.add_host("d")?;
@@ -262,30 +268,14 @@ async fn a_deploy_under_load_with_a_host_killed_and_started_empty_leaves_no_shar
             .join("\n")
     };
     // Each shard is read (from the tip) before the first record is written.
-    let reading = poll_for(Duration::from_secs(60), async || {
-        let log = every_log(&fleet.hosts);
-        (log.matches("reading shard stream=events").count() >= 3).then_some(())
-    })
-    .await;
-    anyhow::ensure!(
-        reading.is_some(),
-        "not every shard is read: {}",
-        every_log(&fleet.hosts)
-    );
+    fleet.every_shard_read().await?;
     let stop = Arc::new(AtomicBool::new(false));
     let producer = tokio::spawn({
         let (kinesis, stop) = (fleet.fixture.client().clone(), stop.clone());
         async move {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let key = THIRDS[(n % 3) as usize];
-                put_json(
-                    &kinesis,
-                    "events",
-                    &serde_json::json!({ "id": n }),
-                    Some(key),
-                )
-                .await?;
+                put_event(&kinesis, n).await?;
                 n += 1;
                 // The producer's pace, not a wait.
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -459,14 +449,7 @@ async fn a_pause_and_a_shadow_through_one_host_reach_every_host() -> anyhow::Res
     // Records on each shard: every host's status shows the fleet's sum of the comparisons,
     // and each host's part adds up to it.
     for id in 0..9u64 {
-        let key = THIRDS[(id % 3) as usize];
-        put_json(
-            fleet.fixture.client(),
-            "events",
-            &serde_json::json!({ "id": id }),
-            Some(key),
-        )
-        .await?;
+        put_event(fleet.fixture.client(), id).await?;
     }
     all_show(hosts, "the fleet's shadow tally of 9 records", |t| {
         let fleet = &t["apps"][0]["fleet"];
@@ -512,5 +495,102 @@ async fn a_pause_and_a_shadow_through_one_host_reach_every_host() -> anyhow::Res
     assert_eq!(state.live.map(|live| live.hash), Some(v2));
     assert_eq!(state.shadow, None);
     assert!(!state.paused);
+    fleet.stop().await
+}
+
+/// How many times each record was handled, over every host's log.
+fn times_handled(hosts: &[BinaryHost]) -> BTreeMap<u64, usize> {
+    let mut times = BTreeMap::new();
+    for host in hosts {
+        for line in handled(&host.output()) {
+            *times.entry(line.n).or_default() += 1;
+        }
+    }
+    times
+}
+
+/// A seek through one host moves the shards other hosts hold: a sequence on a shard host `a`
+/// does not hold is carried out by its holder, and a seek to the horizon through `c` is
+/// carried out by every host on the shards it holds, each record read again once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_through_one_host_moves_the_shards_every_host_holds() -> anyhow::Result<()> {
+    let fleet = FleetOf::start("fleet-seek", &["a", "b", "c"], Deploys::Fleet).await?;
+    let hosts = &fleet.hosts;
+    fleet.every_shard_read().await?;
+    for id in 0..6u64 {
+        put_event(fleet.fixture.client(), id).await?;
+    }
+    let once = poll_for(Duration::from_secs(60), async || {
+        let times = times_handled(hosts);
+        (times.len() == 6).then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        once.is_some(),
+        "not every record was handled: {:?}",
+        times_handled(hosts)
+    );
+    // A record handled on a shard host `a` does not hold.
+    let elsewhere = (hosts[1..].iter())
+        .flat_map(|host| handled(&host.output()))
+        .find(|line| {
+            !handled(&hosts[0].output())
+                .iter()
+                .any(|h| h.shard == line.shard)
+        })
+        .ok_or_else(|| anyhow::anyhow!("host a holds every shard"))?;
+    let on_shard: BTreeSet<u64> = (hosts.iter())
+        .flat_map(|host| handled(&host.output()))
+        .filter(|line| line.shard == elsewhere.shard && line.sequence >= elsewhere.sequence)
+        .map(|line| line.n)
+        .collect();
+    let position = format!("at-sequence:{}:{}", elsewhere.shard, elsewhere.sequence);
+    let (ok, said) = verb(
+        &hosts[0],
+        &["seek", "acme", "versioned", "handle", &position],
+    )
+    .await?;
+    anyhow::ensure!(ok, "seek through a: {said}");
+    let again = poll_for(Duration::from_secs(60), async || {
+        let times = times_handled(hosts);
+        on_shard
+            .iter()
+            .all(|n| times.get(n) >= Some(&2))
+            .then_some(())
+    })
+    .await;
+    let outputs = || {
+        hosts
+            .iter()
+            .map(BinaryHost::output)
+            .collect::<Vec<_>>()
+            .join("\n-----\n")
+    };
+    anyhow::ensure!(
+        again.is_some(),
+        "the holder did not read {on_shard:?} again: {:?} {}",
+        times_handled(hosts),
+        outputs()
+    );
+
+    let (ok, said) = verb(
+        &hosts[2],
+        &["seek", "acme", "versioned", "handle", "horizon"],
+    )
+    .await?;
+    anyhow::ensure!(ok, "seek through c: {said}");
+    let everywhere = poll_for(Duration::from_secs(60), async || {
+        let times = times_handled(hosts);
+        (0..6u64)
+            .all(|n| times.get(&n).copied().unwrap_or(0) >= 2 + usize::from(on_shard.contains(&n)))
+            .then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        everywhere.is_some(),
+        "not every shard was read again from the horizon: {:?} {}",
+        times_handled(hosts),
+        outputs()
+    );
     fleet.stop().await
 }
