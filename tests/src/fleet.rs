@@ -142,6 +142,51 @@ impl FleetOf {
         Ok(())
     }
 
+    /// Waits until no shard of `events` changed hands, as the hosts' `status` says, for
+    /// `quiet` (longer than the balancing's 10 s round: a round that moved nothing).
+    ///
+    /// # Errors
+    /// Not within `quiet` and a minute more.
+    pub async fn owners_settled(&self, quiet: Duration) -> Result<()> {
+        let mut last: Option<(Vec<(String, String)>, Instant)> = None;
+        let settled = poll_for(quiet + Duration::from_secs(60), async || {
+            let mut owners = Vec::new();
+            for host in &self.hosts {
+                let status = status(host).await?;
+                let apps = status["tenants"][0]["apps"].as_array().cloned()?;
+                let held = (apps.iter())
+                    .flat_map(|app| app["subscriptions"].as_array().cloned().unwrap_or_default())
+                    .filter(|subscription| subscription["stream"] == "events")
+                    .flat_map(|subscription| {
+                        subscription["shards"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .filter(|shard| shard["owner"] == status["owner"]);
+                owners.extend(
+                    held.map(|shard| (shard["shard_id"].to_string(), status["owner"].to_string())),
+                );
+            }
+            owners.sort();
+            match &last {
+                Some((before, since)) if *before == owners => {
+                    (since.elapsed() >= quiet).then_some(())
+                }
+                _ => {
+                    last = Some((owners, Instant::now()));
+                    None
+                }
+            }
+        })
+        .await;
+        anyhow::ensure!(
+            settled.is_some(),
+            "the shards of events kept changing hands"
+        );
+        Ok(())
+    }
+
     /// Stops every host gracefully.
     ///
     /// # Errors
@@ -177,11 +222,17 @@ pub async fn put_event(kinesis: &aws_sdk_kinesis::Client, id: u64) -> Result<()>
     Ok(())
 }
 
+/// `host`'s `status --json`.
+async fn status(host: &BinaryHost) -> Option<serde_json::Value> {
+    let (ok, said) = verb(host, &["status", "--json"]).await.ok()?;
+    serde_json::from_str(&said).ok().filter(|_| ok)
+}
+
 /// `acme`'s apps as `host`'s `status --json` shows them.
 pub async fn acme_apps(host: &BinaryHost) -> Option<Vec<serde_json::Value>> {
-    let (ok, said) = verb(host, &["status", "--json"]).await.ok()?;
-    let status: serde_json::Value = serde_json::from_str(&said).ok().filter(|_| ok)?;
-    status["tenants"][0]["apps"].as_array().cloned()
+    status(host).await?["tenants"][0]["apps"]
+        .as_array()
+        .cloned()
 }
 
 /// The content hash of the version `host` runs for `acme`'s `versioned`.

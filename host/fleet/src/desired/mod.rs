@@ -44,7 +44,7 @@ mod table;
 mod tally;
 
 pub use bucket::ComponentBucket;
-pub use state::{AppDesired, AppId, FleetSeek, LiveVersion, Rollout, Shadow};
+pub use state::{AppDesired, AppId, FleetSeek, LiveVersion, Rollout, SeekTarget, Shadow};
 pub use table::{DesiredTable, Snapshot};
 pub use tally::{
     HostReport, HostTally, RolloutCounts, RunningVersion, ShadowTally, rollout_sum, shadow_sum,
@@ -52,6 +52,15 @@ pub use tally::{
 
 /// The desired-state table's name unless `[host] desired_table` says otherwise.
 pub const DESIRED_TABLE: &str = "ruststream.desired";
+
+/// Calls this host made to the fleet's desired-state table, by `operation` (`Scan`,
+/// `GetItem`, `PutItem`): what following the fleet costs at rest and under change.
+pub const DESIRED_STATE_CALLS: &str = "ruststream_desired_state_calls_total";
+
+/// Counts one call to the desired-state table.
+fn count_call(operation: &'static str) {
+    metrics::counter!(DESIRED_STATE_CALLS, "operation" => operation).increment(1);
+}
 
 /// What failed in the desired-state stores, naming the table or bucket and the app or hash.
 #[derive(Debug, thiserror::Error)]

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::admin::model::SeekPosition;
+use ruststream_runtime::app::StartPosition;
 
 /// A tenant's app: the unit the desired state is kept for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -82,9 +82,44 @@ pub struct Rollout {
 pub struct FleetSeek {
     /// The revision that recorded it: a host carries out each seek once.
     pub id: u64,
-    /// Where to: the tip is recorded as the time of the seek, so every host moves to the
-    /// same place however late it reads it.
-    pub position: SeekPosition,
+    /// Where to.
+    pub position: SeekTarget,
+}
+
+/// Where a recorded seek moves a subscription's shards. There is no "the tip": a seek to the
+/// tip is recorded as the time it was made, so that every host moves to the same place however
+/// late it reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "at", rename_all = "snake_case")]
+pub enum SeekTarget {
+    /// The oldest record each shard still holds.
+    Horizon,
+    /// The first record written at or after `ms` (ms since the epoch).
+    Timestamp {
+        /// Milliseconds since the Unix epoch.
+        ms: u64,
+    },
+    /// One shard, from one record on.
+    Sequence {
+        /// The shard.
+        shard: String,
+        /// The sequence number of the first record to read again.
+        sequence: String,
+    },
+}
+
+impl SeekTarget {
+    /// The position a host's subscription starts its shards at.
+    pub fn start(&self) -> StartPosition {
+        match self {
+            Self::Horizon => StartPosition::Horizon,
+            Self::Timestamp { ms } => StartPosition::AtTimestamp(*ms),
+            Self::Sequence { shard, sequence } => StartPosition::AtSequence {
+                shard_id: shard.clone(),
+                sequence_number: sequence.clone(),
+            },
+        }
+    }
 }
 
 /// What every host should run of one app.

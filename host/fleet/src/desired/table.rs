@@ -11,8 +11,7 @@ use aws_sdk_dynamodb::types::{
 };
 use ruststream_runtime::clock::{Clock as _, SystemClock};
 
-use super::{AppDesired, AppId, DesiredError, HostReport, HostTally};
-use crate::metrics::desired_state_call;
+use super::{AppDesired, AppId, DesiredError, HostReport, HostTally, count_call};
 
 /// The item's key: `tenant/app`.
 const KEY: &str = "app";
@@ -113,7 +112,7 @@ impl DesiredTable {
     /// When DynamoDB fails, or the item cannot be read ([`DesiredError::Unreadable`]).
     pub async fn get(&self, app: &AppId) -> Result<Option<AppDesired>, DesiredError> {
         let key = app.key();
-        desired_state_call("GetItem");
+        count_call("GetItem");
         let got = (self.client.get_item())
             .table_name(&self.table)
             .key(KEY, AttributeValue::S(key.clone()))
@@ -144,7 +143,7 @@ impl DesiredTable {
         let mut judge = None;
         let mut start = None;
         loop {
-            desired_state_call("Scan");
+            count_call("Scan");
             let page = (self.client.scan())
                 .table_name(&self.table)
                 .consistent_read(true)
@@ -212,7 +211,7 @@ impl DesiredTable {
         value: &impl serde::Serialize,
     ) -> Result<(), DesiredError> {
         let json = serde_json::to_string(value).map_err(|e| self.backend("PutItem", key, e))?;
-        desired_state_call("PutItem");
+        count_call("PutItem");
         (self.client.put_item())
             .table_name(&self.table)
             .item(KEY, AttributeValue::S(key.to_owned()))
@@ -244,7 +243,7 @@ impl DesiredTable {
             .expression_attribute_names("#expires", EXPIRES)
             .expression_attribute_values(":owner", AttributeValue::S(owner.to_owned()))
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()));
-        desired_state_call("PutItem");
+        count_call("PutItem");
         match put.send().await {
             Ok(_) => Ok(true),
             Err(error)
@@ -307,7 +306,7 @@ impl DesiredTable {
                 .expression_attribute_names("#revision", REVISION)
                 .expression_attribute_values(":seen", AttributeValue::N(base.revision.to_string()))
         };
-        desired_state_call("PutItem");
+        count_call("PutItem");
         match put.send().await {
             Ok(_) => Ok(next),
             Err(error)

@@ -11,14 +11,13 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use ruststream_runtime::clock::{Clock as _, SystemClock};
-
 use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 
 use ruststream_host::runner::SeekError;
 
 use super::Fleet;
-use super::control::{PAUSED_BY_OPERATOR, start_position};
+use super::control::PAUSED_BY_OPERATOR;
 use super::deploys::{FleetDeploys, POLL_INTERVAL, REPORT_EVERY, seek_key};
 use crate::desired::{AppDesired, DesiredError, HostReport, RunningVersion};
 
@@ -187,8 +186,7 @@ impl Fleet {
                     continue;
                 };
                 lock(&shared.seeks_done).insert(key);
-                let position = start_position(seek.position.clone());
-                match app.seek(subscriber, position).await {
+                match app.seek(subscriber, seek.position.start()).await {
                     Ok(moved) => {
                         tracing::info!(app = %state.app, subscriber, position = ?seek.position,
                         ?moved, revision = seek.id, "the fleet's seek carried out here")

@@ -27,7 +27,7 @@ use crate::admin::model::{
 };
 use crate::desired::{
     AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, FleetSeek, HostReport,
-    HostTally, LiveVersion, RunningVersion, Shadow, Snapshot, rollout_sum, shadow_sum,
+    HostTally, LiveVersion, RunningVersion, SeekTarget, Shadow, Snapshot, rollout_sum, shadow_sum,
 };
 use ruststream_host::runner::SeekError;
 
@@ -611,11 +611,16 @@ impl Fleet {
     ) -> Result<Vec<String>, ControlError> {
         let running = self.app(tenant, app)?;
         let shared = self.inner.deploys.get();
-        let recorded = match (&position, shared) {
-            (SeekPosition::Latest, Some(_)) => SeekPosition::Timestamp {
+        let recorded = match &position {
+            SeekPosition::Horizon => SeekTarget::Horizon,
+            SeekPosition::Latest => SeekTarget::Timestamp {
                 ms: SystemClock.now_ms(),
             },
-            _ => position.clone(),
+            SeekPosition::Timestamp { ms } => SeekTarget::Timestamp { ms: *ms },
+            SeekPosition::Sequence { shard, sequence } => SeekTarget::Sequence {
+                shard: shard.clone(),
+                sequence: sequence.clone(),
+            },
         };
         let moved = match running.seek(subscriber, start_position(position)).await {
             Ok(moved) => moved,

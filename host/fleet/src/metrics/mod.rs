@@ -64,19 +64,10 @@ pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
     ruststream_runtime::metrics::describe();
     ruststream_host::metrics::describe();
     ::metrics::describe_counter!(
-        DESIRED_STATE_CALLS,
+        crate::desired::DESIRED_STATE_CALLS,
         "Calls this host made to the fleet's desired-state table, by operation."
     );
     Ok(handle)
-}
-
-/// Calls this host made to the fleet's desired-state table, by `operation` (`Scan`,
-/// `GetItem`, `PutItem`): what following the fleet costs at rest and under change.
-pub const DESIRED_STATE_CALLS: &str = "ruststream_desired_state_calls_total";
-
-/// Counts one call to the desired-state table.
-pub(crate) fn desired_state_call(operation: &'static str) {
-    ::metrics::counter!(DESIRED_STATE_CALLS, "operation" => operation).increment(1);
 }
 
 #[derive(Clone)]

@@ -511,12 +511,15 @@ fn times_handled(hosts: &[BinaryHost]) -> BTreeMap<u64, usize> {
 
 /// A seek through one host moves the shards other hosts hold: a sequence on a shard host `a`
 /// does not hold is carried out by its holder, and a seek to the horizon through `c` is
-/// carried out by every host on the shards it holds, each record read again once.
+/// carried out by every host on the shards it holds, each record read again. The seeks come
+/// once balancing is done: a shard handed over in the poll after a seek keeps its checkpoint
+/// (docs/operating.md, left open).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seek_through_one_host_moves_the_shards_every_host_holds() -> anyhow::Result<()> {
     let fleet = FleetOf::start("fleet-seek", &["a", "b", "c"], Deploys::Fleet).await?;
     let hosts = &fleet.hosts;
     fleet.every_shard_read().await?;
+    fleet.owners_settled(Duration::from_secs(12)).await?;
     for id in 0..6u64 {
         put_event(fleet.fixture.client(), id).await?;
     }
