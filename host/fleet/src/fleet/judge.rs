@@ -1,9 +1,9 @@
 //! The fleet's rollout judge. With fleet deploys, no host acts on its own verdict: each
 //! writes its counts of the rollout (and of a shadow) beside the app's desired state while
-//! one is under way, and the one host holding the judge's lease (an item of the desired-state
-//! table, renewed while a rollout is recorded, taken over when it lapses) sums every host's counts of the new
-//! version and records the verdict once: kept, or the version it replaced live again, which
-//! every host then runs.
+//! one is under way, and the one host holding the judge's lease (an item of the
+//! desired-state table, renewed while a rollout is recorded, taken over when it lapses) sums
+//! every host's counts of the new version and records the verdict once: kept, or the version
+//! it replaced live again, which every host then runs.
 
 use std::time::Duration;
 
