@@ -105,6 +105,21 @@ impl FleetDeploys {
 }
 
 impl FleetDeploys {
+    /// Records a change of `app` as [`DesiredTable::change`] does, and keeps what was recorded
+    /// as what was last read of it, so that this host's status shows the change it made at
+    /// once, not at its next poll.
+    pub(super) async fn change(
+        &self,
+        app: &AppId,
+        seen: Option<u64>,
+        change: impl FnOnce(&mut AppDesired),
+    ) -> Result<AppDesired, DesiredError> {
+        let recorded = self.table.change(app, seen, &self.owner, change).await?;
+        let key = (recorded.app.tenant.clone(), recorded.component.clone());
+        lock(&self.read).apps.insert(key, recorded.clone());
+        Ok(recorded)
+    }
+
     /// Reads every app's desired state, and keeps it as what was last read.
     pub(super) async fn read(&self) -> Result<Snapshot, DesiredError> {
         let snapshot = self.table.read().await?;
@@ -270,8 +285,7 @@ impl Fleet {
         // judge has a version to return every host to.
         let replaced = self.replaced_version(shared, &app).await?;
         let recorded = shared
-            .table
-            .change(&app, None, &shared.owner, |state| {
+            .change(&app, None, |state| {
                 state.component = component.to_owned();
                 if state.live.is_none()
                     && let Some(replaced) = &replaced
@@ -322,7 +336,7 @@ impl Fleet {
             shared.bucket.put(&bytes).await.map_err(|e| one_line(&e))?;
             let app = AppId::new(&done.tenant, &done.app);
             let live = LiveVersion::new(&done.content_hash, &done.version);
-            let change = shared.table.change(&app, None, &shared.owner, |state| {
+            let change = shared.change(&app, None, |state| {
                 state.component = done.component.clone();
                 state.go_live(live, shared.keep);
                 state.rollout = None;
@@ -354,9 +368,7 @@ impl Fleet {
             return Ok(done);
         };
         let app = AppId::new(tenant, &done.app);
-        let change = shared
-            .table
-            .change(&app, None, &shared.owner, AppDesired::undeploy);
+        let change = shared.change(&app, None, AppDesired::undeploy);
         let recorded = change.await.map_err(not_recorded)?;
         tracing::info!(tenant, app = %done.app, component, revision = recorded.revision,
             "undeploy recorded for the fleet");
@@ -576,7 +588,7 @@ impl Fleet {
                 (self.kept_bytes(&current.content_hash).await).map_err(ControlError::State)?;
             shared.bucket.put(&bytes).await.map_err(not_recorded)?;
         }
-        let recorded = shared.table.change(&app, None, &shared.owner, |state| {
+        let recorded = shared.change(&app, None, |state| {
             if state.revision == 0 {
                 state.component = component.to_owned();
                 if let Some(current) = &current {

@@ -150,18 +150,16 @@ impl Fleet {
             let change = match &verdict {
                 Verdict::Pending => continue,
                 Verdict::Keep => {
-                    (shared.table)
-                        .change(&state.app, Some(state.revision), &shared.owner, |state| {
-                            state.rollout = None;
-                        })
-                        .await
+                    let kept = |state: &mut AppDesired| state.rollout = None;
+                    shared.change(&state.app, Some(state.revision), kept).await
                 }
                 Verdict::RollBack(_) => {
-                    (shared.table)
-                        .change(&state.app, Some(state.revision), &shared.owner, |state| {
-                            state.go_live(from.clone(), keep);
-                            state.rollout = None;
-                        })
+                    let rolled_back = |state: &mut AppDesired| {
+                        state.go_live(from.clone(), keep);
+                        state.rollout = None;
+                    };
+                    shared
+                        .change(&state.app, Some(state.revision), rolled_back)
                         .await
                 }
             };
