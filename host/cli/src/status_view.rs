@@ -427,23 +427,32 @@ pub(crate) fn render_versions(list: &AppVersionList, now_ms: u64) -> String {
         &mut out,
         0,
         format_args!(
-            "{}/{}: {count} version(s) kept",
+            "{}/{}: {count} version(s) kept {}",
             text(&list.tenant),
-            text(&list.app)
+            text(&list.app),
+            if list.fleet {
+                "by the fleet (every host alike)"
+            } else {
+                "by this host"
+            }
         ),
     );
     for kept in &list.versions {
         let live = if kept.live { "  live" } else { "" };
+        // A version the fleet recorded before it recorded when, and never live here.
+        let when = match kept.at_ms {
+            0 => "at an unrecorded time".to_owned(),
+            at_ms => format!("{} ago", age(now_ms, at_ms)),
+        };
         line(
             &mut out,
             1,
             format_args!(
-                "{} {} ({}) {} {} ago{live}",
+                "{} {} ({}) {} {when}{live}",
                 short_hash(&kept.content_hash),
                 text(&kept.version),
                 text(&kept.component),
                 kept.came_by.word(),
-                age(now_ms, kept.at_ms)
             ),
         );
     }
@@ -671,14 +680,31 @@ tenant acme (paused: quarantined: 3 traps)
                     false,
                 ),
             ],
+            fleet: false,
         };
         let expected = "\
-acme/ledger: 3 version(s) kept
+acme/ledger: 3 version(s) kept by this host
   #aaaabbbbcccc 1.0.0 (ledger) rollback 1s ago  live
   #111122223333 2.0.0 (ledger) upload 5s ago
   #aaaabbbbcccc 1\\u{1b} (ledger) file 9s ago
 ";
         assert_eq!(render_versions(&list, 10_000), expected);
+        let fleet = AppVersionList {
+            versions: vec![kept(
+                "1111222233334444",
+                "2.0.0",
+                0,
+                VersionOrigin::Upload,
+                true,
+            )],
+            fleet: true,
+            ..list
+        };
+        assert_eq!(
+            render_versions(&fleet, 10_000),
+            "acme/ledger: 1 version(s) kept by the fleet (every host alike)\n  \
+             #111122223333 2.0.0 (ledger) upload at an unrecorded time  live\n"
+        );
     }
 
     #[test]

@@ -75,6 +75,7 @@ macro_rules! contract {
 
 contract!(
     a_free_lease_is_taken_once_and_again_by_its_owner,
+    a_seek_mark_is_stored_with_its_checkpoint_and_outlives_checkpoints,
     a_takeover_needs_the_counter_it_observed,
     a_fenced_holder_writes_nothing,
     every_write_bumps_the_counter_and_sets_an_expiry,
@@ -376,8 +377,12 @@ async fn a_seeded_checkpoint_never_overwrites_one(backend: Backend) -> Result<()
     let store = backend.store().await?;
     let store = store.as_ref();
     let key = key();
-    assert!(store.seed_checkpoint(&key, "TRIM_HORIZON").await?);
-    assert!(!store.seed_checkpoint(&key, "AT_TIMESTAMP:5").await?);
+    assert!(store.seed_checkpoint(&key, "TRIM_HORIZON", None).await?);
+    assert!(
+        !store
+            .seed_checkpoint(&key, "AT_TIMESTAMP:5", Some(9))
+            .await?
+    );
     let seeded = row(store, &key).await?;
     assert_eq!(
         (seeded.owner, seeded.counter),
@@ -389,9 +394,68 @@ async fn a_seeded_checkpoint_never_overwrites_one(backend: Backend) -> Result<()
     assert_eq!(a.checkpoint.as_deref(), Some("TRIM_HORIZON"));
     assert!(store.checkpoint(&mut a, "11", TTL).await?);
     // On a held row with a checkpoint: refused, and the holder's token still holds.
-    assert!(!store.seed_checkpoint(&key, "TRIM_HORIZON").await?);
+    assert!(!store.seed_checkpoint(&key, "TRIM_HORIZON", None).await?);
     assert!(store.renew(&mut a, TTL).await?.held);
-    assert_eq!(row(store, &key).await?.checkpoint.as_deref(), Some("11"));
+    let kept = row(store, &key).await?;
+    assert_eq!(kept.checkpoint.as_deref(), Some("11"));
+    assert_eq!(kept.seek_mark, None, "a refused seed marks nothing");
+    Ok(())
+}
+
+async fn a_seek_mark_is_stored_with_its_checkpoint_and_outlives_checkpoints(
+    backend: Backend,
+) -> Result<()> {
+    let store = backend.store().await?;
+    let store = store.as_ref();
+    let key = key();
+    let mut a = take(store, &key, "a", Claim::Free).await?.context("free")?;
+    assert_eq!(a.seek_mark, None);
+    assert!(store.checkpoint(&mut a, "11", TTL).await?);
+    assert!(store.mark_seek(&mut a, "TRIM_HORIZON", 1_700, TTL).await?);
+    assert_eq!(a.seek_mark, Some(1_700), "the holder knows its mark");
+    assert!(store.checkpoint(&mut a, "12", TTL).await?);
+    let stored = row(store, &key).await?;
+    assert_eq!(
+        (stored.checkpoint.as_deref(), stored.seek_mark),
+        (Some("12"), Some(1_700)),
+        "a checkpoint write keeps the mark"
+    );
+
+    // Fenced: a holder whose lease was taken over marks nothing.
+    let mut b = take(store, &key, "b", Claim::Observed(stored.counter))
+        .await?
+        .context("taken over")?;
+    assert_eq!(
+        (b.checkpoint.as_deref(), b.seek_mark),
+        (Some("12"), Some(1_700)),
+        "the next holder reads the mark back"
+    );
+    assert!(!store.mark_seek(&mut a, "TRIM_HORIZON", 1_800, TTL).await?);
+    assert_eq!(row(store, &key).await?.seek_mark, Some(1_700));
+    assert!(
+        store
+            .mark_seek(&mut b, "AT_TIMESTAMP:5", 1_800, TTL)
+            .await?
+    );
+    assert!(store.release(b).await?);
+    let after = row(store, &key).await?;
+    assert_eq!(
+        (after.checkpoint.as_deref(), after.seek_mark),
+        (Some("AT_TIMESTAMP:5"), Some(1_800)),
+        "a release keeps both"
+    );
+
+    // A child seeded by a parent that carried a seek out counts it carried out.
+    let child = LeaseKey::new("ledger", "shardId-000000000009");
+    assert!(
+        store
+            .seed_checkpoint(&child, "TRIM_HORIZON", Some(1_800))
+            .await?
+    );
+    let c = take(store, &child, "c", Claim::Free)
+        .await?
+        .context("free")?;
+    assert_eq!(c.seek_mark, Some(1_800));
     Ok(())
 }
 

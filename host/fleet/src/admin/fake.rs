@@ -210,6 +210,7 @@ impl Control for FakeControl {
                 kept("0.1.0", 2_000, VersionOrigin::File, false),
                 kept("0.0.9", 1_000, VersionOrigin::File, false),
             ],
+            fleet: false,
         })
     }
 }

@@ -224,6 +224,10 @@ pub struct AppVersionList {
     pub app: String,
     /// The kept versions, the one that went live last first.
     pub versions: Vec<KeptVersion>,
+    /// Whether they are the fleet's (its desired state, alike on every host) rather than
+    /// this host's state directory's.
+    #[serde(default)]
+    pub fleet: bool,
 }
 
 /// One kept version of an app.

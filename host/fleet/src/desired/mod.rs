@@ -44,7 +44,7 @@ mod table;
 mod tally;
 
 pub use bucket::ComponentBucket;
-pub use state::{AppDesired, AppId, FleetSeek, LiveVersion, Rollout, SeekTarget, Shadow};
+pub use state::{AppDesired, AppId, Came, FleetSeek, LiveVersion, Rollout, SeekTarget, Shadow};
 pub use table::{DesiredTable, Snapshot};
 pub use tally::{
     HostReport, HostTally, RolloutCounts, RunningVersion, ShadowTally, rollout_sum, shadow_sum,

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::state::versions::VersionOrigin;
 use ruststream_runtime::app::StartPosition;
 
 /// A tenant's app: the unit the desired state is kept for.
@@ -44,6 +45,9 @@ pub struct LiveVersion {
     pub hash: String,
     /// The version its component declares.
     pub version: String,
+    /// How it last went live for the fleet, and when; none when not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub came: Option<Came>,
 }
 
 impl LiveVersion {
@@ -52,8 +56,26 @@ impl LiveVersion {
         Self {
             hash: hash.into(),
             version: version.into(),
+            came: None,
         }
     }
+
+    /// The same version, going live `by` a deploy, a rollback or a file at `at_ms`.
+    pub fn came(self, by: VersionOrigin, at_ms: u64) -> Self {
+        Self {
+            came: Some(Came { by, at_ms }),
+            ..self
+        }
+    }
+}
+
+/// How a version last went live for the fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Came {
+    /// A deploy, a rollback, or the tenants file the hosts started with.
+    pub by: VersionOrigin,
+    /// When (ms since the epoch).
+    pub at_ms: u64,
 }
 
 /// A version run beside the live one on a sample of the records, its outcomes compared.
@@ -80,7 +102,9 @@ pub struct Rollout {
 /// A seek of one subscriber, for every host to carry out on the shards it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetSeek {
-    /// The revision that recorded it: a host carries out each seek once.
+    /// Its id, which only grows ([`AppDesired::next_seek_id`]): each shard's lease row keeps
+    /// the id of the last seek that moved it, so that a seek moves each shard once, whichever
+    /// host holds it when.
     pub id: u64,
     /// Where to.
     pub position: SeekTarget,
@@ -154,6 +178,14 @@ pub struct AppDesired {
 }
 
 impl AppDesired {
+    /// The id of a seek recorded now (`now_ms`, ms since the epoch): above every seek the app
+    /// records. The time, not the revision, so that ids keep growing should the desired
+    /// state be recreated while the lease rows keep the marks of earlier seeks.
+    pub fn next_seek_id(&self, now_ms: u64) -> u64 {
+        let last = self.seeks.values().map(|seek| seek.id).max();
+        last.map_or(0, |id| id.saturating_add(1)).max(now_ms)
+    }
+
     /// Nothing recorded yet for `app`.
     pub fn new(app: AppId) -> Self {
         Self {

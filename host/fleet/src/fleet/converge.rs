@@ -14,8 +14,6 @@ use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 
-use ruststream_host::runner::SeekError;
-
 use super::Fleet;
 use super::control::PAUSED_BY_OPERATOR;
 use super::deploys::{FleetDeploys, POLL_INTERVAL, REPORT_EVERY, seek_key};
@@ -173,8 +171,9 @@ impl Fleet {
     }
 
     /// Carries out each seek recorded since this host started that it has not yet: on the
-    /// shards it holds of the subscription (a sequence seek of a shard it does not hold is its
-    /// holder's). Each seek is tried once.
+    /// shards it holds of the subscription that no host moved for it yet (their lease rows
+    /// say), and on those it takes later. A sequence seek of a shard it does not hold is its
+    /// holder's. Each seek is given to the app once.
     async fn converge_seeks(&self, shared: &FleetDeploys, states: &[AppDesired]) {
         for state in states {
             for (subscriber, seek) in &state.seeks {
@@ -186,12 +185,14 @@ impl Fleet {
                     continue;
                 };
                 lock(&shared.seeks_done).insert(key);
-                match app.seek(subscriber, seek.position.start()).await {
+                match app
+                    .seek_marked(subscriber, seek.position.start(), seek.id)
+                    .await
+                {
                     Ok(moved) => {
                         tracing::info!(app = %state.app, subscriber, position = ?seek.position,
-                        ?moved, revision = seek.id, "the fleet's seek carried out here")
+                        ?moved, mark = seek.id, "the fleet's seek carried out here")
                     }
-                    Err(SeekError::NotOwned { .. }) => {}
                     Err(error) => tracing::error!(app = %state.app, subscriber,
                         position = ?seek.position, error = %one_line(&error),
                         "cannot carry out the fleet's seek here"),

@@ -10,6 +10,7 @@
 //! file's, and does not start an app the fleet undeployed.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -118,6 +119,14 @@ impl FleetDeploys {
         let key = (recorded.app.tenant.clone(), recorded.component.clone());
         lock(&self.read).apps.insert(key, recorded.clone());
         Ok(recorded)
+    }
+
+    /// What was last read (or recorded here) of `app` of `tenant`.
+    pub(super) fn recorded(&self, tenant: &str, app: &str) -> Option<AppDesired> {
+        let read = lock(&self.read);
+        (read.apps.values())
+            .find(|state| state.app.tenant == tenant && state.app.app == app)
+            .cloned()
     }
 
     /// Reads every app's desired state, and keeps it as what was last read.
@@ -279,7 +288,8 @@ impl Fleet {
         let done = self.deploy(tenant, component, wasm.clone()).await?;
         shared.bucket.put(&wasm).await.map_err(not_recorded)?;
         let app = AppId::new(tenant, &done.app);
-        let live = LiveVersion::new(&done.content_hash, &done.version);
+        let live = LiveVersion::new(&done.content_hash, &done.version)
+            .came(VersionOrigin::Upload, SystemClock.now_ms());
         // The first deploy the fleet records of an app replaces what the hosts started with
         // (the tenants file's): recorded as live before it, bytes stored, so that the fleet's
         // judge has a version to return every host to.
@@ -317,10 +327,8 @@ impl Fleet {
         };
         let bytes = (self.kept_bytes(&previous.content_hash).await).map_err(ControlError::State)?;
         shared.bucket.put(&bytes).await.map_err(not_recorded)?;
-        Ok(Some(LiveVersion::new(
-            &previous.content_hash,
-            &previous.version,
-        )))
+        let live = LiveVersion::new(&previous.content_hash, &previous.version);
+        Ok(Some(self.as_it_came_here(&app.tenant, &app.app, live)))
     }
 
     /// Records, when deploys are the fleet's, that app `done.app` of `done.tenant` returned to
@@ -335,7 +343,8 @@ impl Fleet {
             let bytes = self.kept_bytes(&done.content_hash).await?;
             shared.bucket.put(&bytes).await.map_err(|e| one_line(&e))?;
             let app = AppId::new(&done.tenant, &done.app);
-            let live = LiveVersion::new(&done.content_hash, &done.version);
+            let live = LiveVersion::new(&done.content_hash, &done.version)
+                .came(VersionOrigin::Rollback, SystemClock.now_ms());
             let change = shared.change(&app, None, |state| {
                 state.component = done.component.clone();
                 state.go_live(live, shared.keep);
@@ -520,7 +529,8 @@ impl Fleet {
         let Some(shared) = self.inner.deploys.get() else {
             return Ok(done);
         };
-        let live = LiveVersion::new(&done.content_hash, &done.version);
+        let live = LiveVersion::new(&done.content_hash, &done.version)
+            .came(VersionOrigin::Upload, SystemClock.now_ms());
         self.change_app_for_fleet(shared, tenant, &done.component, |state| {
             state.begin_rollout(live.clone(), shared.keep, SystemClock.now_ms());
         })
@@ -572,6 +582,10 @@ impl Fleet {
             let run = tenants.get(tenant)?.components.get(component)?;
             Some((run.app.name().to_owned(), run.app.versions().current))
         });
+        let current_live = running.as_ref().map(|(app, current)| {
+            let live = LiveVersion::new(&current.content_hash, &current.version);
+            self.as_it_came_here(tenant, app, live)
+        });
         let recorded = (lock(&shared.read).apps)
             .get(&(tenant.to_owned(), component.to_owned()))
             .map(|state| state.app.clone());
@@ -591,9 +605,8 @@ impl Fleet {
         let recorded = shared.change(&app, None, |state| {
             if state.revision == 0 {
                 state.component = component.to_owned();
-                if let Some(current) = &current {
-                    let live = LiveVersion::new(&current.content_hash, &current.version);
-                    state.go_live(live, shared.keep);
+                if let Some(live) = &current_live {
+                    state.go_live(live.clone(), shared.keep);
                 }
             }
             change(state);
@@ -605,15 +618,17 @@ impl Fleet {
         Ok(recorded.revision)
     }
 
-    /// Moves `subscriber` of `tenant`'s `app` to `position` on the shards this host holds
-    /// and, when deploys are the fleet's, records the seek for every host to carry out on the
-    /// shards it holds (the tip recorded as now, so that every host moves to the same place).
-    /// A sequence on a shard another host holds is then not refused here: its holder moves
-    /// it. Returns the shards moved here.
+    /// Moves `subscriber` of `tenant`'s `app` to `position`. When deploys are the fleet's,
+    /// the seek is recorded first (the tip as the time now, so that every host moves to the
+    /// same place), then carried out here; every host carries it out at its next poll, and
+    /// each shard moves once (its lease row keeps the seek's id): also one handed over
+    /// between two hosts' polls, or left by a host that died before it polled. A sequence on
+    /// a shard another host holds is then not refused: its holder moves it. Returns the
+    /// shards moved here.
     ///
     /// # Errors
-    /// The subscriber is unknown, a shard cannot reopen, or (on one host) the shard is not
-    /// held here; [`ControlError::Desired`] when the seek cannot be recorded.
+    /// The subscriber is unknown, a shard cannot reopen here, or (on one host) the shard is
+    /// not held here; [`ControlError::Desired`] when the seek cannot be recorded.
     pub(crate) async fn seek_for_fleet(
         &self,
         tenant: &str,
@@ -622,43 +637,52 @@ impl Fleet {
         position: SeekPosition,
     ) -> Result<Vec<String>, ControlError> {
         let running = self.app(tenant, app)?;
-        let shared = self.inner.deploys.get();
-        let recorded = match &position {
+        let refused = |error| seek_refused(tenant, app, subscriber, error);
+        let fleet = self.inner.deploys.get().and_then(|shared| {
+            let component = self.component_of(tenant, &running)?;
+            Some((shared, component))
+        });
+        let Some((shared, component)) = fleet else {
+            let moved = running.seek(subscriber, start_position(position)).await;
+            return moved.map_err(refused);
+        };
+        if !running.has_subscriber(subscriber) {
+            return Err(refused(SeekError::UnknownSubscriber(subscriber.to_owned())));
+        }
+        let recorded = match position {
             SeekPosition::Horizon => SeekTarget::Horizon,
             SeekPosition::Latest => SeekTarget::Timestamp {
                 ms: SystemClock.now_ms(),
             },
-            SeekPosition::Timestamp { ms } => SeekTarget::Timestamp { ms: *ms },
-            SeekPosition::Sequence { shard, sequence } => SeekTarget::Sequence {
-                shard: shard.clone(),
-                sequence: sequence.clone(),
-            },
+            SeekPosition::Timestamp { ms } => SeekTarget::Timestamp { ms },
+            SeekPosition::Sequence { shard, sequence } => SeekTarget::Sequence { shard, sequence },
         };
-        let moved = match running.seek(subscriber, start_position(position)).await {
-            Ok(moved) => moved,
-            Err(SeekError::NotOwned { .. }) if shared.is_some() => Vec::new(),
-            Err(error) => return Err(seek_refused(tenant, app, subscriber, error)),
-        };
-        let Some(shared) = shared else {
-            return Ok(moved);
-        };
-        let Some(component) = self.component_of(tenant, &running) else {
-            return Ok(moved);
-        };
-        let app = AppId::new(tenant, app);
+        let app_id = AppId::new(tenant, app);
+        let id = AtomicU64::new(0);
         self.change_app_for_fleet(shared, tenant, &component, |state| {
-            let id = state.revision + 1;
-            // Carried out here already: marked before it is recorded, so that this host's
-            // next poll cannot carry it out a second time.
-            lock(&shared.seeks_done).insert(seek_key(&app, subscriber, id));
+            let next = state.next_seek_id(SystemClock.now_ms());
+            id.store(next, Ordering::Relaxed);
+            // Carried out here next: marked before it is recorded, so that this host's poll
+            // does not carry it out too.
+            lock(&shared.seeks_done).insert(seek_key(&app_id, subscriber, next));
             let seek = FleetSeek {
-                id,
+                id: next,
                 position: recorded.clone(),
             };
             state.seeks.insert(subscriber.to_owned(), seek);
         })
         .await?;
-        Ok(moved)
+        let id = id.load(Ordering::Relaxed);
+        running
+            .seek_marked(subscriber, recorded.start(), id)
+            .await
+            .map_err(|error| {
+                ControlError::Seek(format!(
+                    "recorded for the fleet (every host moves the shards it holds), but not \
+                     carried out here: {}",
+                    one_line(&error)
+                ))
+            })
     }
 }
 

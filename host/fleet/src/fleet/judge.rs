@@ -14,6 +14,7 @@ use ruststream_runtime::sync::lock;
 
 use super::Fleet;
 use super::deploys::FleetDeploys;
+use crate::admin::model::VersionOrigin;
 use crate::desired::{
     AppDesired, HostTally, LiveVersion, RolloutCounts, ShadowTally, Snapshot, rollout_sum,
 };
@@ -145,7 +146,8 @@ impl Fleet {
             let from = (state.kept.iter())
                 .find(|kept| kept.hash == rollout.from)
                 .cloned()
-                .unwrap_or_else(|| LiveVersion::new(&rollout.from, ""));
+                .unwrap_or_else(|| LiveVersion::new(&rollout.from, ""))
+                .came(VersionOrigin::Rollback, SystemClock.now_ms());
             let keep = shared.keep;
             let change = match &verdict {
                 Verdict::Pending => continue,

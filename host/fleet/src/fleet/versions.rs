@@ -10,6 +10,7 @@ use ruststream_runtime::{LoadedComponent, Tenant, escape::one_line, log::LogSink
 use super::{Fleet, Source, deployed};
 use crate::admin::control::ControlError;
 use crate::admin::model::{AppVersionList, Deployed, KeptVersion, Undeployed, VersionOrigin};
+use crate::desired::{AppDesired, LiveVersion};
 use crate::state::versions::{AppRecord, Pick, VersionStore, WentLive};
 
 impl Fleet {
@@ -251,7 +252,10 @@ impl Fleet {
         Ok(done)
     }
 
-    /// Returns app `app` of `tenant` to its kept version whose hash starts with `to`.
+    /// Returns app `app` of `tenant` to its kept version whose hash starts with `to`: one the
+    /// fleet keeps when deploys are the fleet's and it records the app (its bytes from this
+    /// host's state directory, else from the component bucket, then kept here), else one
+    /// this host's state directory keeps.
     ///
     /// # Errors
     /// When the tenant or app is unknown, no kept version (or several) matches `to`, it is
@@ -264,8 +268,7 @@ impl Fleet {
     ) -> Result<Deployed, ControlError> {
         let _one_at_a_time = self.inner.reloading.lock().await;
         let running = self.app(tenant, app)?;
-        let record = self.record(tenant, app)?;
-        let kept = VersionStore::pick(&record, to).map_err(|pick| match pick {
+        let picked = |pick| match pick {
             Pick::None => ControlError::UnknownVersion {
                 tenant: tenant.to_owned(),
                 app: app.to_owned(),
@@ -275,19 +278,44 @@ impl Fleet {
                 prefix: to.to_owned(),
                 hashes,
             },
-        })?;
+        };
+        let fleet = (self.inner.deploys.get()).and_then(|shared| {
+            let state = shared
+                .recorded(tenant, app)
+                .filter(|s| !s.kept.is_empty())?;
+            Some((shared, state))
+        });
+        let hash = match &fleet {
+            Some((_, state)) => {
+                let kept = state.kept.iter().map(|kept| kept.hash.as_str());
+                VersionStore::pick_hash(kept, to).map_err(picked)?
+            }
+            None => {
+                let record = self.record(tenant, app)?;
+                VersionStore::pick(&record, to).map_err(picked)?.hash
+            }
+        };
         let current = running.versions().current;
-        if kept.hash == current.content_hash {
+        if hash == current.content_hash {
             return Err(ControlError::AlreadyLive {
                 tenant: tenant.to_owned(),
                 app: app.to_owned(),
-                hash: kept.hash,
+                hash,
             });
         }
-        let bytes = self
-            .kept_bytes(&kept.hash)
-            .await
-            .map_err(ControlError::State)?;
+        let (bytes, fetched) = match (self.kept_bytes(&hash).await, &fleet) {
+            (Ok(bytes), _) => (bytes, None),
+            (Err(_), Some((shared, _))) => {
+                let bytes = shared.bucket.get(&hash).await.map_err(|error| {
+                    ControlError::State(format!(
+                        "kept version {hash} of the fleet: {}",
+                        one_line(&error)
+                    ))
+                })?;
+                (bytes.clone(), Some(bytes))
+            }
+            (Err(error), None) => return Err(ControlError::State(error)),
+        };
         let (run, operator) = self
             .with_tenants(|t| {
                 t.get(tenant)
@@ -301,7 +329,7 @@ impl Fleet {
         let loaded = LoadedComponent::from_bytes(runtime, &name, bytes, run.policy(), &log).await;
         let component = loaded.map_err(|e| self.refuse(tenant, &name, one_line(&e), None))?;
         let settings = operator.for_subscriptions(&component.app().subscriptions);
-        let reason = format!("asked by an operator (to {})", kept.hash);
+        let reason = format!("asked by an operator (to {hash})");
         running
             .roll_back_to(component, settings, &reason)
             .map_err(|e| self.refuse(tenant, &name, one_line(&e), None))?;
@@ -311,7 +339,7 @@ impl Fleet {
             file_hash: None,
             upload_only: None,
         };
-        self.record_live(&done, None, &source).await;
+        self.record_live(&done, fetched, &source).await;
         Ok(done)
     }
 
@@ -366,7 +394,9 @@ impl Fleet {
         Ok(undeployed)
     }
 
-    /// The versions kept of `app` of `tenant`, the one that went live last first.
+    /// The versions kept of `app` of `tenant`, the one that went live last first: the
+    /// fleet's, as its desired state recorded them at this host's last poll, when deploys are
+    /// the fleet's and it records the app; else this host's state directory's.
     ///
     /// # Errors
     /// When the tenant is not configured, no version of the app is kept, or its record cannot
@@ -374,6 +404,10 @@ impl Fleet {
     pub(crate) fn versions(&self, tenant: &str, app: &str) -> Result<AppVersionList, ControlError> {
         if !self.with_tenants(|t| t.contains_key(tenant)) {
             return Err(ControlError::UnknownTenant(tenant.to_owned()));
+        }
+        let fleet = (self.inner.deploys.get()).and_then(|shared| shared.recorded(tenant, app));
+        if let Some(state) = fleet.filter(|state| !state.kept.is_empty()) {
+            return Ok(self.fleet_versions(&state));
         }
         let record = self.record(tenant, app)?;
         let versions = record
@@ -393,7 +427,54 @@ impl Fleet {
             tenant: tenant.to_owned(),
             app: app.to_owned(),
             versions,
+            fleet: false,
         })
+    }
+
+    /// The fleet's kept versions of `state`'s app. A version recorded before the desired state
+    /// said how it went live shows how it went live here, if it did.
+    fn fleet_versions(&self, state: &AppDesired) -> AppVersionList {
+        let live = state.live.as_ref().map(|live| live.hash.as_str());
+        let versions = (state.kept.iter().rev())
+            .map(|kept| {
+                let came = kept.came.or_else(|| {
+                    let here =
+                        self.as_it_came_here(&state.app.tenant, &state.app.app, kept.clone());
+                    here.came
+                });
+                KeptVersion {
+                    content_hash: kept.hash.clone(),
+                    version: kept.version.clone(),
+                    component: state.component.clone(),
+                    at_ms: came.map_or(0, |came| came.at_ms),
+                    came_by: came.map_or(VersionOrigin::File, |came| came.by),
+                    live: live == Some(kept.hash.as_str()),
+                }
+            })
+            .collect();
+        AppVersionList {
+            tenant: state.app.tenant.clone(),
+            app: state.app.app.clone(),
+            versions,
+            fleet: true,
+        }
+    }
+
+    /// `live`, with how and when it last went live on this host as its state directory
+    /// recorded, if it did (unchanged otherwise).
+    pub(super) fn as_it_came_here(
+        &self,
+        tenant: &str,
+        app: &str,
+        live: LiveVersion,
+    ) -> LiveVersion {
+        let Ok(Some(record)) = self.inner.versions.record(tenant, app) else {
+            return live;
+        };
+        match record.versions.iter().find(|v| v.hash == live.hash) {
+            Some(here) => live.came(here.how, here.at_ms),
+            None => live,
+        }
     }
 
     fn record(&self, tenant: &str, app: &str) -> Result<AppRecord, ControlError> {

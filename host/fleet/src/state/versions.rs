@@ -337,17 +337,26 @@ impl VersionStore {
     /// # Errors
     /// [`Pick::None`] or [`Pick::Several`].
     pub(crate) fn pick(record: &AppRecord, prefix: &str) -> Result<StoredVersion, Pick> {
+        let hashes = record.versions.iter().map(|v| v.hash.as_str());
+        let hash = Self::pick_hash(hashes, prefix)?;
+        let picked = record.versions.iter().find(|v| v.hash == hash);
+        picked.cloned().ok_or(Pick::None)
+    }
+
+    /// The one of `hashes` that starts with `prefix` (a leading `#` and the case ignored).
+    pub(crate) fn pick_hash<'a>(
+        hashes: impl Iterator<Item = &'a str>,
+        prefix: &str,
+    ) -> Result<String, Pick> {
         let prefix = prefix.trim_start_matches('#').to_ascii_lowercase();
-        let matching: Vec<&StoredVersion> = record
-            .versions
-            .iter()
-            .filter(|v| !prefix.is_empty() && v.hash.starts_with(&prefix))
+        let matching: Vec<&str> = hashes
+            .filter(|hash| !prefix.is_empty() && hash.starts_with(&prefix))
             .collect();
         match matching.as_slice() {
             [] => Err(Pick::None),
-            [one] => Ok((*one).clone()),
+            [one] => Ok((*one).to_owned()),
             several => Err(Pick::Several(
-                several.iter().map(|v| v.hash.clone()).collect(),
+                several.iter().map(|hash| (*hash).to_owned()).collect(),
             )),
         }
     }

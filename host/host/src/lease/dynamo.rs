@@ -4,8 +4,9 @@
 //! The table layout is the seed's, so a table written by native RustStream services is
 //! readable (and ours by them): hash key `lease_key` (S, `stream:shard`), attributes
 //! `lease_owner` (S), `lease_expiry` (N, epoch ms), `lease_counter` (N, incremented by every
-//! write) and `checkpoint` (S). One attribute of ours comes on top, `lease_wanted_by` (S): the
-//! host that asked for the lease to be handed over; native services ignore it. Every write is
+//! write) and `checkpoint` (S). Two attributes of ours come on top, which native services
+//! ignore: `lease_wanted_by` (S), the host that asked for the lease to be handed over, and
+//! `lease_seek_mark` (N), the last fleet seek carried out on the shard. Every write is
 //! one conditional `UpdateItem`; the protocol needs no transactions or TTL.
 //!
 //! Presence rows (`#host/<scope>/<owner>`) hold `lease_owner`, `lease_expiry`, `lease_counter`
@@ -38,6 +39,7 @@ const EXPIRY: &str = "lease_expiry";
 const COUNTER: &str = "lease_counter";
 const CHECKPOINT: &str = "checkpoint";
 const WANTED_BY: &str = "lease_wanted_by";
+const SEEK_MARK: &str = "lease_seek_mark";
 const SCOPE: &str = "host_scope";
 
 /// Counts of what the store sent, for tests and metrics.
@@ -205,7 +207,7 @@ impl DynamoLeaseStore {
                 });
             }
             if let Some(checkpoint) = string(&item, CHECKPOINT) {
-                self.seed_checkpoint(&LeaseKey::new(stream, &bare), &checkpoint)
+                self.seed_checkpoint(&LeaseKey::new(stream, &bare), &checkpoint, None)
                     .await?;
             }
             self.delete_legacy(&bare, read_number(&bare, &item, COUNTER)?)
@@ -416,6 +418,7 @@ impl LeaseStore for DynamoLeaseStore {
                 owner: owner.to_owned(),
                 counter: read_counter(&name, &row)?,
                 checkpoint: string(&row, CHECKPOINT),
+                seek_mark: read_number(&name, &row, SEEK_MARK)?,
             }))
         })
     }
@@ -454,6 +457,31 @@ impl LeaseStore for DynamoLeaseStore {
             let row = self
                 .held_write("UpdateItem(checkpoint)", lease, &set, values)
                 .await?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn mark_seek<'a>(
+        &'a self,
+        lease: &'a mut HeldLease,
+        checkpoint: &'a str,
+        mark: u64,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            self.checkpoint_writes.fetch_add(1, Ordering::Relaxed);
+            let set = format!("SET {CHECKPOINT} = :seq, {SEEK_MARK} = :mark, {EXPIRY} = :exp");
+            let values = vec![
+                (":seq", AttributeValue::S(checkpoint.to_owned())),
+                (":mark", number(mark)),
+                (":exp", number(expiry_ms(ttl))),
+            ];
+            let row = self
+                .held_write("UpdateItem(seek checkpoint)", lease, &set, values)
+                .await?;
+            if row.is_some() {
+                lease.seek_mark = Some(mark);
+            }
             Ok(row.is_some())
         })
     }
@@ -566,10 +594,17 @@ impl LeaseStore for DynamoLeaseStore {
         &'a self,
         key: &'a LeaseKey,
         checkpoint: &'a str,
+        mark: Option<u64>,
     ) -> BoxFuture<'a, Result<bool, LeaseError>> {
         Box::pin(async move {
-            let values = vec![(":c", AttributeValue::S(checkpoint.to_owned()))];
-            let update = format!("SET {CHECKPOINT} = :c");
+            let mut values = vec![(":c", AttributeValue::S(checkpoint.to_owned()))];
+            let update = match mark {
+                Some(mark) => {
+                    values.push((":mark", number(mark)));
+                    format!("SET {CHECKPOINT} = :c, {SEEK_MARK} = :mark")
+                }
+                None => format!("SET {CHECKPOINT} = :c"),
+            };
             let condition = format!("attribute_not_exists({CHECKPOINT})");
             self.update_if(
                 "UpdateItem(seed checkpoint)",
@@ -648,6 +683,7 @@ fn parse_record(row: &HashMap<String, AttributeValue>) -> Result<LeaseRecord, Le
         counter: read_counter(&key, row)?,
         checkpoint: string(row, CHECKPOINT),
         wanted_by: string(row, WANTED_BY),
+        seek_mark: read_number(&key, row, SEEK_MARK)?,
         key,
     })
 }

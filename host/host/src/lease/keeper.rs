@@ -111,10 +111,17 @@ enum Finish {
     HandOff(String),
 }
 
+/// A write the worker waits for.
+struct Write {
+    checkpoint: String,
+    /// The fleet seek that moved the shard to `checkpoint`, stored with it.
+    seek_mark: Option<u64>,
+}
+
 /// The worker's side of a keeper.
 pub(crate) struct Keeper {
     checkpoint: watch::Sender<Option<String>>,
-    writes: mpsc::UnboundedSender<(String, oneshot::Sender<Result<(), WriteError>>)>,
+    writes: mpsc::UnboundedSender<(Write, oneshot::Sender<Result<(), WriteError>>)>,
     finish: Option<oneshot::Sender<(Finish, Duration)>>,
     stop: watch::Receiver<Option<Stop>>,
     task: Option<JoinHandle<()>>,
@@ -165,9 +172,35 @@ impl Keeper {
     /// # Errors
     /// Why it was not stored: the lease was lost, or the store failed or did not answer.
     pub(crate) async fn write_now(&self, checkpoint: String) -> Result<(), WriteError> {
+        self.send_write(Write {
+            checkpoint,
+            seek_mark: None,
+        })
+        .await
+    }
+
+    /// Stores `checkpoint`, where fleet seek `mark` moved the shard, with the mark, now: the
+    /// positions asked for before it are dropped, never written after it.
+    ///
+    /// # Errors
+    /// As [`write_now`](Self::write_now).
+    pub(crate) async fn write_seek_now(
+        &self,
+        checkpoint: String,
+        mark: u64,
+    ) -> Result<(), WriteError> {
+        self.checkpoint.send_replace(Some(checkpoint.clone()));
+        self.send_write(Write {
+            checkpoint,
+            seek_mark: Some(mark),
+        })
+        .await
+    }
+
+    async fn send_write(&self, write: Write) -> Result<(), WriteError> {
         let (reply, answer) = oneshot::channel();
         self.writes
-            .send((checkpoint, reply))
+            .send((write, reply))
             .map_err(|_| WriteError::KeeperStopped)?;
         answer.await.map_err(|_| WriteError::KeeperStopped)?
     }
@@ -239,7 +272,7 @@ impl Drop for HeldLeaseMetrics {
 async fn keep(
     mut state: State,
     mut checkpoint: watch::Receiver<Option<String>>,
-    mut writes: mpsc::UnboundedReceiver<(String, oneshot::Sender<Result<(), WriteError>>)>,
+    mut writes: mpsc::UnboundedReceiver<(Write, oneshot::Sender<Result<(), WriteError>>)>,
     mut finish: oneshot::Receiver<(Finish, Duration)>,
     mut cut: Option<CutAtShutdown>,
 ) {
@@ -281,8 +314,11 @@ async fn keep(
                     return;
                 }
             }
-            Some((position, reply)) = writes.recv() => {
-                let written = state.write(Some(position)).await;
+            Some((write, reply)) = writes.recv() => {
+                let written = match write.seek_mark {
+                    Some(mark) => state.write_seek(write.checkpoint, mark).await,
+                    None => state.write(Some(write.checkpoint)).await.map(|_| ()),
+                };
                 let _ = reply.send(written.map(|_| ()));
                 if state.is_lost() {
                     return;
@@ -354,6 +390,18 @@ impl State {
         }
     }
 
+    /// Writes `checkpoint` with seek `mark`, whatever is stored.
+    async fn write_seek(&mut self, checkpoint: String, mark: u64) -> Result<(), WriteError> {
+        let (timeout, ttl) = (self.call_timeout(), self.timing.ttl);
+        let written = call(
+            timeout,
+            self.store
+                .mark_seek(&mut self.lease, &checkpoint, mark, ttl),
+        )
+        .await;
+        self.written_or_lost(written, checkpoint).map(|_| ())
+    }
+
     /// Writes `latest` if it differs from what is stored. `Ok(true)`: stored; `Ok(false)`:
     /// nothing to store; `Err`: not stored (and, when the lease was fenced off, it is lost).
     async fn write(&mut self, latest: Option<String>) -> Result<bool, WriteError> {
@@ -366,6 +414,15 @@ impl State {
             self.store.checkpoint(&mut self.lease, &sequence, ttl),
         )
         .await;
+        self.written_or_lost(written, sequence)
+    }
+
+    /// Takes the answer to a checkpoint write of `sequence`.
+    fn written_or_lost(
+        &mut self,
+        written: Result<bool, LeaseError>,
+        sequence: String,
+    ) -> Result<bool, WriteError> {
         match written {
             Ok(true) => {
                 self.metrics.0.checkpoint_written(true);
@@ -553,6 +610,15 @@ mod tests {
         ) -> BoxFuture<'a, Result<bool, LeaseError>> {
             Box::pin(self.answer(self.store.checkpoint(lease, sequence, ttl)))
         }
+        fn mark_seek<'a>(
+            &'a self,
+            lease: &'a mut HeldLease,
+            checkpoint: &'a str,
+            mark: u64,
+            ttl: Duration,
+        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+            Box::pin(self.answer(self.store.mark_seek(lease, checkpoint, mark, ttl)))
+        }
         fn release(&self, lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>> {
             Box::pin(self.answer(self.store.release(lease)))
         }
@@ -589,8 +655,9 @@ mod tests {
             &'a self,
             key: &'a LeaseKey,
             checkpoint: &'a str,
+            mark: Option<u64>,
         ) -> BoxFuture<'a, Result<bool, LeaseError>> {
-            self.store.seed_checkpoint(key, checkpoint)
+            self.store.seed_checkpoint(key, checkpoint, mark)
         }
     }
 

@@ -66,6 +66,7 @@ impl MemoryLeaseStore {
             owner: owner.to_owned(),
             counter: row.counter,
             checkpoint: row.checkpoint.clone(),
+            seek_mark: row.seek_mark,
         })
     }
 
@@ -96,6 +97,7 @@ fn empty_row(key: String) -> LeaseRecord {
         counter: 0,
         checkpoint: None,
         wanted_by: None,
+        seek_mark: None,
     }
 }
 
@@ -155,6 +157,26 @@ impl LeaseStore for MemoryLeaseStore {
                 row.checkpoint = Some(sequence.to_owned());
                 row.expiry_ms = Some(expiry_ms(ttl));
             });
+            Ok(written.is_some())
+        })
+    }
+
+    fn mark_seek<'a>(
+        &'a self,
+        lease: &'a mut HeldLease,
+        checkpoint: &'a str,
+        mark: u64,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        Box::pin(async move {
+            let written = self.held_write(lease, |row| {
+                row.checkpoint = Some(checkpoint.to_owned());
+                row.seek_mark = Some(mark);
+                row.expiry_ms = Some(expiry_ms(ttl));
+            });
+            if written.is_some() {
+                lease.seek_mark = Some(mark);
+            }
             Ok(written.is_some())
         })
     }
@@ -242,6 +264,7 @@ impl LeaseStore for MemoryLeaseStore {
         &'a self,
         key: &'a LeaseKey,
         checkpoint: &'a str,
+        mark: Option<u64>,
     ) -> BoxFuture<'a, Result<bool, LeaseError>> {
         Box::pin(async move {
             let name = key.to_string();
@@ -251,6 +274,7 @@ impl LeaseStore for MemoryLeaseStore {
                 return Ok(false);
             }
             row.checkpoint = Some(checkpoint.to_owned());
+            row.seek_mark = mark.or(row.seek_mark);
             Ok(true)
         })
     }
@@ -374,8 +398,8 @@ mod tests {
     fn a_seeded_checkpoint_never_overwrites_one() -> Result<(), LeaseError> {
         let store = MemoryLeaseStore::new();
         let key = LeaseKey::new("ledger", "shard-1");
-        assert!(block(store.seed_checkpoint(&key, "TRIM_HORIZON"))?);
-        assert!(!block(store.seed_checkpoint(&key, "AT_TIMESTAMP:5"))?);
+        assert!(block(store.seed_checkpoint(&key, "TRIM_HORIZON", None))?);
+        assert!(!block(store.seed_checkpoint(&key, "AT_TIMESTAMP:5", None))?);
         let a = take(&store, &key, "a", Claim::Free).expect("free");
         assert_eq!(a.checkpoint.as_deref(), Some("TRIM_HORIZON"));
         Ok(())

@@ -252,6 +252,8 @@ pub struct LeaseRecord {
     pub checkpoint: Option<String>,
     /// The host that asked the owner to hand the lease over (balancing), if any.
     pub wanted_by: Option<String>,
+    /// The last fleet seek carried out on the shard ([`LeaseStore::mark_seek`]), if any.
+    pub seek_mark: Option<u64>,
 }
 
 /// What a renewal found.
@@ -274,6 +276,9 @@ pub struct HeldLease {
     pub counter: u64,
     /// The checkpoint stored when the lease was taken.
     pub checkpoint: Option<String>,
+    /// The last fleet seek carried out on the shard, as stored when the lease was taken or
+    /// written since by this holder ([`LeaseStore::mark_seek`]).
+    pub seek_mark: Option<u64>,
 }
 
 /// The condition under which [`LeaseStore::acquire`] takes a lease.
@@ -437,6 +442,19 @@ pub trait LeaseStore: Send + Sync + 'static {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, LeaseError>>;
 
+    /// Stores `checkpoint`, where a seek moved the shard, together with `mark`, the seek's
+    /// id, in one write (and extends the lease). A later take of the shard reads the mark
+    /// back ([`HeldLease::seek_mark`]) and so knows the seek was carried out here: a fleet
+    /// seek moves each shard once, whichever host holds it when. Checkpoint writes keep the
+    /// mark. `false`: the lease was lost; nothing was written.
+    fn mark_seek<'a>(
+        &'a self,
+        lease: &'a mut HeldLease,
+        checkpoint: &'a str,
+        mark: u64,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+
     /// Gives a held lease up, keeping its checkpoint. `false`: it was already lost.
     fn release(&self, lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>>;
 
@@ -485,10 +503,13 @@ pub trait LeaseStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<bool, LeaseError>>;
 
     /// Sets `checkpoint` on the row of `key` (creating it) unless it has one: where a shard
-    /// with no handled record starts. The counter is not touched. `false`: it had one.
+    /// with no handled record starts; with `mark`, the last fleet seek its parent carried
+    /// out, which the child then counts as carried out too. The counter is not touched.
+    /// `false`: it had one.
     fn seed_checkpoint<'a>(
         &'a self,
         key: &'a LeaseKey,
         checkpoint: &'a str,
+        mark: Option<u64>,
     ) -> BoxFuture<'a, Result<bool, LeaseError>>;
 }

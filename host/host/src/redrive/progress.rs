@@ -184,7 +184,7 @@ pub(crate) async fn start(
         started_ms: now_ms,
     };
     let text = serde_json::to_string(&fresh).unwrap_or_default();
-    store.seed_checkpoint(key, &text).await?;
+    store.seed_checkpoint(key, &text, None).await?;
     let unreadable = |reason: String| RedriveError::Progress {
         key: key.to_string(),
         reason,

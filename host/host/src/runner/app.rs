@@ -442,6 +442,40 @@ impl RunningApp {
         subscriber: &str,
         position: StartPosition,
     ) -> Result<Vec<String>, SeekError> {
+        self.send_seek(subscriber, position, None).await
+    }
+
+    /// Carries out fleet seek `mark` (a recorded seek's id; ids only grow): like
+    /// [`seek`](Self::seek), but each shard moves once across the fleet. A shard held here
+    /// moves unless its lease row says this seek (or a later one) moved it already, and the
+    /// new position is stored at once with the mark; a shard taken later whose row's mark is
+    /// older moves when it is taken (one with no checkpoint starts there too). So a shard
+    /// handed over between two hosts' reads of the seek is moved by whichever holds it.
+    /// Returns the shards moved here now. A sequence names one shard; held elsewhere, its
+    /// holder moves it, so that is not an error here.
+    ///
+    /// # Errors
+    /// The subscriber is unknown or stopped, or a shard cannot reopen.
+    pub async fn seek_marked(
+        &self,
+        subscriber: &str,
+        position: StartPosition,
+        mark: u64,
+    ) -> Result<Vec<String>, SeekError> {
+        self.send_seek(subscriber, position, Some(mark)).await
+    }
+
+    /// Whether the app has a subscriber named `subscriber`.
+    pub fn has_subscriber(&self, subscriber: &str) -> bool {
+        self.lock().subscriptions.contains_key(subscriber)
+    }
+
+    async fn send_seek(
+        &self,
+        subscriber: &str,
+        position: StartPosition,
+        mark: Option<u64>,
+    ) -> Result<Vec<String>, SeekError> {
         let stopped = || SeekError::Stopped(subscriber.to_owned());
         let coordinator = self
             .lock()
@@ -451,7 +485,11 @@ impl RunningApp {
             .ok_or_else(|| SeekError::UnknownSubscriber(subscriber.to_owned()))?;
         let (reply, answer) = oneshot::channel();
         coordinator
-            .send(SeekRequest { position, reply })
+            .send(SeekRequest {
+                position,
+                mark,
+                reply,
+            })
             .await
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?

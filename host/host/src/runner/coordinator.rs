@@ -30,7 +30,7 @@ use super::balance::{self, Holding};
 use super::handoff::{self, Watched};
 use super::observed::Observed;
 use super::presence::{self, Presence};
-use super::seek::{SeekError, SeekRequest, ShardSeek};
+use super::seek::{FleetSeekMark, SeekError, SeekRequest, ShardSeek};
 use super::status::StatusBoard;
 use super::worker::{self, Assignment, WorkerContext, WorkerExit};
 use crate::kinesis::{READS_WINDOW, ReadError, ShardInfo};
@@ -188,6 +188,7 @@ pub(crate) async fn coordinate(
         shards: BTreeMap::new(),
         refused: None,
         setbacks: Setbacks::default(),
+        fleet_seek: None,
         ctx,
     };
     let mut shutdown = coordinator.ctx.shutdown.clone();
@@ -272,6 +273,9 @@ struct Coordinator {
     /// Whether the tenant's identity was denied reading the stream or its workers failed, and
     /// for how long leases are held back.
     setbacks: Setbacks,
+    /// The latest fleet seek this coordinator was given: shards taken from now on whose lease
+    /// row does not say it moved them are moved when taken.
+    fleet_seek: Option<FleetSeekMark>,
 }
 
 impl Coordinator {
@@ -689,7 +693,13 @@ impl Coordinator {
                 };
                 let (stream, subscriber) = (self.ctx.stream.clone(), self.ctx.subscriber.clone());
                 let shared = self.shared_stream;
+                // A shard read to its end stays ended: a seek moves the open shards.
+                let seek = self.fleet_seek.clone().filter(|seek| {
+                    seek.moves(key.shard_id(), lease.seek_mark)
+                        && lease.checkpoint.as_deref() != Some(SHARD_END)
+                });
                 let assignment = Assignment {
+                    seek,
                     lease,
                     shard,
                     key_of: Arc::new(move |shard_id| {
@@ -754,7 +764,24 @@ impl Coordinator {
     /// and the start of shards taken later without a checkpoint.
     async fn seek(&mut self, request: SeekRequest) {
         let subscriber = self.ctx.subscriber.clone();
+        if let Some(id) = request.mark {
+            // Later than any given before: seek ids only grow.
+            if self.fleet_seek.as_ref().is_none_or(|seen| seen.id < id) {
+                self.fleet_seek = Some(FleetSeekMark {
+                    id,
+                    position: request.position.clone(),
+                });
+            }
+        }
         let targets: Vec<String> = match &request.position {
+            StartPosition::AtSequence { shard_id, .. } if request.mark.is_some() => {
+                // Held elsewhere, its holder moves it: nothing to do here.
+                self.owned
+                    .contains_key(shard_id)
+                    .then(|| shard_id.clone())
+                    .into_iter()
+                    .collect()
+            }
             StartPosition::AtSequence { shard_id, .. } => {
                 if !self.owned.contains_key(shard_id) {
                     let _ = request.reply.send(Err(SeekError::NotOwned {
@@ -765,6 +792,7 @@ impl Coordinator {
                 }
                 vec![shard_id.clone()]
             }
+            _ if request.mark.is_some() => self.owned.keys().cloned().collect(),
             stream_wide => {
                 self.source.seek_start(stream_wide.clone());
                 self.owned.keys().cloned().collect()
@@ -777,6 +805,7 @@ impl Coordinator {
                 worker
                     .send(ShardSeek {
                         position: request.position.clone(),
+                        mark: request.mark,
                         reply,
                     })
                     .is_ok()
@@ -788,7 +817,9 @@ impl Coordinator {
         let mut moved = Vec::new();
         for (shard_id, answer) in replies {
             match answer.await {
-                Ok(Ok(())) => moved.push(shard_id),
+                Ok(Ok(true)) => moved.push(shard_id),
+                // Its lease row says this seek moved it already (on another host).
+                Ok(Ok(false)) => {}
                 Ok(Err(source)) => {
                     let _ = request.reply.send(Err(SeekError::Reopen {
                         subscriber,
@@ -844,6 +875,7 @@ impl Coordinator {
                 owner: self.owner.clone(),
                 counter: row.counter,
                 checkpoint: row.checkpoint,
+                seek_mark: row.seek_mark,
             };
             let _ = timeout(self.call_timeout(), store.release(lease)).await;
         }

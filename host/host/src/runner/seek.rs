@@ -38,9 +38,36 @@ pub enum SeekError {
     },
 }
 
+/// A seek the fleet recorded: every shard of the subscription is moved once, whichever host
+/// holds it, and its lease row keeps the seek's `id` as its mark
+/// ([`LeaseStore::mark_seek`](crate::lease::LeaseStore::mark_seek)). Ids only grow: a shard
+/// whose mark is at least `id` was moved by this seek (or a later one) already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FleetSeekMark {
+    /// The seek's id.
+    pub(crate) id: u64,
+    /// Where it moves the shards it names.
+    pub(crate) position: StartPosition,
+}
+
+impl FleetSeekMark {
+    /// Whether the seek moves `shard_id` (a sequence names one shard), stored with `mark`.
+    pub(crate) fn moves(&self, shard_id: &str, mark: Option<u64>) -> bool {
+        let named = match &self.position {
+            StartPosition::AtSequence {
+                shard_id: named, ..
+            } => named == shard_id,
+            _ => true,
+        };
+        named && mark.is_none_or(|mark| mark < self.id)
+    }
+}
+
 /// A seek on its way to a subscription's coordinator.
 pub(crate) struct SeekRequest {
     pub position: StartPosition,
+    /// Set for a fleet seek: its id, so that each shard is moved once.
+    pub mark: Option<u64>,
     /// The shards moved, or why not.
     pub reply: oneshot::Sender<Result<Vec<String>, SeekError>>,
 }
@@ -48,5 +75,7 @@ pub(crate) struct SeekRequest {
 /// A seek on its way to one shard's worker.
 pub(crate) struct ShardSeek {
     pub position: StartPosition,
-    pub reply: oneshot::Sender<Result<(), ReadError>>,
+    pub mark: Option<u64>,
+    /// Whether it moved (a fleet seek the shard's row says moved it already does not).
+    pub reply: oneshot::Sender<Result<bool, ReadError>>,
 }

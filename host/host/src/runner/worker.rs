@@ -15,7 +15,7 @@ use ruststream_runtime::{
 
 use super::HostConfig;
 use super::release::SubscriptionRelease;
-use super::seek::ShardSeek;
+use super::seek::{FleetSeekMark, ShardSeek};
 use super::shadow::{ShadowFeed, ShadowRelease};
 use super::status::{ShardState, StatusBoard};
 use crate::kinesis::{
@@ -71,6 +71,8 @@ pub(crate) struct Assignment {
     /// The lease key of a shard of this subscription: children started by a finished shard
     /// are keyed like it.
     pub key_of: Arc<dyn Fn(&str) -> LeaseKey + Send + Sync>,
+    /// A fleet seek the lease row says has not moved the shard yet: it opens there.
+    pub seek: Option<FleetSeekMark>,
 }
 
 /// How a worker ended.
@@ -124,8 +126,14 @@ async fn work(
         lease,
         shard,
         key_of,
+        seek,
     } = assignment;
-    let stored = lease.checkpoint.as_deref().map(Checkpoint::parse);
+    let mut mark = lease.seek_mark;
+    // A fleet seek not carried out on the shard yet replaces its checkpoint.
+    let stored = match &seek {
+        Some(_) => None,
+        None => lease.checkpoint.as_deref().map(Checkpoint::parse),
+    };
     let keeper = Keeper::spawn(
         ctx.store.clone(),
         lease,
@@ -147,12 +155,26 @@ async fn work(
     });
     let mut release = ctx.release.clone();
     let current = release.borrow_and_update().clone();
-    let first_start = ctx.seek_start.as_ref().or(current.start.as_ref());
+    let first_start = match &seek {
+        Some(seek) => Some(&seek.position),
+        None => ctx.seek_start.as_ref().or(current.start.as_ref()),
+    };
     let start = start_at(stored.as_ref(), first_start, &shard.shard_id);
+    if let Some(seek) = &seek {
+        let moved_to = seek_checkpoint(&start, ctx.clock.as_ref());
+        if let Err(exit) = store_seek(ctx, &keeper, moved_to, seek.id).await {
+            keeper.finish(grace).await;
+            return exit;
+        }
+        mark = Some(seek.id);
+        tracing::info!(stream = %ctx.stream, shard = %shard.shard_id, ?start, mark = seek.id,
+            "the fleet's seek carried out on a shard taken after it");
+    }
     // Opened at a time (or the tip) with nothing handled yet: pin where, so that a restart
     // reads again from there. The tip's pin is provisional: the first record read replaces it
     // before it is delivered (`pin_first_record`).
     if stored.is_none()
+        && seek.is_none()
         && let Some(pin) = pinned(&start, ctx.clock.as_ref())
         && let Err(reason) = keeper.write_now(pin.to_string()).await
     {
@@ -202,6 +224,7 @@ async fn work(
         &mut pipeline,
         &mut version,
         seeks,
+        &mut mark,
     )
     .await;
     ctx.status.update(&shard.shard_id, |s| {
@@ -216,7 +239,7 @@ async fn work(
             // it skipped (closed before it was first opened at the tip) start where the
             // subscription does. Seeded before SHARD_END is stored, so a crash in between
             // reads the parent's end again rather than skipping a child.
-            match seed_children(ctx, &reader, &shard.shard_id, key_of.as_ref()).await {
+            match seed_children(ctx, &reader, &shard.shard_id, key_of.as_ref(), mark).await {
                 Ok(()) => WorkerExit::Finished,
                 Err(reason) => WorkerExit::Failed(reason),
             }
@@ -275,6 +298,7 @@ async fn seed_children(
     reader: &ShardReader,
     shard_id: &str,
     key_of: &(dyn Fn(&str) -> LeaseKey + Send + Sync),
+    mark: Option<u64>,
 ) -> Result<(), String> {
     let children: Vec<String> = if reader.children().is_empty() {
         // The server did not name them: list the stream.
@@ -298,7 +322,7 @@ async fn seed_children(
     };
     for child in children {
         ctx.store
-            .seed_checkpoint(&key_of(&child), TRIM_HORIZON)
+            .seed_checkpoint(&key_of(&child), TRIM_HORIZON, mark)
             .await
             .map_err(|error| format!("seeding child {child}: {}", one_line(&error)))?;
     }
@@ -414,6 +438,7 @@ async fn read(
     pipeline: &mut ShardPipeline,
     version: &mut Version,
     mut seeks: mpsc::UnboundedReceiver<ShardSeek>,
+    mark: &mut Option<u64>,
 ) -> WorkerExit {
     let mut stop = keeper.stop();
     let mut shutdown = ctx.shutdown.clone();
@@ -483,10 +508,28 @@ async fn read(
                 persist(ctx, keeper, &shard_id, moved);
             }
             Some(seek) = seeks.recv() => {
-                // Nothing is written at seek time, a pin neither.
+                if let Some(id) = seek.mark && mark.is_some_and(|mark| mark >= id) {
+                    // Moved by this fleet seek already, before it was taken here.
+                    let _ = seek.reply.send(Ok(false));
+                    continue;
+                }
+                // An operator's seek on one host writes nothing at seek time, a pin neither.
                 version.unpinned = false;
                 let moved = reposition(ctx, reader, pipeline, &seek.position).await;
-                let _ = seek.reply.send(moved);
+                if let (Ok(()), Some(id)) = (&moved, seek.mark) {
+                    // A fleet seek stores where it moved the shard, with its mark, before
+                    // anything is read there: a handoff or a crash from now on cannot
+                    // undo it, and no other host moves the shard for it again.
+                    let start = start_at(None, Some(&seek.position), &shard_id);
+                    version.unpinned = start == StartAt::Latest;
+                    let moved_to = seek_checkpoint(&start, ctx.clock.as_ref());
+                    if let Err(exit) = store_seek(ctx, keeper, moved_to, id).await {
+                        let _ = seek.reply.send(Ok(true));
+                        return exit;
+                    }
+                    *mark = Some(id);
+                }
+                let _ = seek.reply.send(moved.map(|()| true));
             }
         }
         ctx.status
@@ -512,16 +555,57 @@ async fn pin_first_record(
         return Ok(());
     };
     let sequence = first.sequence_number.to_string();
+    let pin = format!("{AT_SEQUENCE_PREFIX}{sequence}");
+    write_until_stored(ctx, "pinning the shard's first record", || {
+        keeper.write_now(pin.clone())
+    })
+    .await?;
+    version.unpinned = false;
+    // A rollback that reads held records again starts from the pinned record, not the tip.
+    version.opened_at = StartAt::AtSequence(sequence);
+    Ok(())
+}
+
+/// Stores where fleet seek `mark` moved the shard, with the mark, before anything is read
+/// there; retried like [`pin_first_record`].
+///
+/// # Errors
+/// How the worker ends when it cannot be stored.
+async fn store_seek(
+    ctx: &WorkerContext,
+    keeper: &Keeper,
+    moved_to: Checkpoint,
+    mark: u64,
+) -> Result<(), WorkerExit> {
+    let moved_to = moved_to.to_string();
+    write_until_stored(
+        ctx,
+        "storing where the fleet's seek moved the shard",
+        || keeper.write_seek_now(moved_to.clone(), mark),
+    )
+    .await
+}
+
+/// Runs `write` until it stores, pausing 100 ms doubling to 2 s between tries.
+///
+/// # Errors
+/// [`WorkerExit::Lost`] once the lease is lost, [`WorkerExit::Stopped`] once the host stops.
+async fn write_until_stored<F, W>(
+    ctx: &WorkerContext,
+    what: &str,
+    write: W,
+) -> Result<(), WorkerExit>
+where
+    W: Fn() -> F,
+    F: Future<Output = Result<(), WriteError>>,
+{
     let mut pause = Duration::from_millis(100);
     loop {
-        match keeper
-            .write_now(format!("{AT_SEQUENCE_PREFIX}{sequence}"))
-            .await
-        {
-            Ok(()) => break,
+        match write().await {
+            Ok(()) => return Ok(()),
             Err(WriteError::Store(error)) => {
                 tracing::warn!(stream = %ctx.stream, error = %one_line(&error),
-                    "pinning the shard's first record failed; retrying before delivering it");
+                    "{what} failed; retrying before reading on");
             }
             Err(WriteError::Lost | WriteError::KeeperStopped) => return Err(WorkerExit::Lost),
         }
@@ -531,10 +615,6 @@ async fn pin_first_record(
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(2));
     }
-    version.unpinned = false;
-    // A rollback that reads held records again starts from the pinned record, not the tip.
-    version.opened_at = StartAt::AtSequence(sequence);
-    Ok(())
 }
 
 /// Hands a checkpoint the pipeline moved to the keeper, which writes it.
@@ -626,6 +706,18 @@ fn pinned(start: &StartAt, clock: &dyn Clock) -> Option<Checkpoint> {
     }
 }
 
+/// The checkpoint that says a seek moved the shard to `start` with nothing handled since:
+/// the position itself, or for the tip the provisional pin of [`pinned`].
+fn seek_checkpoint(start: &StartAt, clock: &dyn Clock) -> Checkpoint {
+    match start {
+        StartAt::Horizon => Checkpoint::TrimHorizon,
+        StartAt::AtSequence(sequence) => Checkpoint::AtSequence(sequence.clone()),
+        StartAt::AfterSequence(sequence) => Checkpoint::Sequence(sequence.clone()),
+        StartAt::AtTimestamp(ms) => Checkpoint::AtTimestamp(*ms),
+        StartAt::Latest => Checkpoint::AtTimestamp(clock.now_ms().saturating_sub(1000)),
+    }
+}
+
 /// The monotonic instant at which the pipeline clock reads `at_ms`.
 fn instant_at(clock: &dyn Clock, at_ms: u64) -> Instant {
     let now = clock.now_ms();
@@ -635,6 +727,41 @@ fn instant_at(clock: &dyn Clock, at_ms: u64) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fleet_seek_moves_a_shard_its_row_does_not_say_it_moved() {
+        let seek = FleetSeekMark {
+            id: 20,
+            position: StartPosition::Horizon,
+        };
+        assert!(seek.moves("s-0", None), "a row no seek moved");
+        assert!(seek.moves("s-0", Some(19)), "moved by an earlier seek");
+        assert!(!seek.moves("s-0", Some(20)), "moved by this seek");
+        assert!(!seek.moves("s-0", Some(21)), "moved by a later seek");
+        let one = FleetSeekMark {
+            id: 20,
+            position: StartPosition::AtSequence {
+                shard_id: "s-1".into(),
+                sequence_number: "7".into(),
+            },
+        };
+        assert!(one.moves("s-1", None));
+        assert!(!one.moves("s-0", None), "a sequence names one shard");
+    }
+
+    #[test]
+    fn a_seek_stores_the_position_it_moved_to() {
+        let clock = ruststream_runtime::clock::SystemClock;
+        let stored = |start: StartAt| seek_checkpoint(&start, &clock).to_string();
+        assert_eq!(stored(StartAt::Horizon), "TRIM_HORIZON");
+        assert_eq!(stored(StartAt::AtTimestamp(5)), "AT_TIMESTAMP:5");
+        assert_eq!(stored(StartAt::AtSequence("7".into())), "AT_SEQUENCE:7");
+        let tip = seek_checkpoint(&StartAt::Latest, &clock);
+        assert!(
+            matches!(tip, Checkpoint::AtTimestamp(ms) if ms + 1000 <= clock.now_ms()),
+            "the tip is pinned provisionally, a little before now: {tip}"
+        );
+    }
 
     #[test]
     fn a_checkpoint_wins_over_any_start_position() {

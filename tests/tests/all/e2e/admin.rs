@@ -803,7 +803,10 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
     let (ok, text) = host.cli(&["versions", "acme", "versioned"]).await?;
     assert!(ok, "{text}");
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[0], "acme/versioned: 2 version(s) kept", "{text}");
+    assert_eq!(
+        lines[0], "acme/versioned: 2 version(s) kept by this host",
+        "{text}"
+    );
     assert!(
         lines[1].starts_with(&format!("  #{} 2.0.0 (versioned) upload ", short(&v2))),
         "{text}"
@@ -874,7 +877,7 @@ async fn a_deploy_survives_a_restart_and_rollback_to_returns_to_any_kept_version
     let (ok, text) = host.cli(&["versions", "acme", "versioned"]).await?;
     let lines: Vec<&str> = text.lines().collect();
     assert!(
-        ok && lines[0] == "acme/versioned: 2 version(s) kept",
+        ok && lines[0] == "acme/versioned: 2 version(s) kept by this host",
         "{text}"
     );
     let newest = format!("  #{} 2.0.0 (versioned) rollback ", short(&v2));

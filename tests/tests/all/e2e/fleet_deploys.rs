@@ -85,6 +85,38 @@ async fn a_deploy_through_one_host_reaches_every_host_and_a_host_started_empty()
         .wait_for_log("every tenant is loaded", 1)
         .await?;
     all_run(&fleet.hosts, &v2).await?;
+    // ... and lists the versions the fleet keeps, as the host deployed through does: v2 live
+    // (uploaded), v1 (the tenants file's) kept for a rollback. Its state directory never
+    // held v1 (its tenants file names v1, but it started on v2).
+    let short = |hash: &str| format!("#{}", &hash[..12]);
+    for host in [&fleet.hosts[0], &fleet.hosts[3]] {
+        let (ok, said) = verb(host, &["versions", "acme", "versioned"]).await?;
+        anyhow::ensure!(ok, "versions: {said}");
+        assert!(
+            said.contains("2 version(s) kept by the fleet (every host alike)"),
+            "{said}"
+        );
+        let lines: Vec<&str> = said.lines().collect();
+        assert!(
+            lines[1].contains(&short(&v2))
+                && lines[1].contains("upload")
+                && lines[1].ends_with("live"),
+            "{said}"
+        );
+        assert!(
+            lines[2].contains(&short(&v1)) && !lines[2].ends_with("live"),
+            "{said}"
+        );
+    }
+    // A rollback through it to a version only the fleet kept: its bytes come from the bucket,
+    // and every host returns to v1.
+    let (ok, said) = verb(
+        &fleet.hosts[3],
+        &["rollback", "acme", "versioned", "--to", &v1[..10]],
+    )
+    .await?;
+    anyhow::ensure!(ok, "rollback --to through d: {said}");
+    all_run(&fleet.hosts, &v1).await?;
     fleet.stop().await
 }
 
@@ -511,9 +543,7 @@ fn times_handled(hosts: &[BinaryHost]) -> BTreeMap<u64, usize> {
 
 /// A seek through one host moves the shards other hosts hold: a sequence on a shard host `a`
 /// does not hold is carried out by its holder, and a seek to the horizon through `c` is
-/// carried out by every host on the shards it holds, each record read again. The seeks come
-/// once balancing is done: a shard handed over in the poll after a seek keeps its checkpoint
-/// (docs/operating.md, left open).
+/// carried out by every host on the shards it holds, each record read again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seek_through_one_host_moves_the_shards_every_host_holds() -> anyhow::Result<()> {
     let fleet = FleetOf::start("fleet-seek", &["a", "b", "c"], Deploys::Fleet).await?;
@@ -595,5 +625,90 @@ async fn a_seek_through_one_host_moves_the_shards_every_host_holds() -> anyhow::
         times_handled(hosts),
         outputs()
     );
+    fleet.stop().await
+}
+
+/// A seek through host `a`, and the host holding one of the shards killed (`kill -9`) at once,
+/// before its poll could carry the seek out: the host that takes the shard over moves it, as
+/// its lease row says no host did. Every record is read again, and a shard the killed host
+/// did not hold is moved once: each of its records is handled exactly twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_moves_the_shards_of_a_host_killed_before_it_carried_it_out() -> anyhow::Result<()> {
+    let mut fleet = FleetOf::start("fleet-seek-kill", &["a", "b", "c"], Deploys::Fleet).await?;
+    fleet.every_shard_read().await?;
+    fleet.owners_settled(Duration::from_secs(12)).await?;
+    for id in 0..6u64 {
+        put_event(fleet.fixture.client(), id).await?;
+    }
+    let once = poll_for(Duration::from_secs(60), async || {
+        (times_handled(&fleet.hosts).len() == 6).then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        once.is_some(),
+        "not every record was handled: {:?}",
+        times_handled(&fleet.hosts)
+    );
+    // The shards `b` and `c` read; the one that reads any is killed.
+    let read_by = |host: &BinaryHost| -> BTreeSet<String> {
+        handled(&host.output())
+            .into_iter()
+            .map(|h| h.shard)
+            .collect()
+    };
+    let victim = (1..fleet.hosts.len())
+        .find(|&at| !read_by(&fleet.hosts[at]).is_empty())
+        .ok_or_else(|| anyhow::anyhow!("host a holds every shard"))?;
+    let victim_shards = read_by(&fleet.hosts[victim]);
+
+    let (ok, said) = verb(
+        &fleet.hosts[0],
+        &["seek", "acme", "versioned", "handle", "horizon"],
+    )
+    .await?;
+    fleet.hosts[victim].signal("KILL")?;
+    anyhow::ensure!(ok, "seek through a: {said}");
+    let killed = fleet.hosts.remove(victim);
+    let logs = |hosts: &[BinaryHost]| {
+        hosts
+            .iter()
+            .chain([&killed])
+            .map(BinaryHost::output)
+            .collect::<Vec<_>>()
+            .join("\n-----\n")
+    };
+    let counts = || {
+        let mut times = BTreeMap::<u64, usize>::new();
+        let mut shard_of = BTreeMap::new();
+        for line in handled(&logs(&fleet.hosts)) {
+            *times.entry(line.n).or_default() += 1;
+            shard_of.insert(line.n, line.shard);
+        }
+        (times, shard_of)
+    };
+    let again = poll_for(Duration::from_secs(90), async || {
+        let (times, _) = counts();
+        (0..6u64)
+            .all(|n| times.get(&n).copied().unwrap_or(0) >= 2)
+            .then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        again.is_some(),
+        "the shards of the killed host ({victim_shards:?}) were not read again: {:?}\n{}",
+        counts().0,
+        logs(&fleet.hosts)
+    );
+    // Give a second move of a shard the time to show.
+    fleet.owners_settled(Duration::from_secs(6)).await?;
+    let (times, shard_of) = counts();
+    for (n, times) in &times {
+        let shard = &shard_of[n];
+        anyhow::ensure!(
+            victim_shards.contains(shard) || *times == 2,
+            "record {n} of shard {shard} was handled {times} times: the seek moved it twice\n{}",
+            logs(&fleet.hosts)
+        );
+    }
     fleet.stop().await
 }
