@@ -129,8 +129,9 @@ pub enum ClientError {
 pub struct Credentials {
     /// The host's admin token.
     pub token: AdminToken,
-    /// Where it was read, for a refusal's message.
-    pub token_path: PathBuf,
+    /// Where it was read (a file's path, or the variable that gave it), for a refusal's
+    /// message.
+    pub token_from: String,
     /// Certificates (PEM) to trust for `https://` instead of the system's roots.
     pub ca: Option<PathBuf>,
 }
@@ -371,7 +372,7 @@ impl AdminClient {
                     message: format!(
                         "{message} (the token was read from {}: if the host keeps its state \
                          elsewhere, give its --state-dir or --admin-token-file)",
-                        self.credentials.token_path.display()
+                        self.credentials.token_from
                     ),
                 }
             }

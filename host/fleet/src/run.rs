@@ -28,7 +28,7 @@ use crate::admin::allowed_hosts::HostName;
 use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
 use crate::admin::tls::TlsFiles;
-use crate::admin::token::{AdminToken, TokenError};
+use crate::admin::token::{AdminToken, TOKEN_ENV, TokenError};
 use crate::admin::{self, AdminOptions, AdminStartError};
 use crate::aws::AwsOptions;
 use crate::config::{Config, ConfigError, HostSection, LeaseStoreKind};
@@ -100,6 +100,18 @@ pub enum RunError {
     /// The state directory cannot be used (held by another host, not writable).
     #[error(transparent)]
     StateDir(#[from] StateError),
+    /// The admin token is given twice: by value in the environment and by a file.
+    #[error(
+        "the admin token is given twice, by ${variable} and by --admin-token-file {}: give \
+         one",
+        file.display()
+    )]
+    TwoTokens {
+        /// The file given.
+        file: PathBuf,
+        /// The variable set.
+        variable: &'static str,
+    },
     /// The admin token file cannot be read or made.
     #[error(transparent)]
     AdminToken(#[from] TokenError),
@@ -182,6 +194,10 @@ pub struct RunOptions {
     /// The file holding the admin token, made at the first start if missing [default:
     /// admin-token in the state directory].
     pub admin_token_file: Option<PathBuf>,
+    /// The admin token itself, as [`TOKEN_ENV`](crate::admin::token::TOKEN_ENV) gives it to
+    /// every host of a fleet alike: no token file is read or made. Not together with
+    /// `admin_token_file`.
+    pub admin_token: Option<AdminToken>,
     /// Where the host keeps its state [default: `[host] state_dir`, else
     /// $XDG_DATA_HOME/ruststream, or ~/.local/share/ruststream].
     pub state_dir: Option<PathBuf>,
@@ -218,6 +234,7 @@ impl Default for RunOptions {
             admin_tls_key: None,
             admin_hosts: Vec::new(),
             admin_token_file: None,
+            admin_token: None,
             state_dir: None,
             metrics_addr: Some(metrics::DEFAULT_ADDR),
         }
@@ -478,14 +495,23 @@ fn admin_options(
     state_dir: &StateDir,
     max_upload: usize,
 ) -> Result<AdminOptions, RunError> {
-    let token_path = args
-        .admin_token_file
-        .clone()
-        .unwrap_or_else(|| state_dir.token_path());
-    let (token, created) = AdminToken::load_or_create(&token_path)?;
-    if created {
-        tracing::info!(file = %token_path.display(), "admin token made (mode 0600)");
-    }
+    let token = match (&args.admin_token, &args.admin_token_file) {
+        (Some(_), Some(file)) => {
+            return Err(RunError::TwoTokens {
+                file: file.clone(),
+                variable: TOKEN_ENV,
+            });
+        }
+        (Some(token), None) => token.clone(),
+        (None, file) => {
+            let token_path = file.clone().unwrap_or_else(|| state_dir.token_path());
+            let (token, created) = AdminToken::load_or_create(&token_path)?;
+            if created {
+                tracing::info!(file = %token_path.display(), "admin token made (mode 0600)");
+            }
+            token
+        }
+    };
     let tls = args
         .admin_tls_cert
         .clone()

@@ -180,10 +180,23 @@ def main():
         cache.startswith("/tmp/") or (state_dir and cache.startswith(state_dir + "/")),
         f"the compile cache {cache!r} is neither under /tmp nor the state directory",
     )
+    # The token, the same on every replica: the Secret's value in the environment, or a file
+    # on a mount.
     token_file = flag(args, "--admin-token-file") or env.get("RUSTSTREAM_ADMIN_TOKEN_FILE")
+    token_ref = (
+        next((e for e in host.get("env") or [] if e.get("name") == "RUSTSTREAM_ADMIN_TOKEN"), {})
+        .get("valueFrom", {})
+        .get("secretKeyRef", {})
+    )
+    from_secret = (
+        token_ref.get("name") == (secret.get("metadata") or {}).get("name")
+        and token_ref.get("key") == "admin-token"
+    )
+    on_mount = bool(token_file) and any(token_file.startswith(p.rstrip("/") + "/") for p in mounts)
     check(
-        token_file and any(token_file.startswith(p.rstrip("/") + "/") for p in mounts),
-        f"the admin token file {token_file} is on no mount",
+        from_secret != on_mount,
+        "the admin token comes neither from the Secret's admin-token key nor from a file on a "
+        f"mount, or from both (env {token_ref}, file {token_file})",
     )
 
     # The admin API must be reachable from the kubelet: a wildcard address, which the host

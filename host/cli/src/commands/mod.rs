@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use ruststream_fleet::admin::token::AdminToken;
+use ruststream_fleet::admin::token::{AdminToken, TOKEN_ENV};
 use ruststream_fleet::client::{AdminClient, Credentials};
 use ruststream_fleet::state;
 
@@ -48,13 +48,25 @@ fn token_path(target: &AdminTarget) -> anyhow::Result<PathBuf> {
     Ok(dir.join(state::TOKEN_FILE))
 }
 
-/// The client of the host `target` names, carrying the token it reads.
+/// The client of the host `target` names, carrying the token [`TOKEN_ENV`] gives, else the
+/// one it reads from the token file.
 fn client(target: &AdminTarget) -> anyhow::Result<AdminClient> {
-    let token_path = token_path(target)?;
-    let token = AdminToken::read(&token_path)?;
+    let (token, token_from) = match AdminToken::from_env()? {
+        Some(_) if target.admin_token_file.is_some() => anyhow::bail!(
+            "the admin token is given twice, by ${TOKEN_ENV} and by --admin-token-file: give one"
+        ),
+        Some(token) => (token, format!("${TOKEN_ENV}")),
+        None => {
+            let token_path = token_path(target)?;
+            (
+                AdminToken::read(&token_path)?,
+                token_path.display().to_string(),
+            )
+        }
+    };
     let credentials = Credentials {
         token,
-        token_path,
+        token_from,
         ca: target.admin_ca.clone(),
     };
     Ok(AdminClient::new(&target.url, credentials)?)

@@ -1,5 +1,6 @@
 //! `ruststream run`: the host, until SIGINT or SIGTERM (`ruststream_fleet::run`).
 
+use ruststream_fleet::admin::token::AdminToken;
 use ruststream_fleet::config;
 use ruststream_fleet::engine::CompileIn;
 use ruststream_fleet::run::RunOptions;
@@ -8,12 +9,12 @@ use crate::args::{LeaseStoreKind, RunArgs};
 
 /// Runs the host with the flags' options.
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
-    Ok(ruststream_fleet::run::run(options(args)).await?)
+    Ok(ruststream_fleet::run::run(options(args)?).await?)
 }
 
-/// The flags as the library takes them.
-fn options(args: RunArgs) -> RunOptions {
-    RunOptions {
+/// The flags (and the admin token the environment gives) as the library takes them.
+fn options(args: RunArgs) -> anyhow::Result<RunOptions> {
+    Ok(RunOptions {
         components: args.components,
         config: args.config,
         aws: args.aws.options(),
@@ -40,9 +41,10 @@ fn options(args: RunArgs) -> RunOptions {
         admin_tls_key: args.admin_tls_key,
         admin_hosts: args.admin_hosts,
         admin_token_file: args.admin_token_file,
+        admin_token: AdminToken::from_env()?,
         state_dir: args.state_dir,
         metrics_addr: args.metrics_addr.0,
-    }
+    })
 }
 
 fn lease_store(kind: LeaseStoreKind) -> config::LeaseStoreKind {

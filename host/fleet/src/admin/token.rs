@@ -1,6 +1,7 @@
 //! The admin API's bearer token: made by the host at its first start (32 bytes from the OS's
 //! random source, as 64 hex digits) in a file only its user may read, and read back by the
-//! host and by the CLI's verbs from the same file.
+//! host and by the CLI's verbs from the same file; or given to every host of a fleet alike, by
+//! that file or by the environment ([`TOKEN_ENV`]).
 
 use std::fmt::Write as _;
 use std::io;
@@ -15,6 +16,10 @@ use crate::state::{create_atomic, create_private_dir};
 const TOKEN_BYTES: usize = 32;
 /// Fewest characters a token may have (one an operator gives, too).
 const MIN_TOKEN_CHARS: usize = 32;
+
+/// The environment variable that gives the token itself, for every host of a fleet and the
+/// verbs alike (a Kubernetes Secret as an env value): no file is read or made then.
+pub const TOKEN_ENV: &str = "RUSTSTREAM_ADMIN_TOKEN";
 
 /// Why there is no usable token.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +65,14 @@ pub enum TokenError {
     Invalid {
         /// The file.
         path: PathBuf,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The environment variable holds no usable token.
+    #[error("the admin token in ${variable} {reason}")]
+    InvalidValue {
+        /// The variable.
+        variable: &'static str,
         /// What is wrong with it.
         reason: &'static str,
     },
@@ -155,14 +168,34 @@ impl AdminToken {
             reason,
         };
         let text = std::str::from_utf8(&bytes).map_err(|_| invalid("is not text"))?;
+        Self::parse(text).map_err(invalid)
+    }
+
+    /// The token [`TOKEN_ENV`] gives, if it is set.
+    ///
+    /// # Errors
+    /// When it is set but not to a token of at least 32 visible ASCII characters (surrounding
+    /// white space ignored).
+    pub fn from_env() -> Result<Option<Self>, TokenError> {
+        let Some(value) = std::env::var_os(TOKEN_ENV) else {
+            return Ok(None);
+        };
+        let invalid = |reason| TokenError::InvalidValue {
+            variable: TOKEN_ENV,
+            reason,
+        };
+        let text = value.to_str().ok_or_else(|| invalid("is not text"))?;
+        Self::parse(text).map(Some).map_err(invalid)
+    }
+
+    /// A token from its text, surrounding white space ignored; else what is wrong with it.
+    fn parse(text: &str) -> Result<Self, &'static str> {
         let token = text.trim();
         if !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(invalid(
-                "holds more than one word, or characters other than visible ASCII",
-            ));
+            return Err("holds more than one word, or characters other than visible ASCII");
         }
         if token.len() < MIN_TOKEN_CHARS {
-            return Err(invalid("holds a token shorter than 32 characters"));
+            return Err("holds a token shorter than 32 characters");
         }
         Ok(Self(token.to_owned()))
     }

@@ -111,7 +111,7 @@ fn options() -> AdminOptions {
 fn credentials(token: &str) -> Credentials {
     Credentials {
         token: test_token(token),
-        token_path: "/where/the/token/was".into(),
+        token_from: "/where/the/token/was".into(),
         ca: None,
     }
 }

@@ -188,6 +188,86 @@ async fn run_cli(mut command: Command) -> anyhow::Result<(bool, String)> {
     Ok((out.status.success(), text))
 }
 
+/// One admin token for a fleet, given by the environment (`RUSTSTREAM_ADMIN_TOKEN`, as a
+/// Kubernetes Secret is given to every pod): two hosts make no token file and take a verb
+/// given the same value; another value is refused, the answer saying where the verb's token
+/// came from. A token too short, or given by a file as well, is refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_token_given_by_the_environment_serves_every_host() -> anyhow::Result<()> {
+    let (fixture, config) = events("token-env").await?;
+    let elsewhere = |name: &str| -> anyhow::Result<PathBuf> {
+        let dir = fixture.dir().join(name);
+        std::fs::create_dir_all(&dir)?;
+        write_config(&dir, "")
+    };
+    let token = "f00d".repeat(16);
+    let given = |value: &str| {
+        let value = value.to_owned();
+        move |command: &mut Command| {
+            command.env("RUSTSTREAM_ADMIN_TOKEN", value);
+        }
+    };
+    let second = elsewhere("second")?;
+    let hosts = [
+        fixture.host(&config).log("a.log").adjust(given(&token)),
+        fixture.host(&second).log("b.log").adjust(given(&token)),
+    ]
+    .map(|host| host.start());
+    for host in hosts {
+        let host = host?;
+        let url = format!("http://{}", host.admin_addr().await?);
+        let status = |value: &str| {
+            let mut command = Command::new(binary());
+            command
+                .args(["status", "--admin", &url])
+                .env("RUSTSTREAM_ADMIN_TOKEN", value)
+                .env_remove("RUSTSTREAM_STATE_DIR");
+            command
+        };
+        let (ok, said) = run_cli(status(&token)).await?;
+        anyhow::ensure!(ok && said.contains("acme"), "{said}");
+        assert!(
+            !host.state_dir().join("admin-token").exists(),
+            "a host given its token makes no token file"
+        );
+        let (ok, said) = run_cli(status(&"0".repeat(64))).await?;
+        assert!(
+            !ok && said.contains("wrong admin token")
+                && said.contains("read from $RUSTSTREAM_ADMIN_TOKEN"),
+            "{said}"
+        );
+        host.stop().await?;
+    }
+
+    // Refused at start: what the host says on its standard error.
+    let refusal = async |name: &str, token: &str, args: &[&str]| -> anyhow::Result<String> {
+        let said = fixture.dir().join(format!("{name}.err"));
+        let stderr = std::fs::File::create(&said)?;
+        let token = token.to_owned();
+        let host = fixture
+            .host(&elsewhere(name)?)
+            .args(args)
+            .adjust(move |command| {
+                command.env("RUSTSTREAM_ADMIN_TOKEN", token).stderr(stderr);
+            })
+            .start()?;
+        let (status, _) = host.exit(Duration::from_secs(60)).await?;
+        anyhow::ensure!(!status.success(), "{name}: the host started");
+        Ok(std::fs::read_to_string(&said)?)
+    };
+    let said = refusal("short", "too-short", &[]).await?;
+    assert!(
+        said.contains("the admin token in $RUSTSTREAM_ADMIN_TOKEN holds a token shorter than 32"),
+        "{said}"
+    );
+    let file = fixture.dir().join("token-file");
+    std::fs::write(&file, format!("{token}\n"))?;
+    let file = file.display().to_string();
+    let said = refusal("twice", &token, &["--admin-token-file", &file]).await?;
+    assert!(said.contains("the admin token is given twice"), "{said}");
+    Ok(())
+}
+
 /// The `error` of an admin API answer.
 fn error_of(body: &str) -> String {
     serde_json::from_str::<Value>(body)
