@@ -16,7 +16,7 @@ use ruststream_runtime::sync::lock;
 
 use super::Fleet;
 use super::control::PAUSED_BY_OPERATOR;
-use super::deploys::{FleetDeploys, POLL_INTERVAL, REPORT_EVERY, seek_key};
+use super::deploys::{FleetDeploys, POLL_INTERVAL, REPORT_EVERY};
 use crate::desired::{AppDesired, DesiredError, HostReport, RunningVersion};
 
 impl Fleet {
@@ -166,37 +166,6 @@ impl Fleet {
                 tracing::error!(tenant = %tenant, component = %component, hash = %live.hash,
                     error = %one_line(&error), "refused the fleet's live version; running what runs");
                 lock(&shared.refused).insert(tried);
-            }
-        }
-    }
-
-    /// Carries out each seek recorded since this host started that it has not yet: on the
-    /// shards it holds of the subscription that no host moved for it yet (their lease rows
-    /// say), and on those it takes later. A sequence seek of a shard it does not hold is its
-    /// holder's. Each seek is given to the app once.
-    async fn converge_seeks(&self, shared: &FleetDeploys, states: &[AppDesired]) {
-        for state in states {
-            for (subscriber, seek) in &state.seeks {
-                let key = seek_key(&state.app, subscriber, seek.id);
-                if lock(&shared.seeks_done).contains(&key) {
-                    continue;
-                }
-                let Ok(app) = self.app(&state.app.tenant, &state.app.app) else {
-                    continue;
-                };
-                lock(&shared.seeks_done).insert(key);
-                match app
-                    .seek_marked(subscriber, seek.position.start(), seek.id)
-                    .await
-                {
-                    Ok(moved) => {
-                        tracing::info!(app = %state.app, subscriber, position = ?seek.position,
-                        ?moved, mark = seek.id, "the fleet's seek carried out here")
-                    }
-                    Err(error) => tracing::error!(app = %state.app, subscriber,
-                        position = ?seek.position, error = %one_line(&error),
-                        "cannot carry out the fleet's seek here"),
-                }
             }
         }
     }

@@ -10,7 +10,6 @@
 //! file's, and does not start an app the fleet undeployed.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,18 +18,15 @@ use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 
-use super::control::{seek_refused, start_position};
 use super::{Fleet, Source};
 use crate::admin::control::ControlError;
 use crate::admin::model::{
-    Deployed, FleetVersion, HostRunning, SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
-    VersionOrigin,
+    Deployed, FleetVersion, HostRunning, ShadowDeployed, ShadowDropped, Undeployed, VersionOrigin,
 };
 use crate::desired::{
-    AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, FleetSeek, HostReport,
-    HostTally, LiveVersion, RunningVersion, SeekTarget, Shadow, Snapshot, rollout_sum, shadow_sum,
+    AppDesired, AppId, ComponentBucket, DesiredError, DesiredTable, HostReport, HostTally,
+    LiveVersion, RunningVersion, Shadow, Snapshot, rollout_sum, shadow_sum,
 };
-use ruststream_host::runner::SeekError;
 
 /// How often a host reports what it runs when nothing changed: a host whose report is older
 /// than [`REPORT_STALE`] is taken to have stopped.
@@ -64,8 +60,8 @@ pub(crate) struct FleetDeploys {
     /// This host's counts as it last wrote them (`at_ms` 0), by item key.
     pub(super) published: Mutex<HashMap<String, HostTally>>,
     /// The recorded seeks this host carried out, or found recorded when it started
-    /// ([`seek_key`]).
-    pub(super) seeks_done: Mutex<HashSet<String>>,
+    /// (`app/subscriber#id`).
+    seeks_done: Mutex<HashSet<String>>,
     /// What this host last reported it runs, and when.
     pub(super) reported: Mutex<Option<(Vec<RunningVersion>, Instant)>>,
 }
@@ -121,6 +117,17 @@ impl FleetDeploys {
         Ok(recorded)
     }
 
+    /// Notes that this host carried out seek `id` of `subscriber` of `app`, or leaves it to
+    /// the hosts that ran when it was recorded.
+    pub(super) fn seek_done(&self, app: &AppId, subscriber: &str, id: u64) {
+        lock(&self.seeks_done).insert(format!("{app}/{subscriber}#{id}"));
+    }
+
+    /// Whether [`seek_done`](Self::seek_done) noted it.
+    pub(super) fn is_seek_done(&self, app: &AppId, subscriber: &str, id: u64) -> bool {
+        lock(&self.seeks_done).contains(&format!("{app}/{subscriber}#{id}"))
+    }
+
     /// What was last read (or recorded here) of `app` of `tenant`.
     pub(super) fn recorded(&self, tenant: &str, app: &str) -> Option<AppDesired> {
         let read = lock(&self.read);
@@ -173,10 +180,9 @@ impl Fleet {
         // before this host started were carried out by the hosts of then: not again here.
         match deploys.read().await {
             Ok(snapshot) => {
-                let mut done = lock(&deploys.seeks_done);
                 for state in &snapshot.apps {
                     for (subscriber, seek) in &state.seeks {
-                        done.insert(seek_key(&state.app, subscriber, seek.id));
+                        deploys.seek_done(&state.app, subscriber, seek.id);
                     }
                 }
             }
@@ -571,7 +577,7 @@ impl Fleet {
     /// recorded (0 when neither this host nor the desired state knows the component). An app
     /// the desired state does not record yet is recorded with the version this host runs (its
     /// bytes stored first), so that a change never records a running app as undeployed.
-    async fn change_app_for_fleet(
+    pub(super) async fn change_app_for_fleet(
         &self,
         shared: &FleetDeploys,
         tenant: &str,
@@ -617,78 +623,6 @@ impl Fleet {
             "change recorded for the fleet");
         Ok(recorded.revision)
     }
-
-    /// Moves `subscriber` of `tenant`'s `app` to `position`. When deploys are the fleet's,
-    /// the seek is recorded first (the tip as the time now, so that every host moves to the
-    /// same place), then carried out here; every host carries it out at its next poll, and
-    /// each shard moves once (its lease row keeps the seek's id): also one handed over
-    /// between two hosts' polls, or left by a host that died before it polled. A sequence on
-    /// a shard another host holds is then not refused: its holder moves it. Returns the
-    /// shards moved here.
-    ///
-    /// # Errors
-    /// The subscriber is unknown, a shard cannot reopen here, or (on one host) the shard is
-    /// not held here; [`ControlError::Desired`] when the seek cannot be recorded.
-    pub(crate) async fn seek_for_fleet(
-        &self,
-        tenant: &str,
-        app: &str,
-        subscriber: &str,
-        position: SeekPosition,
-    ) -> Result<Vec<String>, ControlError> {
-        let running = self.app(tenant, app)?;
-        let refused = |error| seek_refused(tenant, app, subscriber, error);
-        let fleet = self.inner.deploys.get().and_then(|shared| {
-            let component = self.component_of(tenant, &running)?;
-            Some((shared, component))
-        });
-        let Some((shared, component)) = fleet else {
-            let moved = running.seek(subscriber, start_position(position)).await;
-            return moved.map_err(refused);
-        };
-        if !running.has_subscriber(subscriber) {
-            return Err(refused(SeekError::UnknownSubscriber(subscriber.to_owned())));
-        }
-        let recorded = match position {
-            SeekPosition::Horizon => SeekTarget::Horizon,
-            SeekPosition::Latest => SeekTarget::Timestamp {
-                ms: SystemClock.now_ms(),
-            },
-            SeekPosition::Timestamp { ms } => SeekTarget::Timestamp { ms },
-            SeekPosition::Sequence { shard, sequence } => SeekTarget::Sequence { shard, sequence },
-        };
-        let app_id = AppId::new(tenant, app);
-        let id = AtomicU64::new(0);
-        self.change_app_for_fleet(shared, tenant, &component, |state| {
-            let next = state.next_seek_id(SystemClock.now_ms());
-            id.store(next, Ordering::Relaxed);
-            // Carried out here next: marked before it is recorded, so that this host's poll
-            // does not carry it out too.
-            lock(&shared.seeks_done).insert(seek_key(&app_id, subscriber, next));
-            let seek = FleetSeek {
-                id: next,
-                position: recorded.clone(),
-            };
-            state.seeks.insert(subscriber.to_owned(), seek);
-        })
-        .await?;
-        let id = id.load(Ordering::Relaxed);
-        running
-            .seek_marked(subscriber, recorded.start(), id)
-            .await
-            .map_err(|error| {
-                ControlError::Seek(format!(
-                    "recorded for the fleet (every host moves the shards it holds), but not \
-                     carried out here: {}",
-                    one_line(&error)
-                ))
-            })
-    }
-}
-
-/// Names seek `id` of `subscriber` of `app`, among the seeks a host carried out.
-pub(super) fn seek_key(app: &AppId, subscriber: &str, id: u64) -> String {
-    format!("{app}/{subscriber}#{id}")
 }
 
 /// A change the desired state did not take, as the admin API answers it.

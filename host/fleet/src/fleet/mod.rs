@@ -19,6 +19,7 @@ mod deploys;
 mod judge;
 mod reads;
 mod redrives;
+mod seeks;
 mod shadows;
 mod versions;
 
