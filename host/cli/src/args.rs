@@ -129,6 +129,10 @@ pub(crate) enum Command {
         #[command(flatten)]
         admin: AdminTarget,
     },
+    /// Lists the changes made through a host's admin API (its audit trail): when, which token,
+    /// tenant, action, target, what was asked and the result; or those of an audit file or a
+    /// JSON log (`--file`), with no host running.
+    Audit(AuditArgs),
     /// Writes the dead letters of a dead-letter stream back to the streams they came from,
     /// each exactly once (a run stopped and run again resumes), addressed to the subscription
     /// that gave up on them; `--dry-run` says what would move.
@@ -555,6 +559,54 @@ pub(crate) struct RedriveArgs {
     pub lease_ttl_ms: u64,
     #[command(flatten)]
     pub aws: AwsArgs,
+}
+
+/// `ruststream audit`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AuditArgs {
+    /// Only the changes about this tenant.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Only those made at or after WHEN: a time (RFC 3339, or ms since the Unix epoch) or a
+    /// time ago (`90s`, `15m`, `2h`, `7d`).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    pub since: Option<u64>,
+    /// The newest this many (at most 1000 from a host).
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    /// Print the entries as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Read the entries from FILE instead of a host: its audit file (`audit.jsonl` in the
+    /// state directory) or a log it wrote with `--log-format json`.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub admin: AdminTarget,
+}
+
+/// A time, or a time ago (`15m`): ms since the Unix epoch.
+fn parse_since(text: &str) -> Result<u64, String> {
+    let units = [
+        ('s', 1_000),
+        ('m', 60_000),
+        ('h', 3_600_000),
+        ('d', 86_400_000),
+    ];
+    let ago = units.iter().find_map(|&(unit, ms)| {
+        let count: u64 = text.strip_suffix(unit)?.parse().ok()?;
+        Some(count.saturating_mul(ms))
+    });
+    match ago {
+        Some(ago) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_millis() as u64);
+            Ok(now.saturating_sub(ago))
+        }
+        None => ruststream_fleet::redrive::parse_time(text)
+            .map_err(|error| format!("{error}; or a time ago such as 90s, 15m, 2h or 7d")),
+    }
 }
 
 fn parse_redrive_time(text: &str) -> Result<u64, String> {

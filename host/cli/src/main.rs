@@ -125,6 +125,7 @@ fn main() -> ExitCode {
                 admin,
             } => commands::versions::versions(&admin, &tenant, &app, json).await,
             Command::Dev(args) => commands::dev::dev(args).await,
+            Command::Audit(args) => commands::audit::audit(&args).await,
         };
         done.map(|()| ExitCode::SUCCESS)
     });

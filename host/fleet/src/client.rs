@@ -28,8 +28,8 @@ use serde::de::DeserializeOwned;
 
 use crate::admin::certificates::GivenCertificates;
 use crate::admin::model::{
-    AppVersionList, Deployed, ErrorBody, HostStatus, Moved, PauseState, RollbackTo, SeekPosition,
-    ShadowDeployed, ShadowDropped, Undeployed,
+    AppVersionList, AuditList, Deployed, ErrorBody, HostStatus, Moved, PauseState, RollbackTo,
+    SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
 };
 use crate::admin::token::AdminToken;
 
@@ -319,6 +319,24 @@ impl AdminClient {
             segment(tenant),
             segment(app)
         );
+        self.call(Method::GET, &path, None, QUICK_TIMEOUT).await
+    }
+
+    /// The changes the host recorded in its audit trail (`GET /v1/audit`), oldest first: of
+    /// `tenant` only when given, from `since_ms` on, the newest `limit` (at most 1000).
+    ///
+    /// # Errors
+    /// As [`status`](Self::status).
+    pub async fn audit(
+        &self,
+        tenant: Option<&str>,
+        since_ms: u64,
+        limit: usize,
+    ) -> Result<AuditList, ClientError> {
+        let mut path = format!("/v1/audit?since_ms={since_ms}&limit={limit}");
+        if let Some(tenant) = tenant {
+            path.push_str(&format!("&tenant={}", segment(tenant)));
+        }
         self.call(Method::GET, &path, None, QUICK_TIMEOUT).await
     }
 

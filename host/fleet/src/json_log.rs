@@ -130,7 +130,7 @@ impl Visit for Fields {
 }
 
 /// `2026-12-01T20:47:40.123Z`: RFC 3339 in UTC, with milliseconds.
-fn timestamp(now: SystemTime) -> String {
+pub(crate) fn timestamp(now: SystemTime) -> String {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let (days, rest) = (secs / 86_400, secs % 86_400);

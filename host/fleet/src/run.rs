@@ -29,7 +29,7 @@ use crate::admin::control::ControlError;
 use crate::admin::model::Deployed;
 use crate::admin::tls::TlsFiles;
 use crate::admin::token::{AdminToken, TOKEN_ENV, TokenError};
-use crate::admin::{self, AdminOptions, AdminStartError};
+use crate::admin::{self, AdminOptions, AdminStartError, AuditLog};
 use crate::aws::AwsOptions;
 use crate::config::{Config, ConfigError, HostSection, LeaseStoreKind};
 use crate::desired::DESIRED_TABLE;
@@ -37,6 +37,7 @@ use crate::engine::{CompileCache, CompileIn, EngineError, runtime_config_in};
 use crate::fleet::{Fleet, LeaseSettings};
 use crate::http_server::HttpServer;
 use crate::identity::Identities;
+use crate::state::audit::AuditFile;
 use crate::state::versions::DEFAULT_KEEP;
 use crate::state::{Kept, StateDir, StateError};
 use crate::watch::FileWatch;
@@ -342,7 +343,8 @@ impl RunningHost {
         let admin = match args.admin_addr {
             Some(addr) => {
                 let max_upload = settings.compile_limits.max_bytes;
-                let options = admin_options(&args, addr, &state_dir, max_upload)?;
+                let owner = &fleet.host().config().owner_id;
+                let options = admin_options(&args, addr, &state_dir, owner, max_upload)?;
                 Some(admin::serve(options, Arc::new(fleet.clone())).await?)
             }
             None => None,
@@ -487,12 +489,13 @@ fn first_load_done(fleet: &Fleet) -> Result<(), RunError> {
     Ok(())
 }
 
-/// How the admin API is served: the token (made at the first start), TLS, names, and the
-/// largest upload (the compile size bound).
+/// How the admin API is served: the token (made at the first start), TLS, names, the largest
+/// upload (the compile size bound), and the audit file in the state directory.
 fn admin_options(
     args: &RunOptions,
     addr: std::net::SocketAddr,
     state_dir: &StateDir,
+    owner: &str,
     max_upload: usize,
 ) -> Result<AdminOptions, RunError> {
     let token = match (&args.admin_token, &args.admin_token_file) {
@@ -524,6 +527,7 @@ fn admin_options(
         token,
         hosts: args.admin_hosts.clone(),
         max_upload,
+        audit: AuditLog::new(owner, Some(AuditFile::new(state_dir.root()))),
     })
 }
 

@@ -2,6 +2,7 @@
 //! prints the answer. What the admin verbs share is here: the client of the host named by
 //! `--admin`, with the token it reads, and the clock ages are shown against.
 
+pub(crate) mod audit;
 pub(crate) mod check;
 pub(crate) mod deploy;
 pub(crate) mod dev;

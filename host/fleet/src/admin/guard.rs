@@ -26,6 +26,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 
 use super::allowed_hosts::AllowedHosts;
+use super::caller::Caller;
 use super::error::ApiError;
 use super::token::AdminToken;
 
@@ -84,7 +85,7 @@ impl Guard {
         self.upload_time
     }
 
-    fn check_token(&self, headers: &HeaderMap) -> Result<(), &'static str> {
+    fn check_token(&self, headers: &HeaderMap) -> Result<Caller, &'static str> {
         let Some(value) = headers.get(AUTHORIZATION) else {
             return Err(
                 "no admin token: send `Authorization: Bearer TOKEN`, TOKEN being the contents \
@@ -99,7 +100,7 @@ impl Guard {
             .map(|(_, token)| token.trim_ascii())
             .ok_or("the Authorization header is not `Bearer TOKEN`")?;
         if self.token.matches(presented) {
-            Ok(())
+            Ok(Caller::operator())
         } else {
             Err("wrong admin token")
         }
@@ -109,7 +110,7 @@ impl Guard {
 /// Checks 1, 2 and 3, on every request.
 pub(crate) async fn host_and_token(
     State(guard): State<Arc<Guard>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
@@ -123,13 +124,21 @@ pub(crate) async fn host_and_token(
         return refuse(StatusCode::FORBIDDEN, reason);
     }
     let open = request.method() == Method::GET && OPEN_ROUTES.contains(&request.uri().path());
-    if !open && let Err(reason) = guard.check_token(request.headers()) {
-        let mut response = refuse(StatusCode::UNAUTHORIZED, reason.to_owned());
-        let challenge = HeaderValue::from_static("Bearer realm=\"ruststream admin\"");
-        response
-            .headers_mut()
-            .insert(axum::http::header::WWW_AUTHENTICATE, challenge);
-        return response;
+    if !open {
+        match guard.check_token(request.headers()) {
+            // Who asked, for the routes and the audit trail.
+            Ok(caller) => {
+                request.extensions_mut().insert(caller);
+            }
+            Err(reason) => {
+                let mut response = refuse(StatusCode::UNAUTHORIZED, reason.to_owned());
+                let challenge = HeaderValue::from_static("Bearer realm=\"ruststream admin\"");
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::WWW_AUTHENTICATE, challenge);
+                return response;
+            }
+        }
     }
     next.run(request).await
 }

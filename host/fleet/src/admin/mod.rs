@@ -10,6 +10,8 @@
 //! is the [`Control`] trait; this module is only the HTTP layer over it.
 
 pub mod allowed_hosts;
+mod audit;
+pub mod caller;
 pub(crate) mod certificates;
 pub mod control;
 mod error;
@@ -27,6 +29,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 
 use allowed_hosts::{AllowedHosts, HostName};
+pub(crate) use audit::AuditLog;
 use control::Control;
 use tls::{TlsFiles, TlsListener};
 use token::AdminToken;
@@ -78,6 +81,8 @@ pub(crate) struct AdminOptions {
     pub hosts: Vec<HostName>,
     /// Largest upload: the compile size bound.
     pub max_upload: usize,
+    /// Where the changes asked of it are recorded.
+    pub audit: AuditLog,
 }
 
 /// Starts the admin API over `control` and returns once it listens.
@@ -108,7 +113,7 @@ pub(crate) async fn serve<C: Control>(
     let local_addr = http_server::local_addr(what, addr, &listener)?;
     let hosts = AllowedHosts::new(local_addr, tls.is_some(), options.hosts);
     let guard = Arc::new(guard::Guard::new(options.token, hosts, options.max_upload));
-    let router = routes::router(control, guard);
+    let router = routes::router(control, guard, Arc::new(options.audit));
     Ok(match tls {
         Some(config) => {
             let listener = TlsListener::new(listener, config)

@@ -20,6 +20,7 @@ use axum::{Json, Router};
 use ruststream_runtime::escape::quote;
 use serde::de::DeserializeOwned;
 
+use super::audit::{self, AuditLog};
 use super::control::Control;
 use super::error::ApiError;
 use super::guard::{self, Guard};
@@ -29,7 +30,11 @@ use super::model::{
 };
 
 /// The admin API over `control`, every request checked by `guard` first.
-pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
+pub(super) fn router<C: Control>(
+    control: Arc<C>,
+    guard: Arc<Guard>,
+    audit: Arc<AuditLog>,
+) -> Router {
     let (max_upload, upload_time) = (guard.max_upload(), guard.upload_time());
     let upload = from_fn_with_state(guard.clone(), guard::upload);
     let json = || from_fn(guard::json_body);
@@ -80,8 +85,11 @@ pub(super) fn router<C: Control>(control: Arc<C>, guard: Arc<Guard>) -> Router {
         )
         .route("/v1/redrives", post(start_redrive::<C>).layer(json()))
         .route("/v1/redrives/{id}", get(redrive::<C>))
+        .route("/v1/audit", get(audit::list).with_state(audit.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Inside the guard: only a caller whose token it took is recorded.
+        .layer(from_fn_with_state(audit, audit::record_changes))
         .layer(from_fn_with_state(guard, guard::host_and_token))
         .with_state(control)
 }

@@ -12,6 +12,7 @@ use axum::http::{Method, Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
+use super::AuditLog;
 use super::allowed_hosts::AllowedHosts;
 use super::fake::{FakeControl, SHARDS, TENANT, sample_status};
 use super::guard::Guard;
@@ -38,7 +39,7 @@ pub(crate) fn test_token(text: &str) -> AdminToken {
 }
 
 fn app(fake: &Arc<FakeControl>) -> Router {
-    router(fake.clone(), guard())
+    router(fake.clone(), guard(), Arc::new(AuditLog::new("test", None)))
 }
 
 /// A request as the verbs send it: Host, token, and the route's content type.
@@ -306,6 +307,7 @@ fn options(addr: &str) -> super::AdminOptions {
         token: test_token(TOKEN),
         hosts: Vec::new(),
         max_upload: LIMIT,
+        audit: AuditLog::new("test", None),
     }
 }
 
@@ -603,7 +605,7 @@ async fn an_upload_that_stalls_lets_the_slot_go() {
     let fake = Arc::new(FakeControl::default());
     let guard = Arc::into_inner(guard()).expect("one owner");
     let guard = Arc::new(guard.with_upload_time(std::time::Duration::from_millis(50)));
-    let router = router(fake.clone(), guard);
+    let router = router(fake.clone(), guard, Arc::new(AuditLog::new("test", None)));
     let uri = "/v1/tenants/acme/components/ledger";
     let stalled = send(
         router.clone(),
@@ -617,4 +619,85 @@ async fn an_upload_that_stalls_lets_the_slot_go() {
     );
     let next = send(router, request(Method::PUT, uri, &b"\0asm"[..])).await;
     assert_eq!(next.0, StatusCode::OK, "{}", next.1);
+}
+
+#[tokio::test]
+async fn every_change_a_known_caller_asks_for_is_audited_and_read_back() {
+    let dir = crate::state::tests::scratch("admin-audit");
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let audit = Arc::new(AuditLog::new(
+        "host-a",
+        Some(crate::state::audit::AuditFile::new(&dir)),
+    ));
+    let fake = Arc::new(FakeControl::default());
+    let api = || router(fake.clone(), guard(), audit.clone());
+    let paused = send(api(), request(Method::POST, "/v1/tenants/acme/pause", "")).await;
+    assert_eq!(paused.0, StatusCode::OK, "{}", paused.1);
+    let seek = "/v1/tenants/acme/apps/ledger/subscriptions/nobody/seek";
+    let body = r#"{"at":"horizon"}"#;
+    let refused = send(api(), request(Method::POST, seek, body)).await;
+    assert_eq!(refused.0, StatusCode::NOT_FOUND, "{}", refused.1);
+    // Neither a read nor a request the guard refused before it knew the caller.
+    send(api(), request(Method::GET, "/v1/status", Body::empty())).await;
+    let anonymous = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/tenants/acme/resume")
+        .header(header::HOST, HOST)
+        .body(Body::empty())
+        .expect("a request");
+    assert_eq!(send(api(), anonymous).await.0, StatusCode::UNAUTHORIZED);
+
+    let (status, list) = send(api(), request(Method::GET, "/v1/audit", Body::empty())).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let entries = list["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 2, "{list}");
+    let pause = &entries[0];
+    assert_eq!(
+        (
+            &pause["host"],
+            &pause["token"],
+            &pause["tenant"],
+            &pause["action"]
+        ),
+        (
+            &json!("host-a"),
+            &json!("operator"),
+            &json!("acme"),
+            &json!("pause")
+        )
+    );
+    assert_eq!(
+        (&pause["result"], &pause["status"]),
+        (&json!("ok"), &json!(200))
+    );
+    assert_eq!(pause["answer"], json!({"tenant": "acme", "paused": true}));
+    let seek = &entries[1];
+    assert_eq!(
+        (
+            &seek["action"],
+            &seek["target"],
+            &seek["result"],
+            &seek["status"]
+        ),
+        (
+            &json!("seek"),
+            &json!("ledger/nobody"),
+            &json!("refused"),
+            &json!(404)
+        )
+    );
+    assert_eq!(seek["request"], json!({"at": "horizon"}));
+    assert!(
+        seek["error"].as_str().is_some_and(|e| e.contains("nobody")),
+        "{seek}"
+    );
+    assert_eq!(
+        list["kept_in"],
+        json!(dir.join("audit.jsonl").display().to_string())
+    );
+
+    // Of another tenant: none.
+    let other = "/v1/audit?tenant=other";
+    let (_, none) = send(api(), request(Method::GET, other, Body::empty())).await;
+    assert_eq!(none["entries"], json!([]), "{none}");
 }

@@ -105,6 +105,7 @@ fn options() -> AdminOptions {
         token: test_token(TOKEN),
         hosts: Vec::new(),
         max_upload: 1 << 20,
+        audit: crate::admin::AuditLog::new("test", None),
     }
 }
 

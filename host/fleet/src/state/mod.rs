@@ -13,6 +13,7 @@
 //! Where it is: `--state-dir`, else `[host] state_dir`, else [`default_dir`]. Every file is
 //! written whole (`write_atomic`): a crash leaves the old file or the new one, never a part.
 
+pub mod audit;
 pub mod redrives;
 pub mod versions;
 
@@ -268,7 +269,7 @@ pub(crate) fn file_name(name: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;

@@ -268,6 +268,91 @@ async fn one_token_given_by_the_environment_serves_every_host() -> anyhow::Resul
     Ok(())
 }
 
+/// Every change made through the admin API is audited: a pause, a seek refused, a deploy and
+/// a resume through the verbs come back from `ruststream audit` (of the tenant, oldest first,
+/// the operator's token by id, the refusal with its reason, the upload by its size), from the
+/// state directory's audit file, and from the host's JSON log, with no host running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_change_is_audited_and_read_back_from_the_host_its_file_and_its_log()
+-> anyhow::Result<()> {
+    let (fixture, config) = events("audit").await?;
+    let host = Host::start(&fixture, &config, 1, &["--log-format", "json"])?;
+    reading(&host).await?;
+    let v2_path = guests::VERSIONED_V2.path().to_string_lossy().into_owned();
+    let changes: [(&[&str], bool); 4] = [
+        (&["pause", "acme"], true),
+        (&["seek", "acme", "versioned", "nobody", "horizon"], false),
+        (&["deploy", "acme", &v2_path, "--name", "versioned"], true),
+        (&["resume", "acme"], true),
+    ];
+    for (args, ok) in changes {
+        let (done, said) = host.cli(args).await?;
+        anyhow::ensure!(done == ok, "{args:?}: {said}");
+    }
+    let (ok, said) = host.cli(&["status"]).await?;
+    anyhow::ensure!(ok, "{said}");
+
+    let (ok, said) = host.cli(&["audit", "--tenant", "acme", "--json"]).await?;
+    anyhow::ensure!(ok, "{said}");
+    let entries: Vec<Value> = serde_json::from_str(&said)?;
+    let actions: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| {
+            let field = |name: &str| e[name].as_str().unwrap_or("?");
+            (field("action"), field("result"))
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("pause", "ok"),
+            ("seek", "refused"),
+            ("deploy", "ok"),
+            ("resume", "ok")
+        ],
+        "{said}"
+    );
+    assert!(entries.iter().all(|e| e["token"] == "operator"), "{said}");
+    assert!(
+        entries[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("nobody")),
+        "{said}"
+    );
+    let size = std::fs::metadata(&v2_path)?.len();
+    assert_eq!(entries[2]["request"]["bytes"], size, "{said}");
+    assert!(entries[2]["answer"]["content_hash"].is_string(), "{said}");
+    let (ok, people) = host.cli(&["audit"]).await?;
+    anyhow::ensure!(ok, "{people}");
+    assert!(
+        people.contains(" operator pause acme ok")
+            && people.contains("4 change(s), from ")
+            && people.contains("audit.jsonl"),
+        "{people}"
+    );
+    let log = host.host.log_path().to_owned();
+    let file = host.state.join("audit.jsonl");
+    host.stop().await?;
+
+    // With no host running: the audit file, and the JSON log, say the same.
+    for path in [&file, &log] {
+        let path = path.display().to_string();
+        let (ok, said) = host_less_cli(&["audit", "--tenant", "acme", "--json", "--file", &path])?;
+        anyhow::ensure!(ok, "{said}");
+        let read: Vec<Value> = serde_json::from_str(&said)?;
+        assert_eq!(read, entries, "{path}");
+    }
+    Ok(())
+}
+
+/// `ruststream ARGS` without a host: whether it succeeded, and what it printed.
+fn host_less_cli(args: &[&str]) -> anyhow::Result<(bool, String)> {
+    let out = Command::new(binary()).args(args).output()?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    Ok((out.status.success(), text))
+}
+
 /// The `error` of an admin API answer.
 fn error_of(body: &str) -> String {
     serde_json::from_str::<Value>(body)

@@ -1,0 +1,36 @@
+//! `ruststream audit`: the changes made through a host's admin API, from the host or a file.
+
+use anyhow::Context as _;
+use ruststream_fleet::state::audit::{self, AuditFilter};
+
+use crate::args::AuditArgs;
+use crate::status_view;
+
+/// Prints the audit entries `args` asks for, oldest first.
+pub(crate) async fn audit(args: &AuditArgs) -> anyhow::Result<()> {
+    let filter = AuditFilter {
+        tenant: args.tenant.clone(),
+        since_ms: args.since.unwrap_or(0),
+        limit: args.limit,
+    };
+    let (entries, from) = match &args.file {
+        Some(file) => {
+            let entries = audit::read_entries(file)
+                .with_context(|| format!("reading the audit entries of {}", file.display()))?;
+            (filter.keep(entries), file.display().to_string())
+        }
+        None => {
+            let client = super::client(&args.admin)?;
+            let list = client
+                .audit(filter.tenant.as_deref(), filter.since_ms, filter.limit)
+                .await?;
+            (list.entries, list.kept_in)
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&entries)?);
+    } else {
+        print!("{}", status_view::render_audit(&entries, &from));
+    }
+    Ok(())
+}
