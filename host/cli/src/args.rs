@@ -129,6 +129,12 @@ pub(crate) enum Command {
         #[command(flatten)]
         admin: AdminTarget,
     },
+    /// Makes, lists and revokes tokens that reach one tenant's apps only (the operator's
+    /// token reaches all).
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
     /// Lists the changes made through a host's admin API (its audit trail): when, which token,
     /// tenant, action, target, what was asked and the result; or those of an audit file or a
     /// JSON log (`--file`), with no host running.
@@ -559,6 +565,43 @@ pub(crate) struct RedriveArgs {
     pub lease_ttl_ms: u64,
     #[command(flatten)]
     pub aws: AwsArgs,
+}
+
+/// `ruststream token`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum TokenAction {
+    /// Makes a token that reaches TENANT's apps only: deploy, shadow, promote, rollback, seek,
+    /// pause and resume, its status, versions and audit trail, its dead letters' redrive. It
+    /// is printed this once; the host keeps its hash.
+    Create {
+        /// The tenant it reaches.
+        #[arg(long)]
+        tenant: String,
+        /// What to call it (`ci`, a person's name).
+        #[arg(long, default_value = "")]
+        name: String,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Lists the tenant tokens (ids, tenants, names; never the tokens).
+    List {
+        /// Print the host's JSON as is.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
+    /// Revokes a tenant token: refused from the next request on, on every host that reads the
+    /// same token store.
+    Revoke {
+        /// The token's id (see `token list`).
+        id: String,
+        #[command(flatten)]
+        admin: AdminTarget,
+    },
 }
 
 /// `ruststream audit`.

@@ -126,6 +126,7 @@ fn main() -> ExitCode {
             } => commands::versions::versions(&admin, &tenant, &app, json).await,
             Command::Dev(args) => commands::dev::dev(args).await,
             Command::Audit(args) => commands::audit::audit(&args).await,
+            Command::Token { action } => commands::token::token(&action).await,
         };
         done.map(|()| ExitCode::SUCCESS)
     });

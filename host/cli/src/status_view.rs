@@ -13,7 +13,7 @@ use ruststream_fleet::escape::escape_controls;
 use ruststream_fleet::admin::model::{
     AppStatus, AppVersionList, AuditEntry, Deployed, FleetVersion, HostStatus, OutcomeCounts,
     PauseState, ReadMode, ShadowCounts, ShadowDeployed, ShadowDropped, ShadowStatus, ShardState,
-    ShardStatus, SubscriptionStatus, TenantStatus, Undeployed,
+    ShardStatus, SubscriptionStatus, TenantStatus, TokenList, TokenMade, Undeployed,
 };
 
 /// Hex digits of a content hash shown.
@@ -498,6 +498,65 @@ pub(crate) fn render_audit(entries: &[AuditEntry], from: &str) -> String {
     out
 }
 
+/// `token create`: the token, shown this once, and what it reaches.
+pub(crate) fn render_token_made(made: &TokenMade) -> String {
+    let mut out = String::new();
+    line(
+        &mut out,
+        0,
+        format_args!(
+            "token {} for tenant {}{}: shown this once, keep it now",
+            text(&made.id),
+            text(&made.tenant),
+            if made.name.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", text(&made.name))
+            }
+        ),
+    );
+    line(&mut out, 0, format_args!("{}", text(&made.token)));
+    line(
+        &mut out,
+        0,
+        format_args!("kept hashed in the {}", text(&made.store)),
+    );
+    out
+}
+
+/// `token list`: one line per tenant token.
+pub(crate) fn render_tokens(list: &TokenList, now_ms: u64) -> String {
+    let mut out = String::new();
+    line(
+        &mut out,
+        0,
+        format_args!(
+            "{} tenant token(s), in the {}",
+            list.tokens.len(),
+            text(&list.store)
+        ),
+    );
+    for token in &list.tokens {
+        line(
+            &mut out,
+            1,
+            format_args!(
+                "{} {} {} made {} ago by {}",
+                text(&token.id),
+                text(&token.tenant),
+                if token.name.is_empty() {
+                    "-".into()
+                } else {
+                    text(&token.name)
+                },
+                age(now_ms, token.created_ms),
+                text(&token.created_by)
+            ),
+        );
+    }
+    out
+}
+
 /// `undeploy`: what stopped for good.
 pub(crate) fn render_undeployed(gone: &Undeployed) -> String {
     format!(
@@ -528,7 +587,7 @@ fn line(out: &mut String, depth: usize, content: std::fmt::Arguments<'_>) {
     let _ = writeln!(out, "{:indent$}{content}", "", indent = depth * 2);
 }
 
-fn text(value: &str) -> Cow<'_, str> {
+pub(crate) fn text(value: &str) -> Cow<'_, str> {
     escape_controls(value)
 }
 

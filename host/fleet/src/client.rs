@@ -29,7 +29,7 @@ use serde::de::DeserializeOwned;
 use crate::admin::certificates::GivenCertificates;
 use crate::admin::model::{
     AppVersionList, AuditList, Deployed, ErrorBody, HostStatus, Moved, PauseState, RollbackTo,
-    SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
+    SeekPosition, ShadowDeployed, ShadowDropped, TokenList, TokenMade, TokenRevoked, Undeployed,
 };
 use crate::admin::token::AdminToken;
 
@@ -338,6 +338,37 @@ impl AdminClient {
             path.push_str(&format!("&tenant={}", segment(tenant)));
         }
         self.call(Method::GET, &path, None, QUICK_TIMEOUT).await
+    }
+
+    /// Makes a token that reaches `tenant` only, called `name` (`POST /v1/tokens`); the
+    /// answer holds the token, shown this once.
+    ///
+    /// # Errors
+    /// As [`status`](Self::status); the host refuses a tenant it does not have, and a caller
+    /// that is not the operator.
+    pub async fn create_token(&self, tenant: &str, name: &str) -> Result<TokenMade, ClientError> {
+        let body = serde_json::json!({ "tenant": tenant, "name": name });
+        let body = serde_json::to_vec(&body).map_err(ClientError::Encode)?;
+        (self.call(Method::POST, "/v1/tokens", Some(json(body)), QUICK_TIMEOUT)).await
+    }
+
+    /// The tenant tokens the host's store keeps (`GET /v1/tokens`), never the tokens.
+    ///
+    /// # Errors
+    /// As [`status`](Self::status).
+    pub async fn tokens(&self) -> Result<TokenList, ClientError> {
+        self.call(Method::GET, "/v1/tokens", None, QUICK_TIMEOUT)
+            .await
+    }
+
+    /// Revokes tenant token `id` (`DELETE /v1/tokens/{id}`): refused from the next request on,
+    /// by every host that reads the same store.
+    ///
+    /// # Errors
+    /// As [`status`](Self::status); 404 for an unknown id.
+    pub async fn revoke_token(&self, id: &str) -> Result<TokenRevoked, ClientError> {
+        let path = format!("/v1/tokens/{}", segment(id));
+        self.call(Method::DELETE, &path, None, QUICK_TIMEOUT).await
     }
 
     /// Sends one request and parses its answer: `T` on success, the server's message otherwise.

@@ -104,4 +104,5 @@ pub mod state;
 pub mod streams;
 pub mod tail;
 pub mod testrun;
+pub mod tokens;
 pub mod watch;

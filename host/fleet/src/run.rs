@@ -40,6 +40,8 @@ use crate::identity::Identities;
 use crate::state::audit::AuditFile;
 use crate::state::versions::DEFAULT_KEEP;
 use crate::state::{Kept, StateDir, StateError};
+use crate::tokens::dynamo::DynamoTokens;
+use crate::tokens::{FileTokens, TokenStore};
 use crate::watch::FileWatch;
 use crate::{metrics, state};
 
@@ -344,7 +346,16 @@ impl RunningHost {
             Some(addr) => {
                 let max_upload = settings.compile_limits.max_bytes;
                 let owner = &fleet.host().config().owner_id;
-                let options = admin_options(&args, addr, &state_dir, owner, max_upload)?;
+                let mut options = admin_options(&args, addr, &state_dir, owner, max_upload)?;
+                // Tenant tokens live where every host of the fleet reads them: beside the
+                // fleet's desired state when deploys are the fleet's, else in the state
+                // directory.
+                let tenant_tokens: Arc<dyn TokenStore> = match fleet.desired_table() {
+                    Some(table) => Arc::new(DynamoTokens::new(table)),
+                    None => Arc::new(FileTokens::new(state_dir.root())),
+                };
+                tracing::info!(store = %tenant_tokens.describe(), "tenant tokens");
+                options.tenant_tokens = Some(tenant_tokens);
                 Some(admin::serve(options, Arc::new(fleet.clone())).await?)
             }
             None => None,
@@ -528,6 +539,7 @@ fn admin_options(
         hosts: args.admin_hosts.clone(),
         max_upload,
         audit: AuditLog::new(owner, Some(AuditFile::new(state_dir.root()))),
+        tenant_tokens: None,
     })
 }
 

@@ -19,6 +19,7 @@ pub(crate) mod seek;
 pub(crate) mod status;
 pub(crate) mod tail;
 pub(crate) mod test;
+pub(crate) mod token;
 pub(crate) mod undeploy;
 pub(crate) mod versions;
 

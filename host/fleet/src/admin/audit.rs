@@ -22,6 +22,7 @@ use ruststream_runtime::escape::one_line;
 use super::caller::Caller;
 use super::error::ApiError;
 use super::model::{AuditEntry, AuditList};
+use super::scope::percent_decoded;
 use crate::state::audit::{self, AuditFile, AuditFilter};
 
 /// Largest request body kept in an entry (JSON bodies only; uploads by their size).
@@ -139,32 +140,19 @@ fn query(uri: &Uri) -> Result<AuditFilter, ApiError> {
     Ok(filter)
 }
 
-/// `value` with its `%XX` escapes decoded (an escape that is not one is kept as it is).
-fn percent_decoded(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        let hex = bytes
-            .get(at + 1..at + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[at], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                at += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                at += 1;
-            }
+/// `GET /v1/audit`: a tenant token's caller sees its tenant's entries alone.
+pub(super) async fn list(
+    State(audit): State<Arc<AuditLog>>,
+    caller: Option<axum::extract::Extension<Caller>>,
+    uri: Uri,
+) -> Response {
+    let own = caller.and_then(|axum::extract::Extension(caller)| caller.tenant);
+    let listed = query(&uri).and_then(|mut filter| {
+        if own.is_some() {
+            filter.tenant = own;
         }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// `GET /v1/audit`.
-pub(super) async fn list(State(audit): State<Arc<AuditLog>>, uri: Uri) -> Response {
-    let listed = query(&uri).and_then(|filter| audit.read(&filter));
+        audit.read(&filter)
+    });
     match listed {
         Ok(list) => axum::Json(list).into_response(),
         Err(error) => error.into_response(),
@@ -186,13 +174,24 @@ pub(super) async fn record_changes(
     }
     let (action, tenant, target) = action_of(&method, request.uri().path());
     let (request, said) = what_it_says(request).await;
+    // A route without a tenant in its path may name one in its body (a token, a redrive).
+    let tenant = tenant.or_else(|| {
+        let named = said.as_ref()?.get("tenant")?.as_str()?;
+        Some(named.to_owned())
+    });
     let response = next.run(request).await;
     let status = response.status();
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, READ_ANSWER)
         .await
         .unwrap_or_default();
-    let answer: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
+    let mut answer: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
+    // A token made is shown to its maker once, never kept: not here either.
+    if let Some(serde_json::Value::Object(fields)) = &mut answer
+        && fields.contains_key("token")
+    {
+        fields.insert("token".into(), "(shown once, not kept)".into());
+    }
     let error = (!status.is_success()).then(|| {
         (answer.as_ref())
             .and_then(|a| a["error"].as_str().map(str::to_owned))
@@ -295,6 +294,8 @@ fn action_of(method: &Method, path: &str) -> (String, Option<String>, String) {
             (action, tenant, target)
         }
         ["v1", "reload"] => ("reload".to_owned(), None, String::new()),
+        ["v1", "tokens"] => ("token-create".to_owned(), None, String::new()),
+        ["v1", "tokens", id] => ("token-revoke".to_owned(), None, (*id).to_owned()),
         ["v1", "redrives"] => ("redrive".to_owned(), None, String::new()),
         _ => (format!("{method}"), None, path.to_owned()),
     }
@@ -354,6 +355,12 @@ mod tests {
             ),
             (Method::POST, "/v1/reload", ("reload", None, "")),
             (Method::POST, "/v1/redrives", ("redrive", None, "")),
+            (Method::POST, "/v1/tokens", ("token-create", None, "")),
+            (
+                Method::DELETE,
+                "/v1/tokens/ab12",
+                ("token-revoke", None, "ab12"),
+            ),
             (Method::POST, "/v1/nothing", ("POST", None, "/v1/nothing")),
         ];
         for (method, path, (action, tenant, target)) in cases {

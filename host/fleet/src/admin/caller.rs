@@ -6,6 +6,8 @@ pub struct Caller {
     /// The token's id, as the audit trail names it: [`Caller::OPERATOR`] for the host's admin
     /// token.
     pub token_id: String,
+    /// The tenant a tenant token reaches; none for the operator, who reaches all.
+    pub tenant: Option<String>,
 }
 
 impl Caller {
@@ -16,6 +18,12 @@ impl Caller {
     pub fn operator() -> Self {
         Self {
             token_id: Self::OPERATOR.to_owned(),
+            tenant: None,
         }
+    }
+
+    /// Whether the caller may reach `tenant`.
+    pub fn reaches(&self, tenant: &str) -> bool {
+        self.tenant.as_deref().is_none_or(|own| own == tenant)
     }
 }

@@ -29,6 +29,8 @@ use super::allowed_hosts::AllowedHosts;
 use super::caller::Caller;
 use super::error::ApiError;
 use super::token::AdminToken;
+use crate::tokens::{self, TokenStore};
+use ruststream_runtime::escape::one_line;
 
 /// How long an upload may take to arrive: 32 MiB at 2 Mbit/s. A client that stalls would
 /// otherwise hold the one upload slot until its connection dies.
@@ -44,6 +46,8 @@ const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
 #[derive(Debug)]
 pub(crate) struct Guard {
     token: AdminToken,
+    /// Where tenant tokens are looked up, when the host takes them.
+    tenant_tokens: Option<Arc<dyn TokenStore>>,
     hosts: AllowedHosts,
     /// Largest upload: the compile size bound (`compile_max_bytes`).
     max_upload: usize,
@@ -59,11 +63,25 @@ impl Guard {
     pub(crate) fn new(token: AdminToken, hosts: AllowedHosts, max_upload: usize) -> Self {
         Self {
             token,
+            tenant_tokens: None,
             hosts,
             max_upload,
             upload_time: UPLOAD_TIME,
             uploads: Semaphore::new(1),
         }
+    }
+
+    /// The same, taking the tenant tokens `store` keeps too.
+    pub(crate) fn with_tenant_tokens(self, store: Arc<dyn TokenStore>) -> Self {
+        Self {
+            tenant_tokens: Some(store),
+            ..self
+        }
+    }
+
+    /// Where tenant tokens are looked up, if the host takes them.
+    pub(crate) fn tenant_tokens(&self) -> Option<Arc<dyn TokenStore>> {
+        self.tenant_tokens.clone()
     }
 
     /// The same with another time for an upload to arrive.
@@ -85,12 +103,15 @@ impl Guard {
         self.upload_time
     }
 
-    fn check_token(&self, headers: &HeaderMap) -> Result<Caller, &'static str> {
+    /// Who the request's token is: the operator, or the tenant a tenant token reaches.
+    /// `Err`: the status and reason to refuse it with.
+    async fn check_token(&self, headers: &HeaderMap) -> Result<Caller, (StatusCode, String)> {
+        let refused = |reason: &str| (StatusCode::UNAUTHORIZED, reason.to_owned());
         let Some(value) = headers.get(AUTHORIZATION) else {
-            return Err(
+            return Err(refused(
                 "no admin token: send `Authorization: Bearer TOKEN`, TOKEN being the contents \
                  of the host's admin token file (the ruststream verbs send it themselves)",
-            );
+            ));
         };
         // The scheme's name is case-insensitive (RFC 9110).
         let presented = value
@@ -98,11 +119,26 @@ impl Guard {
             .split_at_checked(7)
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"Bearer "))
             .map(|(_, token)| token.trim_ascii())
-            .ok_or("the Authorization header is not `Bearer TOKEN`")?;
+            .ok_or_else(|| refused("the Authorization header is not `Bearer TOKEN`"))?;
         if self.token.matches(presented) {
-            Ok(Caller::operator())
-        } else {
-            Err("wrong admin token")
+            return Ok(Caller::operator());
+        }
+        let (Some(store), Some(id)) = (&self.tenant_tokens, tokens::claimed_id(presented)) else {
+            return Err(refused("wrong admin token"));
+        };
+        let record = store.get(id).await.map_err(|error| {
+            let reason = format!("cannot check the token: {}", one_line(&error));
+            (StatusCode::SERVICE_UNAVAILABLE, reason)
+        })?;
+        match record {
+            Some(record) if tokens::matches(&record, presented) => Ok(Caller {
+                token_id: record.id,
+                tenant: Some(record.tenant),
+            }),
+            Some(_) => Err(refused("wrong admin token")),
+            None => Err(refused(&format!(
+                "token {id} is unknown or was revoked (ask the operator for a new one)"
+            ))),
         }
     }
 }
@@ -125,13 +161,16 @@ pub(crate) async fn host_and_token(
     }
     let open = request.method() == Method::GET && OPEN_ROUTES.contains(&request.uri().path());
     if !open {
-        match guard.check_token(request.headers()) {
+        match guard.check_token(request.headers()).await {
             // Who asked, for the routes and the audit trail.
             Ok(caller) => {
                 request.extensions_mut().insert(caller);
             }
-            Err(reason) => {
-                let mut response = refuse(StatusCode::UNAUTHORIZED, reason.to_owned());
+            Err((status, reason)) if status != StatusCode::UNAUTHORIZED => {
+                return refuse(status, reason);
+            }
+            Err((_, reason)) => {
+                let mut response = refuse(StatusCode::UNAUTHORIZED, reason);
                 let challenge = HeaderValue::from_static("Bearer realm=\"ruststream admin\"");
                 response
                     .headers_mut()

@@ -15,15 +15,18 @@ pub mod caller;
 pub(crate) mod certificates;
 pub mod control;
 mod error;
+mod extract;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod guard;
 pub mod model;
 mod routes;
+mod scope;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod tls;
 pub mod token;
+mod token_routes;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
@@ -33,6 +36,8 @@ pub(crate) use audit::AuditLog;
 use control::Control;
 use tls::{TlsFiles, TlsListener};
 use token::AdminToken;
+
+use crate::tokens::TokenStore;
 
 use crate::http_server::{self, HttpServer};
 
@@ -83,6 +88,8 @@ pub(crate) struct AdminOptions {
     pub max_upload: usize,
     /// Where the changes asked of it are recorded.
     pub audit: AuditLog,
+    /// Where tenant tokens are kept; none: the host takes the operator's token only.
+    pub tenant_tokens: Option<Arc<dyn TokenStore>>,
 }
 
 /// Starts the admin API over `control` and returns once it listens.
@@ -112,7 +119,11 @@ pub(crate) async fn serve<C: Control>(
     let listener = http_server::bind(what, addr).await?;
     let local_addr = http_server::local_addr(what, addr, &listener)?;
     let hosts = AllowedHosts::new(local_addr, tls.is_some(), options.hosts);
-    let guard = Arc::new(guard::Guard::new(options.token, hosts, options.max_upload));
+    let mut guard = guard::Guard::new(options.token, hosts, options.max_upload);
+    if let Some(store) = options.tenant_tokens {
+        guard = guard.with_tenant_tokens(store);
+    }
+    let guard = Arc::new(guard);
     let router = routes::router(control, guard, Arc::new(options.audit));
     Ok(match tls {
         Some(config) => {

@@ -325,40 +325,7 @@ pub struct ErrorBody {
     pub error: String,
 }
 
-/// One change made through the admin API, as the audit trail keeps it (`GET /v1/audit`, the
-/// `audit.jsonl` file in the state directory, and a log line of target `ruststream::audit`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditEntry {
-    /// When it was answered (ms since the epoch).
-    pub at_ms: u64,
-    /// The same, RFC 3339 in UTC.
-    pub at: String,
-    /// The host that took it (its owner id).
-    pub host: String,
-    /// The token it came with, by id (`operator` for the host's admin token), never its secret.
-    pub token: String,
-    /// The tenant it was about, if one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
-    /// What was asked: `seek`, `pause`, `resume`, `deploy`, `deploy-shadow`, `abort-shadow`,
-    /// `promote`, `undeploy`, `reload`, `rollback`, `redrive`.
-    pub action: String,
-    /// What it was asked of: the app, subscriber or component after the tenant, or the route.
-    pub target: String,
-    /// What the request said: its JSON body, or the size of an upload.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<serde_json::Value>,
-    /// `ok`, `refused` (4xx) or `failed` (5xx).
-    pub result: String,
-    /// The HTTP status answered.
-    pub status: u16,
-    /// Why it was refused or failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// What a change that went through answered (omitted past a few KiB).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<serde_json::Value>,
-}
+pub use crate::state::audit::AuditEntry;
 
 /// `GET /v1/audit`: the changes this host took, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -367,4 +334,61 @@ pub struct AuditList {
     pub kept_in: String,
     /// The entries the query asked for.
     pub entries: Vec<AuditEntry>,
+}
+
+/// The body of `POST /v1/tokens`: a token for `tenant`, called `name`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequest {
+    /// The tenant it reaches.
+    pub tenant: String,
+    /// What to call it (`ci`, a person's name).
+    #[serde(default)]
+    pub name: String,
+}
+
+/// A tenant token just made: the token itself is shown here once and kept nowhere.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenMade {
+    /// Its id, as lists and the audit trail name it.
+    pub id: String,
+    /// The tenant it reaches.
+    pub tenant: String,
+    /// What it is called.
+    pub name: String,
+    /// The token.
+    pub token: String,
+    /// Where it is kept (hashed).
+    pub store: String,
+}
+
+/// One tenant token, as `GET /v1/tokens` lists it (never the token, nor its hash).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    /// Its id.
+    pub id: String,
+    /// The tenant it reaches.
+    pub tenant: String,
+    /// What it is called.
+    pub name: String,
+    /// When it was made (ms since the epoch).
+    pub created_ms: u64,
+    /// Which token made it, by id.
+    pub created_by: String,
+}
+
+/// `GET /v1/tokens`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenList {
+    /// Where they are kept.
+    pub store: String,
+    /// Every tenant token, in id order.
+    pub tokens: Vec<TokenInfo>,
+}
+
+/// `DELETE /v1/tokens/{id}`: the token revoked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRevoked {
+    /// Its id.
+    pub id: String,
 }

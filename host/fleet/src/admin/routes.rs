@@ -9,25 +9,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
-use axum::http::request::Parts;
+use axum::body::{Body, Bytes};
+use axum::extract::{Extension, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use ruststream_runtime::escape::quote;
-use serde::de::DeserializeOwned;
 
 use super::audit::{self, AuditLog};
+use super::caller::Caller;
 use super::control::Control;
 use super::error::ApiError;
+use super::extract::{JsonBody, Names, OptionalJsonBody};
 use super::guard::{self, Guard};
 use super::model::{
     AppVersionList, Deployed, HostStatus, Moved, PauseState, Readiness, RedriveRequest, RollbackTo,
     SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
 };
+use super::scope;
+use super::token_routes::{self, TokenApi};
 
 /// The admin API over `control`, every request checked by `guard` first.
 pub(super) fn router<C: Control>(
@@ -35,6 +36,7 @@ pub(super) fn router<C: Control>(
     guard: Arc<Guard>,
     audit: Arc<AuditLog>,
 ) -> Router {
+    let tokens = TokenApi::new(control.clone(), guard.tenant_tokens());
     let (max_upload, upload_time) = (guard.max_upload(), guard.upload_time());
     let upload = from_fn_with_state(guard.clone(), guard::upload);
     let json = || from_fn(guard::json_body);
@@ -86,63 +88,26 @@ pub(super) fn router<C: Control>(
         .route("/v1/redrives", post(start_redrive::<C>).layer(json()))
         .route("/v1/redrives/{id}", get(redrive::<C>))
         .route("/v1/audit", get(audit::list).with_state(audit.clone()))
+        .route(
+            "/v1/tokens",
+            get(token_routes::list::<C>)
+                .merge(post(token_routes::create::<C>).layer(json()))
+                .with_state(tokens.clone()),
+        )
+        .route(
+            "/v1/tokens/{id}",
+            delete(token_routes::revoke::<C>)
+                .layer(json())
+                .with_state(tokens),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        // Inside the guard: only a caller whose token it took is recorded.
+        .layer(from_fn(scope::tenant_scope))
+        // Inside the guard: only a caller whose token it took is recorded, the ones the scope
+        // refuses included.
         .layer(from_fn_with_state(audit, audit::record_changes))
         .layer(from_fn_with_state(guard, guard::host_and_token))
         .with_state(control)
-}
-
-/// Path parameters, with a JSON error when they do not decode (invalid percent-encoding).
-pub(super) struct Names<T>(T);
-
-impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Names<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        match Path::<T>::from_request_parts(parts, state).await {
-            Ok(Path(names)) => Ok(Names(names)),
-            Err(rejection) => Err(ApiError::new(rejection.status(), rejection.body_text())),
-        }
-    }
-}
-
-/// A JSON request body (its content type checked by the guard): 400 with a JSON error when it
-/// does not parse. An empty body is `T::default()` for [`OptionalJsonBody`].
-pub(super) struct JsonBody<T>(T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state).await?;
-        parse_json(&bytes).map(JsonBody)
-    }
-}
-
-/// A JSON request body that may be left out: an empty body is `T::default()`.
-pub(super) struct OptionalJsonBody<T>(T);
-
-impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for OptionalJsonBody<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(OptionalJsonBody(T::default()));
-        }
-        parse_json(&bytes).map(OptionalJsonBody)
-    }
-}
-
-fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|error| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("the request body is not the expected JSON: {error}"),
-        )
-    })
 }
 
 type Answer<T> = Result<Json<T>, ApiError>;
@@ -170,8 +135,25 @@ async fn readyz<C: Control>(State(control): State<Arc<C>>) -> (StatusCode, Json<
     )
 }
 
-async fn status<C: Control>(State(control): State<Arc<C>>) -> Json<HostStatus> {
-    Json(control.status())
+/// The host's status; a tenant token's caller sees its tenant alone, and no reason for not
+/// being ready that names another.
+async fn status<C: Control>(
+    State(control): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
+) -> Json<HostStatus> {
+    let mut status = control.status();
+    if let Some(Extension(Caller {
+        tenant: Some(own), ..
+    })) = caller
+    {
+        let others: Vec<String> = (status.tenants.iter())
+            .filter(|t| t.name != own)
+            .map(|t| format!("`{}`", t.name))
+            .collect();
+        status.tenants.retain(|t| t.name == own);
+        (status.not_ready).retain(|reason| !others.iter().any(|other| reason.contains(other)));
+    }
+    Json(status)
 }
 
 async fn seek<C: Control>(
@@ -328,8 +310,23 @@ async fn versions<C: Control>(
 
 async fn start_redrive<C: Control>(
     State(control): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
     JsonBody(request): JsonBody<RedriveRequest>,
 ) -> Answer<serde_json::Value> {
+    if let Some(Extension(Caller {
+        token_id,
+        tenant: Some(own),
+    })) = caller
+        && request.tenant.as_deref() != Some(own.as_str())
+    {
+        let message = format!(
+            "token {token_id} belongs to tenant `{}`: it redrives that tenant's dead letters \
+             only (give --tenant {})",
+            quote(&own),
+            quote(&own)
+        );
+        return Err(ApiError::new(StatusCode::FORBIDDEN, message));
+    }
     tracing::info!(stream = %quote(&request.stream), dry_run = request.dry_run, "admin: redrive");
     Ok(Json(control.start_redrive(request).await?))
 }

@@ -308,6 +308,7 @@ fn options(addr: &str) -> super::AdminOptions {
         hosts: Vec::new(),
         max_upload: LIMIT,
         audit: AuditLog::new("test", None),
+        tenant_tokens: None,
     }
 }
 
@@ -700,4 +701,117 @@ async fn every_change_a_known_caller_asks_for_is_audited_and_read_back() {
     let other = "/v1/audit?tenant=other";
     let (_, none) = send(api(), request(Method::GET, other, Body::empty())).await;
     assert_eq!(none["entries"], json!([]), "{none}");
+}
+
+#[tokio::test]
+async fn a_tenant_token_reaches_its_tenant_only_until_it_is_revoked() {
+    let dir = crate::state::tests::scratch("admin-tenant-tokens");
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let store: Arc<dyn crate::tokens::TokenStore> = Arc::new(crate::tokens::FileTokens::new(&dir));
+    let guard = Arc::into_inner(guard()).expect("one owner");
+    let guard = Arc::new(guard.with_tenant_tokens(store));
+    let audit = Arc::new(AuditLog::new(
+        "host-a",
+        Some(crate::state::audit::AuditFile::new(&dir)),
+    ));
+    let fake = Arc::new(FakeControl::default());
+    let api = || router(fake.clone(), guard.clone(), audit.clone());
+    let as_holder = |token: &str, method: Method, uri: &str, body: &'static str| {
+        let mut request = request(method, uri, body);
+        let bearer = format!("Bearer {token}").parse().expect("a header value");
+        request.headers_mut().insert(header::AUTHORIZATION, bearer);
+        request
+    };
+
+    let made = send(
+        api(),
+        request(
+            Method::POST,
+            "/v1/tokens",
+            r#"{"tenant":"acme","name":"ci"}"#,
+        ),
+    )
+    .await;
+    assert_eq!(made.0, StatusCode::OK, "{}", made.1);
+    let token = made.1["token"].as_str().expect("the token").to_owned();
+    let id = made.1["id"].as_str().expect("its id").to_owned();
+    let unknown = send(
+        api(),
+        request(Method::POST, "/v1/tokens", r#"{"tenant":"nobody"}"#),
+    )
+    .await;
+    assert_error(&unknown, StatusCode::NOT_FOUND, "no tenant `nobody`");
+
+    // Its tenant: yes.
+    let paused = send(
+        api(),
+        as_holder(&token, Method::POST, "/v1/tenants/acme/pause", ""),
+    )
+    .await;
+    assert_eq!(paused.0, StatusCode::OK, "{}", paused.1);
+    let (status, seen) = send(api(), as_holder(&token, Method::GET, "/v1/status", "")).await;
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<&str> = (seen["tenants"].as_array().expect("tenants").iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["acme"], "{seen}");
+    // Another tenant, and what is the operator's: a 403 naming the tenant it belongs to.
+    let other = send(
+        api(),
+        as_holder(&token, Method::POST, "/v1/tenants/other/pause", ""),
+    )
+    .await;
+    assert_error(&other, StatusCode::FORBIDDEN, "belongs to tenant `acme`");
+    for (method, uri) in [(Method::POST, "/v1/reload"), (Method::GET, "/v1/tokens")] {
+        let refused = send(api(), as_holder(&token, method, uri, "")).await;
+        assert_error(&refused, StatusCode::FORBIDDEN, "is the operator's");
+    }
+    let redrive = r#"{"stream":"dead","tenant":"other"}"#;
+    let refused = send(
+        api(),
+        as_holder(&token, Method::POST, "/v1/redrives", redrive),
+    )
+    .await;
+    assert_error(
+        &refused,
+        StatusCode::FORBIDDEN,
+        "redrives that tenant's dead letters only",
+    );
+    // Its audit trail: its tenant's entries whatever it asks for (the token made for it, its
+    // pause), and never the token itself.
+    let (_, trail) = send(
+        api(),
+        as_holder(&token, Method::GET, "/v1/audit?tenant=other", ""),
+    )
+    .await;
+    let entries = trail["entries"].as_array().expect("entries");
+    let actions: Vec<(&str, &str)> = (entries.iter())
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or("?"),
+                e["token"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [("token-create", "operator"), ("pause", id.as_str())],
+        "{trail}"
+    );
+    assert!(entries.iter().all(|e| e["tenant"] == "acme"), "{trail}");
+    assert!(
+        !trail.to_string().contains(&token),
+        "the token is kept nowhere: {trail}"
+    );
+    let kept = std::fs::read_to_string(dir.join("audit.jsonl")).expect("the audit file");
+    assert!(!kept.contains(&token), "{kept}");
+
+    let revoked = send(
+        api(),
+        request(Method::DELETE, &format!("/v1/tokens/{id}"), Body::empty()),
+    )
+    .await;
+    assert_eq!(revoked.0, StatusCode::OK, "{}", revoked.1);
+    let after = send(api(), as_holder(&token, Method::GET, "/v1/status", "")).await;
+    assert_error(&after, StatusCode::UNAUTHORIZED, "unknown or was revoked");
 }

@@ -106,6 +106,7 @@ fn options() -> AdminOptions {
         hosts: Vec::new(),
         max_upload: 1 << 20,
         audit: crate::admin::AuditLog::new("test", None),
+        tenant_tokens: None,
     }
 }
 

@@ -222,6 +222,114 @@ impl DesiredTable {
         Ok(())
     }
 
+    /// The JSON `attribute` of the item `key`, read consistently, if the item exists.
+    ///
+    /// # Errors
+    /// When DynamoDB fails.
+    pub async fn get_json(
+        &self,
+        key: &str,
+        attribute: &str,
+    ) -> Result<Option<String>, DesiredError> {
+        count_call("GetItem");
+        let got = (self.client.get_item())
+            .table_name(&self.table)
+            .key(KEY, AttributeValue::S(key.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| self.backend("GetItem", key, e))?;
+        Ok(got.item.and_then(|item| match item.get(attribute) {
+            Some(AttributeValue::S(json)) => Some(json.clone()),
+            _ => None,
+        }))
+    }
+
+    /// Writes `value` as the JSON `attribute` of the item `key`, which must not exist yet.
+    /// `false`: it exists.
+    ///
+    /// # Errors
+    /// When DynamoDB fails.
+    pub async fn put_new_json(
+        &self,
+        key: &str,
+        attribute: &str,
+        value: &impl serde::Serialize,
+    ) -> Result<bool, DesiredError> {
+        let json = serde_json::to_string(value).map_err(|e| self.backend("PutItem", key, e))?;
+        count_call("PutItem");
+        let put = (self.client.put_item())
+            .table_name(&self.table)
+            .item(KEY, AttributeValue::S(key.to_owned()))
+            .item(attribute, AttributeValue::S(json))
+            .condition_expression("attribute_not_exists(#key)")
+            .expression_attribute_names("#key", KEY)
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(true),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(self.backend("PutItem", key, error)),
+        }
+    }
+
+    /// Deletes the item `key`; whether it existed.
+    ///
+    /// # Errors
+    /// When DynamoDB fails.
+    pub async fn delete_item(&self, key: &str) -> Result<bool, DesiredError> {
+        count_call("DeleteItem");
+        let deleted = (self.client.delete_item())
+            .table_name(&self.table)
+            .key(KEY, AttributeValue::S(key.to_owned()))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(|e| self.backend("DeleteItem", key, e))?;
+        Ok(deleted.attributes.is_some_and(|old| !old.is_empty()))
+    }
+
+    /// The JSON `attribute` of every item whose key starts with `prefix`, read consistently.
+    ///
+    /// # Errors
+    /// When DynamoDB fails.
+    pub async fn scan_json(
+        &self,
+        prefix: &str,
+        attribute: &str,
+    ) -> Result<Vec<String>, DesiredError> {
+        let mut found = Vec::new();
+        let mut start = None;
+        loop {
+            count_call("Scan");
+            let page = (self.client.scan())
+                .table_name(&self.table)
+                .consistent_read(true)
+                .filter_expression("begins_with(#key, :prefix)")
+                .expression_attribute_names("#key", KEY)
+                .expression_attribute_values(":prefix", AttributeValue::S(prefix.to_owned()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| self.backend("Scan", prefix, e))?;
+            for item in page.items() {
+                if let Some(AttributeValue::S(json)) = item.get(attribute) {
+                    found.push(json.clone());
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(found);
+            }
+        }
+    }
+
     /// Takes or renews the judge's lease for `owner` until `ttl` from now; whether `owner`
     /// holds it. Another holder keeps it until its lease ends unrenewed.
     ///

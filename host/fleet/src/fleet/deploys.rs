@@ -155,6 +155,11 @@ impl FleetDeploys {
 }
 
 impl Fleet {
+    /// The fleet's desired-state table, when deploys are the fleet's.
+    pub(crate) fn desired_table(&self) -> Option<DesiredTable> {
+        (self.inner.deploys.get()).map(|shared| shared.table.clone())
+    }
+
     /// Makes this host's deploys the fleet's: component bytes in `bucket`, what runs in the
     /// desired-state table `table` (made when `create_table`), `keep` versions kept per app;
     /// once, at start.

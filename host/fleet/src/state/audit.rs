@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use ruststream_runtime::sync::lock;
 
-use crate::admin::model::AuditEntry;
+use serde::{Deserialize, Serialize};
 
 /// The file's name in the state directory.
 pub const AUDIT_FILE: &str = "audit.jsonl";
@@ -90,6 +90,41 @@ impl AuditFile {
         }
         Ok(lines)
     }
+}
+
+/// One change made through the admin API, as the audit trail keeps it (`GET /v1/audit`, the
+/// `audit.jsonl` file in the state directory, and a log line of target `ruststream::audit`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// When it was answered (ms since the epoch).
+    pub at_ms: u64,
+    /// The same, RFC 3339 in UTC.
+    pub at: String,
+    /// The host that took it (its owner id).
+    pub host: String,
+    /// The token it came with, by id (`operator` for the host's admin token), never its secret.
+    pub token: String,
+    /// The tenant it was about, if one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// What was asked: `seek`, `pause`, `resume`, `deploy`, `deploy-shadow`, `abort-shadow`,
+    /// `promote`, `undeploy`, `reload`, `rollback`, `redrive`.
+    pub action: String,
+    /// What it was asked of: the app, subscriber or component after the tenant, or the route.
+    pub target: String,
+    /// What the request said: its JSON body, or the size of an upload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<serde_json::Value>,
+    /// `ok`, `refused` (4xx) or `failed` (5xx).
+    pub result: String,
+    /// The HTTP status answered.
+    pub status: u16,
+    /// Why it was refused or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What a change that went through answered (omitted past a few KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<serde_json::Value>,
 }
 
 /// Which audit entries to show: of one tenant, from a time on, the newest so many.

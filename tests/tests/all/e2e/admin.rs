@@ -345,6 +345,103 @@ async fn every_change_is_audited_and_read_back_from_the_host_its_file_and_its_lo
     Ok(())
 }
 
+/// A token made for tenant `acme` reaches acme's apps and its own status and audit trail,
+/// and is refused (403, naming acme) on tenant `globex` and on the operator's routes; the
+/// operator lists it (never the token itself); once revoked it reaches nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_token_reaches_its_tenant_only_and_a_revoked_one_nothing() -> anyhow::Result<()> {
+    let (fixture, config) = events("tenant-token").await?;
+    let component = fixture.dir().join("versioned.wasm");
+    let globex = format!(
+        "\n[[tenants]]\nname = \"globex\"\ncomponents = [{component:?}]\nsubscribe = [\"events\"]\n"
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&config)?
+        .write_all(globex.as_bytes())?;
+    let host = Host::start(&fixture, &config, 1, &[])?;
+    reading(&host).await?;
+    let (ok, said) = host
+        .cli(&[
+            "token", "create", "--tenant", "acme", "--name", "ci", "--json",
+        ])
+        .await?;
+    anyhow::ensure!(ok, "{said}");
+    let made: Value = serde_json::from_str(&said)?;
+    let (token, id) = (made["token"].as_str(), made["id"].as_str());
+    let (Some(token), Some(id)) = (token, id) else {
+        anyhow::bail!("no token: {said}");
+    };
+    let url = format!("http://{}", host.addr().await?);
+    let holder = |args: &[&str]| {
+        let mut command = Command::new(binary());
+        command
+            .args(args)
+            .args(["--admin", &url])
+            .env("RUSTSTREAM_ADMIN_TOKEN", token)
+            .env_remove("RUSTSTREAM_STATE_DIR");
+        run_cli(command)
+    };
+
+    let (ok, said) = holder(&["status", "--json"]).await?;
+    anyhow::ensure!(ok, "{said}");
+    let status: Value = serde_json::from_str(&said)?;
+    let names: Vec<&str> = (status["tenants"].as_array().into_iter().flatten())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["acme"], "globex is not even listed: {said}");
+    for args in [
+        &["pause", "acme"][..],
+        &["resume", "acme"],
+        &["versions", "acme", "versioned"],
+    ] {
+        let (ok, said) = holder(args).await?;
+        anyhow::ensure!(ok, "{args:?}: {said}");
+    }
+    for args in [&["pause", "globex"][..], &["reload"], &["token", "list"]] {
+        let (ok, said) = holder(args).await?;
+        assert!(
+            !ok && said.contains("403") && said.contains("belongs to tenant `acme`"),
+            "{args:?}: {said}"
+        );
+    }
+    let (ok, said) = holder(&["audit", "--json"]).await?;
+    anyhow::ensure!(ok, "{said}");
+    let trail: Vec<Value> = serde_json::from_str(&said)?;
+    assert!(
+        trail.iter().all(|e| e["tenant"] == "acme"),
+        "its own tenant's entries only: {said}"
+    );
+    let by_it: Vec<&str> = (trail.iter())
+        .filter(|e| e["token"] == id)
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(by_it, ["pause", "resume"], "{said}");
+    // The operator sees the tenant's attempt on globex, by the token's id.
+    let (ok, said) = host.cli(&["audit", "--tenant", "globex", "--json"]).await?;
+    anyhow::ensure!(ok, "{said}");
+    let refused: Vec<Value> = serde_json::from_str(&said)?;
+    assert!(
+        refused
+            .iter()
+            .any(|e| e["token"] == id && e["status"] == 403),
+        "{said}"
+    );
+
+    let (ok, listed) = host.cli(&["token", "list"]).await?;
+    anyhow::ensure!(ok, "{listed}");
+    assert!(
+        listed.contains(&format!("{id} acme ci made")) && !listed.contains(token),
+        "{listed}"
+    );
+    let (ok, said) = host.cli(&["token", "revoke", id]).await?;
+    anyhow::ensure!(ok, "{said}");
+    let (ok, said) = holder(&["status"]).await?;
+    assert!(!ok && said.contains("unknown or was revoked"), "{said}");
+    host.stop().await?;
+    Ok(())
+}
+
 /// `ruststream ARGS` without a host: whether it succeeded, and what it printed.
 fn host_less_cli(args: &[&str]) -> anyhow::Result<(bool, String)> {
     let out = Command::new(binary()).args(args).output()?;
