@@ -3,6 +3,8 @@
 //! and ~450 MB of disk.
 //!
 //! - `testapp`: components under `TestApp`, no server;
+//! - `dashboards`: the Grafana dashboard and the Prometheus alert rules (`deploy/grafana/`,
+//!   `deploy/prometheus/`), checked by promtool and against a running host's scrape;
 //! - `e2e`: the host and the binary against local Kinesis and DynamoDB servers;
 //! - `embed`: the host embedded through `ruststream-fleet`, no binary;
 //! - `kubernetes`: the Kubernetes manifests (`deploy/kubernetes/`), validated offline;
@@ -12,6 +14,7 @@
 //!
 //! Run one area with `cargo test --test all e2e::sandbox::`.
 
+mod dashboards;
 mod e2e;
 mod embed;
 mod kubernetes;

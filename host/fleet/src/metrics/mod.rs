@@ -4,13 +4,15 @@
 //! Two sources make up a scrape. Events (records by outcome, traps, call durations, copies,
 //! checkpoint writes, leases taken and lost, compiles, swaps, rollbacks) are counted where
 //! they happen, through the `metrics` facade, into the recorder installed here. State (how far
-//! behind each shard is, what it holds and since when, quarantined tenants) is read from the
-//! fleet's status at scrape time (`shards`): it is always current, and a shard this host no
-//! longer reads drops out of the next scrape instead of leaving a stale series behind.
+//! behind each shard is, what it holds and since when, quarantined tenants, whether the host is
+//! ready) is read from the fleet's status at scrape time (`shards`, [`READY`]): it is always
+//! current, and a shard this host no longer reads drops out of the next scrape instead of
+//! leaving a stale series behind.
 
 mod cpu;
 mod shards;
 
+use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
@@ -30,6 +32,9 @@ const RENEWAL_LATENESS_BUCKETS: &[f64] = &[0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.
 
 use crate::fleet::Fleet;
 use crate::http_server::{self, HttpServer};
+
+/// 1 while the host is ready (`GET /readyz` answers 200), else 0.
+pub(crate) const READY: &str = "ruststream_ready";
 
 /// Where the metrics endpoint listens unless told otherwise: loopback, port 9464.
 pub const DEFAULT_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9464));
@@ -103,5 +108,19 @@ async fn metrics(State(scrape): State<Scrape>) -> impl IntoResponse {
     let mut text = scrape.handle.render();
     shards::render(&scrape.fleet, &mut text);
     cpu::render(&scrape.fleet.cpu_usage(), &mut text);
+    readiness(&scrape.fleet, &mut text);
     ([(header::CONTENT_TYPE, TEXT_FORMAT)], text)
+}
+
+/// Appends [`READY`], from the reasons `GET /readyz` gives: an alert reads readiness from the
+/// scrape it has anyway, where the admin API is off, behind TLS, or out of the scraper's reach.
+fn readiness(fleet: &Fleet, out: &mut String) {
+    let ready = fleet.not_ready().is_empty();
+    let _ = writeln!(
+        out,
+        "# HELP {READY} 1 while the host is ready (GET /readyz answers 200; its body says why \
+         not), else 0."
+    );
+    let _ = writeln!(out, "# TYPE {READY} gauge");
+    let _ = writeln!(out, "{READY} {}", u8::from(ready));
 }
