@@ -18,6 +18,7 @@
 use std::path::PathBuf;
 
 pub mod bench;
+pub mod browser;
 pub mod e2e;
 pub mod faults;
 pub mod fixture;

@@ -603,10 +603,22 @@ impl Files {
 
 /// Probes the services the host depends on, every few seconds, for readiness.
 async fn probe(fleet: Fleet) {
-    loop {
-        fleet.probe().await;
-        tokio::time::sleep(PROBE_INTERVAL).await;
-    }
+    let probing = async {
+        loop {
+            fleet.probe().await;
+            tokio::time::sleep(PROBE_INTERVAL).await;
+        }
+    };
+    // The console's plots: one sample a second, whatever the probes do.
+    let sampling = async {
+        let mut every = tokio::time::interval(crate::fleet::HISTORY_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            fleet.sample_history();
+        }
+    };
+    tokio::join!(probing, sampling);
 }
 
 /// Stops the admin API (and the metrics endpoint) first, so that nothing is deployed while

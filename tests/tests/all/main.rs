@@ -3,6 +3,7 @@
 //! and ~450 MB of disk.
 //!
 //! - `testapp`: components under `TestApp`, no server;
+//! - `console`: the web console (`/ui`) in headless Chromium, driven through ChromeDriver;
 //! - `dashboards`: the Grafana dashboard and the Prometheus alert rules (`deploy/grafana/`,
 //!   `deploy/prometheus/`), checked by promtool and against a running host's scrape;
 //! - `e2e`: the host and the binary against local Kinesis and DynamoDB servers;
@@ -14,6 +15,7 @@
 //!
 //! Run one area with `cargo test --test all e2e::sandbox::`.
 
+mod console;
 mod dashboards;
 mod e2e;
 mod embed;

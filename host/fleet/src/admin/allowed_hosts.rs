@@ -72,6 +72,11 @@ impl AllowedHosts {
         Self { addr, tls, names }
     }
 
+    /// Whether the API is served over TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.tls
+    }
+
     /// The port a `Host` without one means.
     fn default_port(&self) -> u16 {
         if self.tls { 443 } else { 80 }

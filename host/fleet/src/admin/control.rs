@@ -7,8 +7,8 @@
 use std::future::Future;
 
 use super::model::{
-    AppVersionList, Deployed, HostStatus, RedriveRequest, SeekPosition, ShadowDeployed,
-    ShadowDropped, Undeployed,
+    AppVersionList, Deployed, HostHistory, HostStatus, RedriveRequest, SeekPosition,
+    ShadowDeployed, ShadowDropped, Undeployed,
 };
 
 /// The operations the admin API exposes, carried out by the host. Names (`tenant`, `app`,
@@ -19,6 +19,16 @@ pub trait Control: Send + Sync + 'static {
     fn status(&self) -> HostStatus;
     /// Reasons the host is not ready; empty when ready.
     fn not_ready(&self) -> Vec<String>;
+    /// What the console plots: each shard's lag and each app's records a second, sampled
+    /// into bounded rings; of `tenant` only when given.
+    fn history(&self, tenant: Option<&str>) -> HostHistory {
+        let _ = tenant;
+        HostHistory {
+            interval_ms: 1000,
+            lag: Vec::new(),
+            rate: Vec::new(),
+        }
+    }
     /// What readiness reports without failing on it (an operator's pause).
     fn notices(&self) -> Vec<String> {
         Vec::new()

@@ -27,6 +27,10 @@ use tokio::sync::Semaphore;
 
 use super::allowed_hosts::AllowedHosts;
 use super::caller::Caller;
+use super::console::{
+    self,
+    session::{CSRF_HEADER, Sessions, csrf_matches},
+};
 use super::error::ApiError;
 use super::token::AdminToken;
 use crate::tokens::{self, TokenStore};
@@ -39,8 +43,10 @@ pub(crate) const UPLOAD_TIME: Duration = Duration::from_secs(150);
 /// What a browser says of how the page that sent a request relates to its target.
 const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 
-/// The routes a probe reaches without the token.
-const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
+/// The routes a probe, or a browser before it signs in, reaches without the token.
+const OPEN_ROUTES: [&str; 5] = ["/healthz", "/readyz", "/ui", "/ui/app.js", "/ui/app.css"];
+/// The console's sign-in: it checks the token it is given itself.
+const SIGN_IN: &str = "/ui/session";
 
 /// What the checks compare requests with.
 #[derive(Debug)]
@@ -48,6 +54,8 @@ pub(crate) struct Guard {
     token: AdminToken,
     /// Where tenant tokens are looked up, when the host takes them.
     tenant_tokens: Option<Arc<dyn TokenStore>>,
+    /// The console's signed-in pages.
+    sessions: Sessions,
     hosts: AllowedHosts,
     /// Largest upload: the compile size bound (`compile_max_bytes`).
     max_upload: usize,
@@ -64,6 +72,7 @@ impl Guard {
         Self {
             token,
             tenant_tokens: None,
+            sessions: Sessions::default(),
             hosts,
             max_upload,
             upload_time: UPLOAD_TIME,
@@ -103,6 +112,62 @@ impl Guard {
         self.upload_time
     }
 
+    /// The console's sessions.
+    pub(crate) fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// Whether the API is served over TLS (the console's cookie is then `Secure`).
+    pub(crate) fn is_tls(&self) -> bool {
+        self.hosts.is_tls()
+    }
+
+    /// Who the request is from: its bearer token's holder or, without one, its console
+    /// session's (a change in a session must carry the session's CSRF token). `Err`: the
+    /// status and reason to refuse it with.
+    async fn check_caller(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Result<Caller, (StatusCode, String)> {
+        if headers.contains_key(AUTHORIZATION) {
+            return self.check_token(headers).await;
+        }
+        let Some(id) = console::session_id(headers) else {
+            return Err((
+                StatusCode::UNAUTHORIZED,
+                "no admin token: send `Authorization: Bearer TOKEN`, TOKEN being the contents \
+                 of the host's admin token file (the ruststream verbs send it themselves)"
+                    .to_owned(),
+            ));
+        };
+        let session = self.sessions.get(id).ok_or_else(|| {
+            let reason = "the console's session ended: sign in again".to_owned();
+            (StatusCode::UNAUTHORIZED, reason)
+        })?;
+        // A tenant token revoked since the sign-in ends its sessions.
+        if let (Some(store), Some(_)) = (&self.tenant_tokens, &session.caller.tenant) {
+            let kept = store.get(&session.caller.token_id).await.map_err(|error| {
+                let reason = format!("cannot check the token: {}", one_line(&error));
+                (StatusCode::SERVICE_UNAVAILABLE, reason)
+            })?;
+            if kept.is_none() {
+                // Kept open, so that every request of the page hears why, until it is idle.
+                let reason = format!("signed out: token {} was revoked", session.caller.token_id);
+                return Err((StatusCode::UNAUTHORIZED, reason));
+            }
+        }
+        let reads = *method == Method::GET || *method == Method::HEAD;
+        let csrf = headers.get(CSRF_HEADER).map(HeaderValue::as_bytes);
+        if !reads && !csrf.is_some_and(|csrf| csrf_matches(&session, csrf)) {
+            let reason = "a change in a console session needs the session's CSRF token in \
+                          X-CSRF-Token"
+                .to_owned();
+            return Err((StatusCode::FORBIDDEN, reason));
+        }
+        Ok(session.caller)
+    }
+
     /// Who the request's token is: the operator, or the tenant a tenant token reaches.
     /// `Err`: the status and reason to refuse it with.
     async fn check_token(&self, headers: &HeaderMap) -> Result<Caller, (StatusCode, String)> {
@@ -120,6 +185,13 @@ impl Guard {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"Bearer "))
             .map(|(_, token)| token.trim_ascii())
             .ok_or_else(|| refused("the Authorization header is not `Bearer TOKEN`"))?;
+        self.caller_of(presented).await
+    }
+
+    /// Who holds `presented`: the operator, or the tenant a tenant token reaches.
+    /// `Err`: the status and reason to refuse it with.
+    pub(crate) async fn caller_of(&self, presented: &[u8]) -> Result<Caller, (StatusCode, String)> {
+        let refused = |reason: &str| (StatusCode::UNAUTHORIZED, reason.to_owned());
         if self.token.matches(presented) {
             return Ok(Caller::operator());
         }
@@ -159,9 +231,13 @@ pub(crate) async fn host_and_token(
     {
         return refuse(StatusCode::FORBIDDEN, reason);
     }
-    let open = request.method() == Method::GET && OPEN_ROUTES.contains(&request.uri().path());
+    let path = request.uri().path();
+    let open = (request.method() == Method::GET && OPEN_ROUTES.contains(&path)) || path == SIGN_IN;
     if !open {
-        match guard.check_token(request.headers()).await {
+        match guard
+            .check_caller(request.method(), request.headers())
+            .await
+        {
             // Who asked, for the routes and the audit trail.
             Ok(caller) => {
                 request.extensions_mut().insert(caller);

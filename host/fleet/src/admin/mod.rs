@@ -13,6 +13,7 @@ pub mod allowed_hosts;
 mod audit;
 pub mod caller;
 pub(crate) mod certificates;
+mod console;
 pub mod control;
 mod error;
 mod extract;

@@ -392,3 +392,23 @@ pub struct TokenRevoked {
     /// Its id.
     pub id: String,
 }
+
+/// `GET /v1/history`: what the console plots, a bounded ring of samples per series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostHistory {
+    /// How often a sample is taken (ms).
+    pub interval_ms: u64,
+    /// Each shard this host reads, `tenant/app/subscriber/shard`: ms behind the tip.
+    pub lag: Vec<HistorySeries>,
+    /// Each app, `tenant/app`: records a second its shards here delivered.
+    pub rate: Vec<HistorySeries>,
+}
+
+/// One series: `[ms since the epoch, value]`, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistorySeries {
+    /// What it is of.
+    pub key: String,
+    /// Its samples.
+    pub points: Vec<(u64, f64)>,
+}

@@ -19,13 +19,14 @@ use ruststream_runtime::escape::quote;
 
 use super::audit::{self, AuditLog};
 use super::caller::Caller;
+use super::console;
 use super::control::Control;
 use super::error::ApiError;
 use super::extract::{JsonBody, Names, OptionalJsonBody};
 use super::guard::{self, Guard};
 use super::model::{
-    AppVersionList, Deployed, HostStatus, Moved, PauseState, Readiness, RedriveRequest, RollbackTo,
-    SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
+    AppVersionList, Deployed, HostHistory, HostStatus, Moved, PauseState, Readiness,
+    RedriveRequest, RollbackTo, SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
 };
 use super::scope;
 use super::token_routes::{self, TokenApi};
@@ -88,6 +89,7 @@ pub(super) fn router<C: Control>(
         .route("/v1/redrives", post(start_redrive::<C>).layer(json()))
         .route("/v1/redrives/{id}", get(redrive::<C>))
         .route("/v1/audit", get(audit::list).with_state(audit.clone()))
+        .route("/v1/history", get(history::<C>))
         .route(
             "/v1/tokens",
             get(token_routes::list::<C>)
@@ -99,6 +101,16 @@ pub(super) fn router<C: Control>(
             delete(token_routes::revoke::<C>)
                 .layer(json())
                 .with_state(tokens),
+        )
+        .route("/ui", get(console::index))
+        .route("/ui/app.js", get(console::script))
+        .route("/ui/app.css", get(console::style))
+        .route(
+            "/ui/session",
+            get(console::current)
+                .merge(post(console::sign_in).layer(json()))
+                .merge(delete(console::sign_out))
+                .with_state(guard.clone()),
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -154,6 +166,15 @@ async fn status<C: Control>(
         (status.not_ready).retain(|reason| !others.iter().any(|other| reason.contains(other)));
     }
     Json(status)
+}
+
+/// What the console plots; a tenant token's caller gets its tenant's series alone.
+async fn history<C: Control>(
+    State(control): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
+) -> Json<HostHistory> {
+    let own = caller.and_then(|Extension(caller)| caller.tenant);
+    Json(control.history(own.as_deref()))
 }
 
 async fn seek<C: Control>(

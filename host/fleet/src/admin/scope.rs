@@ -36,7 +36,7 @@ pub(super) async fn tenant_scope(request: Request, next: Next) -> Response {
                 )
             })
         }
-        ["v1", "status" | "audit"] if method == Method::GET => None,
+        ["v1", "status" | "audit" | "history"] if method == Method::GET => None,
         ["v1", "redrives"] if method == Method::POST => None,
         _ => Some(format!(
             "token {token_id} belongs to tenant `{}`: {} {} is the operator's",

@@ -815,3 +815,155 @@ async fn a_tenant_token_reaches_its_tenant_only_until_it_is_revoked() {
     let after = send(api(), as_holder(&token, Method::GET, "/v1/status", "")).await;
     assert_error(&after, StatusCode::UNAUTHORIZED, "unknown or was revoked");
 }
+
+/// The console's pages: served without a token, under a strict policy, never cached.
+#[tokio::test]
+async fn the_console_is_served_under_a_strict_policy() {
+    let fake = Arc::new(FakeControl::default());
+    for (uri, kind) in [
+        ("/ui", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+    ] {
+        let request = Request::builder()
+            .uri(uri)
+            .header(header::HOST, HOST)
+            .body(Body::empty())
+            .expect("a request");
+        let response = app(&fake)
+            .oneshot(request)
+            .await
+            .expect("routers never fail");
+        assert_eq!(response.status(), StatusCode::OK, "{uri}");
+        let value = |name: header::HeaderName| {
+            (response.headers().get(name))
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert!(value(header::CONTENT_TYPE).starts_with(kind), "{uri}");
+        let policy = value(header::CONTENT_SECURITY_POLICY);
+        assert!(
+            policy.contains("script-src 'self'") && !policy.contains("unsafe"),
+            "{policy}"
+        );
+        assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+        assert_eq!(value(header::CACHE_CONTROL), "no-store");
+    }
+    let page = include_str!("console/assets/index.html");
+    assert!(
+        !page.contains("<script>") && !page.contains("style="),
+        "nothing inline"
+    );
+}
+
+/// Signing in opens a session carried by an HttpOnly, SameSite=Strict cookie; a read in it
+/// needs nothing more, a change needs its CSRF token, and a page of another origin gets
+/// nothing done with it.
+#[tokio::test]
+async fn a_console_session_reads_and_changes_only_with_its_csrf_token() {
+    let fake = Arc::new(FakeControl::default());
+    let router = app(&fake);
+    let post = |uri: &str, body: &'static str, headers: &[(&str, &str)]| {
+        let mut builder = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(header::HOST, HOST)
+            .header(header::CONTENT_TYPE, "application/json");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(Body::from(body)).expect("a request")
+    };
+    let wrong = send(
+        router.clone(),
+        post("/ui/session", r#"{"token":"nope"}"#, &[]),
+    )
+    .await;
+    assert_error(&wrong, StatusCode::UNAUTHORIZED, "wrong admin token");
+    let body = format!(r#"{{"token":"{TOKEN}"}}"#);
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/ui/session")
+        .header(header::HOST, HOST)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .expect("a request");
+    let response = router
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("routers never fail");
+    assert_eq!(response.status(), StatusCode::OK);
+    let set_cookie = (response.headers().get(header::SET_COOKIE))
+        .and_then(|v| v.to_str().ok())
+        .expect("a cookie")
+        .to_owned();
+    assert!(
+        set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Strict"),
+        "{set_cookie}"
+    );
+    let cookie = set_cookie.split(';').next().expect("name=value").to_owned();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("a body");
+    let session: Value = serde_json::from_slice(&bytes).expect("JSON");
+    let csrf = session["csrf"].as_str().expect("a CSRF token").to_owned();
+    assert_eq!(session["token_id"], "operator");
+    assert!(
+        !String::from_utf8_lossy(&bytes).contains(TOKEN),
+        "the token is not sent back"
+    );
+
+    let read = Request::builder()
+        .uri("/v1/status")
+        .header(header::HOST, HOST)
+        .header(header::COOKIE, &cookie)
+        .body(Body::empty())
+        .expect("a request");
+    assert_eq!(send(router.clone(), read).await.0, StatusCode::OK);
+    let pause = "/v1/tenants/acme/pause";
+    let without = send(router.clone(), post(pause, "", &[("cookie", &cookie)])).await;
+    assert_error(&without, StatusCode::FORBIDDEN, "CSRF token");
+    assert!(!*fake.paused.lock().unwrap(), "nothing done");
+    let foreign = [
+        ("cookie", cookie.as_str()),
+        ("x-csrf-token", csrf.as_str()),
+        ("origin", "http://evil.example"),
+    ];
+    let from_elsewhere = send(router.clone(), post(pause, "", &foreign)).await;
+    assert_eq!(
+        from_elsewhere.0,
+        StatusCode::FORBIDDEN,
+        "{}",
+        from_elsewhere.1
+    );
+    assert!(!*fake.paused.lock().unwrap(), "nothing done");
+    let with = send(
+        router.clone(),
+        post(pause, "", &[("cookie", &cookie), ("x-csrf-token", &csrf)]),
+    )
+    .await;
+    assert_eq!(with.0, StatusCode::OK, "{}", with.1);
+    assert!(*fake.paused.lock().unwrap());
+
+    let out = Request::builder()
+        .method(Method::DELETE)
+        .uri("/ui/session")
+        .header(header::HOST, HOST)
+        .header(header::COOKIE, &cookie)
+        .body(Body::empty())
+        .expect("a request");
+    assert_eq!(send(router.clone(), out).await.0, StatusCode::OK);
+    let again = Request::builder()
+        .uri("/v1/status")
+        .header(header::HOST, HOST)
+        .header(header::COOKIE, &cookie)
+        .body(Body::empty())
+        .expect("a request");
+    assert_error(
+        &send(router, again).await,
+        StatusCode::UNAUTHORIZED,
+        "session ended",
+    );
+}

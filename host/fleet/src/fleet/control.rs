@@ -11,8 +11,8 @@ use ruststream_runtime::app::StartPosition;
 use super::{Fleet, TenantRun};
 use crate::admin::control::{Control, ControlError};
 use crate::admin::model::{
-    AppStatus, AppVersionList, Deployed, HostStatus, Refusal, SeekPosition, ShadowDeployed,
-    ShadowDropped, TenantStatus, Undeployed,
+    AppStatus, AppVersionList, Deployed, HostHistory, HostStatus, Refusal, SeekPosition,
+    ShadowDeployed, ShadowDropped, TenantStatus, Undeployed,
 };
 
 /// Why an operator paused a tenant, as status shows it.
@@ -44,6 +44,10 @@ impl Control for Fleet {
             not_ready,
             tenants,
         }
+    }
+
+    fn history(&self, tenant: Option<&str>) -> HostHistory {
+        self.inner.history.read(tenant)
     }
 
     fn not_ready(&self) -> Vec<String> {

@@ -16,6 +16,9 @@
 mod control;
 mod converge;
 mod deploys;
+mod history;
+
+pub(crate) use history::SAMPLE_EVERY as HISTORY_EVERY;
 mod judge;
 mod reads;
 mod redrives;
@@ -128,6 +131,8 @@ struct Inner {
     reloading: tokio::sync::Mutex<()>,
     /// The fleet's deploys, when a component bucket is configured: set once at start.
     deploys: std::sync::OnceLock<deploys::FleetDeploys>,
+    /// What the console plots.
+    history: history::History,
 }
 
 /// A lease store, with the role whose client a DynamoDB store calls with.
@@ -231,6 +236,7 @@ impl Fleet {
                 state: Mutex::default(),
                 reloading: tokio::sync::Mutex::new(()),
                 deploys: std::sync::OnceLock::new(),
+                history: history::History::default(),
             }),
         }
     }
@@ -377,6 +383,14 @@ impl Fleet {
 
     /// Asks Kinesis, and DynamoDB when leases live there, for a trivial answer, and keeps
     /// what could not be reached for [`not_ready`](Self::not_ready).
+    /// Takes a sample of what the console plots.
+    pub(crate) fn sample_history(&self) {
+        use crate::admin::control::Control as _;
+        let now_ms =
+            ruststream_runtime::clock::Clock::now_ms(&ruststream_runtime::clock::SystemClock);
+        self.inner.history.sample(&self.status(), now_ms);
+    }
+
     pub(crate) async fn probe(&self) {
         let timeout = std::time::Duration::from_secs(3);
         let mut unreachable = Vec::new();
