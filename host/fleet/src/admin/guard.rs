@@ -4,8 +4,9 @@
 //! 2. it comes from no page, or from a page of this API's own origin: an `Origin` that is not
 //!    this API's, and a `Sec-Fetch-Site` other than `same-origin` or `none`, are refused (403),
 //!    on every route;
-//! 3. it carries the token, `Authorization: Bearer <token>` (401), on every route but
-//!    `/healthz` and `/readyz`;
+//! 3. it carries a token, `Authorization: Bearer <token>` (the operator's, or a tenant's), or
+//!    a console session's cookie, and then, for a change, the session's CSRF token (401, 403),
+//!    on every route but `/healthz`, `/readyz`, the console's page and assets and its sign-in;
 //! 4. a body is `application/json`, or `application/wasm` for an upload (415);
 //! 5. an upload is within the compile size bound, refused by its `Content-Length` before any of
 //!    it is read (413), and one runs at a time (429).
@@ -27,11 +28,8 @@ use tokio::sync::Semaphore;
 
 use super::allowed_hosts::AllowedHosts;
 use super::caller::Caller;
-use super::console::{
-    self,
-    session::{CSRF_HEADER, Sessions, csrf_matches},
-};
 use super::error::ApiError;
+use super::session::{self, CSRF_HEADER, Sessions, csrf_matches};
 use super::token::AdminToken;
 use crate::tokens::{self, TokenStore};
 use ruststream_runtime::escape::one_line;
@@ -45,6 +43,10 @@ const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 
 /// The routes a probe, or a browser before it signs in, reaches without the token.
 const OPEN_ROUTES: [&str; 5] = ["/healthz", "/readyz", "/ui", "/ui/app.js", "/ui/app.css"];
+/// Why a request without a token (or a session) is refused.
+const NO_TOKEN: &str = "no admin token: send `Authorization: Bearer TOKEN`, TOKEN being the \
+                        contents of the host's admin token file (the ruststream verbs send it \
+                        themselves)";
 /// The console's sign-in: it checks the token it is given itself.
 const SIGN_IN: &str = "/ui/session";
 
@@ -133,13 +135,8 @@ impl Guard {
         if headers.contains_key(AUTHORIZATION) {
             return self.check_token(headers).await;
         }
-        let Some(id) = console::session_id(headers) else {
-            return Err((
-                StatusCode::UNAUTHORIZED,
-                "no admin token: send `Authorization: Bearer TOKEN`, TOKEN being the contents \
-                 of the host's admin token file (the ruststream verbs send it themselves)"
-                    .to_owned(),
-            ));
+        let Some(id) = session::session_id(headers) else {
+            return Err((StatusCode::UNAUTHORIZED, NO_TOKEN.to_owned()));
         };
         let session = self.sessions.get(id).ok_or_else(|| {
             let reason = "the console's session ended: sign in again".to_owned();
@@ -173,10 +170,7 @@ impl Guard {
     async fn check_token(&self, headers: &HeaderMap) -> Result<Caller, (StatusCode, String)> {
         let refused = |reason: &str| (StatusCode::UNAUTHORIZED, reason.to_owned());
         let Some(value) = headers.get(AUTHORIZATION) else {
-            return Err(refused(
-                "no admin token: send `Authorization: Bearer TOKEN`, TOKEN being the contents \
-                 of the host's admin token file (the ruststream verbs send it themselves)",
-            ));
+            return Err(refused(NO_TOKEN));
         };
         // The scheme's name is case-insensitive (RFC 9110).
         let presented = value

@@ -23,6 +23,7 @@ mod guard;
 pub mod model;
 mod routes;
 mod scope;
+mod session;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod tls;

@@ -4,18 +4,16 @@
 //! (`assets/`): nothing is fetched at run time, and no Node.js builds them.
 //!
 //! The same security as the API: the guard's `Host` and `Origin` checks, sign-in with a token
-//! into an `HttpOnly`, `SameSite=Strict` session cookie (`session`), a CSRF token on every
+//! into an `HttpOnly`, `SameSite=Strict` session cookie (`super::session`), a CSRF token on every
 //! change, and a strict Content-Security-Policy (no inline script or style, nothing from
 //! another origin). Nothing it serves is cached.
-
-pub(crate) mod session;
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::header::{
-    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, COOKIE, REFERRER_POLICY, SET_COOKIE,
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, SET_COOKIE,
     X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -25,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::JsonBody;
 use super::guard::Guard;
-use session::{COOKIE as SESSION_COOKIE, cookie};
+use super::session::{COOKIE as SESSION_COOKIE, session_id};
 
 /// The page, its script and its style.
 const INDEX: &str = include_str!("assets/index.html");
@@ -143,10 +141,4 @@ pub(super) async fn sign_out(
         response.headers_mut().insert(SET_COOKIE, cleared);
     }
     response
-}
-
-/// The session id a request's cookie carries.
-pub(crate) fn session_id(headers: &HeaderMap) -> Option<&str> {
-    let header = headers.get(COOKIE)?.to_str().ok()?;
-    cookie(header, SESSION_COOKIE)
 }

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use axum::http::HeaderMap;
 use ruststream_runtime::sync::lock;
 use subtle::ConstantTimeEq as _;
 
@@ -81,6 +82,12 @@ impl Sessions {
     pub(crate) fn close(&self, id: &str) {
         lock(&self.open).remove(id);
     }
+}
+
+/// The session id a request's cookie carries.
+pub(crate) fn session_id(headers: &HeaderMap) -> Option<&str> {
+    let header = headers.get(axum::http::header::COOKIE)?.to_str().ok()?;
+    cookie(header, COOKIE)
 }
 
 /// Whether `presented` is `session`'s CSRF token (compared in constant time).
