@@ -63,7 +63,20 @@ async fn sign_in(browser: &Browser, url: &str, token: &str) -> anyhow::Result<()
         .await
 }
 
-/// Clicks the page's button `label` (in the row of `within`, when given) and confirms.
+/// The host's address and API, and a browser signed in to its console as the operator.
+async fn operator_console(
+    fixture: &Fixture,
+    host: &BinaryHost,
+) -> anyhow::Result<(String, AdminApi, Browser)> {
+    let addr = host.admin_addr().await?;
+    let token = admin_token(&host.state_dir())?;
+    let api = AdminApi::new(&addr, &host.state_dir())?;
+    let browser = Browser::start(fixture.dir()).await?;
+    sign_in(&browser, &format!("http://{addr}"), &token).await?;
+    Ok((addr, api, browser))
+}
+
+/// Clicks the page's button `label` and confirms.
 fn act(browser: &Browser, label: &str) -> anyhow::Result<()> {
     browser.click(&format!("button[data-action=\"{label}\"]"))?;
     browser.click("#confirm-ok")
@@ -91,15 +104,7 @@ fn shard_of(status: &Value, tenant: &str, stream: &str) -> Option<Value> {
 async fn pause_and_resume_from_the_page_stop_then_move_the_tenant_s_checkpoint()
 -> anyhow::Result<()> {
     let (fixture, host) = host("pause", false).await?;
-    let addr = host.admin_addr().await?;
-    let api = AdminApi::new(&addr, &host.state_dir())?;
-    let browser = Browser::start(fixture.dir()).await?;
-    sign_in(
-        &browser,
-        &format!("http://{addr}"),
-        &admin_token(&host.state_dir())?,
-    )
-    .await?;
+    let (addr, api, browser) = operator_console(&fixture, &host).await?;
 
     let checkpoint = || -> Option<String> {
         let status = status(&api).ok()?;
@@ -159,15 +164,7 @@ async fn pause_and_resume_from_the_page_stop_then_move_the_tenant_s_checkpoint()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_record_shows_on_the_shards_page_and_the_plots_move() -> anyhow::Result<()> {
     let (fixture, host) = host("held", true).await?;
-    let addr = host.admin_addr().await?;
-    let api = AdminApi::new(&addr, &host.state_dir())?;
-    let browser = Browser::start(fixture.dir()).await?;
-    sign_in(
-        &browser,
-        &format!("http://{addr}"),
-        &admin_token(&host.state_dir())?,
-    )
-    .await?;
+    let (addr, api, browser) = operator_console(&fixture, &host).await?;
     browser.goto(&format!("http://{addr}/ui#/shards"))?;
     browser
         .wait_for_text("Lag per shard", Duration::from_secs(10))
@@ -289,15 +286,7 @@ async fn a_tenant_token_sees_its_tenant_only_and_a_revoked_one_is_signed_out() -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_of_another_origin_changes_nothing() -> anyhow::Result<()> {
     let (fixture, host) = host("origin", false).await?;
-    let addr = host.admin_addr().await?;
-    let api = AdminApi::new(&addr, &host.state_dir())?;
-    let browser = Browser::start(fixture.dir()).await?;
-    sign_in(
-        &browser,
-        &format!("http://{addr}"),
-        &admin_token(&host.state_dir())?,
-    )
-    .await?;
+    let (addr, api, browser) = operator_console(&fixture, &host).await?;
 
     let target = format!("http://{addr}/v1/tenants/acme/pause");
     let page = format!(
