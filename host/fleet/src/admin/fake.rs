@@ -285,6 +285,7 @@ pub fn sample_status() -> HostStatus {
             stream: "ledger".to_owned(),
             error: None,
             shards: BTreeMap::from([(SHARDS[0].to_owned(), held), (SHARDS[1].to_owned(), idle)]),
+            hosts: BTreeMap::from([("host-a".to_owned(), SHARDS.map(str::to_owned).to_vec())]),
         }],
     };
     let fresh = AppStatus {
@@ -302,6 +303,7 @@ pub fn sample_status() -> HostStatus {
             stream: "secret".to_owned(),
             error: Some("stream `secret` is not granted to tenant `acme`".to_owned()),
             shards: BTreeMap::new(),
+            hosts: BTreeMap::new(),
         }],
     };
     HostStatus {

@@ -493,6 +493,7 @@ impl Coordinator {
             present.iter().map(|host| host.owner.as_str()),
             &leases,
         );
+        self.ctx.status.set_hosts(hosts.clone());
         let target = balance::target(eligible.len(), hosts.len());
         // Shard affinity: the shards this host reads for other subscriptions come first, so
         // the leases of one shard gather on one host, where one read serves them all and the

@@ -167,6 +167,10 @@ pub struct SubscriptionStatus {
     /// Shards this host holds or held, by shard id.
     #[serde(with = "shard_list")]
     pub shards: BTreeMap<String, ShardStatus>,
+    /// The live hosts reading the subscription, as its last balancing round saw them (their
+    /// presence rows and live leases), this host among them, each with the shards it holds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, Vec<String>>,
 }
 
 /// A subscription's shards as the JSON list `[{"shard_id": ..., <ShardStatus>}, ...]`.
@@ -362,6 +366,12 @@ impl StatusBoard {
         self.lock().error = None;
     }
 
+    /// The live hosts of the subscription and the shards each holds, as a balancing round
+    /// saw them.
+    pub(crate) fn set_hosts(&self, hosts: BTreeMap<String, Vec<String>>) {
+        self.lock().hosts = hosts;
+    }
+
     fn lock(&self) -> MutexGuard<'_, SubscriptionStatus> {
         lock(&self.status)
     }
@@ -447,6 +457,7 @@ mod tests {
                 "shardId-1".to_owned(),
                 shard(ShardState::HandedOver("host-b".to_owned())),
             )]),
+            hosts: BTreeMap::new(),
         };
         let json = serde_json::to_string(&status).expect("serializes");
         assert_eq!(

@@ -34,6 +34,24 @@ async fn a_deploy_through_one_host_reaches_every_host_and_a_host_started_empty()
     let v2 = content_hash(&std::fs::read(&v2_path)?);
     all_run(&fleet.hosts, &v1).await?;
 
+    // Each host's status names every live host reading a subscription (from the presence
+    // rows), whatever it holds: what the console's fleet page lists.
+    let every_host = poll_for(Duration::from_secs(60), async || {
+        let (ok, said) = verb(&fleet.hosts[0], &["status", "--json"]).await.ok()?;
+        let status: serde_json::Value = serde_json::from_str(&said).ok().filter(|_| ok)?;
+        let subscriptions = status["tenants"][0]["apps"][0]["subscriptions"]
+            .as_array()?
+            .clone();
+        let events = subscriptions.iter().find(|s| s["stream"] == "events")?;
+        let hosts = events["hosts"].as_object()?;
+        (["a", "b", "c"].iter().all(|h| hosts.contains_key(*h))).then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        every_host.is_some(),
+        "a's status never named the three hosts"
+    );
+
     let deploy = ["deploy", "acme", v2_path.as_str(), "--name", "versioned"];
     let (ok, said) = verb(&fleet.hosts[0], &deploy).await?;
     anyhow::ensure!(ok, "deploy through a: {said}");

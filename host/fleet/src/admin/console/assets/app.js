@@ -6,7 +6,7 @@
 const REFRESH_MS = 1000;
 const COLORS = ['#b7410e', '#1565c0', '#2e7d32', '#6a1b9a', '#00838f', '#ef6c00', '#5d4037', '#ad1457'];
 
-const state = { csrf: null, caller: null, status: null, history: null, timer: null, page: 'fleet', redrives: [] };
+const state = { csrf: null, caller: null, status: null, history: null, timer: null, page: 'fleet', redrives: [], kept: new Map() };
 
 const $ = (id) => document.getElementById(id);
 
@@ -115,8 +115,11 @@ function table(headings, rows) {
 }
 
 function render() {
-  // Not under an open question: its inputs would go with the page drawn again.
+  // Not under an open question, nor while a field of the page is being filled in: its input
+  // would go with the page drawn again.
   if ($('confirm').open) return;
+  const focused = document.activeElement;
+  if (focused && ['INPUT', 'SELECT'].includes(focused.tagName) && $('content').contains(focused)) return;
   const started = performance.now();
   const content = $('content');
   const page = PAGES[state.page] || PAGES.fleet;
@@ -177,16 +180,23 @@ const PAGES = {
           el('td', { text: hosts })));
       }
     }
+    // Every live host a subscription's balancing saw (presence rows and live leases), also
+    // those that hold nothing, with the shards each holds.
     const holders = new Map();
-    for (const row of shards(status)) {
-      const owner = row.shard.owner || '(none)';
-      holders.set(owner, (holders.get(owner) || 0) + 1);
+    for (const tenant of status.tenants) {
+      for (const app of tenant.apps) {
+        for (const sub of app.subscriptions) {
+          for (const [host, held] of Object.entries(sub.hosts || {})) {
+            holders.set(host, (holders.get(host) || 0) + held.length);
+          }
+        }
+      }
     }
     return [
       el('h2', { text: 'Fleet' }),
       el('p', { text: `This host: ${status.owner}. ${status.ready ? 'Ready.' : 'Not ready: ' + status.not_ready.join('; ')}` }),
       el('h3', { text: 'Which host holds what' }),
-      table(['host', 'shards held'], [...holders].map(([host, count]) => el('tr', {}, el('td', { text: host }), el('td', { class: 'num', text: String(count) })))),
+      table(['host', 'shard leases held'], [...holders].map(([host, count]) => el('tr', { 'data-host': host }, el('td', { text: host }), el('td', { class: 'num', text: String(count) })))),
       el('h3', { text: 'Apps across the fleet' }),
       table(['app', 'live', 'desired state', 'state', 'hosts running it'], rows),
     ];
@@ -210,6 +220,7 @@ const PAGES = {
         const base = `/v1/tenants/${enc(tenant.name)}/apps/${enc(app.name)}`;
         out.push(el('h3', { text: `${tenant.name}/${app.name} ${app.version} #${(app.content_hash || '').slice(0, 12)}` }));
         if (app.rollout) out.push(el('p', { text: `rollout: ${JSON.stringify(app.rollout)}` }));
+        out.push(keptTable(base, app.content_hash));
         const buttons = [
           action('Rollback', `Roll ${tenant.name}/${app.name} back to a kept version?`, ([select]) =>
             api('POST', `${base}/rollback`, select && select.value ? { to: select.value } : {}),
@@ -318,6 +329,23 @@ function redriveProgress() {
   Promise.all(state.redrives.map((id) => api('GET', `/v1/redrives/${enc(id)}`).catch((e) => ({ id, error: e.message }))))
     .then((progress) => holder.replaceChildren(table(['redrive', 'progress'], progress.map((p) =>
       el('tr', {}, el('td', { class: 'mono', text: p.id || '' }), el('td', { class: 'mono', text: p.error || JSON.stringify(p) }))))));
+  return holder;
+}
+
+/** The versions kept of the app at `base`: read again only when its live version changed. */
+function keptTable(base, live) {
+  const holder = el('div');
+  const key = `${base}@${live}`;
+  const draw = (list) => holder.replaceChildren(table(['kept version', 'hash', 'came by', 'live'],
+    list.versions.map((v) => el('tr', {},
+      el('td', { text: v.version }), el('td', { class: 'mono', text: v.content_hash.slice(0, 12) }),
+      el('td', { text: v.came_by }), el('td', { class: v.live ? 'ok' : '', text: v.live ? 'live' : '' })))));
+  const cached = state.kept.get(key);
+  if (cached) {
+    draw(cached);
+  } else {
+    api('GET', `${base}/versions`).then((list) => { state.kept.set(key, list); draw(list); }).catch(() => {});
+  }
   return holder;
 }
 
