@@ -12,6 +12,8 @@ use axum::http::{Method, Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
+use ruststream_runtime::sync::lock;
+
 use super::AuditLog;
 use super::allowed_hosts::AllowedHosts;
 use super::fake::{FakeControl, SHARDS, TENANT, sample_status};
@@ -106,7 +108,7 @@ async fn readyz_says_why_not() {
     let ready = call(&fake, Method::GET, "/readyz", Body::empty()).await;
     assert_eq!(ready, (StatusCode::OK, json!({"ready": true})));
 
-    *fake.not_ready.lock().unwrap() = vec!["tenant `acme` is loading".to_owned()];
+    *lock(&fake.not_ready) = vec!["tenant `acme` is loading".to_owned()];
     let answer = call(&fake, Method::GET, "/readyz", Body::empty()).await;
     let expected = json!({"ready": false, "reasons": ["tenant `acme` is loading"]});
     assert_eq!(answer, (StatusCode::SERVICE_UNAVAILABLE, expected));
@@ -138,7 +140,7 @@ async fn seek_moves_shards() {
 
     let answer = call(&fake, Method::POST, SEEK, r#"{"at":"timestamp","ms":5}"#).await;
     assert_eq!(answer.0, StatusCode::OK);
-    let seeks = fake.seeks.lock().unwrap().clone();
+    let seeks = lock(&fake.seeks).clone();
     assert_eq!(seeks.last(), Some(&SeekPosition::Timestamp { ms: 5 }));
 }
 
@@ -171,7 +173,7 @@ async fn pause_and_resume() {
         answer,
         (StatusCode::OK, json!({"tenant": TENANT, "paused": true}))
     );
-    assert!(*fake.paused.lock().unwrap());
+    assert!(*lock(&fake.paused));
     let answer = call(
         &fake,
         Method::POST,
@@ -183,7 +185,7 @@ async fn pause_and_resume() {
         answer,
         (StatusCode::OK, json!({"tenant": TENANT, "paused": false}))
     );
-    assert!(!*fake.paused.lock().unwrap());
+    assert!(!*lock(&fake.paused));
 }
 
 #[tokio::test]
@@ -210,7 +212,7 @@ async fn deploy_loads_a_component() {
     assert_eq!(body["app"], json!("ledger"));
     assert_eq!(body["swapped"], json!(true));
     assert_eq!(body["tenant"], json!(TENANT));
-    let deploys = fake.deploys.lock().unwrap().clone();
+    let deploys = lock(&fake.deploys).clone();
     assert_eq!(deploys, [(TENANT.to_owned(), "ledger".to_owned(), 8)]);
 
     let uri = "/v1/tenants/acme/components/brand-new";
@@ -268,7 +270,7 @@ async fn reload_lists_what_loaded() {
     assert_eq!(body[0]["version"], json!("0.2.1"));
     assert_eq!(body.as_array().map(Vec::len), Some(1));
 
-    *fake.bad_config.lock().unwrap() = true;
+    *lock(&fake.bad_config) = true;
     let refused = call(&fake, Method::POST, "/v1/reload", Body::empty()).await;
     assert_error(&refused, StatusCode::UNPROCESSABLE_ENTITY, "tenants file");
 }
@@ -551,7 +553,7 @@ async fn the_guard_says_which_check_failed() {
     );
     assert_eq!(send(router.clone(), charset).await.0, StatusCode::OK);
     assert!(
-        fake.deploys.lock().unwrap().is_empty(),
+        lock(&fake.deploys).is_empty(),
         "nothing refused reached the host"
     );
 }
@@ -595,7 +597,7 @@ async fn uploads_are_bounded_before_reading_and_one_at_a_time() {
     let third = send(router, request(Method::PUT, uri, &b"\0asm"[..])).await;
     assert_eq!(third.0, StatusCode::OK, "{}", third.1);
     assert_eq!(
-        fake.deploys.lock().unwrap().len(),
+        lock(&fake.deploys).len(),
         1,
         "only the third reached the host"
     );
@@ -925,7 +927,7 @@ async fn a_console_session_reads_and_changes_only_with_its_csrf_token() {
     let pause = "/v1/tenants/acme/pause";
     let without = send(router.clone(), post(pause, "", &[("cookie", &cookie)])).await;
     assert_error(&without, StatusCode::FORBIDDEN, "CSRF token");
-    assert!(!*fake.paused.lock().unwrap(), "nothing done");
+    assert!(!*lock(&fake.paused), "nothing done");
     let foreign = [
         ("cookie", cookie.as_str()),
         ("x-csrf-token", csrf.as_str()),
@@ -938,14 +940,14 @@ async fn a_console_session_reads_and_changes_only_with_its_csrf_token() {
         "{}",
         from_elsewhere.1
     );
-    assert!(!*fake.paused.lock().unwrap(), "nothing done");
+    assert!(!*lock(&fake.paused), "nothing done");
     let with = send(
         router.clone(),
         post(pause, "", &[("cookie", &cookie), ("x-csrf-token", &csrf)]),
     )
     .await;
     assert_eq!(with.0, StatusCode::OK, "{}", with.1);
-    assert!(*fake.paused.lock().unwrap());
+    assert!(*lock(&fake.paused));
 
     let out = Request::builder()
         .method(Method::DELETE)
