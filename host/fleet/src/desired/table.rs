@@ -5,6 +5,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
     ScalarAttributeType, TableStatus,
@@ -266,17 +269,7 @@ impl DesiredTable {
             .expression_attribute_names("#key", KEY)
             .send()
             .await;
-        match put {
-            Ok(_) => Ok(true),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(error) => Err(self.backend("PutItem", key, error)),
-        }
+        self.put_if(put, key)
     }
 
     /// Deletes the item `key`; whether it existed.
@@ -352,7 +345,16 @@ impl DesiredTable {
             .expression_attribute_values(":owner", AttributeValue::S(owner.to_owned()))
             .expression_attribute_values(":now", AttributeValue::N(now.to_string()));
         count_call("PutItem");
-        match put.send().await {
+        self.put_if(put.send().await, JUDGE_KEY)
+    }
+
+    /// What a conditional put of `key` answered: `true` written, `false` its condition failed.
+    fn put_if<T>(
+        &self,
+        put: Result<T, SdkError<PutItemError, HttpResponse>>,
+        key: &str,
+    ) -> Result<bool, DesiredError> {
+        match put {
             Ok(_) => Ok(true),
             Err(error)
                 if error
@@ -361,7 +363,7 @@ impl DesiredTable {
             {
                 Ok(false)
             }
-            Err(error) => Err(self.backend("PutItem", JUDGE_KEY, error)),
+            Err(error) => Err(self.backend("PutItem", key, error)),
         }
     }
 
