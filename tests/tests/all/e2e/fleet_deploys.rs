@@ -731,13 +731,14 @@ async fn a_seek_moves_the_shards_of_a_host_killed_before_it_carried_it_out() -> 
     fleet.stop().await
 }
 
-/// A tenant token made through host `a` works on host `b` (the fleet's desired-state table
-/// keeps it, hashed), and once revoked through `a` it is refused by `b` at its next request.
+/// A tenant token made through host `a` works on hosts `b` and `c` (the fleet's desired-state
+/// table keeps it, hashed), and once revoked through `a` it is refused by both at their next
+/// request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_token_made_through_one_host_works_on_every_host_until_revoked()
 -> anyhow::Result<()> {
-    let fleet = FleetOf::start("fleet-tokens", &["a", "b"], Deploys::Fleet).await?;
-    let (a, b) = (&fleet.hosts[0], &fleet.hosts[1]);
+    let fleet = FleetOf::start("fleet-tokens", &["a", "b", "c"], Deploys::Fleet).await?;
+    let a = &fleet.hosts[0];
     let (ok, said) = verb(a, &["token", "create", "--tenant", "acme", "--json"]).await?;
     anyhow::ensure!(ok, "token create through a: {said}");
     let made: serde_json::Value = serde_json::from_str(&said)?;
@@ -750,26 +751,28 @@ async fn a_tenant_token_made_through_one_host_works_on_every_host_until_revoked(
             .is_some_and(|s| s.contains("DynamoDB")),
         "{said}"
     );
-    let url = format!("http://{}", b.admin_addr().await?);
-    let status_on_b = || {
-        std::process::Command::new(ruststream_tests::binary())
+    // `status` on `host` with the token: whether it was taken, and what was said.
+    let status_on = async |host: &BinaryHost| -> anyhow::Result<(bool, String)> {
+        let url = format!("http://{}", host.admin_addr().await?);
+        let out = std::process::Command::new(ruststream_tests::binary())
             .args(["status", "--json", "--admin", &url])
             .env("RUSTSTREAM_ADMIN_TOKEN", token)
             .env_remove("RUSTSTREAM_STATE_DIR")
-            .output()
+            .output()?;
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        Ok((out.status.success(), said))
     };
-    let out = status_on_b()?;
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    anyhow::ensure!(out.status.success(), "status on b with the token: {said}");
+    for host in &fleet.hosts[1..] {
+        let (ok, said) = status_on(host).await?;
+        anyhow::ensure!(ok, "status with the token: {said}");
+    }
 
     let (ok, said) = verb(a, &["token", "revoke", id]).await?;
     anyhow::ensure!(ok, "revoke through a: {said}");
-    let out = status_on_b()?;
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && said.contains("unknown or was revoked"),
-        "{said}"
-    );
+    for host in &fleet.hosts[1..] {
+        let (ok, said) = status_on(host).await?;
+        assert!(!ok && said.contains("unknown or was revoked"), "{said}");
+    }
     fleet.stop().await
 }
