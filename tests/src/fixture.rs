@@ -47,6 +47,7 @@ pub struct FixtureBuilder {
     streams: Vec<(String, i32)>,
     dynamo: bool,
     sts: bool,
+    consumers_creating_for: Option<Duration>,
 }
 
 impl FixtureBuilder {
@@ -59,6 +60,13 @@ impl FixtureBuilder {
     /// Starts a DynamoDB server too (hosts keep leases there with [`HostBuilder::dynamo_leases`]).
     pub fn dynamo(mut self) -> Self {
         self.dynamo = true;
+        self
+    }
+
+    /// Keeps each enhanced fan-out consumer registered on the Kinesis server `CREATING` for
+    /// `creating` (500 ms unless asked).
+    pub fn consumers_creating_for(mut self, creating: Duration) -> Self {
+        self.consumers_creating_for = Some(creating);
         self
     }
 
@@ -75,7 +83,7 @@ impl FixtureBuilder {
     /// A server does not start, a stream is not created, or the folder cannot be made.
     pub async fn start(self) -> Result<Fixture> {
         let (kinesis, dynamo, sts) = tokio::try_join!(
-            LocalKinesis::start(),
+            LocalKinesis::start_with_consumers_creating_for(self.consumers_creating_for),
             optional(self.dynamo, LocalDynamo::start),
             optional(self.sts, LocalSts::start),
         )?;
@@ -130,6 +138,7 @@ impl Fixture {
             streams: Vec::new(),
             dynamo: false,
             sts: false,
+            consumers_creating_for: None,
         }
     }
 

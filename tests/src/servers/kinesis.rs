@@ -25,6 +25,18 @@ impl LocalKinesis {
     /// Fails (with the server's output) if it does not answer within 30 s, and with an
     /// explanation if node/npm are missing or `npm ci` fails.
     pub async fn start() -> Result<LocalKinesis> {
+        Self::start_with_consumers_creating_for(None).await
+    }
+
+    /// [`start`](Self::start), with a registered enhanced fan-out consumer staying `CREATING`
+    /// for `creating` (kinesis-mock's default, 500 ms, when `None`), as Kinesis keeps it a few
+    /// seconds: no more than five of a stream's may be `CREATING` at once.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub async fn start_with_consumers_creating_for(
+        creating: Option<std::time::Duration>,
+    ) -> Result<LocalKinesis> {
         let dir = servers_dir();
         let mut envs = vec![
             (
@@ -50,6 +62,12 @@ impl LocalKinesis {
             "UPDATE_SHARD_COUNT_DURATION",
         ] {
             envs.push((delay, "0ms".into()));
+        }
+        if let Some(creating) = creating {
+            envs.push((
+                "REGISTER_STREAM_CONSUMER_DURATION",
+                format!("{}ms", creating.as_millis()).into(),
+            ));
         }
         let spec = NodeSpec {
             name: "kinesis-local",

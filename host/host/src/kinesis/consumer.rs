@@ -4,9 +4,13 @@
 //!
 //! Kinesis lets a stream have at most 20 consumers (50 with On-demand Advantage); a
 //! registration past that is refused with [`ReadError::ConsumerLimit`], which names the stream,
-//! the limit and the consumers the stream has. Registering a name that exists already
-//! (another host's, or this one's before a restart) is not an error: the existing consumer is
-//! taken.
+//! the limit and the consumers the stream has. Kinesis refuses a registration with the same
+//! `LimitExceededException` when it is busy (five consumers of a stream `CREATING` at once, or
+//! the calls' rate), as when several apps start reading one stream together: the stream's
+//! consumers are listed to tell the two apart, and a busy registration is tried again after a
+//! pause that doubles, within the two minutes a registration is given. Registering a name that
+//! exists already (another host's, or this one's before a restart) is not an error: the
+//! existing consumer is taken.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,9 +19,11 @@ use std::time::Duration;
 use aws_sdk_kinesis::Client;
 use aws_sdk_kinesis::types::ConsumerStatus;
 use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
 use super::read_error::ReadError;
 use crate::lease::{DEFAULT_TABLE_TEMPLATE, TableTemplate};
+use ruststream_runtime::backoff::Backoff;
 use ruststream_runtime::sync::lock;
 
 /// How long a consumer may stay `CREATING` before the registration is given up (Kinesis takes
@@ -27,6 +33,12 @@ const ACTIVE_WITHIN: Duration = Duration::from_secs(120);
 const ACTIVE_POLL: Duration = Duration::from_millis(500);
 /// The consumer limit Kinesis states for a stream (without On-demand Advantage).
 pub const CONSUMERS_PER_STREAM: usize = 20;
+/// The first pause after Kinesis turned a registration or a listing away as busy (at most
+/// five consumers of a stream may be `CREATING` at once, and each call has a rate), doubling
+/// up to [`BUSY_LONGEST`].
+const BUSY_FIRST: Duration = Duration::from_millis(250);
+/// The longest pause between two tries of a busy registration.
+const BUSY_LONGEST: Duration = Duration::from_secs(5);
 
 /// The name of the consumer of `tenant`'s `app` on a stream: `ruststream-{tenant}-{app}`,
 /// each name escaped as lease tables escape them (no two pairs share one), then
@@ -157,86 +169,195 @@ async fn stream_arn(client: &Client, stream: &str) -> Result<String, ReadError> 
 async fn register(client: &Client, stream: &str, name: &str) -> Result<String, ReadError> {
     let stream_arn = stream_arn(client, stream).await?;
     let target = || format!("consumer `{name}` of `{stream}`");
-    let registered = client
-        .register_stream_consumer()
-        .stream_arn(&stream_arn)
-        .consumer_name(name)
-        .send()
-        .await;
-    match registered {
-        Ok(output) => {
-            if let Some(consumer) = output.consumer() {
-                tracing::info!(
-                    stream,
-                    consumer = name,
-                    "registered an enhanced fan-out consumer"
-                );
-                if consumer.consumer_status() == &ConsumerStatus::Active {
-                    return Ok(consumer.consumer_arn().to_owned());
-                }
-            }
-        }
-        // Registered before: by another host of the fleet, or by this one before a restart.
-        Err(error)
-            if error
-                .as_service_error()
-                .is_some_and(|e| e.is_resource_in_use_exception()) => {}
-        Err(error)
-            if error
-                .as_service_error()
-                .is_some_and(|e| e.is_limit_exceeded_exception()) =>
-        {
-            let consumers = client
-                .list_stream_consumers()
-                .stream_arn(&stream_arn)
-                .send()
-                .await
-                .map(|listed| {
-                    listed
-                        .consumers()
-                        .iter()
-                        .map(|c| c.consumer_name().to_owned())
-                        .collect()
-                })
-                .unwrap_or_default();
-            return Err(ReadError::ConsumerLimit {
-                stream: stream.to_owned(),
-                limit: CONSUMERS_PER_STREAM,
-                consumers,
-            });
-        }
-        Err(error)
-            if error
-                .as_service_error()
-                .is_some_and(|e| e.is_resource_not_found_exception()) =>
-        {
-            return Err(ReadError::stream_gone(client, stream));
-        }
-        Err(error) => return Err(refused("RegisterStreamConsumer", target, error)),
-    }
-    let deadline = tokio::time::Instant::now() + ACTIVE_WITHIN;
+    let deadline = Instant::now() + ACTIVE_WITHIN;
+    let mut busy = Backoff::new(BUSY_FIRST, BUSY_LONGEST);
     loop {
-        let described = client
-            .describe_stream_consumer()
+        let registered = client
+            .register_stream_consumer()
             .stream_arn(&stream_arn)
             .consumer_name(name)
             .send()
-            .await
-            .map_err(|error| refused("DescribeStreamConsumer", target, error))?;
-        if let Some(consumer) = described.consumer_description()
-            && consumer.consumer_status() == &ConsumerStatus::Active
-        {
-            return Ok(consumer.consumer_arn().to_owned());
+            .await;
+        match registered {
+            Ok(output) => {
+                if let Some(consumer) = output.consumer() {
+                    tracing::info!(
+                        stream,
+                        consumer = name,
+                        "registered an enhanced fan-out consumer"
+                    );
+                    if consumer.consumer_status() == &ConsumerStatus::Active {
+                        return Ok(consumer.consumer_arn().to_owned());
+                    }
+                }
+            }
+            // Registered before: by another host of the fleet, or by this one before a restart.
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_in_use_exception()) => {}
+            // Kinesis answers a full stream and a busy one alike: only the consumers it has
+            // tell them apart.
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_limit_exceeded_exception()) =>
+            {
+                let consumers = list(client, &stream_arn, stream, deadline).await?;
+                if !consumers.iter().any(|(listed, _)| listed == name) {
+                    if consumers.len() >= CONSUMERS_PER_STREAM {
+                        return Err(ReadError::ConsumerLimit {
+                            stream: stream.to_owned(),
+                            limit: CONSUMERS_PER_STREAM,
+                            consumers: consumers.into_iter().map(|(name, _)| name).collect(),
+                        });
+                    }
+                    let creating = consumers
+                        .iter()
+                        .filter(|(_, status)| *status == ConsumerStatus::Creating)
+                        .count();
+                    tracing::debug!(
+                        stream,
+                        consumer = name,
+                        creating,
+                        "Kinesis turned a registration away for its rate; trying again"
+                    );
+                    pause_before(deadline, busy.next_pause(), || ReadError::TimedOut {
+                        operation: "RegisterStreamConsumer (turned away as busy)",
+                        target: target(),
+                        after: ACTIVE_WITHIN,
+                    })
+                    .await?;
+                    continue;
+                }
+            }
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                return Err(ReadError::stream_gone(client, stream));
+            }
+            Err(error) => return Err(refused("RegisterStreamConsumer", target, error)),
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(ReadError::TimedOut {
-                operation: "RegisterStreamConsumer (waiting for ACTIVE)",
-                target: target(),
-                after: ACTIVE_WITHIN,
-            });
+        if let Some(arn) = active(client, &stream_arn, name, deadline, &target).await? {
+            return Ok(arn);
         }
-        tokio::time::sleep(ACTIVE_POLL).await;
+        // Deregistered while it was waited for (an undeploy on another host): registered again.
     }
+}
+
+/// The ARN of consumer `name` once it is `ACTIVE`; `None` when it is gone meanwhile.
+async fn active(
+    client: &Client,
+    stream_arn: &str,
+    name: &str,
+    deadline: Instant,
+    target: &impl Fn() -> String,
+) -> Result<Option<String>, ReadError> {
+    loop {
+        let described = client
+            .describe_stream_consumer()
+            .stream_arn(stream_arn)
+            .consumer_name(name)
+            .send()
+            .await;
+        match described {
+            Ok(described) => {
+                if let Some(consumer) = described.consumer_description()
+                    && consumer.consumer_status() == &ConsumerStatus::Active
+                {
+                    return Ok(Some(consumer.consumer_arn().to_owned()));
+                }
+            }
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
+            {
+                return Ok(None);
+            }
+            // Throttled: looked at again at the next poll.
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_limit_exceeded_exception()) => {}
+            Err(error) => return Err(refused("DescribeStreamConsumer", target, error)),
+        }
+        pause_before(deadline, ACTIVE_POLL, || ReadError::TimedOut {
+            operation: "RegisterStreamConsumer (waiting for ACTIVE)",
+            target: target(),
+            after: ACTIVE_WITHIN,
+        })
+        .await?;
+    }
+}
+
+/// Every consumer of the stream at `stream_arn`, by name with its status, in the order Kinesis
+/// lists them; a throttled page is asked for again.
+async fn list(
+    client: &Client,
+    stream_arn: &str,
+    stream: &str,
+    deadline: Instant,
+) -> Result<Vec<(String, ConsumerStatus)>, ReadError> {
+    let mut consumers = Vec::new();
+    let mut next_token: Option<String> = None;
+    let mut busy = Backoff::new(BUSY_FIRST, BUSY_LONGEST);
+    loop {
+        let listed = client
+            .list_stream_consumers()
+            .stream_arn(stream_arn)
+            .set_next_token(next_token.clone())
+            .send()
+            .await;
+        match listed {
+            Ok(page) => {
+                consumers.extend(page.consumers().iter().map(|consumer| {
+                    (
+                        consumer.consumer_name().to_owned(),
+                        consumer.consumer_status().clone(),
+                    )
+                }));
+                match page.next_token() {
+                    Some(token) => next_token = Some(token.to_owned()),
+                    None => return Ok(consumers),
+                }
+            }
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_limit_exceeded_exception()) =>
+            {
+                pause_before(deadline, busy.next_pause(), || ReadError::TimedOut {
+                    operation: "ListStreamConsumers (throttled)",
+                    target: format!("`{stream}`"),
+                    after: ACTIVE_WITHIN,
+                })
+                .await?;
+            }
+            Err(error) => {
+                return Err(refused(
+                    "ListStreamConsumers",
+                    || format!("`{stream}`"),
+                    error,
+                ));
+            }
+        }
+    }
+}
+
+/// Sleeps `pause`, or fails with `late()` when that would end past `deadline`.
+async fn pause_before(
+    deadline: Instant,
+    pause: Duration,
+    late: impl FnOnce() -> ReadError,
+) -> Result<(), ReadError> {
+    if Instant::now() + pause > deadline {
+        return Err(late());
+    }
+    tokio::time::sleep(pause).await;
+    Ok(())
 }
 
 /// `operation` on `target` failed in a way another try cannot mend: denied to the identity

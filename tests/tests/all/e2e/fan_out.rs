@@ -130,16 +130,7 @@ async fn a_stream_with_all_its_consumers_refuses_fan_out_naming_them() -> anyhow
         .stream("ledger", 1)
         .start()
         .await?;
-    let arn = ledger_arn(&fixture).await?;
-    for n in 0..20 {
-        fixture
-            .client()
-            .register_stream_consumer()
-            .stream_arn(&arn)
-            .consumer_name(format!("native-{n:02}"))
-            .send()
-            .await?;
-    }
+    register(&fixture, (0..20).map(|n| format!("native-{n:02}"))).await?;
     let tenants = format!(
         "{}{}",
         auditor("fan", "fan-out"),
@@ -185,6 +176,100 @@ async fn a_stream_with_all_its_consumers_refuses_fan_out_naming_them() -> anyhow
     assert!(
         again <= 4,
         "a refused subscription retried {again} times in 8 s: it should wait between tries"
+    );
+    host.stop().await.map(drop)
+}
+
+/// Registers consumers of `ledger` named `names`, as a native reader would: a registration
+/// Kinesis turns away as busy (five `CREATING` at once) is made again once one is active.
+async fn register(fixture: &Fixture, names: impl Iterator<Item = String>) -> anyhow::Result<()> {
+    let arn = ledger_arn(fixture).await?;
+    for name in names {
+        let registered = poll_for(Duration::from_secs(60), async || {
+            match fixture
+                .client()
+                .register_stream_consumer()
+                .stream_arn(&arn)
+                .consumer_name(&name)
+                .send()
+                .await
+            {
+                Ok(_) => Some(Ok(())),
+                Err(error)
+                    if error
+                        .as_service_error()
+                        .is_some_and(|e| e.is_limit_exceeded_exception()) =>
+                {
+                    None
+                }
+                Err(error) => Some(Err(error)),
+            }
+        })
+        .await;
+        registered.ok_or_else(|| anyhow::anyhow!("`{name}` was never registered"))??;
+    }
+    Ok(())
+}
+
+/// A stream busy registering (five consumers `CREATING`, as when several apps start reading
+/// it together): Kinesis turns the apps' registrations away with the `LimitExceededException`
+/// it answers a full stream with. Each is made again once the stream has room: every app
+/// reads, and none is told the stream is full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registrations_turned_away_as_busy_are_made_again_and_never_called_a_full_stream()
+-> anyhow::Result<()> {
+    const CREATING: Duration = Duration::from_secs(6);
+    let fixture = Fixture::builder("fan-out-busy")
+        .stream("ledger", 1)
+        .consumers_creating_for(CREATING)
+        .start()
+        .await?;
+    let arn = ledger_arn(&fixture).await?;
+    for n in 0..5 {
+        fixture
+            .client()
+            .register_stream_consumer()
+            .stream_arn(&arn)
+            .consumer_name(format!("native-{n}"))
+            .send()
+            .await?;
+    }
+    let tenants = ["fan0", "fan1", "fan2"];
+    let file: String = tenants.iter().map(|t| auditor(t, "fan-out")).collect();
+    let host = fixture.host(&fixture.tenants(&file)?).start()?;
+    let active = poll_for(Duration::from_secs(120), async || {
+        let listed = fixture
+            .client()
+            .list_stream_consumers()
+            .stream_arn(&arn)
+            .send()
+            .await
+            .ok()?;
+        let active = listed
+            .consumers()
+            .iter()
+            .filter(|c| c.consumer_status() == &aws_sdk_kinesis::types::ConsumerStatus::Active)
+            .count();
+        (active == 5 + tenants.len()).then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        active.is_some(),
+        "not every app registered a consumer: {:?}\n{}",
+        consumers(&fixture).await?,
+        host.output()
+    );
+    host.wait_for_log("reading shard", tenants.len()).await?;
+    fixture
+        .put_all("ledger", (0..5).map(|id| json!({ "id": id, "amount": 5 })))
+        .await?;
+    for tenant in tenants {
+        handled(&host, tenant, 5).await?;
+    }
+    let output = host.output();
+    assert!(
+        !output.contains("most enhanced fan-out consumers"),
+        "a busy registration was reported as a full stream: {output}"
     );
     host.stop().await.map(drop)
 }
