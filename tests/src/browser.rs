@@ -171,19 +171,7 @@ impl Browser {
     /// # Errors
     /// No such element, or the driver refused.
     pub fn click(&self, css: &str) -> Result<()> {
-        // A page that draws itself again between the find and the click makes the element
-        // stale: find it again, a few times.
-        let mut tries = 0;
-        loop {
-            let id = self.find(css)?;
-            match self.session_call("POST", &format!("/element/{id}/click"), &json!({})) {
-                Ok(_) => return Ok(()),
-                Err(error) if tries < 5 && error.to_string().contains("stale element") => {
-                    tries += 1;
-                }
-                Err(error) => return Err(error),
-            }
-        }
+        self.on_element(css, "click", &json!({}))
     }
 
     /// Types `text` into the first element matching `css`.
@@ -191,13 +179,24 @@ impl Browser {
     /// # Errors
     /// No such element, or the driver refused.
     pub fn type_into(&self, css: &str, text: &str) -> Result<()> {
-        let id = self.find(css)?;
-        self.session_call(
-            "POST",
-            &format!("/element/{id}/value"),
-            &json!({ "text": text }),
-        )
-        .map(drop)
+        self.on_element(css, "value", &json!({ "text": text }))
+    }
+
+    /// Does `action` (`click`, `value`) with `body` on the first element matching `css`.
+    fn on_element(&self, css: &str, action: &str, body: &Value) -> Result<()> {
+        // A page that draws itself again between the find and the action makes the element
+        // stale, and nothing was done to it: find it again, a few times.
+        let mut tries = 0;
+        loop {
+            let id = self.find(css)?;
+            match self.session_call("POST", &format!("/element/{id}/{action}"), body) {
+                Ok(_) => return Ok(()),
+                Err(error) if tries < 5 && error.to_string().contains("stale element") => {
+                    tries += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
     }
 
     /// The visible text of the page's body.

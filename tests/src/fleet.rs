@@ -6,6 +6,7 @@
 //! (moto's S3), so deploys are recorded in the fleet's desired state; with
 //! [`Deploys::PerHost`] each host's deploys are its own, as before fleet deploys.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -37,6 +38,8 @@ pub struct FleetOf {
     /// The hosts, in the order they were started.
     pub hosts: Vec<BinaryHost>,
     deploys: Deploys,
+    /// The operator token every host of a [`Deploys::Fleet`] fleet shares.
+    admin_token: String,
 }
 
 impl FleetOf {
@@ -65,10 +68,16 @@ impl FleetOf {
             guests::VERSIONED_V1.path(),
             fixture.dir().join("versioned.wasm"),
         )?;
+        // Not a secret worth guessing: a test's, on loopback.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_nanos();
+        let admin_token = format!("{nanos:032x}{:032x}", std::process::id());
         let mut fleet = Self {
             fixture,
             hosts: Vec::new(),
             deploys,
+            admin_token,
         };
         for owner in hosts {
             fleet.add_host(owner)?;
@@ -102,6 +111,17 @@ impl FleetOf {
             component = fixture.dir().join("versioned.wasm").display(),
         );
         let file = fixture.tenants_file(&format!("{owner}/tenants.toml"), &tenants)?;
+        if self.deploys == Deploys::Fleet {
+            // One operator token for the fleet, as a Secret gives every pod of the Kubernetes
+            // manifests (`RUSTSTREAM_ADMIN_TOKEN`); here through each host's token file, which
+            // the verbs read as usual.
+            let state = crate::process::state_dir(&file);
+            std::fs::create_dir_all(&state)?;
+            std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700))?;
+            let token = state.join("admin-token");
+            std::fs::write(&token, format!("{}\n", self.admin_token))?;
+            std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600))?;
+        }
         let host = fixture
             .host(&file)
             .log(&format!("{owner}.log"))

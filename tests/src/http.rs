@@ -43,6 +43,40 @@ pub fn request(
     read_answer(stream)
 }
 
+/// Signs in to the console of the host at `addr` with `token` (`POST /ui/session`), as a
+/// browser would: the session cookie (`name=value`) and the session's CSRF token.
+///
+/// # Errors
+/// When the connection fails, or the sign-in is refused (the error holds the answer).
+pub fn console_sign_in(addr: &str, token: &str) -> anyhow::Result<(String, String)> {
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
+    let body = serde_json::json!({ "token": token }).to_string();
+    let head = format!(
+        "POST /ui/session HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body.as_bytes())?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let cookie = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.eq_ignore_ascii_case("set-cookie"))
+        .and_then(|(_, value)| value.trim().split(';').next())
+        .map(str::to_owned);
+    let csrf = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|session| session["csrf"].as_str().map(str::to_owned));
+    match (cookie, csrf) {
+        (Some(cookie), Some(csrf)) => Ok((cookie, csrf)),
+        _ => anyhow::bail!("the console refused the sign-in: {answer}"),
+    }
+}
+
 /// Reads an HTTP/1.1 answer to its end (the request asked to close): status and body.
 ///
 /// # Errors

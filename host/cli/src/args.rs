@@ -139,6 +139,10 @@ pub(crate) enum Command {
     /// tenant, action, target, what was asked and the result; or those of an audit file or a
     /// JSON log (`--file`), with no host running.
     Audit(AuditArgs),
+    /// Lists the warnings and errors a host logged lately, newest first, with whom each is
+    /// about (tenant, app, subscription, stream, shard): the host keeps the last 200 of each
+    /// tenant, and 200 of its own, in memory.
+    Errors(ErrorsArgs),
     /// Writes the dead letters of a dead-letter stream back to the streams they came from,
     /// each exactly once (a run stopped and run again resumes), addressed to the subscription
     /// that gave up on them; `--dry-run` says what would move.
@@ -624,6 +628,25 @@ pub(crate) struct AuditArgs {
     /// state directory) or a log it wrote with `--log-format json`.
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub admin: AdminTarget,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ErrorsArgs {
+    /// Only those about this tenant.
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Only those logged at or after WHEN: a time (RFC 3339, or ms since the Unix epoch) or a
+    /// time ago (`90s`, `15m`, `2h`, `7d`).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    pub since: Option<u64>,
+    /// The newest this many (at most 1000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    /// Print them as JSON.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub admin: AdminTarget,
 }

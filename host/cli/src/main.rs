@@ -40,24 +40,30 @@ use clap::Parser as _;
 use ruststream_fleet::engine::{WORKER_COMMAND, compile_worker};
 use ruststream_fleet::escape::one_line_within;
 use ruststream_fleet::json_log;
+use ruststream_fleet::recent_errors::RecentErrors;
 
 use args::{Cli, Command, LogFormat};
 
-/// Logs to stdout in `format`, filtered by `RUST_LOG` or else `default_filter`.
-fn init_logging(format: LogFormat, default_filter: &str) {
+/// Logs to stdout in `format`, filtered by `RUST_LOG` or else `default_filter`; what passes the
+/// filter at `WARN` and above is kept in `recent` too.
+fn init_logging(format: LogFormat, default_filter: &str, recent: &RecentErrors) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
 
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| default_filter.into());
+    let logged = tracing_subscriber::registry()
+        .with(filter)
+        .with(recent.layer());
     match format {
-        LogFormat::Text => tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            // Colour codes only for a person at a terminal, never into a file or a pipe.
-            .with_ansi(std::io::stdout().is_terminal())
+        LogFormat::Text => logged
+            .with(
+                tracing_subscriber::fmt::layer()
+                    // Colour codes only for a person at a terminal, never into a file or a pipe.
+                    .with_ansi(std::io::stdout().is_terminal()),
+            )
             .init(),
-        LogFormat::Json => tracing_subscriber::registry()
-            .with(filter)
+        LogFormat::Json => logged
             .with(json_log::JsonLayer::new(|| {
                 Box::new(std::io::stdout()) as Box<dyn std::io::Write>
             }))
@@ -76,7 +82,8 @@ fn main() -> ExitCode {
         Command::Dev(_) | Command::Test(_) => "warn,ruststream::guest=off,ruststream::runtime=off",
         _ => "info",
     };
-    init_logging(cli.log_format, default_filter);
+    let recent = RecentErrors::new();
+    init_logging(cli.log_format, default_filter, &recent);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -93,7 +100,7 @@ fn main() -> ExitCode {
                 config,
                 compile,
             } => commands::check::check(&components, config.as_ref(), &compile).await,
-            Command::Run(args) => commands::run::run(*args).await,
+            Command::Run(args) => commands::run::run(*args, recent).await,
             Command::Tail(args) => commands::tail::tail(args).await,
             Command::Put(args) => commands::put::put(args).await,
             Command::Redrive(args) => commands::redrive::redrive(args).await,
@@ -126,6 +133,7 @@ fn main() -> ExitCode {
             } => commands::versions::versions(&admin, &tenant, &app, json).await,
             Command::Dev(args) => commands::dev::dev(args).await,
             Command::Audit(args) => commands::audit::audit(&args).await,
+            Command::Errors(args) => commands::errors::errors(&args).await,
             Command::Token { action } => commands::token::token(&action).await,
         };
         done.map(|()| ExitCode::SUCCESS)

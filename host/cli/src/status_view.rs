@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 use ruststream_fleet::escape::escape_controls;
 
 use ruststream_fleet::admin::model::{
-    AppStatus, AppVersionList, AuditEntry, Deployed, FleetVersion, HostStatus, OutcomeCounts,
-    PauseState, ReadMode, ShadowCounts, ShadowDeployed, ShadowDropped, ShadowStatus, ShardState,
-    ShardStatus, SubscriptionStatus, TenantStatus, TokenList, TokenMade, Undeployed,
+    AppStatus, AppVersionList, AuditEntry, Deployed, ErrorEvent, FleetVersion, HostStatus,
+    OutcomeCounts, PauseState, ReadMode, ShadowCounts, ShadowDeployed, ShadowDropped, ShadowStatus,
+    ShardState, ShardStatus, SubscriptionStatus, TenantStatus, TokenList, TokenMade, Undeployed,
 };
 
 /// Hex digits of a content hash shown.
@@ -494,6 +494,45 @@ pub(crate) fn render_audit(entries: &[AuditEntry], from: &str) -> String {
         &mut out,
         0,
         format_args!("{} change(s), from {}", entries.len(), text(from)),
+    );
+    out
+}
+
+/// `errors`: one line per event, newest first: when, level, whom it is about, what it says.
+pub(crate) fn render_errors(events: &[ErrorEvent]) -> String {
+    let mut out = String::new();
+    for event in events {
+        let about: Vec<String> = [
+            &event.tenant,
+            &event.app,
+            &event.subscriber,
+            &event.stream,
+            &event.shard,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|name| text(name).into_owned())
+        .collect();
+        let about = if about.is_empty() {
+            "host".to_owned()
+        } else {
+            about.join("/")
+        };
+        line(
+            &mut out,
+            0,
+            format_args!(
+                "{} {:5} {about}: {}",
+                text(&event.at),
+                text(&event.level),
+                text(&event.message)
+            ),
+        );
+    }
+    line(
+        &mut out,
+        0,
+        format_args!("{} warning(s) and error(s)", events.len()),
     );
     out
 }

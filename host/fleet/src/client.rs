@@ -28,8 +28,9 @@ use serde::de::DeserializeOwned;
 
 use crate::admin::certificates::GivenCertificates;
 use crate::admin::model::{
-    AppVersionList, AuditList, Deployed, ErrorBody, HostStatus, Moved, PauseState, RollbackTo,
-    SeekPosition, ShadowDeployed, ShadowDropped, TokenList, TokenMade, TokenRevoked, Undeployed,
+    AppVersionList, AuditList, Deployed, ErrorBody, ErrorList, HostStatus, Moved, PauseState,
+    RollbackTo, SeekPosition, ShadowDeployed, ShadowDropped, TokenList, TokenMade, TokenRevoked,
+    Undeployed,
 };
 use crate::admin::token::AdminToken;
 
@@ -334,6 +335,25 @@ impl AdminClient {
         limit: usize,
     ) -> Result<AuditList, ClientError> {
         let mut path = format!("/v1/audit?since_ms={since_ms}&limit={limit}");
+        if let Some(tenant) = tenant {
+            path.push_str(&format!("&tenant={}", segment(tenant)));
+        }
+        self.call(Method::GET, &path, None, QUICK_TIMEOUT).await
+    }
+
+    /// The warnings and errors the host logged lately (`GET /v1/errors`), newest first: the
+    /// last `limit` at or after `since_ms`, about `tenant` only when given (a tenant's token
+    /// sees its own alone).
+    ///
+    /// # Errors
+    /// As [`status`](Self::status).
+    pub async fn errors(
+        &self,
+        tenant: Option<&str>,
+        since_ms: u64,
+        limit: usize,
+    ) -> Result<ErrorList, ClientError> {
+        let mut path = format!("/v1/errors?since_ms={since_ms}&limit={limit}");
         if let Some(tenant) = tenant {
             path.push_str(&format!("&tenant={}", segment(tenant)));
         }

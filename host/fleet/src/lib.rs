@@ -98,6 +98,7 @@ pub mod json_log;
 pub mod metrics;
 pub mod new;
 pub mod put;
+pub mod recent_errors;
 pub mod redrive;
 pub mod run;
 pub mod state;

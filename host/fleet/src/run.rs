@@ -34,9 +34,10 @@ use crate::aws::AwsOptions;
 use crate::config::{Config, ConfigError, HostSection, LeaseStoreKind};
 use crate::desired::DESIRED_TABLE;
 use crate::engine::{CompileCache, CompileIn, EngineError, runtime_config_in};
-use crate::fleet::{Fleet, LeaseSettings};
+use crate::fleet::{Fleet, LeaseSettings, TenantSources};
 use crate::http_server::HttpServer;
 use crate::identity::Identities;
+use crate::recent_errors::RecentErrors;
 use crate::state::audit::AuditFile;
 use crate::state::versions::DEFAULT_KEEP;
 use crate::state::{Kept, StateDir, StateError};
@@ -206,6 +207,10 @@ pub struct RunOptions {
     pub state_dir: Option<PathBuf>,
     /// Where Prometheus metrics are served; `None` for nowhere.
     pub metrics_addr: Option<SocketAddr>,
+    /// Where the warnings and errors the process logs are kept for the console and
+    /// `GET /v1/errors`: the store whose [`layer`](RecentErrors::layer) the embedder installed
+    /// in its tracing subscriber (one without it keeps nothing).
+    pub recent_errors: RecentErrors,
 }
 
 impl Default for RunOptions {
@@ -240,6 +245,7 @@ impl Default for RunOptions {
             admin_token: None,
             state_dir: None,
             metrics_addr: Some(metrics::DEFAULT_ADDR),
+            recent_errors: RecentErrors::new(),
         }
     }
 }
@@ -329,10 +335,13 @@ impl RunningHost {
             Host::new(identities.base().kinesis.clone(), config),
             identities,
             runtime,
-            args.config.clone(),
-            args.components.clone(),
+            TenantSources {
+                config_path: args.config.clone(),
+                cli_components: args.components.clone(),
+            },
             settings.leases,
             Kept::new(&settings.state_dir, settings.keep_versions),
+            args.recent_errors.clone(),
         );
         fleet.check_config().map_err(RunError::Tenants)?;
         share_deploys(&fleet, file.as_ref().map(|c| &c.host), &deploys_need).await?;

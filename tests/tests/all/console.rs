@@ -13,6 +13,8 @@ use ruststream_tests::http::{AdminApi, admin_token};
 use ruststream_tests::wait::poll_for;
 use serde_json::{Value, json};
 
+use crate::e2e::redrive;
+
 /// Where the screenshots go.
 fn screenshot(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -277,6 +279,64 @@ async fn a_tenant_token_sees_its_tenant_only_and_a_revoked_one_is_signed_out() -
         .wait_for_text("was revoked", Duration::from_secs(10))
         .await?;
     browser.screenshot(&screenshot("tenant-token-revoked"))?;
+    Ok(())
+}
+
+/// A redrive started from the dead-letters page, once confirmed, shows its progress there to
+/// its end, beside one the API started (the page lists every redrive the host keeps, whoever
+/// started it); the dead letters are back on their stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redrive_started_from_the_page_shows_its_progress_to_its_end() -> anyhow::Result<()> {
+    const LETTERS: u64 = 10;
+    let setup = redrive::Setup::start("console-redrive").await?;
+    for id in 0..LETTERS {
+        setup
+            .forge_dead_letter(&redrive::origin("orders", "acme"), id)
+            .await?;
+    }
+    let fixed = setup.tenants("fixed", &guests::BOOKS_FIXED.path(), 10_000)?;
+    let args = ["--lease-store", "dynamodb", "--create-lease-table"];
+    let host = redrive::start_host(&setup, &fixed, "host", &args).await?;
+    let (_, api, browser) = operator_console(&setup.fixture, &host).await?;
+    // One the page did not start: a dry run is not kept, a redrive of no dead letters is.
+    let (code, body) = api.call(
+        "POST",
+        "/v1/redrives",
+        Some("application/json"),
+        br#"{"stream": "books.dead", "tenant": "nobody", "id": "rd-by-the-api"}"#,
+    )?;
+    anyhow::ensure!(code == 200, "redrive through the API: {code} {body}");
+
+    browser.click("#nav a[data-page=\"dead-letters\"]")?;
+    browser
+        .wait_for_text("rd-by-the-api", Duration::from_secs(20))
+        .await?;
+    browser.type_into("input[placeholder=\"dead-letter stream\"]", "books.dead")?;
+    act(&browser, "Start redrive")?;
+    let rows = poll_for(Duration::from_secs(60), async || {
+        let rows = browser
+            .run(
+                "return [...document.querySelectorAll('#redrives tr[data-redrive]')]\
+                 .map((row) => [...row.cells].map((cell) => cell.textContent));",
+                &[],
+            )
+            .ok()?;
+        let rows: Vec<Vec<String>> = serde_json::from_value(rows).ok()?;
+        let ours = rows.iter().find(|row| row[0] != "rd-by-the-api")?;
+        (ours[3] == "finished").then_some(rows)
+    })
+    .await;
+    browser.screenshot(&screenshot("redrive"))?;
+    let rows = rows.ok_or_else(|| anyhow::anyhow!("the redrive never showed finished"))?;
+    let ours = rows.iter().find(|row| row[0] != "rd-by-the-api");
+    assert_eq!(
+        ours.map(|row| (row[1].as_str(), row[2].as_str(), row[4].as_str())),
+        Some(("books.dead", "every tenant", LETTERS.to_string().as_str())),
+        "stream, tenant, redriven: {rows:?}"
+    );
+    assert!(rows.iter().any(|row| row[0] == "rd-by-the-api"), "{rows:?}");
+    let acked = setup.wait_for("books.acked", LETTERS as usize).await?;
+    assert_eq!(acked.len(), LETTERS as usize);
     Ok(())
 }
 

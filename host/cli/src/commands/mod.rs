@@ -6,6 +6,7 @@ pub(crate) mod audit;
 pub(crate) mod check;
 pub(crate) mod deploy;
 pub(crate) mod dev;
+pub(crate) mod errors;
 pub(crate) mod new;
 pub(crate) mod pause;
 pub(crate) mod promote;

@@ -3,17 +3,18 @@
 use ruststream_fleet::admin::token::AdminToken;
 use ruststream_fleet::config;
 use ruststream_fleet::engine::CompileIn;
+use ruststream_fleet::recent_errors::RecentErrors;
 use ruststream_fleet::run::RunOptions;
 
 use crate::args::{LeaseStoreKind, RunArgs};
 
-/// Runs the host with the flags' options.
-pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
-    Ok(ruststream_fleet::run::run(options(args)?).await?)
+/// Runs the host with the flags' options, keeping the warnings and errors it logs in `recent`.
+pub(crate) async fn run(args: RunArgs, recent_errors: RecentErrors) -> anyhow::Result<()> {
+    Ok(ruststream_fleet::run::run(options(args, recent_errors)?).await?)
 }
 
 /// The flags (and the admin token the environment gives) as the library takes them.
-fn options(args: RunArgs) -> anyhow::Result<RunOptions> {
+fn options(args: RunArgs, recent_errors: RecentErrors) -> anyhow::Result<RunOptions> {
     Ok(RunOptions {
         components: args.components,
         config: args.config,
@@ -44,6 +45,7 @@ fn options(args: RunArgs) -> anyhow::Result<RunOptions> {
         admin_token: AdminToken::from_env()?,
         state_dir: args.state_dir,
         metrics_addr: args.metrics_addr.0,
+        recent_errors,
     })
 }
 

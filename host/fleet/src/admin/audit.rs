@@ -107,7 +107,7 @@ impl AuditLog {
 ///
 /// # Errors
 /// A number that is not one, or an unknown parameter.
-fn query(uri: &Uri) -> Result<AuditFilter, ApiError> {
+pub(super) fn query(uri: &Uri) -> Result<AuditFilter, ApiError> {
     let mut filter = AuditFilter {
         tenant: None,
         since_ms: 0,

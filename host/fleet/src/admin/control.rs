@@ -7,8 +7,8 @@
 use std::future::Future;
 
 use super::model::{
-    AppVersionList, Deployed, HostHistory, HostStatus, RedriveRequest, SeekPosition,
-    ShadowDeployed, ShadowDropped, Undeployed,
+    AppVersionList, Deployed, ErrorEvent, HostHistory, HostStatus, RedriveListed, RedriveRequest,
+    SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
 };
 
 /// The operations the admin API exposes, carried out by the host. Names (`tenant`, `app`,
@@ -126,6 +126,16 @@ pub trait Control: Send + Sync + 'static {
     /// The progress of a redrive this host started, as JSON.
     fn redrive(&self, id: &str) -> Result<serde_json::Value, ControlError> {
         Err(ControlError::UnknownRedrive(id.to_owned()))
+    }
+    /// The redrives this host keeps (running, ended, or to resume), by id.
+    fn redrives(&self) -> Vec<RedriveListed> {
+        Vec::new()
+    }
+    /// The warnings and errors this host logged lately (see
+    /// [`RecentErrors::read`](crate::recent_errors::RecentErrors::read)).
+    fn recent_errors(&self, tenant: Option<&str>, since_ms: u64, limit: usize) -> Vec<ErrorEvent> {
+        let _ = (tenant, since_ms, limit);
+        Vec::new()
     }
 }
 

@@ -7,13 +7,15 @@ use std::sync::Mutex;
 
 use super::control::{Control, ControlError};
 use super::model::{
-    AppStatus, AppVersionList, Deployed, HostStatus, KeptVersion, OutcomeCounts, Refusal,
-    ReservedMemory, RolloutStatus, SeekPosition, ShardState, ShardStatus, SubscriptionStatus,
-    TenantStatus, Undeployed, VersionInfo, VersionOrigin,
+    AppStatus, AppVersionList, Deployed, ErrorEvent, HostStatus, KeptVersion, OutcomeCounts,
+    RedriveListed, Refusal, ReservedMemory, RolloutStatus, SeekPosition, ShardState, ShardStatus,
+    SubscriptionStatus, TenantStatus, Undeployed, VersionInfo, VersionOrigin,
 };
 
 /// The tenant the fake runs.
 pub const TENANT: &str = "acme";
+/// The ids of the redrives the fake keeps: acme's, then the operator's.
+pub const REDRIVES: [&str; 2] = ["rd-acme", "rd-all"];
 /// The shards of `acme`/`ledger`/`book`.
 pub const SHARDS: [&str; 2] = ["shardId-000000000000", "shardId-000000000001"];
 
@@ -212,6 +214,56 @@ impl Control for FakeControl {
             ],
             fleet: false,
         })
+    }
+
+    fn redrive(&self, id: &str) -> Result<serde_json::Value, ControlError> {
+        (self.redrives().into_iter())
+            .find(|listed| listed.id == id)
+            .map(|listed| listed.progress)
+            .ok_or_else(|| ControlError::UnknownRedrive(id.to_owned()))
+    }
+
+    /// Two redrives: [`REDRIVES`]`[0]` of acme's dead letters, running; `[1]` of every
+    /// tenant's (an operator's), finished.
+    fn redrives(&self) -> Vec<RedriveListed> {
+        let listed = |id: &str, tenant: Option<&str>, state: &str| RedriveListed {
+            id: id.to_owned(),
+            stream: "books.dead".into(),
+            tenant: tenant.map(str::to_owned),
+            running: state == "running",
+            progress: serde_json::json!({ "id": id, "state": state, "redriven": 3 }),
+        };
+        vec![
+            listed(REDRIVES[0], Some(TENANT), "running"),
+            listed(REDRIVES[1], None, "finished"),
+        ]
+    }
+
+    /// One event of acme's, one of tenant `other`, one of the host's own; `tenant` keeps one
+    /// tenant's.
+    fn recent_errors(&self, tenant: Option<&str>, since_ms: u64, limit: usize) -> Vec<ErrorEvent> {
+        let event = |seq: u64, tenant: Option<&str>| ErrorEvent {
+            seq,
+            at_ms: 1_000 + seq,
+            at: "1970-01-01T00:00:01.000Z".into(),
+            level: "WARN".into(),
+            target: "ruststream_host::runner".into(),
+            tenant: tenant.map(str::to_owned),
+            app: None,
+            subscriber: None,
+            stream: None,
+            shard: None,
+            message: format!("event {seq}"),
+        };
+        let mut events = vec![
+            event(2, Some(TENANT)),
+            event(1, Some("other")),
+            event(0, None),
+        ];
+        events.retain(|e| tenant.is_none_or(|t| e.tenant.as_deref() == Some(t)));
+        events.retain(|e| e.at_ms >= since_ms);
+        events.truncate(limit);
+        events
     }
 }
 

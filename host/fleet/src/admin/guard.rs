@@ -29,9 +29,10 @@ use tokio::sync::Semaphore;
 use super::allowed_hosts::AllowedHosts;
 use super::caller::Caller;
 use super::error::ApiError;
-use super::session::{self, CSRF_HEADER, Sessions, csrf_matches};
+use super::session::{self, CSRF_HEADER, Session, Sessions};
 use super::token::AdminToken;
 use crate::tokens::{self, TokenStore};
+use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_runtime::escape::one_line;
 
 /// How long an upload may take to arrive: 32 MiB at 2 Mbit/s. A client that stalls would
@@ -72,9 +73,9 @@ impl Guard {
     /// within [`UPLOAD_TIME`].
     pub(crate) fn new(token: AdminToken, hosts: AllowedHosts, max_upload: usize) -> Self {
         Self {
+            sessions: Sessions::new(&token),
             token,
             tenant_tokens: None,
-            sessions: Sessions::default(),
             hosts,
             max_upload,
             upload_time: UPLOAD_TIME,
@@ -125,44 +126,60 @@ impl Guard {
     }
 
     /// Who the request is from: its bearer token's holder or, without one, its console
-    /// session's (a change in a session must carry the session's CSRF token). `Err`: the
-    /// status and reason to refuse it with.
+    /// session's (a change in a session must carry the session's CSRF token), with the
+    /// session's cookie renewed when it is due. `Err`: the status and reason to refuse it with.
     async fn check_caller(
         &self,
         method: &Method,
         headers: &HeaderMap,
-    ) -> Result<Caller, (StatusCode, String)> {
+    ) -> Result<(Caller, Option<String>), (StatusCode, String)> {
         if headers.contains_key(AUTHORIZATION) {
-            return self.check_token(headers).await;
+            return Ok((self.check_token(headers).await?, None));
         }
-        let Some(id) = session::session_id(headers) else {
+        let Some(cookie) = session::session_cookie(headers) else {
             return Err((StatusCode::UNAUTHORIZED, NO_TOKEN.to_owned()));
         };
-        let session = self.sessions.get(id).ok_or_else(|| {
-            let reason = "the console's session ended: sign in again".to_owned();
-            (StatusCode::UNAUTHORIZED, reason)
-        })?;
-        // A tenant token revoked since the sign-in ends its sessions.
-        if let (Some(store), Some(_)) = (&self.tenant_tokens, &session.caller.tenant) {
-            let kept = store.get(&session.caller.token_id).await.map_err(|error| {
-                let reason = format!("cannot check the token: {}", one_line(&error));
-                (StatusCode::SERVICE_UNAVAILABLE, reason)
-            })?;
-            if kept.is_none() {
-                // Kept open, so that every request of the page hears why, until it is idle.
-                let reason = format!("signed out: token {} was revoked", session.caller.token_id);
-                return Err((StatusCode::UNAUTHORIZED, reason));
-            }
-        }
+        let now_ms = SystemClock.now_ms();
+        let (session, caller) = self.session(cookie, now_ms).await?;
         let reads = *method == Method::GET || *method == Method::HEAD;
         let csrf = headers.get(CSRF_HEADER).map(HeaderValue::as_bytes);
-        if !reads && !csrf.is_some_and(|csrf| csrf_matches(&session, csrf)) {
+        if !reads && !csrf.is_some_and(|csrf| self.sessions.csrf_matches(&session, csrf)) {
             let reason = "a change in a console session needs the session's CSRF token in \
                           X-CSRF-Token"
                 .to_owned();
             return Err((StatusCode::FORBIDDEN, reason));
         }
-        Ok(session.caller)
+        Ok((caller, self.sessions.renewed(&session, now_ms)))
+    }
+
+    /// The session `cookie` holds at `now_ms`, and who it is for: the operator, or the tenant
+    /// of a tenant token the store still keeps (one revoked since the sign-in is signed out on
+    /// every host). `Err`: the status and reason to refuse it with.
+    pub(crate) async fn session(
+        &self,
+        cookie: &str,
+        now_ms: u64,
+    ) -> Result<(Session, Caller), (StatusCode, String)> {
+        let session = (self.sessions.read(cookie, now_ms))
+            .map_err(|ended| (StatusCode::UNAUTHORIZED, ended.to_string()))?;
+        if session.who == Caller::OPERATOR {
+            return Ok((session, Caller::operator()));
+        }
+        let ended = || {
+            let reason = format!("signed out: token {} was revoked", session.who);
+            (StatusCode::UNAUTHORIZED, reason)
+        };
+        let store = self.tenant_tokens.as_ref().ok_or_else(ended)?;
+        let record = store.get(&session.who).await.map_err(|error| {
+            let reason = format!("cannot check the token: {}", one_line(&error));
+            (StatusCode::SERVICE_UNAVAILABLE, reason)
+        })?;
+        let record = record.ok_or_else(ended)?;
+        let caller = Caller {
+            token_id: record.id,
+            tenant: Some(record.tenant),
+        };
+        Ok((session, caller))
     }
 
     /// Who the request's token is: the operator, or the tenant a tenant token reaches.
@@ -227,14 +244,16 @@ pub(crate) async fn host_and_token(
     }
     let path = request.uri().path();
     let open = (request.method() == Method::GET && OPEN_ROUTES.contains(&path)) || path == SIGN_IN;
+    let mut renewed = None;
     if !open {
         match guard
             .check_caller(request.method(), request.headers())
             .await
         {
             // Who asked, for the routes and the audit trail.
-            Ok(caller) => {
+            Ok((caller, renewal)) => {
                 request.extensions_mut().insert(caller);
+                renewed = renewal;
             }
             Err((status, reason)) if status != StatusCode::UNAUTHORIZED => {
                 return refuse(status, reason);
@@ -249,7 +268,15 @@ pub(crate) async fn host_and_token(
             }
         }
     }
-    next.run(request).await
+    let mut response = next.run(request).await;
+    if let Some(cookie) = renewed
+        && let Ok(cookie) = HeaderValue::from_str(&session::set_cookie(&cookie, guard.is_tls()))
+    {
+        response
+            .headers_mut()
+            .append(axum::http::header::SET_COOKIE, cookie);
+    }
+    response
 }
 
 /// Check 4 for the routes that take JSON (or nothing).

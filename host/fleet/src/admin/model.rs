@@ -318,6 +318,39 @@ pub struct Readiness {
 /// it too, to resume it).
 pub use crate::redrive::RedriveRequest;
 
+/// One redrive of `GET /v1/redrives`: whoever started it (the API, a verb, the console).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RedriveListed {
+    /// Its id.
+    pub id: String,
+    /// The dead-letter stream it reads.
+    pub stream: String,
+    /// The tenant whose dead letters it moves; `None` for every tenant's (an operator's).
+    pub tenant: Option<String>,
+    /// Whether it runs on this host now.
+    pub running: bool,
+    /// Its progress while it runs, else its last report (`null` for one the host stopped
+    /// under, to resume).
+    pub progress: serde_json::Value,
+}
+
+pub use crate::recent_errors::ErrorEvent;
+
+/// `GET /v1/errors`: the warnings and errors this host logged lately, newest first; a tenant's
+/// token sees its tenant's alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorList {
+    /// The events.
+    pub errors: Vec<ErrorEvent>,
+}
+
+/// `GET /v1/redrives`: the redrives this host keeps, by id; a tenant's token sees its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RedriveList {
+    /// The redrives.
+    pub redrives: Vec<RedriveListed>,
+}
+
 /// The body of every error response: `{"error":"<one line>"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {

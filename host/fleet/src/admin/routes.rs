@@ -25,8 +25,9 @@ use super::error::ApiError;
 use super::extract::{JsonBody, Names, OptionalJsonBody};
 use super::guard::{self, Guard};
 use super::model::{
-    AppVersionList, Deployed, HostHistory, HostStatus, Moved, PauseState, Readiness,
-    RedriveRequest, RollbackTo, SeekPosition, ShadowDeployed, ShadowDropped, Undeployed,
+    AppVersionList, Deployed, ErrorList, HostHistory, HostStatus, Moved, PauseState, Readiness,
+    RedriveList, RedriveRequest, RollbackTo, SeekPosition, ShadowDeployed, ShadowDropped,
+    Undeployed,
 };
 use super::scope;
 use super::token_routes::{self, TokenApi};
@@ -86,9 +87,13 @@ pub(super) fn router<C: Control>(
             "/v1/tenants/{tenant}/apps/{app}/versions",
             get(versions::<C>),
         )
-        .route("/v1/redrives", post(start_redrive::<C>).layer(json()))
+        .route(
+            "/v1/redrives",
+            get(redrives::<C>).merge(post(start_redrive::<C>).layer(json())),
+        )
         .route("/v1/redrives/{id}", get(redrive::<C>))
         .route("/v1/audit", get(audit::list).with_state(audit.clone()))
+        .route("/v1/errors", get(recent_errors::<C>))
         .route("/v1/history", get(history::<C>))
         .route(
             "/v1/tokens",
@@ -354,9 +359,60 @@ async fn start_redrive<C: Control>(
 
 async fn redrive<C: Control>(
     State(control): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
     Names(id): Names<String>,
 ) -> Answer<serde_json::Value> {
+    if let Some(Extension(Caller {
+        token_id,
+        tenant: Some(own),
+    })) = caller
+    {
+        // Another tenant's redrive is not even said to exist.
+        let theirs = control
+            .redrives()
+            .into_iter()
+            .any(|listed| listed.id == id && listed.tenant.as_deref() == Some(own.as_str()));
+        if !theirs {
+            let message = format!(
+                "token {token_id} belongs to tenant `{}`: it sees that tenant's redrives only, \
+                 and `{}` is none of them",
+                quote(&own),
+                quote(&id)
+            );
+            return Err(ApiError::new(StatusCode::NOT_FOUND, message));
+        }
+    }
     Ok(Json(control.redrive(&id)?))
+}
+
+/// `GET /v1/errors?since_ms=&limit=&tenant=`: the query the audit trail takes; a tenant
+/// token's caller sees its own tenant's alone.
+async fn recent_errors<C: Control>(
+    State(control): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
+    uri: Uri,
+) -> Answer<ErrorList> {
+    let mut filter = audit::query(&uri)?;
+    if let Some(Extension(Caller {
+        tenant: Some(own), ..
+    })) = caller
+    {
+        filter.tenant = Some(own);
+    }
+    let errors = control.recent_errors(filter.tenant.as_deref(), filter.since_ms, filter.limit);
+    Ok(Json(ErrorList { errors }))
+}
+
+async fn redrives<C: Control>(
+    State(control): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
+) -> Json<RedriveList> {
+    let own = caller.and_then(|Extension(caller)| caller.tenant);
+    let mut redrives = control.redrives();
+    if let Some(own) = own {
+        redrives.retain(|listed| listed.tenant.as_deref() == Some(own.as_str()));
+    }
+    Json(RedriveList { redrives })
 }
 
 async fn not_found(uri: Uri) -> ApiError {

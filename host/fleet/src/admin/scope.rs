@@ -1,6 +1,6 @@
 //! What a tenant token may reach: its tenant's routes (`/v1/tenants/<its tenant>/...`), and
-//! its own part of the status, the audit trail and the dead-letter redrives (the routes filter
-//! those). Anything else is refused with a 403 naming the tenant the token belongs to. The
+//! its own part of the status, the history, the recent errors, the audit trail and the dead-letter redrives (the
+//! routes filter those, and start only its own redrives). Anything else is refused with a 403 naming the tenant the token belongs to. The
 //! operator's token passes untouched.
 
 use axum::extract::Request;
@@ -36,8 +36,9 @@ pub(super) async fn tenant_scope(request: Request, next: Next) -> Response {
                 )
             })
         }
-        ["v1", "status" | "audit" | "history"] if method == Method::GET => None,
-        ["v1", "redrives"] if method == Method::POST => None,
+        ["v1", "status" | "audit" | "history" | "errors"] if method == Method::GET => None,
+        ["v1", "redrives"] if method == Method::POST || method == Method::GET => None,
+        ["v1", "redrives", _] if method == Method::GET => None,
         _ => Some(format!(
             "token {token_id} belongs to tenant `{}`: {} {} is the operator's",
             quote(&own),

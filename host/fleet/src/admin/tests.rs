@@ -16,7 +16,7 @@ use ruststream_runtime::sync::lock;
 
 use super::AuditLog;
 use super::allowed_hosts::AllowedHosts;
-use super::fake::{FakeControl, SHARDS, TENANT, sample_status};
+use super::fake::{FakeControl, REDRIVES, SHARDS, TENANT, sample_status};
 use super::guard::Guard;
 use super::model::{HostStatus, SeekPosition};
 use super::routes::router;
@@ -779,6 +779,58 @@ async fn a_tenant_token_reaches_its_tenant_only_until_it_is_revoked() {
         StatusCode::FORBIDDEN,
         "redrives that tenant's dead letters only",
     );
+    // The redrives and the recent errors: its tenant's, whatever it asks for; another's
+    // redrive is not even said to exist.
+    let (_, listed) = send(api(), as_holder(&token, Method::GET, "/v1/redrives", "")).await;
+    assert_eq!(
+        listed["redrives"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    assert_eq!(listed["redrives"][0]["id"], REDRIVES[0], "{listed}");
+    let own = send(
+        api(),
+        as_holder(
+            &token,
+            Method::GET,
+            &format!("/v1/redrives/{}", REDRIVES[0]),
+            "",
+        ),
+    )
+    .await;
+    assert_eq!(own.0, StatusCode::OK, "{}", own.1);
+    let theirs = send(
+        api(),
+        as_holder(
+            &token,
+            Method::GET,
+            &format!("/v1/redrives/{}", REDRIVES[1]),
+            "",
+        ),
+    )
+    .await;
+    assert_error(
+        &theirs,
+        StatusCode::NOT_FOUND,
+        "sees that tenant's redrives only",
+    );
+    let (_, all) = send(api(), request(Method::GET, "/v1/redrives", Body::empty())).await;
+    assert_eq!(all["redrives"].as_array().map(Vec::len), Some(2), "{all}");
+    let (_, errors) = send(
+        api(),
+        as_holder(&token, Method::GET, "/v1/errors?tenant=other", ""),
+    )
+    .await;
+    let tenants: Vec<&Value> = (errors["errors"].as_array().into_iter().flatten())
+        .map(|e| &e["tenant"])
+        .collect();
+    assert_eq!(tenants, [&json!("acme")], "{errors}");
+    let (_, errors) = send(api(), request(Method::GET, "/v1/errors", Body::empty())).await;
+    assert_eq!(
+        errors["errors"].as_array().map(Vec::len),
+        Some(3),
+        "{errors}"
+    );
     // Its audit trail: its tenant's entries whatever it asks for (the token made for it, its
     // pause), and never the token itself.
     let (_, trail) = send(
@@ -966,6 +1018,6 @@ async fn a_console_session_reads_and_changes_only_with_its_csrf_token() {
     assert_error(
         &send(router, again).await,
         StatusCode::UNAUTHORIZED,
-        "session ended",
+        "session was signed out",
     );
 }

@@ -30,6 +30,19 @@ impl Control for Fleet {
         self.redrive_progress(id)
     }
 
+    fn redrives(&self) -> Vec<crate::admin::model::RedriveListed> {
+        self.redrive_list()
+    }
+
+    fn recent_errors(
+        &self,
+        tenant: Option<&str>,
+        since_ms: u64,
+        limit: usize,
+    ) -> Vec<crate::admin::model::ErrorEvent> {
+        self.inner.recent_errors.read(tenant, since_ms, limit)
+    }
+
     fn status(&self) -> HostStatus {
         let not_ready = self.not_ready();
         let tenants = self.with_tenants(|tenants| {

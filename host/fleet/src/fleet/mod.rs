@@ -48,6 +48,7 @@ use crate::admin::control::ControlError;
 use crate::admin::model::{Deployed, VersionOrigin};
 use crate::config::{ComponentSource, Config, LeaseStoreKind, OperatorConfig, component_file};
 use crate::identity::{Clients, Identities, Role};
+use crate::recent_errors::RecentErrors;
 use crate::state::Kept;
 use crate::state::redrives::RedriveRecords;
 use crate::state::versions::VersionStore;
@@ -133,6 +134,8 @@ struct Inner {
     deploys: std::sync::OnceLock<deploys::FleetDeploys>,
     /// What the console plots.
     history: history::History,
+    /// The warnings and errors logged lately, for the console and `GET /v1/errors`.
+    recent_errors: RecentErrors,
 }
 
 /// A lease store, with the role whose client a DynamoDB store calls with.
@@ -209,20 +212,31 @@ pub(crate) struct ComponentRun {
     file_hash: Option<String>,
 }
 
+/// Where a host's tenants come from: the tenants file, and the component files given on the
+/// command line (one trusted tenant, `default`).
+pub(crate) struct TenantSources {
+    pub config_path: Option<PathBuf>,
+    pub cli_components: Vec<PathBuf>,
+}
+
 impl Fleet {
     pub(crate) fn new(
         host: Host,
         identities: Identities,
         runtime: Runtime,
-        config_path: Option<PathBuf>,
-        cli_components: Vec<PathBuf>,
+        sources: TenantSources,
         leases: LeaseSettings,
         kept: Kept,
+        recent_errors: RecentErrors,
     ) -> Self {
         let Kept {
             versions,
             redrives: kept_redrives,
         } = kept;
+        let TenantSources {
+            config_path,
+            cli_components,
+        } = sources;
         Self {
             inner: Arc::new(Inner {
                 host,
@@ -237,6 +251,7 @@ impl Fleet {
                 reloading: tokio::sync::Mutex::new(()),
                 deploys: std::sync::OnceLock::new(),
                 history: history::History::default(),
+                recent_errors,
             }),
         }
     }

@@ -16,7 +16,7 @@ use ruststream_runtime::sync::lock;
 
 use super::Fleet;
 use crate::admin::control::ControlError;
-use crate::admin::model::RedriveRequest;
+use crate::admin::model::{RedriveListed, RedriveRequest};
 use crate::config::LeaseStoreKind;
 
 /// How many of the dead letters a dry run would move it lists.
@@ -165,6 +165,36 @@ impl Fleet {
 
     /// Where redrive `id`, started on this host (by this process, or kept from an earlier
     /// one), stands.
+    /// Every redrive the state directory keeps, with its live progress while it runs here.
+    pub(super) fn redrive_list(&self) -> Vec<RedriveListed> {
+        let (records, errors) = self.inner.kept_redrives.all();
+        for error in errors {
+            tracing::warn!(error = %one_line(&error), "a kept redrive cannot be read");
+        }
+        let state = self.state();
+        records
+            .into_iter()
+            .map(|record| {
+                let id = record.request.id.clone().unwrap_or_default();
+                let live = state
+                    .redrives
+                    .get(&id)
+                    .map(|progress| lock(progress).clone());
+                let running = live
+                    .as_ref()
+                    .is_some_and(|progress| progress.state == RedriveState::Running);
+                let progress = live.or(record.report);
+                RedriveListed {
+                    stream: record.request.stream,
+                    tenant: record.request.tenant,
+                    running,
+                    progress: serde_json::to_value(progress).unwrap_or_default(),
+                    id,
+                }
+            })
+            .collect()
+    }
+
     pub(super) fn redrive_progress(&self, id: &str) -> Result<serde_json::Value, ControlError> {
         if let Some(progress) = self.state().redrives.get(id) {
             return Ok(serde_json::to_value(&*lock(progress)).unwrap_or_default());

@@ -97,14 +97,25 @@ impl RedriveRecords {
     /// The kept redrives that were running when the host stopped; files that cannot be read
     /// are left out, each with why.
     pub(crate) fn unfinished(&self) -> (Vec<RedriveRequest>, Vec<StateError>) {
-        let mut requests = Vec::new();
+        let (records, errors) = self.all();
+        let requests = records
+            .into_iter()
+            .filter(|record| record.report.is_none())
+            .map(|record| record.request)
+            .collect();
+        (requests, errors)
+    }
+
+    /// Every kept redrive, by id; files that cannot be read are left out, each with why.
+    pub(crate) fn all(&self) -> (Vec<RedriveRecord>, Vec<StateError>) {
+        let mut records = Vec::new();
         let mut errors = Vec::new();
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return (requests, errors);
+                return (records, errors);
             }
-            Err(error) => return (requests, vec![StateError::io("read", &self.dir)(error)]),
+            Err(error) => return (records, vec![StateError::io("read", &self.dir)(error)]),
         };
         for entry in entries.filter_map(Result::ok) {
             let path = entry.path();
@@ -112,13 +123,13 @@ impl RedriveRecords {
                 continue;
             }
             match read_json::<RedriveRecord>(&path) {
-                Ok(Some(record)) if record.report.is_none() => requests.push(record.request),
-                Ok(_) => {}
+                Ok(Some(record)) => records.push(record),
+                Ok(None) => {}
                 Err(error) => errors.push(error),
             }
         }
-        requests.sort_by(|a, b| a.id.cmp(&b.id));
-        (requests, errors)
+        records.sort_by(|a, b| a.request.id.cmp(&b.request.id));
+        (records, errors)
     }
 }
 
@@ -167,6 +178,13 @@ mod tests {
             .filter_map(|r| r.id)
             .collect();
         assert_eq!(ids, ["../rd-2"]);
+        let (all, _) = kept.all();
+        let ended: Vec<_> = all.iter().map(|r| r.report.is_some()).collect();
+        assert_eq!(
+            ended,
+            [false, true],
+            "every kept redrive, the ended one with its report"
+        );
         let record = kept.get("rd-1").expect("readable").expect("kept");
         let stored = record.report.expect("its report");
         assert_eq!(

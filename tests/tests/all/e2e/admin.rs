@@ -345,15 +345,17 @@ async fn every_change_is_audited_and_read_back_from_the_host_its_file_and_its_lo
     Ok(())
 }
 
-/// A token made for tenant `acme` reaches acme's apps and its own status and audit trail,
-/// and is refused (403, naming acme) on tenant `globex` and on the operator's routes; the
-/// operator lists it (never the token itself); once revoked it reaches nothing.
+/// A token made for tenant `acme` reaches acme's apps and its own status, audit trail and
+/// recent errors, and is refused (403, naming acme) on tenant `globex` and on the operator's
+/// routes; the operator lists it (never the token itself); once revoked it reaches nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_token_reaches_its_tenant_only_and_a_revoked_one_nothing() -> anyhow::Result<()> {
     let (fixture, config) = events("tenant-token").await?;
     let component = fixture.dir().join("versioned.wasm");
+    // Globex is granted a stream its component does not read: its version is refused, with
+    // an error naming the tenant.
     let globex = format!(
-        "\n[[tenants]]\nname = \"globex\"\ncomponents = [{component:?}]\nsubscribe = [\"events\"]\n"
+        "\n[[tenants]]\nname = \"globex\"\ncomponents = [{component:?}]\nsubscribe = [\"nowhere\"]\n"
     );
     std::fs::OpenOptions::new()
         .append(true)
@@ -426,6 +428,41 @@ async fn a_tenant_token_reaches_its_tenant_only_and_a_revoked_one_nothing() -> a
             .iter()
             .any(|e| e["token"] == id && e["status"] == 403),
         "{said}"
+    );
+
+    // The recent errors: the operator's hold globex's refused version; the token's hold its
+    // own tenant's alone, whatever it asks for.
+    let about_globex = poll_for(Duration::from_secs(60), async || {
+        let (ok, said) = host.cli(&["errors", "--json"]).await.ok()?;
+        let events: Vec<Value> = serde_json::from_str(&said).ok().filter(|_| ok)?;
+        events
+            .iter()
+            .any(|e| {
+                e["tenant"] == "globex"
+                    && e["level"] == "ERROR"
+                    && e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("not granted"))
+            })
+            .then_some(())
+    })
+    .await;
+    anyhow::ensure!(
+        about_globex.is_some(),
+        "no recent error about globex's version: {}",
+        host.cli(&["errors"]).await?.1
+    );
+    let (ok, said) = host.cli(&["errors", "--tenant", "globex"]).await?;
+    assert!(
+        ok && said.contains("ERROR globex") && said.contains("not granted"),
+        "{said}"
+    );
+    let (ok, said) = holder(&["errors", "--tenant", "globex", "--json"]).await?;
+    anyhow::ensure!(ok, "{said}");
+    let seen: Vec<Value> = serde_json::from_str(&said)?;
+    assert!(
+        seen.iter().all(|e| e["tenant"] == "acme"),
+        "its own tenant's alone: {said}"
     );
 
     let (ok, listed) = host.cli(&["token", "list"]).await?;

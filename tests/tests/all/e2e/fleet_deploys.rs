@@ -12,10 +12,10 @@ use ruststream_fleet::desired::{AppId, DesiredTable};
 use ruststream_runtime::component::compile::content_hash;
 use ruststream_tests::fixture::BinaryHost;
 use ruststream_tests::fleet::{Deploys, FleetOf, acme_apps, all_run, put_event};
-use ruststream_tests::guests;
 use ruststream_tests::neighbour::verb;
 use ruststream_tests::versioned::handled;
 use ruststream_tests::wait::poll_for;
+use ruststream_tests::{guests, http};
 
 /// The fleet's desired-state table.
 async fn desired(fleet: &FleetOf) -> DesiredTable {
@@ -732,8 +732,9 @@ async fn a_seek_moves_the_shards_of_a_host_killed_before_it_carried_it_out() -> 
 }
 
 /// A tenant token made through host `a` works on hosts `b` and `c` (the fleet's desired-state
-/// table keeps it, hashed), and once revoked through `a` it is refused by both at their next
-/// request.
+/// table keeps it, hashed), as does a console session signed in with it on `a` (a load
+/// balancer sends the console's requests to any host); once revoked through `a`, the token and
+/// the session are refused by both at their next request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_token_made_through_one_host_works_on_every_host_until_revoked()
 -> anyhow::Result<()> {
@@ -767,12 +768,39 @@ async fn a_tenant_token_made_through_one_host_works_on_every_host_until_revoked(
         let (ok, said) = status_on(host).await?;
         anyhow::ensure!(ok, "status with the token: {said}");
     }
+    // The console signed in on `a`, its requests answered by `b` and `c`: a read, and a change
+    // with the session's CSRF token (refused without it).
+    let (cookie, csrf) = http::console_sign_in(&a.admin_addr().await?, token)?;
+    let in_session = async |host: &BinaryHost, method: &str, path: &str, csrf: Option<&str>| {
+        let addr = host.admin_addr().await?;
+        let mut headers = vec![("Cookie", cookie.as_str())];
+        headers.extend(csrf.map(|csrf| ("X-CSRF-Token", csrf)));
+        if method == "POST" {
+            headers.push(("Content-Type", "application/json"));
+        }
+        http::request(&addr, method, path, &headers, b"")
+    };
+    for host in &fleet.hosts[1..] {
+        let (code, body) = in_session(host, "GET", "/v1/status", None).await?;
+        assert_eq!(code, 200, "the session on another host: {body}");
+        assert!(body.contains("\"acme\""), "{body}");
+        let pause = "/v1/tenants/acme/pause";
+        let (code, body) = in_session(host, "POST", pause, None).await?;
+        assert!(code == 403 && body.contains("CSRF"), "{code} {body}");
+        let (code, body) = in_session(host, "POST", pause, Some(&csrf)).await?;
+        assert_eq!(code, 200, "a change in the session on another host: {body}");
+        let resume = "/v1/tenants/acme/resume";
+        let (code, body) = in_session(host, "POST", resume, Some(&csrf)).await?;
+        assert_eq!(code, 200, "{body}");
+    }
 
     let (ok, said) = verb(a, &["token", "revoke", id]).await?;
     anyhow::ensure!(ok, "revoke through a: {said}");
     for host in &fleet.hosts[1..] {
         let (ok, said) = status_on(host).await?;
         assert!(!ok && said.contains("unknown or was revoked"), "{said}");
+        let (code, body) = in_session(host, "GET", "/v1/status", None).await?;
+        assert!(code == 401 && body.contains("was revoked"), "{code} {body}");
     }
     fleet.stop().await
 }

@@ -44,7 +44,8 @@ mod operate;
 mod polyglot;
 mod put_tail;
 mod reads;
-mod redrive;
+/// Shared with the console's browser test of the redrive action.
+pub(crate) mod redrive;
 mod resilience;
 mod sandbox;
 mod servers;

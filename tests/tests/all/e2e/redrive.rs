@@ -18,18 +18,18 @@ use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::http::AdminApi;
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{binary, guests};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Entries written to each of the two origin streams.
 const PER_STREAM: usize = 250;
 
 /// The local servers, streams and folder of one test, and the verbs run against them.
-struct Setup {
-    fixture: Fixture,
+pub(crate) struct Setup {
+    pub(crate) fixture: Fixture,
 }
 
 impl Setup {
-    async fn start(name: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn start(name: &str) -> anyhow::Result<Self> {
         let fixture = Fixture::builder(name)
             .stream("orders", 1)
             .stream("refunds", 1)
@@ -43,7 +43,7 @@ impl Setup {
     }
 
     /// A tenants file running `guest` for `acme`, writing at most `rate` records a second.
-    fn tenants(&self, name: &str, guest: &Path, rate: u32) -> anyhow::Result<PathBuf> {
+    pub(crate) fn tenants(&self, name: &str, guest: &Path, rate: u32) -> anyhow::Result<PathBuf> {
         self.fixture.tenants_file(
             &format!("{name}.toml"),
             &format!(
@@ -120,7 +120,7 @@ impl Setup {
     }
 
     /// Waits until `stream` holds at least `count` records; returns them.
-    async fn wait_for(&self, stream: &str, count: usize) -> anyhow::Result<Vec<Value>> {
+    pub(crate) async fn wait_for(&self, stream: &str, count: usize) -> anyhow::Result<Vec<Value>> {
         let mut last = 0;
         let found = poll_for(Duration::from_secs(120), async || {
             let records = self.tail(stream).ok()?;
@@ -143,7 +143,11 @@ impl Setup {
     }
 
     /// Writes a dead letter straight into `books.dead`, as a host would have, for `origin`.
-    async fn forge_dead_letter(&self, origin: &DeadLetterOrigin, id: u64) -> anyhow::Result<()> {
+    pub(crate) async fn forge_dead_letter(
+        &self,
+        origin: &DeadLetterOrigin,
+        id: u64,
+    ) -> anyhow::Result<()> {
         let mut headers = vec![Header::new("trace", "forged")];
         headers.extend(origin.headers());
         let data = envelope::wrap(&headers, format!("{{\"id\":{id}}}").as_bytes());
@@ -161,7 +165,7 @@ impl Setup {
 
 /// A host running `tenants`, logging to `<name>.log`, once its two subscriptions read their
 /// shards.
-async fn start_host(
+pub(crate) async fn start_host(
     setup: &Setup,
     tenants: &Path,
     name: &str,
@@ -180,7 +184,7 @@ async fn start_host(
     Ok(host)
 }
 
-fn origin(stream: &str, tenant: &str) -> DeadLetterOrigin {
+pub(crate) fn origin(stream: &str, tenant: &str) -> DeadLetterOrigin {
     DeadLetterOrigin {
         stream: stream.into(),
         shard_id: "shardId-000000000000".into(),
@@ -398,6 +402,23 @@ async fn the_admin_route_runs_a_redrive_in_the_host() -> anyhow::Result<()> {
     assert_eq!(done["redriven"], 20, "{done}");
     let (status, _) = api.call("GET", "/v1/redrives/rd-none", None, b"")?;
     assert_eq!(status, 404);
+    // Listed for whoever looks (the console shows it), with its report.
+    let (status, listed) = api.call("GET", "/v1/redrives", None, b"")?;
+    assert_eq!(status, 200, "{listed}");
+    let listed: Value = serde_json::from_str(&listed)?;
+    let redrives = listed["redrives"].as_array().cloned().unwrap_or_default();
+    assert_eq!(redrives.len(), 1, "{listed}");
+    let (one, report) = (&redrives[0], &redrives[0]["progress"]);
+    assert_eq!(
+        (&one["id"], &one["tenant"], &one["running"]),
+        (&json!(id), &Value::Null, &json!(false)),
+        "{listed}"
+    );
+    assert_eq!(
+        (&report["state"], &report["redriven"]),
+        (&json!("finished"), &json!(20)),
+        "{listed}"
+    );
 
     let acked = setup.wait_for("books.acked", 20).await?;
     assert_eq!(acked.len(), 20);

@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 use super::error::ApiError;
 use super::extract::JsonBody;
 use super::guard::Guard;
-use super::session::{COOKIE as SESSION_COOKIE, session_id};
+use super::session;
+use ruststream_runtime::clock::{Clock as _, SystemClock};
 
 /// The page, its script and its style.
 const INDEX: &str = include_str!("assets/index.html");
@@ -87,15 +88,15 @@ pub(super) async fn sign_in(
 ) -> Result<Response, ApiError> {
     let caller = (guard.caller_of(asked.token.trim().as_bytes()).await)
         .map_err(|(status, reason)| ApiError::new(status, reason))?;
-    let (id, csrf) = (guard.sessions().open(caller.clone()))
-        .map_err(|reason| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, reason))?;
-    let secure = if guard.is_tls() { "; Secure" } else { "" };
-    let cookie = format!("{SESSION_COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict{secure}");
-    let cookie = HeaderValue::from_str(&cookie)
+    let now_ms = SystemClock.now_ms();
+    let value = guard.sessions().open(&caller.token_id, now_ms);
+    let (session, _) = (guard.session(&value, now_ms).await)
+        .map_err(|(status, reason)| ApiError::new(status, reason))?;
+    let cookie = HeaderValue::from_str(&session::set_cookie(&value, guard.is_tls()))
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     tracing::info!(token = %caller.token_id, "console: signed in");
     let info = SessionInfo {
-        csrf,
+        csrf: guard.sessions().csrf(&session),
         token_id: caller.token_id,
         tenant: caller.tenant,
     };
@@ -112,13 +113,14 @@ pub(super) async fn current(
     State(guard): State<Arc<Guard>>,
     request_headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let session = (session_id(&request_headers))
-        .and_then(|id| guard.sessions().get(id))
+    let cookie = session::session_cookie(&request_headers)
         .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "not signed in".to_owned()))?;
+    let (session, caller) = (guard.session(cookie, SystemClock.now_ms()).await)
+        .map_err(|(status, reason)| ApiError::new(status, reason))?;
     let info = SessionInfo {
-        csrf: session.csrf,
-        token_id: session.caller.token_id,
-        tenant: session.caller.tenant,
+        csrf: guard.sessions().csrf(&session),
+        token_id: caller.token_id,
+        tenant: caller.tenant,
     };
     let mut response = Json(info).into_response();
     response
@@ -127,17 +129,20 @@ pub(super) async fn current(
     Ok(response)
 }
 
-/// `DELETE /ui/session`: signs out; the cookie is cleared.
+/// `DELETE /ui/session`: signs out; the cookie is cleared in the browser, and this host refuses
+/// the session from now on.
 pub(super) async fn sign_out(
     State(guard): State<Arc<Guard>>,
     request_headers: HeaderMap,
 ) -> Response {
-    if let Some(id) = session_id(&request_headers) {
-        guard.sessions().close(id);
+    let now_ms = SystemClock.now_ms();
+    if let Some(cookie) = session::session_cookie(&request_headers)
+        && let Ok(session) = guard.sessions().read(cookie, now_ms)
+    {
+        guard.sessions().sign_out(&session, now_ms);
     }
     let mut response = Json(serde_json::json!({ "signed_out": true })).into_response();
-    let cleared = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
-    if let Ok(cleared) = HeaderValue::from_str(&cleared) {
+    if let Ok(cleared) = HeaderValue::from_str(&session::clear_cookie(guard.is_tls())) {
         response.headers_mut().insert(SET_COOKIE, cleared);
     }
     response

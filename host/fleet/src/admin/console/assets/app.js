@@ -6,7 +6,7 @@
 const REFRESH_MS = 1000;
 const COLORS = ['#b7410e', '#1565c0', '#2e7d32', '#6a1b9a', '#00838f', '#ef6c00', '#5d4037', '#ad1457'];
 
-const state = { csrf: null, caller: null, status: null, history: null, timer: null, page: 'fleet', redrives: [], kept: new Map() };
+const state = { csrf: null, caller: null, status: null, history: null, timer: null, page: 'fleet', kept: new Map(), fetched: new Map() };
 
 const $ = (id) => document.getElementById(id);
 
@@ -46,6 +46,9 @@ function signedOut(reason) {
   if (state.caller === null && $('sign-in-error').textContent) return;
   state.csrf = null;
   state.caller = null;
+  // Nothing read with this session is shown to the next one.
+  state.fetched.clear();
+  state.kept.clear();
   clearInterval(state.timer);
   $('nav').hidden = true;
   $('sign-out').hidden = true;
@@ -283,7 +286,6 @@ const PAGES = {
       el('h3', { text: 'Redrive' }),
       el('p', {}, stream, action('Start redrive', 'Write the dead letters back to the streams they came from?', () =>
         api('POST', '/v1/redrives', { stream: stream.value, tenant: own || undefined }).then((progress) => {
-          if (progress.id && !state.redrives.includes(progress.id)) state.redrives.push(progress.id);
           $('status-line').textContent = `redrive ${progress.id || ''} started`;
         }))),
       redriveProgress(),
@@ -306,30 +308,63 @@ const PAGES = {
       }
     }
     return [el('h2', { text: 'Recent errors' }),
-      rows.length ? table(['where', 'what'], rows.map(([where, what]) => el('tr', {}, el('td', { text: where }), el('td', { class: 'error', text: what })))) : el('p', { class: 'ok', text: 'None.' })];
+      el('h3', { text: 'Now' }),
+      rows.length ? table(['where', 'what'], rows.map(([where, what]) => el('tr', {}, el('td', { text: where }), el('td', { class: 'error', text: what })))) : el('p', { class: 'ok', text: 'None.' }),
+      el('h3', { text: 'Logged lately (this host)' }),
+      loggedErrors()];
   },
 
   audit() {
-    const holder = el('div', {}, el('p', { class: 'muted', text: 'reading…' }));
-    api('GET', '/v1/audit?limit=200').then((list) => {
-      holder.replaceChildren(table(['when', 'token', 'tenant', 'action', 'target', 'result'],
+    return [el('h2', { text: 'Audit trail' }), fetched('/v1/audit?limit=200', (list) =>
+      table(['when', 'token', 'tenant', 'action', 'target', 'result'],
         list.entries.slice().reverse().map((e) => el('tr', {},
           el('td', { text: e.at }), el('td', { class: 'mono', text: e.token }), el('td', { text: e.tenant || '' }),
           el('td', { text: e.action }), el('td', { text: e.target }),
-          el('td', { class: e.result === 'ok' ? 'ok' : 'bad', text: e.error ? `${e.result}: ${e.error}` : e.result })))));
-    }).catch((error) => holder.replaceChildren(el('p', { class: 'error', text: error.message })));
-    return [el('h2', { text: 'Audit trail' }), holder];
+          el('td', { class: e.result === 'ok' ? 'ok' : 'bad', text: e.error ? `${e.result}: ${e.error}` : e.result })))))];
   },
 };
 
-/** The progress of the redrives started from this page, read again at every drawing. */
-function redriveProgress() {
-  const holder = el('div');
-  if (!state.redrives.length) return holder;
-  Promise.all(state.redrives.map((id) => api('GET', `/v1/redrives/${enc(id)}`).catch((e) => ({ id, error: e.message }))))
-    .then((progress) => holder.replaceChildren(table(['redrive', 'progress'], progress.map((p) =>
-      el('tr', {}, el('td', { class: 'mono', text: p.id || '' }), el('td', { class: 'mono', text: p.error || JSON.stringify(p) }))))));
+/** A part of a page read from `path` at every drawing: drawn at once from the last answer (so
+ * the page does not flicker), then again from the new one. */
+function fetched(path, draw, attrs = {}) {
+  const holder = el('div', attrs);
+  const drawInto = (answer) => holder.replaceChildren(...[].concat(draw(answer)));
+  const last = state.fetched.get(path);
+  if (last) drawInto(last);
+  else holder.append(el('p', { class: 'muted', text: 'reading…' }));
+  api('GET', path).then((answer) => {
+    state.fetched.set(path, answer);
+    drawInto(answer);
+  }).catch((error) => holder.replaceChildren(el('p', { class: 'error', text: error.message })));
   return holder;
+}
+
+/** The warnings and errors the host logged lately, newest first (a tenant's token reads its own). */
+function loggedErrors() {
+  return fetched('/v1/errors?limit=200', (list) => list.errors.length
+    ? table(['when', 'level', 'about', 'what'], list.errors.map((e) => el('tr', {},
+      el('td', { text: e.at }), el('td', { class: e.level === 'ERROR' ? 'bad' : '', text: e.level }),
+      el('td', { text: [e.tenant, e.app, e.subscriber, e.stream, e.shard].filter((part) => part).join('/') || 'host' }),
+      el('td', { class: 'error', text: e.message }))))
+    : el('p', { class: 'ok', text: 'None.' }), { id: 'logged-errors' });
+}
+
+/** The redrives the host keeps (whoever started them), with their progress, read again at
+ * every drawing. */
+function redriveProgress() {
+  return fetched('/v1/redrives', (list) => list.redrives.length
+    ? table(['redrive', 'stream', 'tenant', 'state', 'redriven', 'skipped', 'error'],
+      list.redrives.map((r) => {
+        const p = r.progress || {};
+        const said = r.running ? 'running' : (p.state || 'to resume');
+        const skipped = Object.values(p.skipped || {}).reduce((a, b) => a + b, 0);
+        return el('tr', { 'data-redrive': r.id },
+          el('td', { class: 'mono', text: r.id }), el('td', { text: r.stream }), el('td', { text: r.tenant || 'every tenant' }),
+          el('td', { class: said === 'failed' ? 'bad' : (said === 'finished' ? 'ok' : ''), text: said }),
+          el('td', { class: 'num', text: String(p.redriven || 0) }), el('td', { class: 'num', text: String(skipped) }),
+          el('td', { class: 'error', text: p.error || '' }));
+      }))
+    : el('p', { class: 'muted', text: 'No redrives.' }), { id: 'redrives' });
 }
 
 /** The versions kept of the app at `base`: read again only when its live version changed. */

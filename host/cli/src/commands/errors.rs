@@ -1,0 +1,18 @@
+//! `ruststream errors`: the warnings and errors a host logged lately.
+
+use crate::args::ErrorsArgs;
+use crate::status_view;
+
+/// Prints the recent errors `args` asks for, newest first.
+pub(crate) async fn errors(args: &ErrorsArgs) -> anyhow::Result<()> {
+    let client = super::client(&args.admin)?;
+    let list = client
+        .errors(args.tenant.as_deref(), args.since.unwrap_or(0), args.limit)
+        .await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&list.errors)?);
+    } else {
+        print!("{}", status_view::render_errors(&list.errors));
+    }
+    Ok(())
+}
