@@ -21,7 +21,9 @@
 //! - `metrics`: the same with the Prometheus recorder installed, as `ruststream run` does
 //!   (without one, the `metrics` macros do nothing).
 //!
-//! The callgrind profiles stay in `<target>/callgrind/` for `callgrind_annotate`.
+//! The callgrind profiles stay in `<target>/callgrind/` for `callgrind_annotate`. Variants
+//! named after `--` run alone, beside `native`: `cargo bench -p ruststream-tests --bench
+//! callgrind -- handle instance`.
 
 #[path = "../guests/bench-book/src/book.rs"]
 #[allow(
@@ -48,6 +50,7 @@ use ruststream_runtime::{
 };
 use ruststream_runtime::{
     component::{BatchCall, HandlerInstance},
+    cpu::Compute,
     record::Deliveries,
 };
 use ruststream_tests::bench::{self, block_on, target_dir};
@@ -110,12 +113,21 @@ fn main() -> anyhow::Result<()> {
             let cache = args.get(at + 3).context("--child needs a cache dir")?;
             child(variant, messages, Path::new(cache))
         }
-        None => parent(),
+        None => {
+            // `cargo bench ... -- handle instance`: those variants alone (and `native`, the
+            // baseline); cargo's own `--bench` flag is not a variant.
+            let only: Vec<&str> = (args.iter().skip(1))
+                .map(String::as_str)
+                .filter(|arg| VARIANTS.contains(arg))
+                .collect();
+            parent(&only)
+        }
     }
 }
 
-/// Runs every variant at M and 2M messages under callgrind and prints the marginal costs.
-fn parent() -> anyhow::Result<()> {
+/// Runs every variant (or `only` those, beside `native`) at M and 2M messages under callgrind
+/// and prints the marginal costs.
+fn parent(only: &[&str]) -> anyhow::Result<()> {
     let valgrind = Command::new("valgrind").arg("--version").output();
     ensure!(
         valgrind.is_ok_and(|out| out.status.success()),
@@ -135,19 +147,34 @@ fn parent() -> anyhow::Result<()> {
 
     println!("\ncallgrind: marginal cost of one message, (I(2M) − I(M)) / M, M = {MESSAGES}\n");
     println!(
-        "{:<16} {:>14} {:>13} {:>9}",
-        "variant", "instr/message", "allocs/msg", "× native"
+        "{:<16} {:>14} {:>13} {:>9} {:>9}",
+        "variant", "instr/message", "allocs/msg", "× native", "× batch"
     );
     let mut native = None;
-    for variant in VARIANTS {
+    let mut measured = std::collections::HashMap::new();
+    let chosen = VARIANTS
+        .into_iter()
+        .filter(|v| only.is_empty() || *v == "native" || only.contains(v));
+    for variant in chosen {
         let small = measure(variant, MESSAGES, &cache, &out_dir)?;
         let large = measure(variant, 2 * MESSAGES, &cache, &out_dir)?;
         let per = |a: u64, b: u64| (b as f64 - a as f64) / MESSAGES as f64;
         let instructions = per(small.instructions, large.instructions);
         let allocations = per(small.allocations, large.allocations);
         let base = *native.get_or_insert(instructions);
+        measured.insert(variant, instructions);
+        // `handle` against `handle-batch` on the same build: the instance alone, and through
+        // a pipeline.
+        let batch = match variant {
+            "handle" => measured.get("instance"),
+            "handle-pipeline" => measured.get("pipeline"),
+            _ => None,
+        };
+        let against_batch = batch.map_or(String::new(), |batch| {
+            format!("{:.2}×", instructions / batch)
+        });
         println!(
-            "{variant:<16} {instructions:>14.0} {allocations:>13.3} {:>8.2}×",
+            "{variant:<16} {instructions:>14.0} {allocations:>13.3} {:>8.2}× {against_batch:>9}",
             instructions / base
         );
     }
@@ -216,6 +243,9 @@ fn total_instructions(profile: &Path) -> anyhow::Result<u64> {
 async fn load(cache: &Path, deadlines: bool) -> anyhow::Result<LoadedComponent> {
     let config = RuntimeConfig {
         deadlines,
+        // On the measured thread: callgrind's toggle counts the thread that polls, and a
+        // compute pool's threads would go uncounted.
+        compute: Compute::Inline,
         compile: CompileConfig {
             cache: Some(cache.to_owned()),
             // In process: our own guest examples are trusted, and a bench binary does not

@@ -171,16 +171,6 @@ impl Deliveries {
         let len = all.len();
         Self::new(all, 0..len)
     }
-
-    /// Record `index` of these alone (none past the end), sharing the same read batch.
-    pub(crate) fn one(&self, index: usize) -> Self {
-        let start = self.range.start.saturating_add(index).min(self.range.end);
-        let end = start.saturating_add(1).min(self.range.end);
-        Self {
-            all: self.all.clone(),
-            range: start..end,
-        }
-    }
 }
 
 impl Deref for Deliveries {

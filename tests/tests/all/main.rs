@@ -15,6 +15,7 @@
 //!
 //! Run one area with `cargo test --test all e2e::sandbox::`.
 
+mod call_paths;
 mod console;
 mod dashboards;
 mod e2e;

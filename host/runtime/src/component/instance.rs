@@ -326,14 +326,9 @@ impl HandlerInstance {
         deliveries: Deliveries,
         body: impl AsyncFnOnce(&mut Live) -> wasmtime::Result<R>,
     ) -> (Result<R, CallFailure>, Vec<Outcome>) {
-        let limits = self.env.policy.limits();
-        let deadline = limits.call_deadline;
+        let deadline = self.env.policy.limits().call_deadline;
         let records = deliveries.len();
-        let fuel = self.runtime.config().fuel.then(|| {
-            limits
-                .fuel
-                .map_or(u64::MAX, |fuel| fuel.saturating_mul(records.max(1) as u64))
-        });
+        let fuel = (self.fuel_per_record()).map(|fuel| fuel.saturating_mul(records.max(1) as u64));
         let live = match self.live().await {
             Ok(live) => live,
             Err(failure) => return (Err(failure), Vec::new()),
@@ -362,6 +357,12 @@ impl HandlerInstance {
             self.discard();
         }
         (result, reported)
+    }
+
+    /// The fuel each record gets, when the runtime meters fuel.
+    pub(super) fn fuel_per_record(&self) -> Option<u64> {
+        let limits = self.env.policy.limits();
+        (self.runtime.config().fuel).then(|| limits.fuel.unwrap_or(u64::MAX))
     }
 
     fn fail(&mut self, kind: TrapKind, message: String) -> CallFailure {
@@ -520,13 +521,18 @@ async fn instantiate(
         });
     }
     // A guest blocked in an import is timed from outside, which cannot read its board: what
-    // the board shows is read on the way in.
-    store.call_hook(|ctx, hook| {
-        if matches!(hook, CallHook::CallingHost) {
-            sync_progress(ctx);
-        }
-        Ok(())
-    });
+    // the board shows is read on the way in. Only a `handle-batch` call shares a board: a
+    // component called through `handle` is spared the hook, which wasmtime runs at every
+    // entry to and exit from wasm (each of the six reallocs that lower a record, the call,
+    // its post-return).
+    if pre.form() == CallForm::Batch {
+        store.call_hook(|ctx, hook| {
+            if matches!(hook, CallHook::CallingHost) {
+                sync_progress(ctx);
+            }
+            Ok(())
+        });
+    }
     let progress = store
         .data_mut()
         .begin_call(CallKind::Load, None, 1, deadline, None);

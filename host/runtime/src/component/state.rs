@@ -52,16 +52,18 @@ pub(crate) struct CallScope {
 struct CallTags {
     tags: LogTags,
     deliveries: Deliveries,
-    /// A `handle` call: every line is about its one record.
+    /// A run of `handle` calls: every line is about the record of the call under way.
     handle: bool,
+    /// In a run of `handle` calls, the index of the record under way.
+    current: usize,
 }
 
 impl CallTags {
     /// The delivery a line the guest tagged `index` (if at all) is about: record `index` of a
-    /// batch; the record of a `handle` call whatever it says.
+    /// batch; the record of the `handle` call under way whatever it says.
     fn delivery(&self, index: Option<u32>) -> Option<&Delivery> {
         if self.handle {
-            return self.deliveries.first();
+            return self.deliveries.get(self.current);
         }
         self.deliveries.get(usize::try_from(index?).ok()?)
     }
@@ -177,6 +179,7 @@ impl HostState {
             tags: self.tags.clone().on_shard(scope.stream, scope.shard_id),
             deliveries: scope.deliveries,
             handle: kind == CallKind::Handle,
+            current: 0,
         });
         let progress = CallProgress::new(per_record, self.clock.clone());
         self.progress = Some(progress.clone());
@@ -185,6 +188,24 @@ impl HostState {
         self.board = None;
         self.expected = records;
         progress
+    }
+
+    /// Moves a run of `handle` calls on to record `index`: what the record before wrote to
+    /// stdout and stderr is logged as its own, and the record gets a fresh deadline (at the
+    /// next check, as a reported record of a batch does); its publishes and log lines are its
+    /// own from now on. The host's own report, never the guest's: a `handle` call earns its
+    /// record's deadline by returning.
+    pub(crate) fn next_handle_record(&mut self, index: usize) {
+        if index > 0 {
+            self.flush_output("stdout", Level::Info);
+            self.flush_output("stderr", Level::Warn);
+        }
+        if let Some(call) = &mut self.call {
+            call.current = index.min(call.deliveries.len().saturating_sub(1));
+        }
+        if let Some(progress) = &self.progress {
+            progress.reported(index.min(self.expected));
+        }
     }
 
     /// Takes `board` as the call's reports, unless there is no `handle-batch` call under way,
@@ -253,16 +274,19 @@ impl HostState {
             &self.stderr
         };
         let (bytes, dropped) = capture.take();
+        if bytes.is_empty() && dropped == 0 {
+            return;
+        }
         self.budget.dropped_bytes += dropped;
         if dropped > 0 {
             self.budget.dropped_lines += 1;
         }
         let text = String::from_utf8_lossy(&bytes);
-        // A call of one record knows whose output it is.
+        // A call of one record, and a `handle` call of a run, knows whose output it is.
         let record = self
             .call
             .as_ref()
-            .filter(|c| c.deliveries.len() == 1)
+            .filter(|c| c.handle || c.deliveries.len() == 1)
             .map(|_| 0);
         for message in text.lines().filter(|l| !l.trim().is_empty()) {
             if !self.budget.spend(message.len(), self.env.policy.log_rate()) {
