@@ -34,7 +34,6 @@ mod book;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
-use std::ops::Range;
 use std::path::Path;
 use std::pin::{Pin, pin};
 use std::process::Command;
@@ -45,13 +44,8 @@ use std::task::{Context, Poll};
 use anyhow::{Context as _, bail, ensure};
 use ruststream_runtime::{
     Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, Tenant, clock::SystemClock,
-    component::compile::CompileConfig, log::LogSink, record::Bytes, testing::InProcessStreams,
-    text::Text,
-};
-use ruststream_runtime::{
-    component::{BatchCall, HandlerInstance},
-    cpu::Compute,
-    record::Deliveries,
+    component::HandlerInstance, component::compile::CompileConfig, cpu::Compute, log::LogSink,
+    testing::InProcessStreams,
 };
 use ruststream_tests::bench::{self, block_on, target_dir};
 use ruststream_tests::guests;
@@ -313,7 +307,7 @@ fn measured_poll<T>(future: Pin<&mut dyn Future<Output = T>>, cx: &mut Context<'
 }
 
 fn native_run(messages: usize) -> usize {
-    let payloads: Vec<Vec<u8>> = (0..messages).map(payload).collect();
+    let payloads: Vec<Vec<u8>> = (0..messages).map(bench::consume_json_payload).collect();
     block_on(measured(async {
         payloads
             .iter()
@@ -341,33 +335,22 @@ async fn instance_run(component: &LoadedComponent, messages: usize) -> anyhow::R
     let tenant = Tenant::trusted("bench");
     let mut instance =
         component.instance(component.env(tenant.policy().clone(), streams, clock, LogSink::new()));
-    let stream: Arc<str> = "ledger".into();
-    let shard: Arc<str> = "shardId-000000000000".into();
     let mut acked = 0;
     // A first call outside the count: the instance is created lazily.
-    let warm = Arc::new(batch(0..1));
-    call(&mut instance, &stream, &shard, &warm).await?;
+    let warm = Arc::new(bench::consume_json_batch(0..1));
+    call(&mut instance, &warm).await?;
     for start in (0..messages).step_by(BATCH) {
-        let batch = Arc::new(batch(start..start + BATCH));
-        acked += measured(call(&mut instance, &stream, &shard, &batch)).await?;
+        let batch = Arc::new(bench::consume_json_batch(start..start + BATCH));
+        acked += measured(call(&mut instance, &batch)).await?;
     }
     Ok(acked)
 }
 
 async fn call(
     instance: &mut HandlerInstance,
-    stream: &Arc<str>,
-    shard: &Arc<str>,
     deliveries: &Arc<Vec<Delivery>>,
 ) -> anyhow::Result<usize> {
-    let call = BatchCall {
-        subscription: 0,
-        stream,
-        shard_id: shard,
-        deliveries: Deliveries::whole(deliveries.clone()),
-        stop: None,
-    };
-    let outcomes = instance.handle_batch(&call).await?;
+    let outcomes = bench::call_batch(instance, deliveries).await?;
     Ok(outcomes.iter().filter(|o| **o == Outcome::Ack).count())
 }
 
@@ -378,7 +361,7 @@ async fn pipeline_run(component: &LoadedComponent, messages: usize) -> anyhow::R
     for first in [true, false] {
         let count = if first { 1 } else { messages };
         for start in (next..next + count).step_by(BATCH) {
-            let batch = batch(start..(start + BATCH).min(next + count));
+            let batch = bench::consume_json_batch(start..(start + BATCH).min(next + count));
             if first {
                 pipeline.deliver(batch).await;
             } else {
@@ -388,51 +371,10 @@ async fn pipeline_run(component: &LoadedComponent, messages: usize) -> anyhow::R
         next += count;
     }
     ensure!(pipeline.is_settled(), "records left unhandled");
-    let last = sequence_number(next - 1);
+    let last = bench::consume_json_sequence(next - 1);
     ensure!(
         pipeline.checkpoint() == Some(last.as_str()),
         "the checkpoint is not at the last record"
     );
     Ok(messages)
-}
-
-/// The seed's `consume_json` body; every message is acked.
-fn payload(i: usize) -> Vec<u8> {
-    format!(r#"{{"id":{},"amount":37}}"#, 1_000_000 + i).into_bytes()
-}
-
-fn sequence_number(i: usize) -> String {
-    format!("4960{:052}", i + 1)
-}
-
-/// The records `range` as the Kinesis reader hands them over: their sequence numbers and keys
-/// slices of one text (the answer's body), their payloads slices of one buffer.
-fn batch(range: Range<usize>) -> Vec<Delivery> {
-    let mut strings = String::new();
-    let mut payloads = Vec::new();
-    let mut spans = Vec::with_capacity(range.len());
-    let mut push = |text: &str| {
-        strings.push_str(text);
-        strings.len() - text.len()..strings.len()
-    };
-    for i in range.clone() {
-        let (seq, key) = (push(&sequence_number(i)), push(&format!("key-{}", i % 64)));
-        let data = payloads.len();
-        payloads.extend_from_slice(&payload(i));
-        spans.push((seq, key, data..payloads.len()));
-    }
-    let (strings, payloads) = (Text::from(strings), Bytes::from(payloads));
-    range
-        .zip(spans)
-        .map(|(i, (seq, key, data))| Delivery {
-            sequence_number: strings.slice(seq),
-            partition_key: strings.slice(key),
-            arrival_ms: 1_767_225_600_000 + i as u64,
-            payload: payloads.slice(data),
-            headers: Vec::new(),
-            retry_count: 0,
-            due_at_ms: None,
-            copy: None,
-        })
-        .collect()
 }

@@ -24,15 +24,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
+use ruststream_runtime::component::HandlerInstance;
 use ruststream_runtime::{
     Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, Tenant, clock::SystemClock,
     log::LogSink, testing::InProcessStreams,
 };
-use ruststream_runtime::{
-    component::{BatchCall, HandlerInstance},
-    record::Deliveries,
-};
-use ruststream_tests::bench::block_on;
+use ruststream_tests::bench::{self, block_on};
 use ruststream_tests::guests;
 
 const RECORDS_PER_ROUND: usize = 20_000;
@@ -172,18 +169,9 @@ async fn dispatch(
     instance: &mut HandlerInstance,
     chunks: &[Arc<Vec<Delivery>>],
 ) -> anyhow::Result<usize> {
-    let stream: Arc<str> = "ledger".into();
-    let shard: Arc<str> = "shardId-000000000000".into();
     let mut acked = 0;
     for deliveries in chunks {
-        let call = BatchCall {
-            subscription: 0,
-            stream: &stream,
-            shard_id: &shard,
-            deliveries: Deliveries::whole(deliveries.clone()),
-            stop: None,
-        };
-        let outcomes = instance.handle_batch(&call).await?;
+        let outcomes = bench::call_batch(instance, deliveries).await?;
         acked += outcomes.iter().filter(|o| **o == Outcome::Ack).count();
     }
     Ok(acked)

@@ -1,16 +1,21 @@
 //! What the benchmarks (`benches/`) and the process tests share: where benchmarks keep their
-//! files, an executor for futures that never wait, an idle shard pipeline, and a process's
-//! memory as `/proc` reports it.
+//! files, an executor for futures that never wait, an idle shard pipeline, the seed's
+//! `consume_json` records and a batch call of them, and a process's memory as `/proc` reports
+//! it.
 
 use std::future::Future;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Waker};
 
 use anyhow::{Context, Result};
+use ruststream_runtime::component::{BatchCall, HandlerInstance};
+use ruststream_runtime::record::{Bytes, Deliveries};
+use ruststream_runtime::text::Text;
 use ruststream_runtime::{
-    LoadedComponent, ShardPipeline, Tenant, clock::SystemClock, log::LogSink,
+    Delivery, LoadedComponent, Outcome, ShardPipeline, Tenant, clock::SystemClock, log::LogSink,
     pipeline::PipelineEnv, testing::InProcessStreams,
 };
 
@@ -164,4 +169,68 @@ impl HandledLatencies {
         taken.sort_unstable();
         taken
     }
+}
+
+/// The seed's `consume_json` body of record `i`: `{"id":<1000000+i>,"amount":37}`.
+pub fn consume_json_payload(i: usize) -> Vec<u8> {
+    format!(r#"{{"id":{},"amount":37}}"#, 1_000_000 + i).into_bytes()
+}
+
+/// The sequence number of record `i` of [`consume_json_batch`].
+pub fn consume_json_sequence(i: usize) -> String {
+    format!("4960{:052}", i + 1)
+}
+
+/// Records `range` of the seed's `consume_json` workload as the Kinesis reader hands them
+/// over: their sequence numbers and keys slices of one text (the answer's body), their
+/// payloads slices of one buffer.
+pub fn consume_json_batch(range: Range<usize>) -> Vec<Delivery> {
+    let mut strings = String::new();
+    let mut payloads = Vec::new();
+    let mut spans = Vec::with_capacity(range.len());
+    let mut push = |text: &str| {
+        strings.push_str(text);
+        strings.len() - text.len()..strings.len()
+    };
+    for i in range.clone() {
+        let seq = push(&consume_json_sequence(i));
+        let key = push(&format!("key-{}", i % 64));
+        let data = payloads.len();
+        payloads.extend_from_slice(&consume_json_payload(i));
+        spans.push((seq, key, data..payloads.len()));
+    }
+    let (strings, payloads) = (Text::from(strings), Bytes::from(payloads));
+    range
+        .zip(spans)
+        .map(|(i, (seq, key, data))| Delivery {
+            sequence_number: strings.slice(seq),
+            partition_key: strings.slice(key),
+            arrival_ms: 1_767_225_600_000 + i as u64,
+            payload: payloads.slice(data),
+            headers: Vec::new(),
+            retry_count: 0,
+            due_at_ms: None,
+            copy: None,
+        })
+        .collect()
+}
+
+/// Hands `deliveries` to `instance` in one call, as records of shard `shardId-000000000000` of
+/// stream `ledger`: their outcomes.
+///
+/// # Errors
+/// The call failed (a trap, a deadline); the error says how.
+pub async fn call_batch(
+    instance: &mut HandlerInstance,
+    deliveries: &Arc<Vec<Delivery>>,
+) -> Result<Vec<Outcome>> {
+    let (stream, shard): (Arc<str>, Arc<str>) = ("ledger".into(), "shardId-000000000000".into());
+    let call = BatchCall {
+        subscription: 0,
+        stream: &stream,
+        shard_id: &shard,
+        deliveries: Deliveries::whole(deliveries.clone()),
+        stop: None,
+    };
+    Ok(instance.handle_batch(&call).await?)
 }

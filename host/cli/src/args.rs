@@ -608,22 +608,29 @@ pub(crate) enum TokenAction {
     },
 }
 
-/// `ruststream audit`.
+/// Which entries of a host's trail (`audit`, `errors`) to show.
 #[derive(Debug, clap::Args)]
-pub(crate) struct AuditArgs {
-    /// Only the changes about this tenant.
+pub(crate) struct TrailQuery {
+    /// Only those about this tenant.
     #[arg(long)]
     pub tenant: Option<String>,
-    /// Only those made at or after WHEN: a time (RFC 3339, or ms since the Unix epoch) or a
-    /// time ago (`90s`, `15m`, `2h`, `7d`).
+    /// Only those at or after WHEN: a time (RFC 3339, or ms since the Unix epoch) or a time
+    /// ago (`90s`, `15m`, `2h`, `7d`).
     #[arg(long, value_name = "WHEN", value_parser = parse_since)]
     pub since: Option<u64>,
     /// The newest this many (at most 1000 from a host).
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
-    /// Print the entries as JSON.
+    /// Print them as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `ruststream audit`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AuditArgs {
+    #[command(flatten)]
+    pub query: TrailQuery,
     /// Read the entries from FILE instead of a host: its audit file (`audit.jsonl` in the
     /// state directory) or a log it wrote with `--log-format json`.
     #[arg(long, value_name = "FILE")]
@@ -632,21 +639,11 @@ pub(crate) struct AuditArgs {
     pub admin: AdminTarget,
 }
 
+/// `ruststream errors`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ErrorsArgs {
-    /// Only those about this tenant.
-    #[arg(long)]
-    pub tenant: Option<String>,
-    /// Only those logged at or after WHEN: a time (RFC 3339, or ms since the Unix epoch) or a
-    /// time ago (`90s`, `15m`, `2h`, `7d`).
-    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
-    pub since: Option<u64>,
-    /// The newest this many (at most 1000).
-    #[arg(long, default_value_t = 100)]
-    pub limit: usize,
-    /// Print them as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub query: TrailQuery,
     #[command(flatten)]
     pub admin: AdminTarget,
 }

@@ -10,21 +10,18 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::ops::Range;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use ruststream_runtime::component::HandlerInstance;
 use ruststream_runtime::component::compile::CompileConfig;
-use ruststream_runtime::component::{BatchCall, HandlerInstance};
 use ruststream_runtime::cpu::Compute;
 use ruststream_runtime::log::LogSink;
-use ruststream_runtime::record::{Bytes, Deliveries};
 use ruststream_runtime::testing::InProcessStreams;
-use ruststream_runtime::text::Text;
 use ruststream_runtime::{
     Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, Tenant, clock::SystemClock,
 };
-use ruststream_tests::{Guest, guests};
+use ruststream_tests::{Guest, bench, guests};
 
 /// Counts the allocations of the threads that set [`COUNTING`]; forwards every call to the
 /// system allocator unchanged.
@@ -111,54 +108,18 @@ async fn instance(
     Ok(component.instance(env))
 }
 
-/// Records `range` as the reader hands them over: slices of one text and one buffer.
-fn batch(range: Range<usize>) -> Arc<Vec<Delivery>> {
-    let mut strings = String::new();
-    let mut payloads = Vec::new();
-    let mut spans = Vec::with_capacity(range.len());
-    for i in range.clone() {
-        let seq = strings.len()..strings.len() + 56;
-        strings.push_str(&format!("4960{:052}", i + 1));
-        let key = strings.len();
-        strings.push_str(&format!("key-{}", i % 64));
-        let key = key..strings.len();
-        let data = payloads.len();
-        payloads.extend_from_slice(format!(r#"{{"id":{},"amount":37}}"#, i).as_bytes());
-        spans.push((seq, key, data..payloads.len()));
-    }
-    let (strings, payloads) = (Text::from(strings), Bytes::from(payloads));
-    Arc::new(
-        range
-            .zip(spans)
-            .map(|(i, (seq, key, data))| Delivery {
-                sequence_number: strings.slice(seq),
-                partition_key: strings.slice(key),
-                arrival_ms: 1_767_225_600_000 + i as u64,
-                payload: payloads.slice(data),
-                headers: Vec::new(),
-                retry_count: 0,
-                due_at_ms: None,
-                copy: None,
-            })
-            .collect(),
-    )
-}
-
 /// Hands `deliveries` to `instance` in one batch call; the outcomes.
 fn call(
     rt: &tokio::runtime::Runtime,
     instance: &mut HandlerInstance,
     deliveries: &Arc<Vec<Delivery>>,
 ) -> anyhow::Result<Vec<Outcome>> {
-    let (stream, shard): (Arc<str>, Arc<str>) = ("ledger".into(), "shardId-000000000000".into());
-    let call = BatchCall {
-        subscription: 0,
-        stream: &stream,
-        shard_id: &shard,
-        deliveries: Deliveries::whole(deliveries.clone()),
-        stop: None,
-    };
-    Ok(rt.block_on(instance.handle_batch(&call))?)
+    rt.block_on(bench::call_batch(instance, deliveries))
+}
+
+/// Records `range` of the seed's `consume_json` workload, shared.
+fn batch(range: std::ops::Range<usize>) -> Arc<Vec<Delivery>> {
+    Arc::new(bench::consume_json_batch(range))
 }
 
 /// What one more record costs in host allocations: a batch of `2n` against one of `n`.

@@ -9,9 +9,9 @@ use crate::status_view;
 /// Prints the audit entries `args` asks for, oldest first.
 pub(crate) async fn audit(args: &AuditArgs) -> anyhow::Result<()> {
     let filter = AuditFilter {
-        tenant: args.tenant.clone(),
-        since_ms: args.since.unwrap_or(0),
-        limit: args.limit,
+        tenant: args.query.tenant.clone(),
+        since_ms: args.query.since.unwrap_or(0),
+        limit: args.query.limit,
     };
     let (entries, from) = match &args.file {
         Some(file) => {
@@ -27,7 +27,7 @@ pub(crate) async fn audit(args: &AuditArgs) -> anyhow::Result<()> {
             (list.entries, list.kept_in)
         }
     };
-    if args.json {
+    if args.query.json {
         println!("{}", serde_json::to_string_pretty(&entries)?);
     } else {
         print!("{}", status_view::render_audit(&entries, &from));

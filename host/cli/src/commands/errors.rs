@@ -6,10 +6,15 @@ use crate::status_view;
 /// Prints the recent errors `args` asks for, newest first.
 pub(crate) async fn errors(args: &ErrorsArgs) -> anyhow::Result<()> {
     let client = super::client(&args.admin)?;
+    let query = &args.query;
     let list = client
-        .errors(args.tenant.as_deref(), args.since.unwrap_or(0), args.limit)
+        .errors(
+            query.tenant.as_deref(),
+            query.since.unwrap_or(0),
+            query.limit,
+        )
         .await?;
-    if args.json {
+    if query.json {
         println!("{}", serde_json::to_string_pretty(&list.errors)?);
     } else {
         print!("{}", status_view::render_errors(&list.errors));
