@@ -34,6 +34,15 @@ use crate::admin::model::{
 };
 use crate::admin::token::AdminToken;
 
+/// `route` queried as the audit trail and the recent errors are: `?since_ms=&limit=&tenant=`.
+fn trail_path(route: &str, tenant: Option<&str>, since_ms: u64, limit: usize) -> String {
+    let mut path = format!("{route}?since_ms={since_ms}&limit={limit}");
+    if let Some(tenant) = tenant {
+        path.push_str(&format!("&tenant={}", segment(tenant)));
+    }
+    path
+}
+
 /// The admin URL used when none is given.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:9465";
 
@@ -334,10 +343,7 @@ impl AdminClient {
         since_ms: u64,
         limit: usize,
     ) -> Result<AuditList, ClientError> {
-        let mut path = format!("/v1/audit?since_ms={since_ms}&limit={limit}");
-        if let Some(tenant) = tenant {
-            path.push_str(&format!("&tenant={}", segment(tenant)));
-        }
+        let path = trail_path("/v1/audit", tenant, since_ms, limit);
         self.call(Method::GET, &path, None, QUICK_TIMEOUT).await
     }
 
@@ -353,10 +359,7 @@ impl AdminClient {
         since_ms: u64,
         limit: usize,
     ) -> Result<ErrorList, ClientError> {
-        let mut path = format!("/v1/errors?since_ms={since_ms}&limit={limit}");
-        if let Some(tenant) = tenant {
-            path.push_str(&format!("&tenant={}", segment(tenant)));
-        }
+        let path = trail_path("/v1/errors", tenant, since_ms, limit);
         self.call(Method::GET, &path, None, QUICK_TIMEOUT).await
     }
 
