@@ -8,6 +8,12 @@
 //! shard` once per shard it reads; the start time runs from spawning the process to the last
 //! of those lines. Then the process idles for [`IDLE`] and its RSS and CPU over that time are
 //! read from `/proc`. Idle shards are polled every [`IDLE_POLL`].
+//!
+//! `-- distinct`: every tenant runs a component of its own, the same `book` with a custom
+//! section of its own appended (other bytes, so another content hash and another compiled
+//! artifact), as a host of 1 000 tenants who each deploy their own handler holds. The host runs
+//! twice: the first run fills the compile cache (cold, unless an earlier run filled it), the
+//! second starts from it (warm); both are reported.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
@@ -23,6 +29,8 @@ use ruststream_tests::{binary, guests};
 
 const TENANTS: usize = 1_000;
 const START_TIMEOUT: Duration = Duration::from_secs(300);
+/// A cold start of 1 000 distinct components compiles each one in the bounded worker.
+const COLD_START_TIMEOUT: Duration = Duration::from_secs(3_600);
 const IDLE: Duration = Duration::from_secs(10);
 /// The pause after an empty read. At the default (1 s) a thousand idle readers of one shard
 /// send a thousand GetRecords a second, which saturates kinesis-local (one Node process) long
@@ -38,19 +46,38 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run() -> anyhow::Result<()> {
+    let distinct = std::env::args().any(|arg| arg == "distinct");
     let kinesis = LocalKinesis::start().await?;
     kinesis.create_stream("ledger", 1).await?;
-    let dir = target_dir()?.join("host-scale");
+    let dir = target_dir()?.join(if distinct {
+        "host-scale-distinct"
+    } else {
+        "host-scale"
+    });
     std::fs::create_dir_all(&dir)?;
+    let config = dir.join("tenants.toml");
+    std::fs::write(&config, tenants_file(&dir, TENANTS, distinct)?)?;
+    if distinct {
+        println!("\nfirst run (fills the compile cache unless an earlier run did):");
+        measure(&kinesis, &dir, &config, COLD_START_TIMEOUT).await?;
+        println!("\nsecond run, the compile cache warm:");
+    }
+    measure(&kinesis, &dir, &config, START_TIMEOUT).await
+}
+
+/// Runs the host on `config` until every tenant reads, idles it, and prints what it took.
+async fn measure(
+    kinesis: &LocalKinesis,
+    dir: &std::path::Path,
+    config: &std::path::Path,
+    start_timeout: Duration,
+) -> anyhow::Result<()> {
     // What an earlier run kept would be what this one runs: start without it.
     let _ = std::fs::remove_dir_all(dir.join("state"));
-    let config = dir.join("tenants.toml");
-    std::fs::write(&config, tenants_file(&dir, TENANTS)?)?;
-
     let started = Instant::now();
     let mut child = Command::new(binary())
         .args(["run", "--config"])
-        .arg(&config)
+        .arg(config)
         .args([
             "--kinesis-endpoint",
             &kinesis.endpoint(),
@@ -80,7 +107,7 @@ async fn run() -> anyhow::Result<()> {
         }
     });
     while reading.load(Ordering::Relaxed) < TENANTS {
-        if started.elapsed() > START_TIMEOUT || child.try_wait()?.is_some() {
+        if started.elapsed() > start_timeout || child.try_wait()?.is_some() {
             let _ = child.kill();
             anyhow::bail!(
                 "{} of {TENANTS} tenants reading after {:?}",
@@ -103,6 +130,9 @@ async fn run() -> anyhow::Result<()> {
     tokio::time::sleep(IDLE).await;
     let idle_cpu = cpu_ticks(pid)? - cpu_before;
     let rss = rss_kib(pid)?;
+    // What of it is the process's own (heap, instances) and what is mapped from files (the
+    // binary, compiled artifacts: page cache, shared with other processes mapping them).
+    let anonymous = rollup_kib(pid, "Anonymous")?;
     Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()?;
@@ -113,24 +143,38 @@ async fn run() -> anyhow::Result<()> {
     println!(
         "\nhost scale: {TENANTS} idle tenants in one process, kinesis-local, leases in memory\n\n\
          all reading after {:.2} s; RSS {:.0} MiB then, {:.0} MiB after {IDLE:?} idle \
-         ({:.0} KiB per tenant); CPU while idle {:.0} % of one core",
+         ({:.0} KiB per tenant; {:.0} MiB anonymous, {:.0} MiB mapped from files); CPU while \
+         idle {:.0} % of one core",
         start.as_secs_f64(),
         rss_started as f64 / 1024.0,
         rss as f64 / 1024.0,
         rss as f64 / TENANTS as f64,
+        anonymous as f64 / 1024.0,
+        rss.saturating_sub(anonymous) as f64 / 1024.0,
         idle_cpu as f64 / ticks as f64 / IDLE.as_secs_f64() * 100.0
     );
     Ok(())
 }
 
-/// A config of `count` tenants, each granted `ledger` and running the `book` component.
-fn tenants_file(dir: &std::path::Path, count: usize) -> anyhow::Result<String> {
-    let component = guests::BENCH_BOOK.path();
+/// A config of `count` tenants, each granted `ledger` and running the `book` component: the
+/// same file for all, or with `distinct` a copy of its own (written in `dir`).
+fn tenants_file(dir: &std::path::Path, count: usize, distinct: bool) -> anyhow::Result<String> {
+    let book = guests::BENCH_BOOK.path();
+    let bytes = std::fs::read(&book)?;
+    let copies = dir.join("components");
+    std::fs::create_dir_all(&copies)?;
     let mut file = format!(
         "[host]\nlease_store = \"memory\"\ncompile_cache = {:?}\n",
         dir.join("cache")
     );
     for tenant in 0..count {
+        let component = if distinct {
+            let copy = copies.join(format!("book-{tenant}.wasm"));
+            std::fs::write(&copy, with_section(&bytes, tenant as u32))?;
+            copy
+        } else {
+            book.clone()
+        };
         write!(
             file,
             "\n[[tenants]]\nname = \"tenant-{tenant}\"\ncomponents = [{component:?}]\n\
@@ -138,6 +182,29 @@ fn tenants_file(dir: &std::path::Path, count: usize) -> anyhow::Result<String> {
         )?;
     }
     Ok(file)
+}
+
+/// `component` with a custom section `bench` holding `n` appended: the same component, other
+/// bytes. (A component's custom section is section id 0, as a core module's.)
+fn with_section(component: &[u8], n: u32) -> Vec<u8> {
+    let name = b"bench";
+    let payload = n.to_le_bytes();
+    let size = 1 + name.len() + payload.len();
+    let mut out = component.to_vec();
+    out.extend_from_slice(&[0, size as u8, name.len() as u8]);
+    out.extend_from_slice(name);
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Field `field` of `/proc/<pid>/smaps_rollup`, in KiB.
+fn rollup_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
+    rollup
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no {field} in smaps_rollup"))
 }
 
 fn rss_kib(pid: u32) -> anyhow::Result<u64> {

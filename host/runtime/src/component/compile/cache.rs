@@ -2,9 +2,14 @@
 //! configuration, so a component the host compiled once loads in a millisecond after that.
 //!
 //! Only artifacts this host wrote are ever loaded: the directory is created private to the
-//! host's user, each file is written whole (a temporary file renamed into place) and carries a
-//! SHA-256 of the artifact, checked before it is handed to wasmtime. A tenant supplies
-//! components, never artifacts.
+//! host's user, each file is written whole (a temporary file renamed into place), and a
+//! SHA-256 of the artifact, kept beside it (`.cwasm.sha256`, written after the artifact), is
+//! checked before it is handed to wasmtime. A tenant supplies components, never artifacts.
+//!
+//! An artifact is the file alone, so wasmtime maps it (`Component::deserialize_file`) instead
+//! of copying it into memory: its pages are the page cache's, shared by every process that
+//! maps it and paged in as they are touched. A host of 1 000 distinct components holds what
+//! their code touched, not all of it (see docs/benchmarks.md, `host_scale -- distinct`).
 
 use std::fs;
 use std::io;
@@ -34,39 +39,32 @@ impl ArtifactCache {
         })
     }
 
-    /// The artifact of the component whose content hash is `component`, if it is cached and
-    /// intact. A damaged file is removed and reported as missing.
-    pub(crate) fn get(&self, component: &str) -> Option<Vec<u8>> {
+    /// The file of the artifact of the component whose content hash is `component`, if it is
+    /// cached and intact (its digest read through, never held in memory). A damaged one is
+    /// removed and reported as missing.
+    pub(crate) fn get(&self, component: &str) -> Option<PathBuf> {
         let path = self.path(component);
-        let stored = fs::read(&path).ok()?;
-        let (digest, artifact) = stored.split_at_checked(DIGEST_BYTES)?;
-        if Sha256::digest(artifact).as_slice() == digest {
-            return Some(artifact.to_vec());
+        let digest = fs::read(digest_path(&path)).ok()?;
+        if digest.len() == DIGEST_BYTES && file_digest(&path).ok()?.as_slice() == digest {
+            return Some(path);
         }
         tracing::warn!(path = %path.display(), "a cached artifact is damaged; compiling again");
+        let _ = fs::remove_file(digest_path(&path));
         let _ = fs::remove_file(&path);
         None
     }
 
-    /// Stores the artifact of `component`.
+    /// Stores the artifact of `component`; returns its file.
     ///
     /// # Errors
     /// When the directory cannot be written; the artifact is then simply not cached.
-    pub(crate) fn put(&self, component: &str, artifact: &[u8]) -> io::Result<()> {
-        static WRITES: AtomicU64 = AtomicU64::new(0);
+    pub(crate) fn put(&self, component: &str, artifact: &[u8]) -> io::Result<PathBuf> {
         let path = self.path(component);
-        // Unique per write: two loads of one component may store it at the same time.
-        let write = WRITES.fetch_add(1, Ordering::Relaxed);
-        let temporary = self
-            .dir
-            .join(format!(".{component}.{}.{write}.tmp", std::process::id()));
-        let mut stored = Vec::with_capacity(DIGEST_BYTES + artifact.len());
-        stored.extend_from_slice(&Sha256::digest(artifact));
-        stored.extend_from_slice(artifact);
-        fs::write(&temporary, &stored)?;
-        fs::rename(&temporary, &path).inspect_err(|_| {
-            let _ = fs::remove_file(&temporary);
-        })
+        // The artifact first: a digest is never beside an artifact it is not of for longer
+        // than a rename (a reader in between finds them apart, and compiles again).
+        write_whole(&self.dir, &path, artifact)?;
+        write_whole(&self.dir, &digest_path(&path), &Sha256::digest(artifact))?;
+        Ok(path)
     }
 
     fn path(&self, component: &str) -> PathBuf {
@@ -104,6 +102,37 @@ impl std::hash::Hasher for DigestHasher {
     }
 }
 
+/// Where the digest of the artifact at `path` is kept.
+fn digest_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".sha256");
+    PathBuf::from(name)
+}
+
+/// The SHA-256 of the file at `path`, read through a small buffer.
+fn file_digest(path: &Path) -> io::Result<[u8; DIGEST_BYTES]> {
+    let mut hasher = Sha256::new();
+    io::copy(&mut fs::File::open(path)?, &mut hasher)?;
+    Ok(hasher.finalize().into())
+}
+
+/// Writes `bytes` to `path` whole: a temporary file in `dir`, renamed into place.
+fn write_whole(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    // Unique per write: two loads of one component may store it at the same time.
+    let write = WRITES.fetch_add(1, Ordering::Relaxed);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let temporary = dir.join(format!(
+        ".{}.{}.{write}.tmp",
+        name.unwrap_or_default(),
+        std::process::id()
+    ));
+    fs::write(&temporary, bytes)?;
+    fs::rename(&temporary, path).inspect_err(|_| {
+        let _ = fs::remove_file(&temporary);
+    })
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -129,15 +158,26 @@ mod tests {
         let cache = ArtifactCache::open(&dir, "engine".into())?;
         let key = content_hash(b"component");
         assert_eq!(cache.get(&key), None);
-        cache.put(&key, b"artifact")?;
-        assert_eq!(cache.get(&key).as_deref(), Some(&b"artifact"[..]));
+        let path = cache.put(&key, b"artifact")?;
+        assert_eq!(cache.get(&key).as_deref(), Some(path.as_path()));
+        assert_eq!(
+            fs::read(&path)?,
+            b"artifact",
+            "the artifact alone, to be mapped"
+        );
 
-        let path = cache.path(&key);
         let mut stored = fs::read(&path)?;
         *stored.last_mut().expect("not empty") ^= 1;
         fs::write(&path, stored)?;
         assert_eq!(cache.get(&key), None, "a damaged artifact is never loaded");
         assert!(!path.exists(), "and it is removed");
+        assert!(!digest_path(&path).exists(), "with its digest");
+
+        // An artifact without its digest (written by an older host, or cut short between the
+        // two renames) is compiled again.
+        let path = cache.put(&key, b"artifact")?;
+        fs::remove_file(digest_path(&path))?;
+        assert_eq!(cache.get(&key), None);
         fs::remove_dir_all(dir)
     }
 }

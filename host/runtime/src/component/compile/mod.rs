@@ -162,23 +162,33 @@ impl Runtime {
         bytes: Vec<u8>,
     ) -> Result<Component, CompileError> {
         let cache = self.compilation().cache.as_ref();
-        let artifact = match cache.and_then(|c| c.get(content_hash)) {
-            Some(artifact) => artifact,
+        let cached = match cache.and_then(|c| c.get(content_hash)) {
+            Some(file) => file,
             None => {
                 let compiled = self.compile_artifact(bytes).await;
                 let result = if compiled.is_ok() { "ok" } else { "refused" };
                 metrics::counter!(crate::metrics::COMPILES, "result" => result).increment(1);
                 let artifact = compiled?;
-                if let Some(Err(error)) = cache.map(|c| c.put(content_hash, &artifact)) {
-                    tracing::warn!(%error, "a compiled artifact could not be cached");
+                match cache.map(|c| c.put(content_hash, &artifact)) {
+                    Some(Ok(file)) => file,
+                    not_cached => {
+                        if let Some(Err(error)) = not_cached {
+                            tracing::warn!(%error, "a compiled artifact could not be cached");
+                        }
+                        // SAFETY: `artifact` was produced by this host's own compiler, in
+                        // process or in its compile worker, for this engine's configuration;
+                        // wasmtime checks the compatibility header on top.
+                        return unsafe { Component::deserialize(self.engine(), &artifact) }
+                            .map_err(|error| CompileError::Artifact(error.into()));
+                    }
                 }
-                artifact
             }
         };
-        // SAFETY: `artifact` was produced by this host's own compiler, in process or in its
-        // compile worker, for this engine's configuration (the cache key says so and its
-        // digest was checked); wasmtime checks the compatibility header on top.
-        unsafe { Component::deserialize(self.engine(), &artifact) }
+        // SAFETY: the file holds an artifact this host's own compiler produced, for this
+        // engine's configuration (the cache key says so and its digest was checked); wasmtime
+        // checks the compatibility header on top. Cache files are replaced by renames, never
+        // written in place, so the mapping never changes under wasmtime.
+        unsafe { Component::deserialize_file(self.engine(), &cached) }
             .map_err(|error| CompileError::Artifact(error.into()))
     }
 
