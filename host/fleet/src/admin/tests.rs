@@ -788,27 +788,13 @@ async fn a_tenant_token_reaches_its_tenant_only_until_it_is_revoked() {
         "{listed}"
     );
     assert_eq!(listed["redrives"][0]["id"], REDRIVES[0], "{listed}");
-    let own = send(
-        api(),
-        as_holder(
-            &token,
-            Method::GET,
-            &format!("/v1/redrives/{}", REDRIVES[0]),
-            "",
-        ),
-    )
-    .await;
+    let redrive = async |id: &str| {
+        let uri = format!("/v1/redrives/{id}");
+        send(api(), as_holder(&token, Method::GET, &uri, "")).await
+    };
+    let own = redrive(REDRIVES[0]).await;
     assert_eq!(own.0, StatusCode::OK, "{}", own.1);
-    let theirs = send(
-        api(),
-        as_holder(
-            &token,
-            Method::GET,
-            &format!("/v1/redrives/{}", REDRIVES[1]),
-            "",
-        ),
-    )
-    .await;
+    let theirs = redrive(REDRIVES[1]).await;
     assert_error(
         &theirs,
         StatusCode::NOT_FOUND,
