@@ -3,6 +3,8 @@
 //! and ~450 MB of disk.
 //!
 //! - `testapp`: components under `TestApp`, no server;
+//! - `call_paths`, `code_pages`: what a call allocates, and what a loaded component's code
+//!   holds of the host's memory;
 //! - `console`: the web console (`/ui`) in headless Chromium, driven through ChromeDriver;
 //! - `dashboards`: the Grafana dashboard and the Prometheus alert rules (`deploy/grafana/`,
 //!   `deploy/prometheus/`), checked by promtool and against a running host's scrape;
@@ -16,6 +18,7 @@
 //! Run one area with `cargo test --test all e2e::sandbox::`.
 
 mod call_paths;
+mod code_pages;
 mod console;
 mod dashboards;
 mod e2e;

@@ -678,11 +678,10 @@ impl KeyPath {
         self
     }
 
-    /// The 1-based line of the value at this path in `text`, if the path is there.
-    fn line_in(&self, text: &str) -> Option<usize> {
-        let document = toml::de::DeTable::parse(text).ok()?;
-        let root = toml::de::DeValue::Table(document.into_inner());
-        let (mut value, mut start) = (&root, 0);
+    /// The 1-based line of the value at this path in `text`, parsed into `root`, if the path
+    /// is there. A file naming a thousand components is parsed once for their thousand lines.
+    fn line_at(&self, root: &toml::de::DeValue<'_>, text: &str) -> Option<usize> {
+        let (mut value, mut start) = (root, 0);
         for step in &self.0 {
             let found = match step {
                 Step::Key(key) => value.get(key.as_str())?,
@@ -692,6 +691,12 @@ impl KeyPath {
         }
         Some(text.get(..start)?.matches('\n').count() + 1)
     }
+}
+
+/// `text` parsed for the places of its keys, if it parses.
+fn document(text: &str) -> Option<toml::de::DeValue<'_>> {
+    let document = toml::de::DeTable::parse(text).ok()?;
+    Some(toml::de::DeValue::Table(document.into_inner()))
 }
 
 impl std::fmt::Display for KeyPath {
@@ -730,8 +735,14 @@ impl Mistake {
 
     /// Where the mistake is: `file`, the line (when the key is found in `text`) and the key.
     fn place_in(&self, file: &Path, text: &str) -> String {
+        self.place_at(file, text, document(text).as_ref())
+    }
+
+    /// As [`place_in`](Self::place_in), with `text` already parsed into `root`.
+    fn place_at(&self, file: &Path, text: &str, root: Option<&toml::de::DeValue<'_>>) -> String {
         let file = file.display();
-        match (self.key.0.is_empty(), self.key.line_in(text)) {
+        let line = root.and_then(|root| self.key.line_at(root, text));
+        match (self.key.0.is_empty(), line) {
             (true, _) => format!("config file {file}"),
             (false, Some(line)) => format!("config file {file}, line {line}, `{}`", self.key),
             (false, None) => format!("config file {file}, `{}`", self.key),
@@ -835,6 +846,7 @@ impl Config {
             return Err(ConfigError::Mistake(mistake.in_file(path, &text)));
         }
         let base = path.parent().unwrap_or(Path::new("."));
+        let root = document(&text);
         for (index, tenant) in config.tenants.iter_mut().enumerate() {
             let at = KeyPath::root()
                 .key("tenants")
@@ -843,7 +855,11 @@ impl Config {
             for (slot, component) in tenant.components.iter_mut().enumerate() {
                 tenant.sources.push(ComponentSource {
                     written: component.display().to_string(),
-                    place: Mistake::new(at.clone().index(slot), "").place_in(path, &text),
+                    place: Mistake::new(at.clone().index(slot), "").place_at(
+                        path,
+                        &text,
+                        root.as_ref(),
+                    ),
                 });
                 *component = base.join(&*component);
             }

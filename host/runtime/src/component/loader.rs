@@ -204,6 +204,8 @@ impl LoadedComponent {
         let env = describe_env(name, policy, log);
         let notes = notes.map(PublishNotes::while_loading);
         let described = describe(runtime, &pre, env, notes).await;
+        compiled.release_touched_pages();
+        runtime.heap_trim().after_load();
         policy.host_lines().summarise(log);
         let app = described.map_err(|(phase, failure)| fail(phase, Refusal::Trap(failure)))?;
         let bounds = DeclarationBounds {

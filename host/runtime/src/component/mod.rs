@@ -14,6 +14,7 @@ pub mod compile;
 mod declaration;
 mod exports;
 mod handle;
+mod heap_trim;
 mod imports;
 mod instance;
 mod loader;
@@ -47,6 +48,7 @@ use wasmtime::{Config, Engine};
 use crate::app::AppSpec;
 use crate::cpu::{Compute, ComputePool, CpuUsage};
 use compile::Compilation;
+use heap_trim::HeapTrim;
 use state::HostState;
 
 /// The engine, linker and epoch ticker shared by every component of a host.
@@ -60,6 +62,7 @@ struct RuntimeInner {
     linker: Linker<HostState>,
     config: RuntimeConfig,
     compilation: Compilation,
+    heap_trim: HeapTrim,
     ticker: Option<Ticker>,
     compute: Option<ComputePool>,
 }
@@ -96,6 +99,7 @@ impl Runtime {
                 linker,
                 config,
                 compilation,
+                heap_trim: HeapTrim::default(),
                 ticker,
                 compute,
             }),
@@ -136,6 +140,10 @@ impl Runtime {
 
     pub(crate) fn compilation(&self) -> &Compilation {
         &self.inner.compilation
+    }
+
+    pub(crate) fn heap_trim(&self) -> &HeapTrim {
+        &self.inner.heap_trim
     }
 }
 

@@ -8,8 +8,9 @@
 //!
 //! An artifact is the file alone, so wasmtime maps it (`Component::deserialize_file`) instead
 //! of copying it into memory: its pages are the page cache's, shared by every process that
-//! maps it and paged in as they are touched. A host of 1 000 distinct components holds what
-//! their code touched, not all of it (see docs/benchmarks.md, `host_scale -- distinct`).
+//! maps it and paged in as they are touched. Once a load ends the host lets go of the pages
+//! it touched (`Compiled::release_touched_pages`), so a host of 1 000 distinct idle tenants
+//! holds none of their code (see docs/benchmarks.md, `host_scale -- distinct`).
 
 use std::fs;
 use std::io;

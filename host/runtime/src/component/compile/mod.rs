@@ -126,14 +126,55 @@ impl Compilation {
 }
 
 /// One component in memory, compiled (or loaded from the cache) by the first load of its bytes.
-pub(crate) type LiveSlot = OnceCell<Component>;
+pub(crate) type LiveSlot = OnceCell<Code>;
+
+/// A component's code, and whether it is mapped from its cached artifact.
+#[derive(Clone)]
+pub(crate) struct Code {
+    component: Component,
+    /// The image is the cache file mapped privately, made read-only once published, with no
+    /// relocations to apply (wasmtime refuses them in images, DWARF aside, which this engine
+    /// does not emit): no page of it differs from the file.
+    mapped: bool,
+}
 
 /// A compiled component and its content hash (hex SHA-256 of its bytes).
 pub(crate) struct Compiled {
     pub component: Component,
     pub content_hash: String,
+    mapped: bool,
     /// Keeps the component shared with later loads of the same bytes.
     pub slot: Arc<LiveSlot>,
+}
+
+impl Compiled {
+    /// Lets go of the pages of the component's image this process has touched so far, when
+    /// the image is mapped from the cache: loading touches most of it (wasmtime reads its
+    /// metadata, `describe` runs code all over it), and a tenant waiting for records needs
+    /// none of it. The pages stay in the page cache, shared and reclaimable; a later call
+    /// maps back what it touches. An image in this process's own memory is left alone.
+    pub(crate) fn release_touched_pages(&self) {
+        if !self.mapped {
+            return;
+        }
+        let image = self.component.image_range();
+        let start = image.start as usize;
+        let length = (image.end as usize).saturating_sub(start);
+        // SAFETY: the range is the component's image, mapped from its cache file by wasmtime
+        // (`mapped`), which the component keeps alive here. Every page of it is a clean copy
+        // of the file (see `Code::mapped`; cache files are replaced by renames, never written
+        // in place), so dropping this process's mappings of them loses nothing: the next
+        // access reads the same bytes back from the page cache. `madvise` takes a page-aligned
+        // start, which a mapping's start is, and rounds the length up itself.
+        let released =
+            unsafe { libc::madvise(start as *mut libc::c_void, length, libc::MADV_DONTNEED) };
+        if released != 0 {
+            tracing::debug!(
+                error = %std::io::Error::last_os_error(),
+                "the pages a component's load touched cannot be released"
+            );
+        }
+    }
 }
 
 impl Runtime {
@@ -144,13 +185,14 @@ impl Runtime {
         // Loads of the same bytes wait for the first and share its code: a thousand tenants
         // running one component compile it once and hold it in memory once.
         let slot = self.compilation().slot(&content_hash);
-        let component = slot
+        let Code { component, mapped } = slot
             .get_or_try_init(|| self.load_artifact(&content_hash, bytes))
             .await?
             .clone();
         Ok(Compiled {
             component,
             content_hash,
+            mapped,
             slot,
         })
     }
@@ -160,7 +202,7 @@ impl Runtime {
         &self,
         content_hash: &str,
         bytes: Vec<u8>,
-    ) -> Result<Component, CompileError> {
+    ) -> Result<Code, CompileError> {
         let cache = self.compilation().cache.as_ref();
         let cached = match cache.and_then(|c| c.get(content_hash)) {
             Some(file) => file,
@@ -179,6 +221,10 @@ impl Runtime {
                         // process or in its compile worker, for this engine's configuration;
                         // wasmtime checks the compatibility header on top.
                         return unsafe { Component::deserialize(self.engine(), &artifact) }
+                            .map(|component| Code {
+                                component,
+                                mapped: false,
+                            })
                             .map_err(|error| CompileError::Artifact(error.into()));
                     }
                 }
@@ -189,6 +235,10 @@ impl Runtime {
         // checks the compatibility header on top. Cache files are replaced by renames, never
         // written in place, so the mapping never changes under wasmtime.
         unsafe { Component::deserialize_file(self.engine(), &cached) }
+            .map(|component| Code {
+                component,
+                mapped: true,
+            })
             .map_err(|error| CompileError::Artifact(error.into()))
     }
 
