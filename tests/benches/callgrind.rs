@@ -15,6 +15,8 @@
 //! - `handle`: the same component and messages through `handle`, one call per message (the
 //!   base contract, what a component without the batch fast path gets), default limits;
 //! - `no-deadline`: the same with deadlines (epoch interruption) off: what they cost;
+//! - `fuel`: the same bounded by fuel instead of epochs (wasmtime's other way to interrupt a
+//!   guest): what it would cost instead;
 //! - `pipeline`: one `ShardPipeline` fed batches of 1 000, default limits: what the host does
 //!   per record read from a shard, settlement and checkpoint included;
 //! - `handle-pipeline`: the same through `handle`;
@@ -54,11 +56,12 @@ use ruststream_tests::guests;
 const MESSAGES: usize = 10_000;
 const BATCH: usize = 1_000;
 const CHILD: &str = "--child";
-const VARIANTS: [&str; 7] = [
+const VARIANTS: [&str; 8] = [
     "native",
     "instance",
     "handle",
     "no-deadline",
+    "fuel",
     "pipeline",
     "handle-pipeline",
     "metrics",
@@ -235,8 +238,14 @@ fn total_instructions(profile: &Path) -> anyhow::Result<u64> {
 }
 
 async fn load(cache: &Path, deadlines: bool) -> anyhow::Result<LoadedComponent> {
+    load_with(cache, deadlines, false).await
+}
+
+/// As [`load`], metering fuel when `fuel` is set.
+async fn load_with(cache: &Path, deadlines: bool, fuel: bool) -> anyhow::Result<LoadedComponent> {
     let config = RuntimeConfig {
         deadlines,
+        fuel,
         // On the measured thread: callgrind's toggle counts the thread that polls, and a
         // compute pool's threads would go uncounted.
         compute: Compute::Inline,
@@ -268,6 +277,7 @@ fn child(variant: &str, messages: usize, cache: &Path) -> anyhow::Result<()> {
             "instance" => instance_run(&load(cache, true).await?, messages).await,
             "handle" => instance_run(&load(cache, true).await?.through_handle(), messages).await,
             "no-deadline" => instance_run(&load(cache, false).await?, messages).await,
+            "fuel" => instance_run(&load_with(cache, false, true).await?, messages).await,
             "pipeline" => pipeline_run(&load(cache, true).await?, messages).await,
             "handle-pipeline" => {
                 pipeline_run(&load(cache, true).await?.through_handle(), messages).await

@@ -199,6 +199,10 @@ pub struct RuntimeConfig {
     /// Where guest calls run: a pool of compute threads shared by tenant (the default), or
     /// the caller's executor.
     pub compute: crate::cpu::Compute,
+    /// Whether compiled guest code is named for `perf` (`/tmp/perf-<pid>.map`, wasmtime's
+    /// perf map), so a profile splits a call between the host, a guest's bindings and its
+    /// interpreter. Off by default: the map grows with every component loaded.
+    pub perf_map: bool,
 }
 
 impl RuntimeConfig {
@@ -233,6 +237,7 @@ impl Default for RuntimeConfig {
             fuel: false,
             compile: CompileConfig::default(),
             compute: crate::cpu::Compute::default(),
+            perf_map: false,
         }
     }
 }

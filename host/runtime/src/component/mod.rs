@@ -187,6 +187,9 @@ pub(crate) fn engine_config(config: &RuntimeConfig) -> Config {
         .epoch_interruption(config.deadlines)
         .consume_fuel(config.fuel)
         .max_wasm_stack(config.max_wasm_stack);
+    if config.perf_map {
+        wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     wasm
 }
 
