@@ -198,7 +198,7 @@ pub struct RunOptions {
     /// The file holding the admin token, made at the first start if missing [default:
     /// admin-token in the state directory].
     pub admin_token_file: Option<PathBuf>,
-    /// The admin token itself, as [`TOKEN_ENV`](crate::admin::token::TOKEN_ENV) gives it to
+    /// The admin token itself, as [`TOKEN_ENV`] gives it to
     /// every host of a fleet alike: no token file is read or made. Not together with
     /// `admin_token_file`.
     pub admin_token: Option<AdminToken>,

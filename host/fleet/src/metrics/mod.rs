@@ -5,7 +5,7 @@
 //! checkpoint writes, leases taken and lost, compiles, swaps, rollbacks) are counted where
 //! they happen, through the `metrics` facade, into the recorder installed here. State (how far
 //! behind each shard is, what it holds and since when, quarantined tenants, whether the host is
-//! ready) is read from the fleet's status at scrape time (`shards`, [`READY`]): it is always
+//! ready) is read from the fleet's status at scrape time (`shards`, `READY`): it is always
 //! current, and a shard this host no longer reads drops out of the next scrape instead of
 //! leaving a stale series behind.
 

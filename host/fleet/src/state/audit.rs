@@ -1,5 +1,5 @@
 //! The audit file: `audit.jsonl` in the state directory, one JSON line per change made through
-//! the admin API, written before the change is answered. It is bounded: past [`ROTATE_AT`] the
+//! the admin API, written before the change is answered. It is bounded: past `ROTATE_AT` the
 //! file moves to `audit.jsonl.1` (replacing the one before) and a new one starts, so at most
 //! twice that is kept. For longer, ship the host's log: each entry is a log line too.
 

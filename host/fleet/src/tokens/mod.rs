@@ -8,7 +8,7 @@
 //! the SHA-256 of the whole token, never the token. Every request looks its token up in the
 //! store, so a revoked token is refused from the next request on, on every host reading the
 //! same store: the fleet's desired-state table in DynamoDB when deploys are the fleet's
-//! ([`dynamo`]), else `tokens.json` in the host's state directory ([`file`]).
+//! ([`dynamo`]), else `tokens.json` in the host's state directory ([`file`](mod@file)).
 
 pub mod dynamo;
 pub mod file;
