@@ -42,7 +42,7 @@ use ruststream_fleet::escape::one_line_within;
 use ruststream_fleet::json_log;
 use ruststream_fleet::recent_errors::RecentErrors;
 
-use args::{Cli, Command, LogFormat};
+use commands::{Cli, Command, LogFormat};
 
 /// Logs to stdout in `format`, filtered by `RUST_LOG` or else `default_filter`; what passes the
 /// filter at `WARN` and above is kept in `recent` too.
@@ -95,46 +95,26 @@ fn main() -> ExitCode {
         let done = match cli.command {
             // `test` has exit statuses of its own: a failed expectation is not bad input.
             Command::Test(args) => return Ok(commands::test::test(args).await),
-            Command::Check {
-                components,
-                config,
-                compile,
-            } => commands::check::check(&components, config.as_ref(), &compile).await,
+            Command::Check(args) => commands::check::check(&args).await,
             Command::Run(args) => commands::run::run(*args, recent).await,
             Command::Tail(args) => commands::tail::tail(args).await,
             Command::Put(args) => commands::put::put(args).await,
             Command::Redrive(args) => commands::redrive::redrive(args).await,
             Command::New(args) => commands::new::new(&args),
-            Command::Status { json, admin } => commands::status::status(&admin, json).await,
+            Command::Status(args) => commands::status::status(&args).await,
             Command::Seek(args) => commands::seek::seek(&args).await,
-            Command::Pause { tenant, admin } => commands::pause::pause(&admin, &tenant).await,
-            Command::Resume { tenant, admin } => commands::resume::resume(&admin, &tenant).await,
+            Command::Pause(args) => commands::pause::pause(&args).await,
+            Command::Resume(args) => commands::resume::resume(&args).await,
             Command::Deploy(args) => commands::deploy::deploy(&args).await,
-            Command::Reload { admin } => commands::reload::reload(&admin).await,
-            Command::Undeploy {
-                tenant,
-                name,
-                admin,
-            } => commands::undeploy::undeploy(&admin, &tenant, &name).await,
-            Command::Promote { tenant, app, admin } => {
-                commands::promote::promote(&admin, &tenant, &app).await
-            }
-            Command::Rollback {
-                tenant,
-                app,
-                to,
-                admin,
-            } => commands::rollback::rollback(&admin, &tenant, &app, to.as_deref()).await,
-            Command::Versions {
-                tenant,
-                app,
-                json,
-                admin,
-            } => commands::versions::versions(&admin, &tenant, &app, json).await,
+            Command::Reload(args) => commands::reload::reload(&args).await,
+            Command::Undeploy(args) => commands::undeploy::undeploy(&args).await,
+            Command::Promote(args) => commands::promote::promote(&args).await,
+            Command::Rollback(args) => commands::rollback::rollback(&args).await,
+            Command::Versions(args) => commands::versions::versions(&args).await,
             Command::Dev(args) => commands::dev::dev(args).await,
             Command::Audit(args) => commands::audit::audit(&args).await,
             Command::Errors(args) => commands::errors::errors(&args).await,
-            Command::Token { action } => commands::token::token(&action).await,
+            Command::Token(args) => commands::token::token(&args.action).await,
         };
         done.map(|()| ExitCode::SUCCESS)
     });

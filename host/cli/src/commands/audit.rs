@@ -1,10 +1,25 @@
 //! `ruststream audit`: the changes made through a host's admin API, from the host or a file.
 
+use std::path::PathBuf;
+
 use anyhow::Context as _;
 use ruststream_fleet::state::audit::{self, AuditFilter};
 
-use crate::args::AuditArgs;
+use crate::args::{AdminTarget, TrailQuery};
 use crate::status_view;
+
+/// `ruststream audit`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AuditArgs {
+    #[command(flatten)]
+    pub query: TrailQuery,
+    /// Read the entries from FILE instead of a host: its audit file (`audit.jsonl` in the
+    /// state directory) or a log it wrote with `--log-format json`.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub admin: AdminTarget,
+}
 
 /// Prints the audit entries `args` asks for, oldest first.
 pub(crate) async fn audit(args: &AuditArgs) -> anyhow::Result<()> {

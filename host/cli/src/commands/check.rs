@@ -7,18 +7,27 @@ use ruststream_fleet::check;
 
 use crate::args::CompileArgs;
 
-/// Checks `config` when given (and no component), else each of `components`.
-pub(crate) async fn check(
-    components: &[PathBuf],
-    config: Option<&PathBuf>,
-    compile: &CompileArgs,
-) -> anyhow::Result<()> {
+/// `ruststream check`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CheckArgs {
+    #[arg(required_unless_present = "config", conflicts_with = "config")]
+    pub components: Vec<PathBuf>,
+    /// A tenants file to check as `run --config` would load it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub compile: CompileArgs,
+}
+
+/// Checks `--config` when given (and no component), else each component.
+pub(crate) async fn check(args: &CheckArgs) -> anyhow::Result<()> {
     let out = &mut std::io::stdout();
-    match config {
-        Some(config) if components.is_empty() => {
-            check::check_config(config, &compile.options(), out).await?;
+    let compile = args.compile.options();
+    match &args.config {
+        Some(config) if args.components.is_empty() => {
+            check::check_config(config, &compile, out).await?;
         }
-        _ => check::check(components, &compile.options(), out).await?,
+        _ => check::check(&args.components, &compile, out).await?,
     }
     Ok(())
 }

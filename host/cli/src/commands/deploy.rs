@@ -1,11 +1,36 @@
 //! `ruststream deploy`: a component uploaded to a running host for a tenant.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use crate::args::DeployArgs;
+use crate::args::AdminTarget;
 use crate::status_view;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeployArgs {
+    pub tenant: String,
+    /// The component (`.wasm`).
+    #[arg(required_unless_present = "abort_shadow")]
+    pub file: Option<PathBuf>,
+    /// The component's name in the host [default: the file's stem].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Run the component beside the live version of its app as a shadow: same records, no
+    /// effects, each record's outcome and publishes compared (`ruststream status`).
+    #[arg(long)]
+    pub shadow: bool,
+    /// The percentage of records the shadow is given (1 to 100).
+    #[arg(long, value_name = "PERCENT", default_value_t = 100, requires = "shadow",
+        value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub sample: u32,
+    /// Drop the shadow of this app instead of deploying anything.
+    #[arg(long, value_name = "APP", conflicts_with_all = ["file", "shadow", "name"])]
+    pub abort_shadow: Option<String>,
+    #[command(flatten)]
+    pub admin: AdminTarget,
+}
 
 /// Uploads the file as component `--name`, or as its file stem, and prints what went live;
 /// with `--shadow`, runs it beside the live version as its shadow; with `--abort-shadow APP`,

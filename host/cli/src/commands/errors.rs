@@ -1,7 +1,16 @@
 //! `ruststream errors`: the warnings and errors a host logged lately.
 
-use crate::args::ErrorsArgs;
+use crate::args::{AdminTarget, TrailQuery};
 use crate::status_view;
+
+/// `ruststream errors`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ErrorsArgs {
+    #[command(flatten)]
+    pub query: TrailQuery,
+    #[command(flatten)]
+    pub admin: AdminTarget,
+}
 
 /// Prints the recent errors `args` asks for, newest first.
 pub(crate) async fn errors(args: &ErrorsArgs) -> anyhow::Result<()> {

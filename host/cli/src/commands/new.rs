@@ -4,7 +4,21 @@ use std::path::PathBuf;
 
 use ruststream_fleet::new;
 
-use crate::args::NewArgs;
+#[derive(Debug, clap::Args)]
+pub(crate) struct NewArgs {
+    /// The crate's name (also its component's file name, `-` becoming `_`).
+    pub name: String,
+    /// Where to write it [default: ./NAME].
+    #[arg(long)]
+    pub path: Option<PathBuf>,
+    /// A RustStream checkout to take the SDK from (and the runtime, for in-process tests)
+    /// [default: the checkout this binary was built from].
+    #[arg(long, conflicts_with = "git")]
+    pub ruststream: Option<PathBuf>,
+    /// A git repository of RustStream to take them from instead.
+    #[arg(long)]
+    pub git: Option<String>,
+}
 
 /// Writes the crate and says how to go on.
 pub(crate) fn new(args: &NewArgs) -> anyhow::Result<()> {

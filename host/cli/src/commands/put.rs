@@ -1,8 +1,31 @@
 //! `ruststream put`: JSON records written to a stream (`ruststream_fleet::put`).
 
+use std::path::PathBuf;
+
 use ruststream_fleet::put::PutOptions;
 
-use crate::args::PutArgs;
+use crate::args::AwsArgs;
+
+/// `ruststream put`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PutArgs {
+    /// The stream.
+    pub stream: String,
+    /// Records, each a JSON text.
+    #[arg(conflicts_with = "file")]
+    pub records: Vec<String>,
+    /// A file of records, one JSON text per line.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The partition key of every record (default: each record's position).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// A header of every record, `NAME=VALUE` (repeatable; not `x-ruststream-*`).
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    pub headers: Vec<String>,
+    #[command(flatten)]
+    pub aws: AwsArgs,
+}
 
 /// Writes the records the flags give: where each went on stdout, how many on stderr.
 pub(crate) async fn put(args: PutArgs) -> anyhow::Result<()> {

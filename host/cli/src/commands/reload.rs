@@ -3,9 +3,16 @@
 use crate::args::AdminTarget;
 use crate::status_view;
 
+/// `ruststream reload`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReloadArgs {
+    #[command(flatten)]
+    pub admin: AdminTarget,
+}
+
 /// Reloads and prints each version that went live, or that nothing changed.
-pub(crate) async fn reload(target: &AdminTarget) -> anyhow::Result<()> {
-    let deployed = super::client(target)?.reload().await?;
+pub(crate) async fn reload(args: &ReloadArgs) -> anyhow::Result<()> {
+    let deployed = super::client(&args.admin)?.reload().await?;
     if deployed.is_empty() {
         println!("nothing changed");
     }

@@ -1,12 +1,146 @@
 //! `ruststream run`: the host, until SIGINT or SIGTERM (`ruststream_fleet::run`).
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use ruststream_fleet::admin::DEFAULT_ADDR;
+use ruststream_fleet::admin::allowed_hosts::{HostName, parse_host_name};
 use ruststream_fleet::admin::token::AdminToken;
 use ruststream_fleet::config;
 use ruststream_fleet::engine::CompileIn;
 use ruststream_fleet::recent_errors::RecentErrors;
 use ruststream_fleet::run::RunOptions;
 
-use crate::args::{LeaseStoreKind, RunArgs};
+use crate::args::{AwsArgs, CompileArgs, ListenAddr, parse_listen_addr};
+
+/// `--lease-store`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LeaseStoreKind {
+    /// In memory: checkpoints are forgotten on restart (shards reopen at their start position).
+    Memory,
+    /// A DynamoDB table per app: checkpoints survive restarts, hosts share shards.
+    Dynamodb,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// Component files (`.wasm`) to run for one trusted tenant, `default`, granted every
+    /// stream. Untrusted tenants are configured with `--config` instead.
+    #[arg(required_unless_present = "config", conflicts_with = "config")]
+    pub components: Vec<PathBuf>,
+    /// A TOML file of tenants: their components, grants and limits.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub aws: AwsArgs,
+    #[command(flatten)]
+    pub compile: CompileArgs,
+    /// Where leases and checkpoints live.
+    #[arg(long, value_enum)]
+    pub lease_store: Option<LeaseStoreKind>,
+    /// DynamoDB lease table; `{tenant}` and `{app}` are replaced (names escaped so that no two
+    /// tenants' apps share a table), so each tenant's app has its own
+    /// [default: ruststream-{tenant}-{app}].
+    #[arg(long)]
+    pub lease_table: Option<String>,
+    /// Create lease tables that do not exist.
+    #[arg(long)]
+    pub create_lease_table: bool,
+    /// This host's lease owner id (default: unique per process). A fixed id lets a
+    /// restarted host take its leases back at once.
+    #[arg(long, env = "RUSTSTREAM_OWNER_ID")]
+    pub owner_id: Option<String>,
+    /// Most records per GetRecords (1-10000) [default: 10000; `[host] get_records_limit`].
+    /// Records per handler call are the subscription's `batch_size`, a different thing.
+    #[arg(long, env = "RUSTSTREAM_GET_RECORDS_LIMIT", value_parser = clap::value_parser!(i32).range(1..=10000))]
+    pub get_records_limit: Option<i32>,
+    /// Threads that run guest calls, shared by tenants by their `cpu_weight` [default: one
+    /// per core; `[host] compute_threads`].
+    #[arg(long, env = "RUSTSTREAM_COMPUTE_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub compute_threads: Option<u16>,
+    /// Pause after an empty read, in milliseconds [default: 1000; `[host] poll_interval`].
+    #[arg(long, env = "RUSTSTREAM_POLL_INTERVAL_MS")]
+    pub poll_interval_ms: Option<u64>,
+    /// Least time between two checkpoint writes of a shard, in milliseconds [default: 1000;
+    /// `[host] checkpoint_interval`].
+    #[arg(long, env = "RUSTSTREAM_CHECKPOINT_INTERVAL_MS")]
+    pub checkpoint_interval_ms: Option<u64>,
+    /// How long a lease lives without renewal, in milliseconds [default: 10000;
+    /// `[host] lease_ttl`].
+    #[arg(long, env = "RUSTSTREAM_LEASE_TTL_MS")]
+    pub lease_ttl_ms: Option<u64>,
+    /// How often a held lease is renewed, in milliseconds [default: 3000;
+    /// `[host] renew_interval`].
+    #[arg(long, env = "RUSTSTREAM_RENEW_INTERVAL_MS")]
+    pub renew_interval_ms: Option<u64>,
+    /// How often shards are re-listed and leases balanced, in milliseconds [default: 10000;
+    /// `[host] shard_sync_interval`].
+    #[arg(long, env = "RUSTSTREAM_SHARD_SYNC_INTERVAL_MS")]
+    pub shard_sync_interval_ms: Option<u64>,
+    /// How long a stop waits for calls to finish and checkpoints to be flushed, in
+    /// milliseconds [default: 15000; `[host] shutdown_grace`].
+    #[arg(long, env = "RUSTSTREAM_SHUTDOWN_GRACE_MS")]
+    pub shutdown_grace_ms: Option<u64>,
+    /// How many calls of a swapped-in version are judged against the last calls of the
+    /// version it replaced.
+    #[arg(long, default_value_t = ruststream_fleet::run::DEFAULT_ROLLOUT_CALLS,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub rollout_calls: u32,
+    /// How much higher (0 to 1) a swapped-in version's failure rate may be than the old
+    /// version's before it is rolled back.
+    #[arg(long, default_value_t = ruststream_fleet::run::DEFAULT_ROLLOUT_MARGIN, value_parser = parse_margin)]
+    pub rollout_margin: f64,
+    /// Where the admin API listens; `off` (or `none`) for no admin API. Loopback only,
+    /// unless --allow-remote-admin.
+    #[arg(long, env = "RUSTSTREAM_ADMIN_ADDR", value_name = "ADDR", default_value_t = ListenAddr(Some(DEFAULT_ADDR)), value_parser = parse_listen_addr)]
+    pub admin_addr: ListenAddr,
+    /// Let the admin API listen on a non-loopback address. Needs TLS (--admin-tls-cert and
+    /// --admin-tls-key) besides the token: whoever has the token can load code into tenants.
+    #[arg(long)]
+    pub allow_remote_admin: bool,
+    /// The certificate chain (PEM) the admin API serves TLS with.
+    #[arg(
+        long,
+        env = "RUSTSTREAM_ADMIN_TLS_CERT",
+        value_name = "FILE",
+        requires = "admin_tls_key"
+    )]
+    pub admin_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --admin-tls-cert.
+    #[arg(
+        long,
+        env = "RUSTSTREAM_ADMIN_TLS_KEY",
+        value_name = "FILE",
+        requires = "admin_tls_cert"
+    )]
+    pub admin_tls_key: Option<PathBuf>,
+    /// A name the admin API answers to besides its address (`NAME` or `NAME:PORT`, repeatable):
+    /// requests with another `Host` are refused.
+    #[arg(long = "admin-host", value_name = "NAME", value_parser = parse_host_name)]
+    pub admin_hosts: Vec<HostName>,
+    /// The file holding the admin token, made at the first start if missing [default:
+    /// admin-token in the state directory].
+    #[arg(long, env = "RUSTSTREAM_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// Where the host keeps its state: the admin token, every accepted component version, and
+    /// which one each app runs [default: `[host] state_dir`, else $XDG_DATA_HOME/ruststream, or
+    /// ~/.local/share/ruststream].
+    #[arg(long, env = "RUSTSTREAM_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Where Prometheus metrics are served (`GET /metrics`); `off` (or `none`) for none.
+    #[arg(long, env = "RUSTSTREAM_METRICS_ADDR", value_name = "ADDR", default_value_t = ListenAddr(Some(METRICS_ADDR)), value_parser = parse_listen_addr)]
+    pub metrics_addr: ListenAddr,
+}
+
+/// Where the metrics endpoint listens unless told otherwise: loopback, port 9464.
+pub(crate) const METRICS_ADDR: SocketAddr = ruststream_fleet::metrics::DEFAULT_ADDR;
+
+fn parse_margin(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(margin) if (0.0..=1.0).contains(&margin) => Ok(margin),
+        _ => Err(format!("`{text}` is not a rate between 0 and 1")),
+    }
+}
 
 /// Runs the host with the flags' options, keeping the warnings and errors it logs in `recent`.
 pub(crate) async fn run(args: RunArgs, recent_errors: RecentErrors) -> anyhow::Result<()> {
@@ -53,5 +187,78 @@ fn lease_store(kind: LeaseStoreKind) -> config::LeaseStoreKind {
     match kind {
         LeaseStoreKind::Memory => config::LeaseStoreKind::Memory,
         LeaseStoreKind::Dynamodb => config::LeaseStoreKind::Dynamodb,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::commands::{Command, parse};
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        match parse(args).map(|cli| cli.command) {
+            Ok(Command::Run(run)) => *run,
+            other => panic!("not a run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_admin_api_listens_on_loopback_by_default() {
+        let run = run_args(&["run", "x.wasm"]);
+        assert_eq!(run.admin_addr, ListenAddr(Some(DEFAULT_ADDR)));
+        assert_eq!(run.admin_addr.to_string(), "127.0.0.1:9465");
+        assert!(!run.allow_remote_admin);
+        assert_eq!(run.metrics_addr.to_string(), "127.0.0.1:9464");
+
+        let run = run_args(&[
+            "run",
+            "x.wasm",
+            "--admin-addr",
+            "off",
+            "--metrics-addr",
+            "none",
+        ]);
+        assert_eq!(run.metrics_addr, ListenAddr(None));
+        assert_eq!(run.admin_addr, ListenAddr(None));
+        let run = run_args(&[
+            "run",
+            "x.wasm",
+            "--admin-addr",
+            "0.0.0.0:80",
+            "--allow-remote-admin",
+        ]);
+        assert_eq!(run.admin_addr.0.map(|a| a.port()), Some(80));
+        assert!(run.allow_remote_admin);
+        let error = parse(&["run", "x.wasm", "--admin-addr", "localhost"]).expect_err("no IP");
+        assert!(
+            error.to_string().contains("`localhost` is not an address"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn admin_security_flags() {
+        let run = run_args(&[
+            "run",
+            "x.wasm",
+            "--admin-host",
+            "admin.example.com",
+            "--admin-host",
+            "proxy.example.com:443",
+            "--admin-tls-cert",
+            "c.pem",
+            "--admin-tls-key",
+            "k.pem",
+            "--state-dir",
+            "/var/lib/rs",
+        ]);
+        assert_eq!(run.admin_hosts.len(), 2);
+        assert_eq!(run.state_dir, Some(PathBuf::from("/var/lib/rs")));
+        let error = parse(&["run", "x.wasm", "--admin-tls-cert", "c.pem"]).expect_err("no key");
+        assert!(error.to_string().contains("--admin-tls-key"), "{error}");
+        let error = parse(&["run", "x.wasm", "--admin-host", "a b"]).expect_err("not a name");
+        assert!(error.to_string().contains("is not a host name"), "{error}");
     }
 }

@@ -3,7 +3,31 @@
 
 use ruststream_fleet::tail::{self, TailOptions};
 
-use crate::args::{TailArgs, TailFrom};
+use crate::args::AwsArgs;
+
+/// `ruststream tail`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TailArgs {
+    /// The stream.
+    pub stream: String,
+    /// Where each shard is read from.
+    #[arg(long, value_enum, default_value_t = TailFrom::Horizon)]
+    pub from: TailFrom,
+    /// Keep reading new records instead of stopping at the tip.
+    #[arg(long)]
+    pub follow: bool,
+    #[command(flatten)]
+    pub aws: AwsArgs,
+}
+
+/// `ruststream tail --from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TailFrom {
+    /// The oldest record each shard keeps.
+    Horizon,
+    /// Only records written from now on.
+    Latest,
+}
 
 /// Prints the stream's records as the flags say, each line as it is read.
 pub(crate) async fn tail(args: TailArgs) -> anyhow::Result<()> {

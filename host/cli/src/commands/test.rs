@@ -1,12 +1,33 @@
 //! `ruststream test`: a component fed a records file, checked against an expectations file
 //! (`ruststream_fleet::testrun`).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ruststream_fleet::streams::StreamsFlagError;
 use ruststream_fleet::testrun::{self, TestOptions};
 
-use crate::args::TestArgs;
+use crate::args::{CompileArgs, StreamArgs};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct TestArgs {
+    /// The component file (`.wasm`).
+    pub component: PathBuf,
+    /// The records, one JSON object a line: `json`, `data` or `data_base64`, and optionally
+    /// `stream`, `subscription`, `partition_key`, `headers`, `attempt`.
+    #[arg(long, value_name = "RECORDS.jsonl")]
+    pub records: PathBuf,
+    /// The expectations: `[[record]]` outcomes (one per record in order, or by `number`;
+    /// `subscription` to check one of several readers of its stream, else every one),
+    /// `[[publish]]`es, `[[refused]]` publishes, `[[checkpoint]]`s; TOML, or JSON for a
+    /// `.json` file. A refused publish no `[[refused]]` expects fails the test.
+    #[arg(long, value_name = "EXPECT.toml")]
+    pub expect: PathBuf,
+    #[command(flatten)]
+    pub streams: StreamArgs,
+    #[command(flatten)]
+    pub compile: CompileArgs,
+}
 
 /// Runs the test and prints its report; the exit status says how it went: 0 every
 /// expectation held, 1 one did not (or the run failed), 2 bad input (shown as one line).
