@@ -27,11 +27,10 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::{
-    Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
-    PRESENCE_PREFIX, PresenceKey, Renewal, expiry_ms, is_legacy_key,
+    Claim, HeldLease, HostRecord, LeaseError, LeaseFuture, LeaseKey, LeaseRecord, LeaseStore,
+    LeaseTable, PRESENCE_PREFIX, PresenceKey, Renewal, expiry_ms, is_legacy_key,
 };
 use crate::Cause;
-use ruststream_runtime::publish::BoxFuture;
 
 const KEY: &str = "lease_key";
 const OWNER: &str = "lease_owner";
@@ -337,7 +336,7 @@ impl LeaseStore for DynamoLeaseStore {
         format!("dynamodb:{}", self.table)
     }
 
-    fn list_all(&self) -> BoxFuture<'_, Result<LeaseTable, LeaseError>> {
+    fn list_all(&self) -> LeaseFuture<'_, LeaseTable> {
         Box::pin(async move {
             let mut table = LeaseTable::default();
             let mut legacy = Vec::new();
@@ -365,10 +364,7 @@ impl LeaseStore for DynamoLeaseStore {
         })
     }
 
-    fn read<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-    ) -> BoxFuture<'a, Result<Option<LeaseRecord>, LeaseError>> {
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseRecord>> {
         Box::pin(async move {
             let name = key.to_string();
             let out = self
@@ -390,7 +386,7 @@ impl LeaseStore for DynamoLeaseStore {
         owner: &'a str,
         ttl: Duration,
         claim: Claim,
-    ) -> BoxFuture<'a, Result<Option<HeldLease>, LeaseError>> {
+    ) -> LeaseFuture<'a, Option<HeldLease>> {
         Box::pin(async move {
             let name = key.to_string();
             let mut values = vec![
@@ -423,11 +419,7 @@ impl LeaseStore for DynamoLeaseStore {
         })
     }
 
-    fn renew<'a>(
-        &'a self,
-        lease: &'a mut HeldLease,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<Renewal, LeaseError>> {
+    fn renew<'a>(&'a self, lease: &'a mut HeldLease, ttl: Duration) -> LeaseFuture<'a, Renewal> {
         Box::pin(async move {
             let set = format!("SET {EXPIRY} = :exp");
             let values = vec![(":exp", number(expiry_ms(ttl)))];
@@ -446,7 +438,7 @@ impl LeaseStore for DynamoLeaseStore {
         lease: &'a mut HeldLease,
         sequence: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             self.checkpoint_writes.fetch_add(1, Ordering::Relaxed);
             let set = format!("SET {CHECKPOINT} = :seq, {EXPIRY} = :exp");
@@ -467,7 +459,7 @@ impl LeaseStore for DynamoLeaseStore {
         checkpoint: &'a str,
         mark: u64,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             self.checkpoint_writes.fetch_add(1, Ordering::Relaxed);
             let set = format!("SET {CHECKPOINT} = :seq, {SEEK_MARK} = :mark, {EXPIRY} = :exp");
@@ -486,7 +478,7 @@ impl LeaseStore for DynamoLeaseStore {
         })
     }
 
-    fn release(&self, mut lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>> {
+    fn release(&self, mut lease: HeldLease) -> LeaseFuture<'_, bool> {
         Box::pin(async move {
             let set = format!("REMOVE {OWNER}, {EXPIRY}, {WANTED_BY}");
             let row = self
@@ -501,7 +493,7 @@ impl LeaseStore for DynamoLeaseStore {
         key: &'a LeaseKey,
         holder: &'a str,
         taker: &'a str,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             // The counter is left alone: the holder's fenced writes go on until it hands over.
             let values = vec![
@@ -523,11 +515,7 @@ impl LeaseStore for DynamoLeaseStore {
         })
     }
 
-    fn hand_off<'a>(
-        &'a self,
-        mut lease: HeldLease,
-        to: &'a str,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    fn hand_off<'a>(&'a self, mut lease: HeldLease, to: &'a str) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             let set = format!("SET {OWNER} = :to REMOVE {WANTED_BY}");
             let values = vec![(":to", AttributeValue::S(to.to_owned()))];
@@ -538,11 +526,7 @@ impl LeaseStore for DynamoLeaseStore {
         })
     }
 
-    fn announce<'a>(
-        &'a self,
-        presence: &'a PresenceKey,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), LeaseError>> {
+    fn announce<'a>(&'a self, presence: &'a PresenceKey, ttl: Duration) -> LeaseFuture<'a, ()> {
         Box::pin(async move {
             let values = vec![
                 (":me", AttributeValue::S(presence.owner().to_owned())),
@@ -563,7 +547,7 @@ impl LeaseStore for DynamoLeaseStore {
         &'a self,
         presence: &'a PresenceKey,
         counter: Option<u64>,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             let key = presence.to_string();
             self.writes.fetch_add(1, Ordering::Relaxed);
@@ -595,7 +579,7 @@ impl LeaseStore for DynamoLeaseStore {
         key: &'a LeaseKey,
         checkpoint: &'a str,
         mark: Option<u64>,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             let mut values = vec![(":c", AttributeValue::S(checkpoint.to_owned()))];
             let update = match mark {

@@ -539,9 +539,9 @@ mod tests {
 
     use super::*;
     use crate::lease::{
-        Claim, LeaseKey, LeaseRecord, LeaseTable, MemoryLeaseStore, PresenceKey, Renewal,
+        Claim, LeaseFuture, LeaseKey, LeaseRecord, LeaseTable, MemoryLeaseStore, PresenceKey,
+        Renewal,
     };
-    use ruststream_runtime::publish::BoxFuture;
 
     const TTL: Duration = Duration::from_secs(10);
     const RENEW: Duration = Duration::from_secs(3);
@@ -565,7 +565,7 @@ mod tests {
     }
 
     impl Silenceable {
-        async fn answer<T>(&self, call: BoxFuture<'_, T>) -> T {
+        async fn answer<T>(&self, call: LeaseFuture<'_, T>) -> Result<T, LeaseError> {
             if self.silent.load(Ordering::SeqCst) {
                 std::future::pending::<()>().await;
             }
@@ -577,13 +577,10 @@ mod tests {
         fn describe(&self) -> String {
             "silenceable memory".to_owned()
         }
-        fn list_all(&self) -> BoxFuture<'_, Result<LeaseTable, LeaseError>> {
+        fn list_all(&self) -> LeaseFuture<'_, LeaseTable> {
             self.store.list_all()
         }
-        fn read<'a>(
-            &'a self,
-            key: &'a LeaseKey,
-        ) -> BoxFuture<'a, Result<Option<LeaseRecord>, LeaseError>> {
+        fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseRecord>> {
             self.store.read(key)
         }
         fn acquire<'a>(
@@ -592,14 +589,14 @@ mod tests {
             owner: &'a str,
             ttl: Duration,
             claim: Claim,
-        ) -> BoxFuture<'a, Result<Option<HeldLease>, LeaseError>> {
+        ) -> LeaseFuture<'a, Option<HeldLease>> {
             self.store.acquire(key, owner, ttl, claim)
         }
         fn renew<'a>(
             &'a self,
             lease: &'a mut HeldLease,
             ttl: Duration,
-        ) -> BoxFuture<'a, Result<Renewal, LeaseError>> {
+        ) -> LeaseFuture<'a, Renewal> {
             Box::pin(self.answer(self.store.renew(lease, ttl)))
         }
         fn checkpoint<'a>(
@@ -607,7 +604,7 @@ mod tests {
             lease: &'a mut HeldLease,
             sequence: &'a str,
             ttl: Duration,
-        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        ) -> LeaseFuture<'a, bool> {
             Box::pin(self.answer(self.store.checkpoint(lease, sequence, ttl)))
         }
         fn mark_seek<'a>(
@@ -616,10 +613,10 @@ mod tests {
             checkpoint: &'a str,
             mark: u64,
             ttl: Duration,
-        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        ) -> LeaseFuture<'a, bool> {
             Box::pin(self.answer(self.store.mark_seek(lease, checkpoint, mark, ttl)))
         }
-        fn release(&self, lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>> {
+        fn release(&self, lease: HeldLease) -> LeaseFuture<'_, bool> {
             Box::pin(self.answer(self.store.release(lease)))
         }
         fn request_handoff<'a>(
@@ -627,28 +624,20 @@ mod tests {
             key: &'a LeaseKey,
             holder: &'a str,
             taker: &'a str,
-        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        ) -> LeaseFuture<'a, bool> {
             self.store.request_handoff(key, holder, taker)
         }
-        fn hand_off<'a>(
-            &'a self,
-            lease: HeldLease,
-            to: &'a str,
-        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        fn hand_off<'a>(&'a self, lease: HeldLease, to: &'a str) -> LeaseFuture<'a, bool> {
             Box::pin(self.answer(self.store.hand_off(lease, to)))
         }
-        fn announce<'a>(
-            &'a self,
-            presence: &'a PresenceKey,
-            ttl: Duration,
-        ) -> BoxFuture<'a, Result<(), LeaseError>> {
+        fn announce<'a>(&'a self, presence: &'a PresenceKey, ttl: Duration) -> LeaseFuture<'a, ()> {
             self.store.announce(presence, ttl)
         }
         fn withdraw<'a>(
             &'a self,
             presence: &'a PresenceKey,
             counter: Option<u64>,
-        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        ) -> LeaseFuture<'a, bool> {
             self.store.withdraw(presence, counter)
         }
         fn seed_checkpoint<'a>(
@@ -656,7 +645,7 @@ mod tests {
             key: &'a LeaseKey,
             checkpoint: &'a str,
             mark: Option<u64>,
-        ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+        ) -> LeaseFuture<'a, bool> {
             self.store.seed_checkpoint(key, checkpoint, mark)
         }
     }

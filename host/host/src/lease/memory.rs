@@ -7,10 +7,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    Claim, HeldLease, HostRecord, LeaseError, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
+    Claim, HeldLease, HostRecord, LeaseFuture, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
     PresenceKey, Renewal, expiry_ms,
 };
-use ruststream_runtime::publish::BoxFuture;
 use ruststream_runtime::sync::lock;
 
 /// An in-memory lease store. Shared (behind an `Arc`) by the hosts of one process, it behaves
@@ -106,7 +105,7 @@ impl LeaseStore for MemoryLeaseStore {
         "memory".to_owned()
     }
 
-    fn list_all(&self) -> BoxFuture<'_, Result<LeaseTable, LeaseError>> {
+    fn list_all(&self) -> LeaseFuture<'_, LeaseTable> {
         Box::pin(async move {
             Ok(LeaseTable {
                 leases: self.rows().values().cloned().collect(),
@@ -115,10 +114,7 @@ impl LeaseStore for MemoryLeaseStore {
         })
     }
 
-    fn read<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-    ) -> BoxFuture<'a, Result<Option<LeaseRecord>, LeaseError>> {
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseRecord>> {
         Box::pin(async move { Ok(self.rows().get(&key.to_string()).cloned()) })
     }
 
@@ -128,15 +124,11 @@ impl LeaseStore for MemoryLeaseStore {
         owner: &'a str,
         ttl: Duration,
         claim: Claim,
-    ) -> BoxFuture<'a, Result<Option<HeldLease>, LeaseError>> {
+    ) -> LeaseFuture<'a, Option<HeldLease>> {
         Box::pin(async move { Ok(self.acquire_now(key, owner, ttl, claim)) })
     }
 
-    fn renew<'a>(
-        &'a self,
-        lease: &'a mut HeldLease,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<Renewal, LeaseError>> {
+    fn renew<'a>(&'a self, lease: &'a mut HeldLease, ttl: Duration) -> LeaseFuture<'a, Renewal> {
         Box::pin(async move {
             let row = self.held_write(lease, |row| row.expiry_ms = Some(expiry_ms(ttl)));
             Ok(Renewal {
@@ -151,7 +143,7 @@ impl LeaseStore for MemoryLeaseStore {
         lease: &'a mut HeldLease,
         sequence: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             let written = self.held_write(lease, |row| {
                 row.checkpoint = Some(sequence.to_owned());
@@ -167,7 +159,7 @@ impl LeaseStore for MemoryLeaseStore {
         checkpoint: &'a str,
         mark: u64,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             let written = self.held_write(lease, |row| {
                 row.checkpoint = Some(checkpoint.to_owned());
@@ -181,7 +173,7 @@ impl LeaseStore for MemoryLeaseStore {
         })
     }
 
-    fn release(&self, mut lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>> {
+    fn release(&self, mut lease: HeldLease) -> LeaseFuture<'_, bool> {
         Box::pin(async move {
             let written = self.held_write(&mut lease, |row| {
                 row.owner = None;
@@ -197,7 +189,7 @@ impl LeaseStore for MemoryLeaseStore {
         key: &'a LeaseKey,
         holder: &'a str,
         taker: &'a str,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             let mut rows = self.rows();
             let row = rows.get_mut(&key.to_string()).filter(|row| {
@@ -210,11 +202,7 @@ impl LeaseStore for MemoryLeaseStore {
         })
     }
 
-    fn hand_off<'a>(
-        &'a self,
-        mut lease: HeldLease,
-        to: &'a str,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    fn hand_off<'a>(&'a self, mut lease: HeldLease, to: &'a str) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             let written = self.held_write(&mut lease, |row| {
                 row.owner = Some(to.to_owned());
@@ -224,11 +212,7 @@ impl LeaseStore for MemoryLeaseStore {
         })
     }
 
-    fn announce<'a>(
-        &'a self,
-        presence: &'a PresenceKey,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), LeaseError>> {
+    fn announce<'a>(&'a self, presence: &'a PresenceKey, ttl: Duration) -> LeaseFuture<'a, ()> {
         Box::pin(async move {
             let key = presence.to_string();
             let mut hosts = self.hosts();
@@ -249,7 +233,7 @@ impl LeaseStore for MemoryLeaseStore {
         &'a self,
         presence: &'a PresenceKey,
         counter: Option<u64>,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             let mut hosts = self.hosts();
             let key = presence.to_string();
@@ -265,7 +249,7 @@ impl LeaseStore for MemoryLeaseStore {
         key: &'a LeaseKey,
         checkpoint: &'a str,
         mark: Option<u64>,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>> {
+    ) -> LeaseFuture<'a, bool> {
         Box::pin(async move {
             let name = key.to_string();
             let mut rows = self.rows();
@@ -283,10 +267,11 @@ impl LeaseStore for MemoryLeaseStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::LeaseError;
 
     const TTL: Duration = Duration::from_secs(10);
 
-    fn block<T>(f: BoxFuture<'_, T>) -> T {
+    fn block<T>(f: LeaseFuture<'_, T>) -> Result<T, LeaseError> {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a current-thread runtime")

@@ -30,13 +30,16 @@ pub use memory::MemoryLeaseStore;
 pub use namespace::{DEFAULT_TABLE_TEMPLATE, TableTemplate, TemplateError};
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_runtime::{
-    clock::{Clock, SystemClock},
-    publish::BoxFuture,
-};
+use ruststream_runtime::clock::{Clock, SystemClock};
+
+/// What each [`LeaseStore`] call returns: the call's result, as a boxed future, since the
+/// store is used as `dyn LeaseStore` (which an `async fn` in a trait cannot be).
+pub type LeaseFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, LeaseError>> + Send + 'a>>;
 
 /// The checkpoint of a shard that was read to its end (after a split or merge); its children
 /// may start.
@@ -403,19 +406,16 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// # Errors
     /// [`LeaseError::LegacyRows`] when the table holds rows keyed by a bare shard id; a
     /// malformed row; the store failed.
-    fn list_all(&self) -> BoxFuture<'_, Result<LeaseTable, LeaseError>>;
+    fn list_all(&self) -> LeaseFuture<'_, LeaseTable>;
 
     /// Every lease row of the namespace (no presence rows), with the errors of
     /// [`list_all`](Self::list_all).
-    fn list(&self) -> BoxFuture<'_, Result<Vec<LeaseRecord>, LeaseError>> {
+    fn list(&self) -> LeaseFuture<'_, Vec<LeaseRecord>> {
         Box::pin(async move { Ok(self.list_all().await?.leases) })
     }
 
     /// One lease row, if it exists.
-    fn read<'a>(
-        &'a self,
-        key: &'a LeaseKey,
-    ) -> BoxFuture<'a, Result<Option<LeaseRecord>, LeaseError>>;
+    fn read<'a>(&'a self, key: &'a LeaseKey) -> LeaseFuture<'a, Option<LeaseRecord>>;
 
     /// Takes the lease for `owner` under `claim`, setting its expiry to now + `ttl`.
     fn acquire<'a>(
@@ -424,14 +424,10 @@ pub trait LeaseStore: Send + Sync + 'static {
         owner: &'a str,
         ttl: Duration,
         claim: Claim,
-    ) -> BoxFuture<'a, Result<Option<HeldLease>, LeaseError>>;
+    ) -> LeaseFuture<'a, Option<HeldLease>>;
 
     /// Extends a held lease, and says whether another host asked for it to be handed over.
-    fn renew<'a>(
-        &'a self,
-        lease: &'a mut HeldLease,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<Renewal, LeaseError>>;
+    fn renew<'a>(&'a self, lease: &'a mut HeldLease, ttl: Duration) -> LeaseFuture<'a, Renewal>;
 
     /// Stores `sequence` as the checkpoint of a held lease (and extends it).
     /// `false`: the lease was lost; nothing was written.
@@ -440,7 +436,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         lease: &'a mut HeldLease,
         sequence: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+    ) -> LeaseFuture<'a, bool>;
 
     /// Stores `checkpoint`, where a seek moved the shard, together with `mark`, the seek's
     /// id, in one write (and extends the lease). A later take of the shard reads the mark
@@ -453,10 +449,10 @@ pub trait LeaseStore: Send + Sync + 'static {
         checkpoint: &'a str,
         mark: u64,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+    ) -> LeaseFuture<'a, bool>;
 
     /// Gives a held lease up, keeping its checkpoint. `false`: it was already lost.
-    fn release(&self, lease: HeldLease) -> BoxFuture<'_, Result<bool, LeaseError>>;
+    fn release(&self, lease: HeldLease) -> LeaseFuture<'_, bool>;
 
     /// Asks `holder` to hand the lease over to `taker` (balancing): marks the row, without
     /// touching its counter, so the holder goes on until it hands over.
@@ -474,23 +470,15 @@ pub trait LeaseStore: Send + Sync + 'static {
         key: &'a LeaseKey,
         holder: &'a str,
         taker: &'a str,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+    ) -> LeaseFuture<'a, bool>;
 
     /// Hands a held lease over to `to`, keeping its checkpoint: `to` then takes it as its own
     /// (an acquire with [`Claim::Free`]). `false`: it was already lost.
-    fn hand_off<'a>(
-        &'a self,
-        lease: HeldLease,
-        to: &'a str,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+    fn hand_off<'a>(&'a self, lease: HeldLease, to: &'a str) -> LeaseFuture<'a, bool>;
 
     /// Says that `presence`'s host reads its scope: creates the presence row or bumps its
     /// counter, and sets its expiry to now + `ttl`. Only that host writes the row.
-    fn announce<'a>(
-        &'a self,
-        presence: &'a PresenceKey,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), LeaseError>>;
+    fn announce<'a>(&'a self, presence: &'a PresenceKey, ttl: Duration) -> LeaseFuture<'a, ()>;
 
     /// Deletes a presence row: with `None`, whatever it holds (a host's own row, at a graceful
     /// stop); with `Some(counter)`, only while its counter is still `counter` (another host's
@@ -500,7 +488,7 @@ pub trait LeaseStore: Send + Sync + 'static {
         &'a self,
         presence: &'a PresenceKey,
         counter: Option<u64>,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+    ) -> LeaseFuture<'a, bool>;
 
     /// Sets `checkpoint` on the row of `key` (creating it) unless it has one: where a shard
     /// with no handled record starts; with `mark`, the last fleet seek its parent carried
@@ -511,5 +499,5 @@ pub trait LeaseStore: Send + Sync + 'static {
         key: &'a LeaseKey,
         checkpoint: &'a str,
         mark: Option<u64>,
-    ) -> BoxFuture<'a, Result<bool, LeaseError>>;
+    ) -> LeaseFuture<'a, bool>;
 }
