@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::config::Credentials;
-use ruststream_host::runner::{FleetReads, READS_TABLE, RunningApp, ShardState};
-use ruststream_host::{Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore};
+use ruststream_kinesis::runner::{FleetReads, READS_TABLE, RunningApp, ShardState};
+use ruststream_kinesis::{Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore};
 use ruststream_runtime::{LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink};
 use ruststream_tests::bench::HandledLatencies;
 use ruststream_tests::e2e::put_json_batch;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 use aws_sdk_kinesis::types::ShardIteratorType;
-use ruststream_host::{
+use ruststream_kinesis::{
     Deployment, Host, HostConfig, MemoryLeaseStore, kinesis::MIN_READ_INTERVAL,
     runner::OperatorSettings,
 };
@@ -176,7 +176,7 @@ async fn host_read(client: &aws_sdk_kinesis::Client, records: usize) -> anyhow::
 /// Reads every shard from the horizon with a plain GetRecords loop, one read per shard every
 /// [`MIN_READ_INTERVAL`] at most, as the host's reader does.
 async fn bare_read(client: &aws_sdk_kinesis::Client, records: usize) -> anyhow::Result<Run> {
-    let shards = ruststream_host::kinesis::list_shards(client, STREAM).await?;
+    let shards = ruststream_kinesis::kinesis::list_shards(client, STREAM).await?;
     let started = Clock::start();
     let readers: Vec<_> = shards
         .into_iter()

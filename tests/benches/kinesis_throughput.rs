@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ShardIteratorType};
-use ruststream_host::{Deployment, MemoryLeaseStore, runner::OperatorSettings};
+use ruststream_kinesis::{Deployment, MemoryLeaseStore, runner::OperatorSettings};
 use ruststream_runtime::app::StartPosition;
 use ruststream_tests::e2e::TestHost;
 use ruststream_tests::guests;
@@ -97,7 +97,7 @@ async fn round() -> anyhow::Result<Round> {
 
 /// Reads the stream from the horizon with a plain GetRecords loop; the time it took.
 async fn bare_read(client: &aws_sdk_kinesis::Client) -> anyhow::Result<Duration> {
-    let shards = ruststream_host::kinesis::list_shards(client, STREAM).await?;
+    let shards = ruststream_kinesis::kinesis::list_shards(client, STREAM).await?;
     let shard = &shards
         .first()
         .ok_or_else(|| anyhow::anyhow!("no shard"))?

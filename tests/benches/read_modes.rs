@@ -18,9 +18,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ruststream_host::kinesis::ReadMode;
-use ruststream_host::runner::{OperatorSettings, ShardState};
-use ruststream_host::{Deployment, Host, HostConfig, MemoryLeaseStore};
+use ruststream_kinesis::kinesis::ReadMode;
+use ruststream_kinesis::runner::{OperatorSettings, ShardState};
+use ruststream_kinesis::{Deployment, Host, HostConfig, MemoryLeaseStore};
 use ruststream_runtime::{LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink};
 use ruststream_tests::bench::HandledLatencies;
 use ruststream_tests::e2e::put_json;

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ruststream_host::{
+use ruststream_kinesis::{
     Deployment, Host, HostConfig, MemoryLeaseStore, RunningApp, runner::ShardState,
 };
 use ruststream_runtime::{

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use aws_sdk_kinesis::primitives::Blob;
-use ruststream_host::{
+use ruststream_kinesis::{
     Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore, MemoryLeaseStore, RunningApp,
     kinesis::{ReadMode, ReaderConfig},
     runner::ShardState,
@@ -322,7 +322,7 @@ pub async fn stored_checkpoint(
     stream: &str,
     shard: &str,
 ) -> Result<Option<String>> {
-    let key = ruststream_host::lease::LeaseKey::new(stream, shard);
+    let key = ruststream_kinesis::lease::LeaseKey::new(stream, shard);
     Ok(store.read(&key).await?.and_then(|row| row.checkpoint))
 }
 
@@ -334,13 +334,13 @@ pub async fn stored_checkpoint(
 /// No claim succeeded within `within`.
 pub async fn take_over(
     store: &dyn LeaseStore,
-    key: &ruststream_host::lease::LeaseKey,
+    key: &ruststream_kinesis::lease::LeaseKey,
     owner: &str,
     within: Duration,
-) -> Result<ruststream_host::lease::HeldLease> {
+) -> Result<ruststream_kinesis::lease::HeldLease> {
     crate::wait::poll_for(within, async || {
         let row = store.read(key).await.ok()??;
-        let claim = ruststream_host::lease::Claim::Observed(row.counter);
+        let claim = ruststream_kinesis::lease::Claim::Observed(row.counter);
         store
             .acquire(key, owner, Duration::from_secs(30), claim)
             .await
@@ -445,7 +445,7 @@ pub async fn read_at_least(
 /// Every record of every shard of `stream`, from the horizon, in shard order.
 pub async fn read_all(kinesis: &aws_sdk_kinesis::Client, stream: &str) -> Result<Vec<ReadBack>> {
     let mut out = Vec::new();
-    let shards = ruststream_host::kinesis::list_shards(kinesis, stream).await?;
+    let shards = ruststream_kinesis::kinesis::list_shards(kinesis, stream).await?;
     for shard in shards {
         let mut iterator = kinesis
             .get_shard_iterator()

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey};
+use ruststream_kinesis::{DynamoLeaseStore, LeaseStore, lease::LeaseKey};
 
 use crate::e2e::put_json;
 use crate::http::http;

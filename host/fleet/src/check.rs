@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ruststream_host::lease::DEFAULT_TABLE_TEMPLATE;
-use ruststream_host::runner::admit_settings;
+use ruststream_kinesis::lease::DEFAULT_TABLE_TEMPLATE;
+use ruststream_kinesis::runner::admit_settings;
 use ruststream_runtime::{
     LoadedComponent, Runtime, Tenant,
     component::{compile::CompileLimits, describe_app},

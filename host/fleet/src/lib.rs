@@ -1,6 +1,6 @@
 //! RustStream's fleet: what runs a fleet of tenants' components against Kinesis, as a library.
 //!
-//! `ruststream-runtime` runs components (pipeline, settlement, sandbox) and `ruststream-host`
+//! `ruststream-runtime` runs components (pipeline, settlement, sandbox) and `ruststream-kinesis`
 //! reads Kinesis for them (leases, checkpoints, the runner, redrives); this crate runs many
 //! tenants on one host and operates it: the tenants file and its validation, the fleet and
 //! its one reload path (start, file change, SIGHUP, upload, rollback), whose rights each

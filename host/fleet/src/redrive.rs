@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_host::DynamoLeaseStore;
-use ruststream_host::lease::LeaseError;
-use ruststream_host::redrive::filter::{RedriveFilter, Tenants};
-use ruststream_host::redrive::{
+use ruststream_kinesis::DynamoLeaseStore;
+use ruststream_kinesis::lease::LeaseError;
+use ruststream_kinesis::redrive::filter::{RedriveFilter, Tenants};
+use ruststream_kinesis::redrive::{
     DryRun, Redrive, RedriveError, RedriveReport, RedriveSpec, RedriveState,
 };
 use ruststream_runtime::clock::{Clock, SystemClock};
@@ -26,10 +26,10 @@ use crate::aws::AwsOptions;
 use crate::config::{Config, ConfigError};
 
 /// The DynamoDB table redrives keep their progress in unless told otherwise.
-pub use ruststream_host::redrive::DEFAULT_TABLE;
+pub use ruststream_kinesis::redrive::DEFAULT_TABLE;
 /// A `--since`/`--until` time (RFC 3339, or ms since the epoch) read, and what is wrong with
 /// one that is not.
-pub use ruststream_host::redrive::filter::{TimeError, parse_time};
+pub use ruststream_kinesis::redrive::filter::{TimeError, parse_time};
 
 /// `POST /v1/redrives`: a redrive of `stream`'s dead letters, as `ruststream redrive` takes it
 /// (`since` and `until` RFC 3339 or ms since the epoch, as text). With `dry_run`, the answer is

@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_host::{Host, HostConfig, kinesis::ReaderConfig, lease::DEFAULT_TABLE_TEMPLATE};
+use ruststream_kinesis::{Host, HostConfig, kinesis::ReaderConfig, lease::DEFAULT_TABLE_TEMPLATE};
 use ruststream_runtime::{
     Runtime, RuntimeConfig, component::compile::CompileLimits, cpu::Compute, escape::one_line,
     rollout::RolloutPolicy,
@@ -281,7 +281,7 @@ pub struct RunningHost {
     starting: Option<tokio::task::Id>,
     probing: tokio::task::JoinHandle<()>,
     /// This host's part in the fleet's reads, once its table exists (DynamoDB leases only).
-    reads: Option<tokio::task::JoinHandle<ruststream_host::runner::FleetReads>>,
+    reads: Option<tokio::task::JoinHandle<ruststream_kinesis::runner::FleetReads>>,
     /// Following the fleet's desired state, once the first load is done (fleet deploys only).
     following: Option<tokio::task::JoinHandle<()>>,
 }

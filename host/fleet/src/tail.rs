@@ -10,7 +10,7 @@ use aws_sdk_kinesis::error::SdkError;
 use aws_sdk_kinesis::operation::get_records::GetRecordsError;
 use aws_sdk_kinesis::operation::get_shard_iterator::GetShardIteratorError;
 use aws_sdk_kinesis::types::ShardIteratorType;
-use ruststream_host::kinesis::{ReadError, list_shards};
+use ruststream_kinesis::kinesis::{ReadError, list_shards};
 use ruststream_runtime::dead_letter::DeadLetterOrigin;
 use ruststream_runtime::envelope;
 use serde_json::{Map, Value, json};

@@ -1,5 +1,5 @@
 //! The RustStream runtime: untrusted tenant handlers, compiled to WebAssembly components, run
-//! in a sandbox and settled per shard. It knows no transport: `ruststream-host` drives it from
+//! in a sandbox and settled per shard. It knows no transport: `ruststream-kinesis` drives it from
 //! Kinesis, and `TestApp` (feature `testing`) from in-process streams in paused time.
 //!
 //! A component (built with the `ruststream` guest SDK for `wasm32-wasip2`) declares its

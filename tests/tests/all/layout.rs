@@ -10,7 +10,7 @@ use ruststream_tests::imports::ImportGraph;
 /// Every crate of the workspace, by source root.
 const CRATES: &[&str] = &[
     "host/runtime/src",
-    "host/host/src",
+    "host/kinesis/src",
     "host/fleet/src",
     "host/cli/src",
     "guest-sdk/src",
@@ -193,7 +193,7 @@ fn each_layer_depends_only_on_what_it_needs() -> std::io::Result<()> {
     assert!(runtime.contains("wasmtime"), "the lock file was read");
     let aws: Vec<_> = runtime.iter().filter(|d| d.starts_with("aws-")).collect();
     assert!(aws.is_empty(), "the runtime pulls in {aws:?}");
-    let host = dependencies_of("ruststream-host")?;
+    let host = dependencies_of("ruststream-kinesis")?;
     assert!(host.contains("aws-sdk-kinesis"), "the lock file was read");
     for binary_only in ["clap", "toml", "tracing-subscriber", "aws-config"] {
         assert!(
@@ -207,7 +207,7 @@ fn each_layer_depends_only_on_what_it_needs() -> std::io::Result<()> {
 /// The crates of the host, lowest layer first: each may depend on those before it only.
 const LAYERS: &[&str] = &[
     "ruststream-runtime",
-    "ruststream-host",
+    "ruststream-kinesis",
     "ruststream-fleet",
     "ruststream-cli",
 ];

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
-use ruststream_host::{
+use ruststream_kinesis::{
     LeaseStore, MemoryLeaseStore,
     lease::{Checkpoint, Claim, HeldLease, LeaseKey, PresenceKey},
 };
@@ -105,7 +105,7 @@ async fn take(
 async fn row(
     store: &dyn LeaseStore,
     key: &LeaseKey,
-) -> Result<ruststream_host::lease::LeaseRecord> {
+) -> Result<ruststream_kinesis::lease::LeaseRecord> {
     store
         .read(key)
         .await?

@@ -156,26 +156,26 @@ pub struct ShadowDropped {
 }
 
 /// One version of an app's component: the runner's own type, sent as it is.
-pub use ruststream_host::runner::VersionInfo;
+pub use ruststream_kinesis::runner::VersionInfo;
 
 /// How a newly swapped-in version is being judged: the runner's own type, sent as it is.
-pub use ruststream_host::runner::RolloutStatus;
+pub use ruststream_kinesis::runner::RolloutStatus;
 
 /// One subscription of an app and its shards: the runner's own status, whose serde attributes
 /// give the wire form (`name`, `stream`, `error`, `shards` as a list).
-pub use ruststream_host::runner::SubscriptionStatus;
+pub use ruststream_kinesis::runner::SubscriptionStatus;
 
 /// One shard of a subscription as this host sees it: the runner's own status (`shard_id`
 /// first, the state in words, `paused` for a paused or quarantined tenant).
-pub use ruststream_host::runner::{ShardState, ShardStatus};
+pub use ruststream_kinesis::runner::{ShardState, ShardStatus};
 
 /// How a shard is read (`polling`, `fan-out`), and what a host asks of it: the reader's own
 /// types.
-pub use ruststream_host::kinesis::{ReadMode, ShardReads};
+pub use ruststream_kinesis::kinesis::{ReadMode, ShardReads};
 
 /// A shadow version and how it compares with the live one so far, on this host: the runner's
 /// own status (the counts flattened beside the version).
-pub use ruststream_host::runner::ShadowStatus;
+pub use ruststream_kinesis::runner::ShadowStatus;
 
 /// One record the shadow handled otherwise than the live version: the runtime's own record.
 pub use ruststream_runtime::shadow::Disagreement as ShadowDisagreement;

@@ -37,9 +37,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ruststream_host::kinesis::ReadMode;
-use ruststream_host::lease::{TableTemplate, TemplateError};
-use ruststream_host::runner::OperatorSettings;
+use ruststream_kinesis::kinesis::ReadMode;
+use ruststream_kinesis::lease::{TableTemplate, TemplateError};
+use ruststream_kinesis::runner::OperatorSettings;
 use ruststream_runtime::{
     Tenant,
     app::{MAX_BATCH_LIMIT, StartPosition, SubscriptionSpec, valid_name},

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ruststream_host::{
+use ruststream_kinesis::{
     RunningApp,
     runner::{AppVersions, SeekError, SubscriptionStatus},
 };

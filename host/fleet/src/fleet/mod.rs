@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ruststream_host::{
+use ruststream_kinesis::{
     Deployment, DynamoLeaseStore, Host, LeaseStore, MemoryLeaseStore, RunningApp,
     lease::TableTemplate,
 };
@@ -160,7 +160,7 @@ struct State {
     /// Why the last version that went live could not be recorded in the state directory.
     state_error: Option<String>,
     /// The redrives started through the admin API, by id, and where each stands.
-    redrives: BTreeMap<String, Arc<Mutex<ruststream_host::redrive::RedriveReport>>>,
+    redrives: BTreeMap<String, Arc<Mutex<ruststream_kinesis::redrive::RedriveReport>>>,
 }
 
 pub(crate) struct TenantRun {

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_host::runner::{FleetReads, READS_TABLE};
-use ruststream_host::{DynamoLeaseStore, LeaseStore};
+use ruststream_kinesis::runner::{FleetReads, READS_TABLE};
+use ruststream_kinesis::{DynamoLeaseStore, LeaseStore};
 use ruststream_runtime::escape::one_line;
 use tokio::task::JoinHandle;
 

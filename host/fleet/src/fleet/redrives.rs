@@ -8,9 +8,11 @@
 
 use std::sync::Arc;
 
-use ruststream_host::DynamoLeaseStore;
-use ruststream_host::redrive::filter::{RedriveFilter, Tenants, parse_time};
-use ruststream_host::redrive::{DEFAULT_TABLE, Redrive, RedriveReport, RedriveSpec, RedriveState};
+use ruststream_kinesis::DynamoLeaseStore;
+use ruststream_kinesis::redrive::filter::{RedriveFilter, Tenants, parse_time};
+use ruststream_kinesis::redrive::{
+    DEFAULT_TABLE, Redrive, RedriveReport, RedriveSpec, RedriveState,
+};
 use ruststream_runtime::escape::one_line;
 use ruststream_runtime::sync::lock;
 
@@ -37,8 +39,9 @@ impl Fleet {
             ));
         }
         let redrive = self.redrive_for(request.clone()).await?;
-        let failed =
-            |error: ruststream_host::redrive::RedriveError| ControlError::Redrive(one_line(&error));
+        let failed = |error: ruststream_kinesis::redrive::RedriveError| {
+            ControlError::Redrive(one_line(&error))
+        };
         if request.dry_run {
             let plan = redrive.dry_run(LISTED).await.map_err(failed)?;
             return Ok(serde_json::to_value(plan).unwrap_or_default());

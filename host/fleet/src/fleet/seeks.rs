@@ -1,10 +1,10 @@
 //! Seeks for the fleet: a seek through any host is recorded in the desired state, carried out
 //! there at once and by every other host at its next poll, each shard moved once (its lease row
-//! keeps the seek's id, see `ruststream_host::runner::RunningApp::seek_marked`).
+//! keeps the seek's id, see `ruststream_kinesis::runner::RunningApp::seek_marked`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ruststream_host::runner::SeekError;
+use ruststream_kinesis::runner::SeekError;
 use ruststream_runtime::clock::{Clock as _, SystemClock};
 use ruststream_runtime::escape::one_line;
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ruststream_host::RunningApp;
+use ruststream_kinesis::RunningApp;
 use ruststream_runtime::{
     LoadedComponent, Tenant, component::compile::content_hash, escape::one_line, log::LogSink,
 };

@@ -23,7 +23,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use ruststream_host::metrics::RENEWAL_LATENESS;
+use ruststream_kinesis::metrics::RENEWAL_LATENESS;
 use ruststream_runtime::metrics::{CALL_DURATION, CALL_DURATION_BUCKETS};
 
 /// Upper bounds of the renewal lateness buckets (s): on time is well under 10 ms; past a
@@ -67,7 +67,7 @@ pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
     let handle = recorder.handle();
     ::metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
     ruststream_runtime::metrics::describe();
-    ruststream_host::metrics::describe();
+    ruststream_kinesis::metrics::describe();
     ::metrics::describe_counter!(
         crate::desired::DESIRED_STATE_CALLS,
         "Calls this host made to the fleet's desired-state table, by operation."

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ruststream_host::runner::{ShardState, ShardStatus};
+use ruststream_kinesis::runner::{ShardState, ShardStatus};
 use ruststream_runtime::metrics::{self, label};
 
 use crate::fleet::Fleet;
@@ -271,7 +271,7 @@ mod tests {
             copies_pending: 0,
             outcomes: Default::default(),
             millis_behind_latest: Some(0),
-            read: Some(ruststream_host::kinesis::ReadMode::Polling),
+            read: Some(ruststream_kinesis::kinesis::ReadMode::Polling),
             reads: None,
             subscribed_since_ms: None,
             iterator_age_ms: Some(3),

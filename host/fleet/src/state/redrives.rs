@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use ruststream_host::redrive::RedriveReport;
+use ruststream_kinesis::redrive::RedriveReport;
 use ruststream_runtime::sync::lock;
 
 use super::{StateError, create_private_dir, file_name, read_json, write_atomic};
@@ -135,7 +135,7 @@ impl RedriveRecords {
 
 #[cfg(test)]
 mod tests {
-    use ruststream_host::redrive::RedriveState;
+    use ruststream_kinesis::redrive::RedriveState;
 
     use super::*;
 

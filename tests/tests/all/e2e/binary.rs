@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use ruststream_host::LeaseStore;
+use ruststream_kinesis::LeaseStore;
 use ruststream_tests::bench::status_kib;
 use ruststream_tests::binary;
 use ruststream_tests::fixture::Fixture;

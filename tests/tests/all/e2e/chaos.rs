@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
-use ruststream_host::{DynamoLeaseStore, LeaseStore};
+use ruststream_kinesis::{DynamoLeaseStore, LeaseStore};
 use ruststream_runtime::sync::lock;
 use ruststream_tests::binary;
 use ruststream_tests::fixture::Fixture;

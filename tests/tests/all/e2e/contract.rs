@@ -4,8 +4,8 @@
 
 use std::process::Command;
 
-use ruststream_host::LeaseStore;
-use ruststream_host::kinesis::ReadMode;
+use ruststream_kinesis::LeaseStore;
+use ruststream_kinesis::kinesis::ReadMode;
 use ruststream_tests::fixture::{Fixture, WAIT};
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{binary, guests};

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ruststream_host::runner::READS_TABLE;
-use ruststream_host::{DynamoLeaseStore, LeaseStore as _};
+use ruststream_kinesis::runner::READS_TABLE;
+use ruststream_kinesis::{DynamoLeaseStore, LeaseStore as _};
 use ruststream_tests::e2e::put_json_batch;
 use ruststream_tests::fixture::{BinaryHost, Fixture};
 use ruststream_tests::guests;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ruststream_host::{LeaseStore, lease::LeaseKey};
+use ruststream_kinesis::{LeaseStore, lease::LeaseKey};
 use ruststream_tests::binary;
 use ruststream_tests::e2e::{put_json, put_json_batch};
 use ruststream_tests::fixture::{BinaryHost, Fixture};

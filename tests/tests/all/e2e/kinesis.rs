@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_host::kinesis::ReadMode;
-use ruststream_host::{
+use ruststream_kinesis::kinesis::ReadMode;
+use ruststream_kinesis::{
     Deployment, LeaseStore, MemoryLeaseStore, RunningApp,
     lease::LeaseKey,
     runner::{OperatorSettings, ShardState},
@@ -499,7 +499,7 @@ async fn wait_for_checkpoint(
     store: &dyn LeaseStore,
     key: &LeaseKey,
     sequence: &str,
-) -> anyhow::Result<ruststream_host::lease::LeaseRecord> {
+) -> anyhow::Result<ruststream_kinesis::lease::LeaseRecord> {
     let reached = poll_for(Duration::from_secs(5), async || {
         let row = store.read(key).await;
         row.map(|row| row.filter(|row| row.checkpoint.as_deref() == Some(sequence)))
@@ -558,7 +558,7 @@ async fn after_a_split_the_children_start_once_the_parent_is_read_to_its_end(
         stored_checkpoint(store.as_ref(), "ledger", &parent)
             .await?
             .as_deref(),
-        Some(ruststream_host::lease::SHARD_END)
+        Some(ruststream_kinesis::lease::SHARD_END)
     );
     assert_eq!(
         stored_checkpoint(store.as_ref(), "ledger", &low.0).await?,
@@ -578,7 +578,8 @@ async fn two_hosts_converge_to_a_fair_share_of_the_shards(read: ReadMode) -> any
         second.load(guests::SETTLEMENT).await?,
         store.clone(),
     ))?;
-    let reading = |app: &ruststream_host::RunningApp| app.status()[0].count(&ShardState::Reading);
+    let reading =
+        |app: &ruststream_kinesis::RunningApp| app.status()[0].count(&ShardState::Reading);
     let balanced = eventually(WAIT, || reading(&a) == 2 && reading(&b) == 2).await;
     assert!(balanced, "a: {:#?}\nb: {:#?}", a.status(), b.status());
     let owners: BTreeMap<String, usize> =

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use ruststream_host::kinesis::ReadMode;
-use ruststream_host::{Deployment, runner::SeekError};
+use ruststream_kinesis::kinesis::ReadMode;
+use ruststream_kinesis::{Deployment, runner::SeekError};
 use ruststream_runtime::envelope;
 use ruststream_runtime::pipeline::MAX_UNSENT_COPIES;
 use ruststream_runtime::{Outcome, app::StartPosition, escape::escape_controls, record::Header};
@@ -221,7 +221,7 @@ async fn a_failing_copy_publish_holds_the_checkpoint_until_it_succeeds(
     faults.inject(&["PutRecord"], 6, Fault::internal_failure());
     let (_, original) = put_json(&client, "refunds", &entry(1, -1), None).await?;
     host.deliveries.wait_for(1, WAIT).await?;
-    let refunds_shard = |status: &[ruststream_host::runner::SubscriptionStatus]| {
+    let refunds_shard = |status: &[ruststream_kinesis::runner::SubscriptionStatus]| {
         let refunds = status
             .iter()
             .find(|s| s.stream == "refunds")
@@ -457,7 +457,7 @@ async fn wait_for_records(
 }
 
 async fn wait_until_checkpoint(
-    store: &dyn ruststream_host::LeaseStore,
+    store: &dyn ruststream_kinesis::LeaseStore,
     stream: &str,
     shard: &str,
     sequence: &str,

@@ -9,7 +9,7 @@ macro_rules! in_both_read_modes {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $scenario() -> anyhow::Result<()> {
-                    super::$scenario(ruststream_host::kinesis::ReadMode::Polling).await
+                    super::$scenario(ruststream_kinesis::kinesis::ReadMode::Polling).await
                 }
             )*
         }
@@ -17,7 +17,7 @@ macro_rules! in_both_read_modes {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $scenario() -> anyhow::Result<()> {
-                    super::$scenario(ruststream_host::kinesis::ReadMode::FanOut).await
+                    super::$scenario(ruststream_kinesis::kinesis::ReadMode::FanOut).await
                 }
             )*
         }

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ruststream_host::LeaseStore;
+use ruststream_kinesis::LeaseStore;
 use ruststream_runtime::dead_letter::DeadLetterOrigin;
 use ruststream_runtime::envelope::{
     self, DUE_AT_HEADER, NATIVE_DELIVERY_HEADERS, RETRY_COUNT_HEADER,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey};
+use ruststream_kinesis::{DynamoLeaseStore, LeaseStore, lease::LeaseKey};
 use ruststream_tests::fixture::Fixture;
 use ruststream_tests::toolchains::{SETTLEMENT_JS, SETTLEMENT_PYTHON};
 use ruststream_tests::wait::{eventually, poll_for};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ruststream_host::{
+use ruststream_kinesis::{
     Deployment, HostConfig, MemoryLeaseStore, RunningApp,
     kinesis::ReaderConfig,
     runner::{OperatorSettings, ShardState},

@@ -309,7 +309,7 @@ async fn shard_count(kinesis: &LocalKinesis, stream: &str) -> Result<i32> {
 /// Creates `table` with the lease layout and waits until it is active: dynalite answers
 /// CreateTable before the table accepts writes, even with `--createTableMs 0`.
 async fn create_lease_table(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<()> {
-    ruststream_host::DynamoLeaseStore::new(client.clone(), table)
+    ruststream_kinesis::DynamoLeaseStore::new(client.clone(), table)
         .create_table_if_missing()
         .await?;
     Ok(())

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use ruststream_host::LeaseStore;
+use ruststream_kinesis::LeaseStore;
 use ruststream_runtime::dead_letter::DeadLetterOrigin;
 use ruststream_tests::e2e::{ReadBack, put_json, read_all, read_at_least};
 use ruststream_tests::fixture::{BinaryHost, Fixture};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::{PutRecordsRequestEntry, ScalingType};
-use ruststream_host::{
+use ruststream_kinesis::{
     Deployment, DynamoLeaseStore, HostConfig, LeaseStore, RunningApp,
     lease::{Claim, LeaseKey, PresenceKey},
     runner::ShardState,
@@ -386,7 +386,7 @@ async fn a_reshard_spreads_the_children_over_every_live_host() -> anyhow::Result
     assert!(flowing);
 
     let client = &fleet.servers.client;
-    let parents: BTreeSet<String> = ruststream_host::kinesis::list_shards(client, "ledger")
+    let parents: BTreeSet<String> = ruststream_kinesis::kinesis::list_shards(client, "ledger")
         .await?
         .into_iter()
         .map(|s| s.shard_id)
@@ -398,7 +398,7 @@ async fn a_reshard_spreads_the_children_over_every_live_host() -> anyhow::Result
         .scaling_type(ScalingType::UniformScaling)
         .send()
         .await?;
-    let children: BTreeSet<String> = ruststream_host::kinesis::list_shards(client, "ledger")
+    let children: BTreeSet<String> = ruststream_kinesis::kinesis::list_shards(client, "ledger")
         .await?
         .into_iter()
         .filter(|s| !s.closed && !parents.contains(&s.shard_id))

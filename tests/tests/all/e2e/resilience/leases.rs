@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ruststream_host::{DynamoLeaseStore, LeaseStore, lease::LeaseKey, runner::ShardState};
+use ruststream_kinesis::{DynamoLeaseStore, LeaseStore, lease::LeaseKey, runner::ShardState};
 use ruststream_tests::e2e::{
     Servers, TestHost, dynamo_store, put_json, put_json_batch, put_witnessed, quick_config,
     take_over, wait_for_sequences_across,
@@ -248,7 +248,7 @@ async fn balancing_hands_leases_over_without_a_record_handled_twice() -> anyhow:
     let flowing = eventually(WAIT, || paced(&first) >= 20).await;
     assert!(flowing, "{} paced records handled", paced(&first));
     let second = TestHost::new(client.clone(), "host-b")?;
-    let b = second.host.start(ruststream_host::Deployment::new(
+    let b = second.host.start(ruststream_kinesis::Deployment::new(
         second.load(guests::PACER).await?,
         store.clone(),
     ))?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use ruststream_host::{
+use ruststream_kinesis::{
     Deployment, LeaseStore,
     lease::{LeaseError, LeaseKey},
     runner::ShardState,
@@ -54,7 +54,7 @@ async fn a_held_first_record_is_read_again_after_a_restart_when_the_clock_runs_a
     let (client, store) = (&servers.client, &servers.store);
     let first = host_ahead(&servers, "host-a").await?;
     let app = first.run(guests::SETTLEMENT, store.clone(), 1).await?;
-    let shard = ruststream_host::kinesis::list_shards(client, "ledger").await?[0]
+    let shard = ruststream_kinesis::kinesis::list_shards(client, "ledger").await?[0]
         .shard_id
         .clone();
     // Opened at the tip, nothing read yet: pinned provisionally at the open time.

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use ruststream_host::runner::ShardState;
+use ruststream_kinesis::runner::ShardState;
 use ruststream_runtime::Outcome;
 use ruststream_tests::e2e::{Servers, TestHost, put_json};
 use ruststream_tests::guests;

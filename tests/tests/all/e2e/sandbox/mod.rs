@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ruststream_host::{
+use ruststream_kinesis::{
     Deployment, DynamoLeaseStore, LeaseStore, RunningApp, lease::TableTemplate, runner::ShardState,
 };
 use ruststream_runtime::{
@@ -248,7 +248,7 @@ async fn store(
     tenant: &str,
     component: &LoadedComponent,
 ) -> anyhow::Result<Arc<DynamoLeaseStore>> {
-    let template = TableTemplate::new(ruststream_host::lease::DEFAULT_TABLE_TEMPLATE, 2, 1)?;
+    let template = TableTemplate::new(ruststream_kinesis::lease::DEFAULT_TABLE_TEMPLATE, 2, 1)?;
     let table = template.table(tenant, &component.app().name);
     dynamo_store(dynamo.client().await, &table).await
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ruststream_host::{
+use ruststream_kinesis::{
     Deployment, LeaseStore,
     lease::{DEFAULT_TABLE_TEMPLATE, TableTemplate},
 };

@@ -1,4 +1,5 @@
-//! The RustStream host: runs components of `ruststream-runtime` against Amazon Kinesis.
+//! The Kinesis side of RustStream: runs components of `ruststream-runtime` against Amazon
+//! Kinesis.
 //!
 //! It owns what a tenant must not touch: reading shards (paced, retried, reopened where it
 //! stood after an expired iterator), leases with fencing and graceful handoff, stored
@@ -20,7 +21,7 @@
 //! ```no_run
 //! # async fn demo(kinesis: aws_sdk_kinesis::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use ruststream_host::{Deployment, Host, HostConfig, MemoryLeaseStore};
+//! use ruststream_kinesis::{Deployment, Host, HostConfig, MemoryLeaseStore};
 //! use ruststream_runtime::{LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink};
 //!
 //! let runtime = Runtime::new(RuntimeConfig::default())?;
