@@ -63,7 +63,7 @@ pub fn pipeline(component: &LoadedComponent, tenant: Arc<Tenant>) -> Result<Shar
         "shardId-000000000000",
         None,
         PipelineEnv {
-            env,
+            component: env,
             tenant,
             observer: None,
             calls: None,

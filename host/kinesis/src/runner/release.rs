@@ -36,7 +36,7 @@ impl Release {
     ) -> Self {
         let calls = Arc::new(CallStats::new(window));
         let env = PipelineEnv {
-            env: component.env(
+            component: component.env(
                 tenant.policy().clone(),
                 host.publisher.clone(),
                 host.clock.clone(),

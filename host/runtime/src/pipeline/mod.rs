@@ -200,7 +200,7 @@ pub type Observer = Arc<dyn Fn(&DeliveryReport) + Send + Sync>;
 pub struct PipelineEnv {
     /// The component's environment; its publisher also writes counted copies and dead
     /// letters.
-    pub env: Env,
+    pub component: Env,
     /// The tenant owning the component.
     pub tenant: Arc<Tenant>,
     /// Told about every settled delivery.
@@ -263,7 +263,7 @@ impl ShardPipeline {
         let stream: Arc<str> = subscription.stream.as_str().into();
         let shard_id: Arc<str> = shard_id.into();
         let log = RuntimeLog::new(
-            &env.env,
+            &env.component,
             &subscription.name,
             stream.clone(),
             shard_id.clone(),
@@ -274,12 +274,12 @@ impl ShardPipeline {
         let memory = env
             .tenant
             .memory()
-            .reserve_live(env.env.policy.limits().memory_bytes);
+            .reserve_live(env.component.policy.limits().memory_bytes);
         Self {
             _memory: memory,
             owner,
             shard_ended: false,
-            instance: component.instance(env.env.clone()),
+            instance: component.instance(env.component.clone()),
             stream,
             shard_id,
             subscription,
@@ -375,7 +375,7 @@ impl ShardPipeline {
     /// time travels in the record, and whoever wrote the record (an outside producer too)
     /// must not be able to hold the shard for longer.
     pub async fn deliver(&mut self, records: Vec<Delivery>) -> Option<String> {
-        let now = self.env.env.clock.now_ms();
+        let now = self.env.component.clock.now_ms();
         let max_delay = millis(self.limits().copies.max_delay);
         let mut tickets = Vec::with_capacity(records.len());
         let mut all_ready = true;
@@ -448,7 +448,7 @@ impl ShardPipeline {
     /// of quarantine), carries forward copies held for `max_hold`, and retries copies whose
     /// pause is over. Returns the new checkpoint when the call moved it.
     pub async fn poll_due(&mut self) -> Option<String> {
-        let now = self.env.env.clock.now_ms();
+        let now = self.env.component.clock.now_ms();
         let max_hold = millis(self.limits().copies.max_hold);
         let quarantined = self.env.tenant.is_stopped();
         let (watermark, ended) = (&self.watermark, self.shard_ended);
@@ -483,7 +483,7 @@ impl ShardPipeline {
 
     /// The earliest time (ms since the epoch) at which [`poll_due`](Self::poll_due) has work.
     pub fn next_due_ms(&self) -> Option<u64> {
-        let now = self.env.env.clock.now_ms();
+        let now = self.env.component.clock.now_ms();
         let max_hold = millis(self.limits().copies.max_hold);
         let quarantined = self.env.tenant.is_stopped();
         let held = self
@@ -597,12 +597,12 @@ impl ShardPipeline {
         debug_assert_eq!(subscription.stream, *self.stream);
         self.log.flush();
         self.log = RuntimeLog::new(
-            &env.env,
+            &env.component,
             &subscription.name,
             self.stream.clone(),
             self.shard_id.clone(),
         );
-        self.instance = component.instance(env.env.clone());
+        self.instance = component.instance(env.component.clone());
         let log = self.notes.as_ref().map(|n| n.publishes.clone());
         self.instance.note_publishes(log);
         let notes = (self.publish_notes.as_ref()).map(|l| l.for_subscriber(&subscription.name));
@@ -625,7 +625,7 @@ impl ShardPipeline {
     }
 
     fn limits(&self) -> &Limits {
-        self.env.env.policy.limits()
+        self.env.component.policy.limits()
     }
 
     fn mark(&mut self, ticket: Ticket) {
@@ -681,7 +681,7 @@ impl ShardPipeline {
             return;
         }
         let dead_letter = copy.target() != self.subscription.copy_stream();
-        if let Some(ticket) = self.outbox.send(copy, &self.env.env, &self.log).await {
+        if let Some(ticket) = self.outbox.send(copy, &self.env.component, &self.log).await {
             self.metrics.copy_published(dead_letter);
             self.mark(ticket);
         }

@@ -642,7 +642,7 @@ impl TestApp {
     fn pipeline_env(&self, component: &LoadedComponent) -> PipelineEnv {
         let reports = self.reports.clone();
         PipelineEnv {
-            env: component.env(
+            component: component.env(
                 self.tenant.policy().clone(),
                 self.streams.clone(),
                 self.clock.clone(),

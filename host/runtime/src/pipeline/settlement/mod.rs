@@ -260,9 +260,9 @@ impl ShardPipeline {
         plan: CopyPlan,
         trap: Option<TrapKind>,
     ) {
-        let due_at_ms = self
-            .copy_delay(delivery, &plan)
-            .map(|delay| self.env.env.clock.now_ms().saturating_add(millis(delay)));
+        let clock = &self.env.component.clock;
+        let due_at_ms = (self.copy_delay(delivery, &plan))
+            .map(|delay| clock.now_ms().saturating_add(millis(delay)));
         // A copy back to the stream (or to the retry stream) is this subscription's alone; a
         // dead letter is anyone's who reads the dead-letter stream.
         let origin = plan
@@ -414,7 +414,7 @@ impl ShardPipeline {
                 attempt: delivery.attempt(),
                 outcome,
                 trap,
-                at_ms: self.env.env.clock.now_ms(),
+                at_ms: self.env.component.clock.now_ms(),
                 arrival_ms: delivery.arrival_ms,
                 call_duration: self.call_duration,
             });
