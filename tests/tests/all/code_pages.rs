@@ -3,7 +3,7 @@
 //! cache), and a call maps back the pages it runs. A host of a thousand idle tenants holds
 //! none of their code. Read from `/proc/self/smaps`: pages, not timings.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context as _, ensure};
@@ -19,7 +19,7 @@ use ruststream_tests::{bench, guests};
 #[tokio::test]
 async fn a_component_mapped_from_the_cache_holds_none_of_its_code_until_it_is_called()
 -> anyhow::Result<()> {
-    let cache = scratch("released")?;
+    let cache = ruststream_tests::scratch_dir("code", "released")?;
     let config = RuntimeConfig {
         compute: Compute::Inline,
         compile: CompileConfig {
@@ -98,12 +98,4 @@ fn mapped_from(dir: &Path) -> anyhow::Result<Mapped> {
         }
     }
     Ok(mapped)
-}
-
-/// An empty directory of this test process's own.
-fn scratch(name: &str) -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ruststream-code-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }

@@ -3,7 +3,6 @@
 //! ([`CompileIn::ThisProcess`]): a test binary cannot serve the compile worker.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use aws_sdk_kinesis::config::{Credentials, SharedCredentialsProvider};
@@ -127,14 +126,6 @@ async fn an_embedded_host_runs_a_component_from_a_tenants_file_and_stops_cleanly
     Ok(())
 }
 
-/// A directory of this test's own, emptied first.
-fn scratch(name: &str) -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ruststream-embed-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
 /// AWS nowhere reachable: nothing here may need it (a call would fail at once, not hang).
 fn no_aws() -> AwsOptions {
     let nowhere = Some("http://127.0.0.1:1".to_owned());
@@ -151,7 +142,7 @@ fn no_aws() -> AwsOptions {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_embedded_host_answers_its_control_and_reports_that_nothing_started()
 -> anyhow::Result<()> {
-    let dir = scratch("control")?;
+    let dir = ruststream_tests::scratch_dir("embed", "control")?;
     // Not WebAssembly: refused by its first bytes, before anything is compiled.
     std::fs::write(dir.join("ledger.wasm"), "just text")?;
     let config = dir.join("tenants.toml");
@@ -210,7 +201,7 @@ async fn an_embedded_host_answers_its_control_and_reports_that_nothing_started()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenants_file_with_a_mistake_is_refused_at_start() -> anyhow::Result<()> {
-    let dir = scratch("mistake")?;
+    let dir = ruststream_tests::scratch_dir("embed", "mistake")?;
     let config = dir.join("tenants.toml");
     std::fs::write(
         &config,
