@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use ruststream_fleet::aws::AwsOptions;
-use ruststream_fleet::client;
 use ruststream_fleet::engine::CompileCache;
 use ruststream_fleet::escape::quote;
-use ruststream_fleet::streams::{ExistingStreams, StreamsFlagError, StreamsMode, existing_streams};
+use ruststream_tools::client;
+use ruststream_tools::streams::{ExistingStreams, StreamsFlagError, StreamsMode, existing_streams};
 
 /// Which running host an admin verb talks to, and how it proves itself.
 #[derive(Debug, Clone, clap::Args)]
@@ -132,7 +132,7 @@ fn parse_since(text: &str) -> Result<u64, String> {
                 .map_or(0, |since| since.as_millis() as u64);
             Ok(now.saturating_sub(ago))
         }
-        None => ruststream_fleet::redrive::parse_time(text)
+        None => ruststream_tools::redrive::parse_time(text)
             .map_err(|error| format!("{error}; or a time ago such as 90s, 15m, 2h or 7d")),
     }
 }

@@ -38,17 +38,17 @@ impl AwsOptions {
 
     /// Region and credentials, resolved once for every service: one credentials chain (one
     /// `credential_process` run, one SSO token read) serves all the clients made from it.
-    pub(crate) async fn shared_config(&self) -> SdkConfig {
+    pub async fn shared_config(&self) -> SdkConfig {
         self.base().await.load().await
     }
 
     /// `shared` calling Kinesis at `--kinesis-endpoint`, else at AWS.
-    pub(crate) fn kinesis(&self, shared: &SdkConfig) -> SdkConfig {
+    pub fn kinesis(&self, shared: &SdkConfig) -> SdkConfig {
         at(shared, self.kinesis_endpoint.as_deref())
     }
 
     /// `shared` calling DynamoDB at `--dynamodb-endpoint`, else at AWS.
-    pub(crate) fn dynamodb(&self, shared: &SdkConfig) -> SdkConfig {
+    pub fn dynamodb(&self, shared: &SdkConfig) -> SdkConfig {
         at(shared, self.dynamodb_endpoint.as_deref())
     }
 
@@ -66,7 +66,7 @@ impl AwsOptions {
     }
 
     /// The Kinesis configuration alone (`put`, `tail`).
-    pub(crate) async fn kinesis_config(&self) -> SdkConfig {
+    pub async fn kinesis_config(&self) -> SdkConfig {
         self.kinesis(&self.shared_config().await)
     }
 }

@@ -49,7 +49,7 @@ pub struct CompileCache {
 
 impl CompileCache {
     /// The cache directory: the flag, else `configured`, else the user's cache directory.
-    pub(crate) fn cache_dir(&self, configured: Option<&PathBuf>) -> Option<PathBuf> {
+    pub fn cache_dir(&self, configured: Option<&PathBuf>) -> Option<PathBuf> {
         if self.no_compile_cache {
             return None;
         }
@@ -71,7 +71,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 /// cached in `cache`; `fuel` turns fuel metering on (a tenant's `fuel` limit needs it).
 ///
 /// The program must serve the compile worker ([`WORKER_COMMAND`]).
-pub(crate) fn runtime_config(
+pub fn runtime_config(
     limits: CompileLimits,
     cache: Option<PathBuf>,
     fuel: bool,

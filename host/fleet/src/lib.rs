@@ -1,13 +1,15 @@
-//! RustStream's fleet: what runs a fleet of tenants' components against Kinesis, as a library.
+//! RustStream's fleet: the serving host, what runs a fleet of tenants' components against
+//! Kinesis, as a library.
 //!
 //! `ruststream-runtime` runs components (pipeline, settlement, sandbox) and `ruststream-kinesis`
 //! reads Kinesis for them (leases, checkpoints, the runner, redrives); this crate runs many
 //! tenants on one host and operates it: the tenants file and its validation, the fleet and
 //! its one reload path (start, file change, SIGHUP, upload, rollback), whose rights each
 //! tenant's AWS calls run with (STS), the admin API (its `Control` surface, JSON model, HTTP
-//! server, token, TLS) and a client of it, the state directory, the fleet's desired state
-//! (what every host runs, with fleet deploys), the file watch and the metrics endpoint. The `ruststream` binary (`ruststream-cli`) is this crate behind a
-//! command line; the layers only point down: runtime ← host ← fleet ← cli.
+//! server, token, TLS), the state directory, the fleet's desired state (what every host runs,
+//! with fleet deploys), the file watch and the metrics endpoint. The verbs beside `run`
+//! (check, dev, test, tail, put, redrive, new) and the admin API's client are
+//! `ruststream-tools`; the layers only point down: runtime ← kinesis ← fleet ← tools ← cli.
 //!
 //! # Embedding the host
 //!
@@ -64,7 +66,7 @@
 //! }
 //! ```
 //!
-//! A remote host is driven over its admin API with [`client::AdminClient`].
+//! A remote host is driven over its admin API with `ruststream_tools::client::AdminClient`.
 //!
 //! # Modules
 //!
@@ -74,21 +76,13 @@
 //! directory: token, kept versions), [`watch`] (the debounced file watch), [`metrics`]
 //! (`GET /metrics`), [`admin`] (the admin API), [`json_log`] (`--log-format json`) and
 //! [`escape`] (text from components and the network made safe for an operator's terminal).
-//!
-//! What the other verbs do: [`client`] (the admin API's client), [`check`] (a component or a
-//! tenants file checked offline), [`dev`] (the developer's loop), [`testrun`] (a component
-//! checked against an expectations file; [`streams`], which streams exist for both), [`tail`], [`put`] and [`redrive`] (streams read,
-//! written, and dead letters sent back), [`new`] (a tenant crate written from templates).
 
 #![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod aws;
-pub mod check;
-pub mod client;
 pub mod config;
 pub mod desired;
-pub mod dev;
 pub mod engine;
 pub mod escape;
 pub mod fleet;
@@ -96,14 +90,8 @@ mod http_server;
 pub mod identity;
 pub mod json_log;
 pub mod metrics;
-pub mod new;
-pub mod put;
 pub mod recent_errors;
-pub mod redrive;
 pub mod run;
 pub mod state;
-pub mod streams;
-pub mod tail;
-pub mod testrun;
 pub mod tokens;
 pub mod watch;

@@ -1,6 +1,7 @@
 //! The shape of the workspace: no import cycles between the modules of any crate; the layers
-//! runtime ← host ← fleet ← cli, none depending on one above it; a binary that is argument
-//! parsing, one file per verb and printing, with everything else in the library; no crate
+//! runtime ← kinesis ← fleet ← tools ← cli, none depending on one above it; a serving host
+//! (the fleet) that does not build the runtime's test harness; a binary that is argument
+//! parsing, one file per verb and printing, with everything else in the libraries; no crate
 //! reaching into another's hidden internals.
 
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ const CRATES: &[&str] = &[
     "host/runtime/src",
     "host/kinesis/src",
     "host/fleet/src",
+    "host/tools/src",
     "host/cli/src",
     "guest-sdk/src",
     "guest-sdk/macros/src",
@@ -209,6 +211,7 @@ const LAYERS: &[&str] = &[
     "ruststream-runtime",
     "ruststream-kinesis",
     "ruststream-fleet",
+    "ruststream-tools",
     "ruststream-cli",
 ];
 
@@ -230,6 +233,62 @@ fn no_layer_depends_on_one_above_it() -> std::io::Result<()> {
     Ok(())
 }
 
+/// The `[dependencies]` table of a crate's manifest, as lines.
+fn dependency_lines(manifest: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut inside = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+        } else if inside && !line.starts_with('#') {
+            lines.push(line.to_owned());
+        }
+    }
+    lines
+}
+
+#[test]
+fn the_serving_host_does_not_build_the_runtime_s_test_harness() -> std::io::Result<()> {
+    // `TestApp` is for `dev`, `test` and tenants' own tests: the tools' crate enables it, and
+    // an embedder of the serving host compiles none of it.
+    let root = workspace();
+    for (krate, enables) in [("host/fleet", false), ("host/tools", true)] {
+        let manifest = std::fs::read_to_string(root.join(krate).join("Cargo.toml"))?;
+        let runtime = dependency_lines(&manifest)
+            .into_iter()
+            .find(|l| l.starts_with("ruststream-runtime"))
+            .unwrap_or_else(|| panic!("{krate} does not depend on ruststream-runtime"));
+        assert_eq!(
+            runtime.contains("\"testing\""),
+            enables,
+            "{krate}/Cargo.toml: {runtime}"
+        );
+    }
+    // Feature unification would hide a use from the compiler in a workspace build: the
+    // sources must not name the harness either.
+    let mut files = Vec::new();
+    rust_files(&root.join("host/fleet/src"), &mut files)?;
+    assert!(files.len() > 50, "{} files read", files.len());
+    let needles = [format!("{}::", "testing"), format!("Test{}", "App")];
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)?;
+        for (line, code) in text.lines().enumerate() {
+            let code = code.trim_start();
+            if !code.starts_with("//") && needles.iter().any(|n| code.contains(n.as_str())) {
+                found.push(format!("{}:{}: {code}", file.display(), line + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the fleet uses the test harness:\n{}",
+        found.join("\n")
+    );
+    Ok(())
+}
+
 /// What only the library may use: the binary is argument parsing and printing.
 fn is_a_service_crate(name: &str) -> bool {
     name.starts_with("aws-")
@@ -242,6 +301,7 @@ fn is_a_service_crate(name: &str) -> bool {
 /// Every crate the binary may depend on directly.
 const BINARY_DEPENDENCIES: &[&str] = &[
     "ruststream-fleet",
+    "ruststream-tools",
     "clap",
     "tokio",
     "anyhow",
@@ -267,7 +327,7 @@ fn the_binary_depends_on_the_library_for_all_but_arguments_and_printing() -> std
     assert!(
         beside_the_library.is_empty(),
         "the binary depends on {beside_the_library:?} directly: re-export what it needs from \
-         ruststream-fleet"
+         ruststream-fleet or ruststream-tools"
     );
     assert!(
         !dependencies_of("ruststream-fleet")?.contains("clap"),
@@ -276,7 +336,7 @@ fn the_binary_depends_on_the_library_for_all_but_arguments_and_printing() -> std
     let services: Vec<_> = direct.iter().filter(|d| is_a_service_crate(d)).collect();
     assert!(
         services.is_empty(),
-        "the binary uses {services:?} itself: that belongs in ruststream-fleet"
+        "the binary uses {services:?} itself: that belongs in a library crate"
     );
     Ok(())
 }
@@ -303,7 +363,7 @@ fn the_binary_is_shared_flags_one_file_per_verb_and_printing_none_over_300_lines
     }
     assert!(
         stray.is_empty(),
-        "host/cli/src holds {stray:?}: logic goes in ruststream-fleet, a verb in commands/"
+        "host/cli/src holds {stray:?}: logic goes in a library crate, a verb in commands/"
     );
     let mut verbs = 0;
     for entry in std::fs::read_dir(src.join("commands"))? {

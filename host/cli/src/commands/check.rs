@@ -1,9 +1,9 @@
 //! `ruststream check`: components, or with `--config` a whole tenants file, checked offline
-//! (`ruststream_fleet::check`).
+//! (`ruststream_tools::check`).
 
 use std::path::PathBuf;
 
-use ruststream_fleet::check;
+use ruststream_tools::check;
 
 use crate::args::CompileArgs;
 

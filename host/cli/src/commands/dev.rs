@@ -1,9 +1,9 @@
-//! `ruststream dev`: a tenant developer's loop (`ruststream_fleet::dev`).
+//! `ruststream dev`: a tenant developer's loop (`ruststream_tools::dev`).
 
 use std::path::PathBuf;
 
-use ruststream_fleet::dev::DevOptions;
-use ruststream_fleet::streams::StreamsFlagError;
+use ruststream_tools::dev::DevOptions;
+use ruststream_tools::streams::StreamsFlagError;
 
 use crate::args::{CompileArgs, StreamArgs};
 
@@ -33,7 +33,7 @@ pub(crate) struct DevArgs {
 /// Builds, runs and feeds the component as the flags say, printing what happens as it
 /// happens.
 pub(crate) async fn dev(args: DevArgs) -> anyhow::Result<()> {
-    Ok(ruststream_fleet::dev::dev(options(args)?, &mut std::io::stdout()).await?)
+    Ok(ruststream_tools::dev::dev(options(args)?, &mut std::io::stdout()).await?)
 }
 
 /// The flags as the library takes them.
@@ -53,7 +53,7 @@ fn options(args: DevArgs) -> Result<DevOptions, StreamsFlagError> {
 
 #[cfg(test)]
 mod tests {
-    use ruststream_fleet::streams::ExistingStreams;
+    use ruststream_tools::streams::ExistingStreams;
 
     use crate::commands::{Command, parse};
 

@@ -30,8 +30,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use ruststream_fleet::admin::token::{AdminToken, TOKEN_ENV};
-use ruststream_fleet::client::{AdminClient, Credentials};
 use ruststream_fleet::state;
+use ruststream_tools::client::{AdminClient, Credentials};
 
 use crate::args::AdminTarget;
 

@@ -1,8 +1,8 @@
-//! `ruststream new`: a tenant crate written from the templates (`ruststream_fleet::new`).
+//! `ruststream new`: a tenant crate written from the templates (`ruststream_tools::new`).
 
 use std::path::PathBuf;
 
-use ruststream_fleet::new;
+use ruststream_tools::new;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct NewArgs {

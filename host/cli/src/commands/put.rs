@@ -1,8 +1,8 @@
-//! `ruststream put`: JSON records written to a stream (`ruststream_fleet::put`).
+//! `ruststream put`: JSON records written to a stream (`ruststream_tools::put`).
 
 use std::path::PathBuf;
 
-use ruststream_fleet::put::PutOptions;
+use ruststream_tools::put::PutOptions;
 
 use crate::args::AwsArgs;
 
@@ -30,7 +30,7 @@ pub(crate) struct PutArgs {
 /// Writes the records the flags give: where each went on stdout, how many on stderr.
 pub(crate) async fn put(args: PutArgs) -> anyhow::Result<()> {
     let stream = args.stream.clone();
-    let written = ruststream_fleet::put::put(options(args), &mut std::io::stdout()).await?;
+    let written = ruststream_tools::put::put(options(args), &mut std::io::stdout()).await?;
     eprintln!("wrote {written} records to `{stream}`");
     Ok(())
 }

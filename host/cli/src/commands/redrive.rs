@@ -1,9 +1,9 @@
 //! `ruststream redrive`: dead letters written back to their origin streams
-//! (`ruststream_fleet::redrive`).
+//! (`ruststream_tools::redrive`).
 
 use std::path::PathBuf;
 
-use ruststream_fleet::redrive::RedriveOptions;
+use ruststream_tools::redrive::RedriveOptions;
 
 use crate::args::AwsArgs;
 
@@ -39,7 +39,7 @@ pub(crate) struct RedriveArgs {
     #[arg(long)]
     pub id: Option<String>,
     /// The DynamoDB table redrives keep their progress in.
-    #[arg(long, default_value = ruststream_fleet::redrive::DEFAULT_TABLE)]
+    #[arg(long, default_value = ruststream_tools::redrive::DEFAULT_TABLE)]
     pub redrive_table: String,
     /// Create the table if it does not exist.
     #[arg(long)]
@@ -52,13 +52,13 @@ pub(crate) struct RedriveArgs {
 }
 
 fn parse_redrive_time(text: &str) -> Result<u64, String> {
-    ruststream_fleet::redrive::parse_time(text).map_err(|error| error.to_string())
+    ruststream_tools::redrive::parse_time(text).map_err(|error| error.to_string())
 }
 
 /// Runs (or with `--dry-run`, plans) the redrive the flags describe, printing its progress.
 pub(crate) async fn redrive(args: RedriveArgs) -> anyhow::Result<()> {
     let out = &mut std::io::stdout();
-    Ok(ruststream_fleet::redrive::redrive(options(args), out).await?)
+    Ok(ruststream_tools::redrive::redrive(options(args), out).await?)
 }
 
 /// The flags as the library takes them.

@@ -1,7 +1,7 @@
 //! `ruststream seek`: a subscription of a running host moved to another position.
 
 use ruststream_fleet::admin::model::SeekPosition;
-use ruststream_fleet::client::parse_position;
+use ruststream_tools::client::parse_position;
 
 use crate::args::AdminTarget;
 use crate::status_view;
@@ -31,7 +31,7 @@ pub(crate) async fn seek(args: &SeekArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use ruststream_fleet::admin::model::SeekPosition;
-    use ruststream_fleet::client;
+    use ruststream_tools::client;
 
     use crate::commands::{Command, parse};
 

@@ -1,7 +1,7 @@
 //! `ruststream tail`: a stream's records with their envelopes decoded
-//! (`ruststream_fleet::tail`).
+//! (`ruststream_tools::tail`).
 
-use ruststream_fleet::tail::{self, TailOptions};
+use ruststream_tools::tail::{self, TailOptions};
 
 use crate::args::AwsArgs;
 

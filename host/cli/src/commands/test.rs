@@ -1,11 +1,11 @@
 //! `ruststream test`: a component fed a records file, checked against an expectations file
-//! (`ruststream_fleet::testrun`).
+//! (`ruststream_tools::testrun`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ruststream_fleet::streams::StreamsFlagError;
-use ruststream_fleet::testrun::{self, TestOptions};
+use ruststream_tools::streams::StreamsFlagError;
+use ruststream_tools::testrun::{self, TestOptions};
 
 use crate::args::{CompileArgs, StreamArgs};
 

@@ -79,6 +79,6 @@ pub(crate) async fn token(action: &TokenAction) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn client(target: &AdminTarget) -> anyhow::Result<ruststream_fleet::client::AdminClient> {
+fn client(target: &AdminTarget) -> anyhow::Result<ruststream_tools::client::AdminClient> {
     super::client(target)
 }

@@ -86,7 +86,7 @@ pub(crate) fn check_names(leaf: &CertificateDer<'_>, names: &[String]) -> Result
 /// server presenting one of them is trusted as that certificate whatever its basic
 /// constraints (see the module's documentation).
 #[derive(Debug)]
-pub(crate) struct GivenCertificates {
+pub struct GivenCertificates {
     roots: Arc<WebPkiServerVerifier>,
     pinned: Vec<CertificateDer<'static>>,
     algorithms: WebPkiSupportedAlgorithms,
@@ -97,7 +97,7 @@ impl GivenCertificates {
     ///
     /// # Errors
     /// A certificate that cannot be a root (what rustls says, one line), or none given.
-    pub(crate) fn new(
+    pub fn new(
         certificates: Vec<CertificateDer<'static>>,
         provider: &Arc<CryptoProvider>,
     ) -> Result<Self, String> {

@@ -3,7 +3,9 @@
 //! no previous version. It records what it was asked and answers as a host would.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::control::{Control, ControlError};
 use super::model::{
@@ -11,6 +13,10 @@ use super::model::{
     RedriveListed, Refusal, ReservedMemory, RolloutStatus, SeekPosition, ShardState, ShardStatus,
     SubscriptionStatus, TenantStatus, Undeployed, VersionInfo, VersionOrigin,
 };
+use super::tls::TlsFiles;
+use super::token::AdminToken;
+use super::{AdminOptions, AdminStartError, AuditLog, ServeError};
+use crate::http_server::HttpServer;
 
 /// The tenant the fake runs.
 pub const TENANT: &str = "acme";
@@ -32,6 +38,79 @@ pub struct FakeControl {
     pub seeks: Mutex<Vec<SeekPosition>>,
     /// When set, `reload` answers that the tenants file is invalid.
     pub bad_config: Mutex<bool>,
+}
+
+/// The admin API over a [`FakeControl`], served on a free loopback port: what the admin
+/// client is tested against over real HTTP. Uploads up to 1 MiB; no tenant tokens.
+#[derive(Debug)]
+pub struct FakeAdmin {
+    server: HttpServer,
+    control: Arc<FakeControl>,
+}
+
+impl FakeAdmin {
+    /// Serves plain HTTP on 127.0.0.1 to requests carrying `token`.
+    ///
+    /// # Errors
+    /// No loopback port is free.
+    pub async fn serve(token: &str) -> Result<Self, AdminStartError> {
+        Self::start(token, None).await
+    }
+
+    /// Serves HTTPS with the test certificate (see [`test_certificate`]), which names
+    /// 127.0.0.1 and localhost.
+    ///
+    /// # Errors
+    /// No loopback port is free, or the fixture files are missing.
+    pub async fn serve_tls(token: &str) -> Result<Self, AdminStartError> {
+        let (cert, key) = test_certificate();
+        Self::start(token, Some(TlsFiles { cert, key })).await
+    }
+
+    async fn start(token: &str, tls: Option<TlsFiles>) -> Result<Self, AdminStartError> {
+        let options = AdminOptions {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            allow_remote: false,
+            tls,
+            token: test_token(token),
+            hosts: Vec::new(),
+            max_upload: 1 << 20,
+            audit: AuditLog::new("test", None),
+            tenant_tokens: None,
+        };
+        let control = Arc::new(FakeControl::default());
+        let server = super::serve(options, control.clone()).await?;
+        Ok(Self { server, control })
+    }
+
+    /// The host behind the API: what it was asked.
+    pub fn control(&self) -> &FakeControl {
+        &self.control
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// Stops it once the requests under way are answered.
+    ///
+    /// # Errors
+    /// How the server failed, if it did.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        self.server.shutdown().await
+    }
+}
+
+/// An admin token with this text, as if read from a file.
+pub fn test_token(text: &str) -> AdminToken {
+    AdminToken::for_tests(text)
+}
+
+/// The test certificate chain and its private key (PEM) of `tests/fixtures/admin-tls`.
+pub fn test_certificate() -> (PathBuf, PathBuf) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/admin-tls");
+    (dir.join("cert.pem"), dir.join("key.pem"))
 }
 
 fn tenant(name: &str) -> Result<(), ControlError> {

@@ -12,7 +12,7 @@
 pub mod allowed_hosts;
 mod audit;
 pub mod caller;
-pub(crate) mod certificates;
+pub mod certificates;
 mod console;
 pub mod control;
 mod error;
@@ -41,6 +41,7 @@ use token::AdminToken;
 
 use crate::tokens::TokenStore;
 
+pub use crate::http_server::ServeError;
 use crate::http_server::{self, HttpServer};
 
 /// Where the admin API listens unless told otherwise: loopback, port 9465.

@@ -314,9 +314,9 @@ pub struct Readiness {
     pub notices: Vec<String>,
 }
 
-/// `POST /v1/redrives`: a redrive, as the verb's module defines it (the state directory keeps
-/// it too, to resume it).
-pub use crate::redrive::RedriveRequest;
+/// `POST /v1/redrives`: a redrive, as `ruststream redrive` takes it (the state directory
+/// keeps it to resume it, so it is defined there).
+pub use crate::state::redrives::RedriveRequest;
 
 /// One redrive of `GET /v1/redrives`: whoever started it (the API, a verb, the console).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -20,7 +20,6 @@ use super::fake::{FakeControl, REDRIVES, SHARDS, TENANT, sample_status};
 use super::guard::Guard;
 use super::model::{HostStatus, SeekPosition};
 use super::routes::router;
-use super::token::AdminToken;
 
 /// The component size limit in these tests: small, so the 413 test sends little.
 const LIMIT: usize = 1024;
@@ -36,9 +35,7 @@ fn guard() -> Arc<Guard> {
 }
 
 /// A token with this text.
-pub(crate) fn test_token(text: &str) -> AdminToken {
-    AdminToken::for_tests(text)
-}
+pub(crate) use super::fake::test_token;
 
 fn app(fake: &Arc<FakeControl>) -> Router {
     router(fake.clone(), guard(), Arc::new(AuditLog::new("test", None)))

@@ -201,7 +201,7 @@ impl AdminToken {
     }
 
     /// A token with this text, for tests that need no file.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fake"))]
     pub(crate) fn for_tests(text: &str) -> Self {
         Self(text.to_owned())
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 ///
 /// # Errors
 /// One line: `cannot read SHOWN: why`, or the file is larger than a component may be.
-pub(crate) async fn read(path: &Path, shown: &str, max_bytes: usize) -> Result<Vec<u8>, String> {
+pub async fn read(path: &Path, shown: &str, max_bytes: usize) -> Result<Vec<u8>, String> {
     let size = tokio::fs::metadata(path)
         .await
         .map_err(|e| format!("cannot read {shown}: {e}"))?

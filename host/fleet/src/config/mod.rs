@@ -50,7 +50,7 @@ use ruststream_runtime::{
 };
 use serde::Deserialize;
 
-pub(crate) mod component_file;
+pub mod component_file;
 mod parse_error;
 
 use crate::identity::Role;
@@ -65,63 +65,75 @@ pub enum LeaseStoreKind {
     Dynamodb,
 }
 
-/// The whole file.
+/// A tenants file, read and checked ([`Config::load`]): what `run` loads, and what `check
+/// --config` and `redrive` read of it.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Config {
+pub struct Config {
     #[serde(default)]
-    pub host: HostSection,
+    pub(crate) host: HostSection,
     #[serde(default)]
-    pub defaults: LimitOverrides,
-    pub tenants: Vec<TenantSection>,
+    pub(crate) defaults: LimitOverrides,
+    pub(crate) tenants: Vec<TenantSection>,
 }
 
+/// The file's `[host]` section.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct HostSection {
-    pub lease_store: Option<LeaseStoreKind>,
+pub struct HostSection {
+    pub(crate) lease_store: Option<LeaseStoreKind>,
     /// `{tenant}` and `{app}` are replaced.
-    pub lease_table: Option<String>,
-    pub create_lease_table: Option<bool>,
+    pub(crate) lease_table: Option<String>,
+    pub(crate) create_lease_table: Option<bool>,
     /// Where compiled components are cached (relative to this file).
-    pub compile_cache: Option<PathBuf>,
-    pub compile_timeout_ms: Option<u64>,
-    pub compile_cpu_seconds: Option<u64>,
+    pub(crate) compile_cache: Option<PathBuf>,
+    pub(crate) compile_timeout_ms: Option<u64>,
+    pub(crate) compile_cpu_seconds: Option<u64>,
     /// What each MiB of a component past the first adds to the compile budget.
-    pub compile_timeout_ms_per_mib: Option<u64>,
-    pub compile_cpu_seconds_per_mib: Option<u64>,
+    pub(crate) compile_timeout_ms_per_mib: Option<u64>,
+    pub(crate) compile_cpu_seconds_per_mib: Option<u64>,
     /// The compile budget's ceilings, whatever the component's size.
-    pub compile_timeout_max_ms: Option<u64>,
-    pub compile_cpu_max_seconds: Option<u64>,
-    pub compile_memory_mib: Option<u64>,
-    pub compile_max_bytes: Option<usize>,
-    pub compile_max_functions: Option<usize>,
-    pub compile_max_function_bytes: Option<usize>,
+    pub(crate) compile_timeout_max_ms: Option<u64>,
+    pub(crate) compile_cpu_max_seconds: Option<u64>,
+    pub(crate) compile_memory_mib: Option<u64>,
+    pub(crate) compile_max_bytes: Option<usize>,
+    pub(crate) compile_max_functions: Option<usize>,
+    pub(crate) compile_max_function_bytes: Option<usize>,
     /// Host timings, as durations (`"10s"`); a flag or its environment variable wins.
-    pub lease_ttl: Option<String>,
-    pub renew_interval: Option<String>,
-    pub shard_sync_interval: Option<String>,
-    pub shutdown_grace: Option<String>,
-    pub checkpoint_interval: Option<String>,
-    pub poll_interval: Option<String>,
+    pub(crate) lease_ttl: Option<String>,
+    pub(crate) renew_interval: Option<String>,
+    pub(crate) shard_sync_interval: Option<String>,
+    pub(crate) shutdown_grace: Option<String>,
+    pub(crate) checkpoint_interval: Option<String>,
+    pub(crate) poll_interval: Option<String>,
     /// Most records per GetRecords (1-10000).
-    pub get_records_limit: Option<i32>,
+    pub(crate) get_records_limit: Option<i32>,
     /// Threads that run guest calls (1-1024; default one per core).
-    pub compute_threads: Option<u16>,
+    pub(crate) compute_threads: Option<u16>,
     /// Where the host keeps its state (relative to this file); `--state-dir` wins.
-    pub state_dir: Option<PathBuf>,
+    pub(crate) state_dir: Option<PathBuf>,
     /// How many versions of each app the state directory keeps (at least 1).
-    pub keep_versions: Option<usize>,
+    pub(crate) keep_versions: Option<usize>,
     /// The S3 bucket of the fleet's component bytes: set, deploys are the fleet's (recorded
     /// in the desired-state table, run by every host); unset, each host's own.
-    pub component_bucket: Option<String>,
+    pub(crate) component_bucket: Option<String>,
     /// The fleet's desired-state table (default `ruststream.desired`).
-    pub desired_table: Option<String>,
+    pub(crate) desired_table: Option<String>,
 }
 
 impl HostSection {
+    /// The lease table template (`lease_table`), if the file sets one.
+    pub fn lease_table(&self) -> Option<&str> {
+        self.lease_table.as_deref()
+    }
+
+    /// Where compiled components are cached (`compile_cache`), if the file says.
+    pub fn compile_cache(&self) -> Option<&PathBuf> {
+        self.compile_cache.as_ref()
+    }
+
     /// The compile bounds, over the built-in defaults.
-    pub(crate) fn compile_limits(&self) -> CompileLimits {
+    pub fn compile_limits(&self) -> CompileLimits {
         let mut limits = CompileLimits::default();
         if let Some(ms) = self.compile_timeout_ms {
             limits.timeout = Duration::from_millis(ms);
@@ -220,40 +232,57 @@ impl HostSection {
     }
 }
 
+/// One `[[tenants]]` entry: the tenant's components, grants, limits and operator settings.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct TenantSection {
-    pub name: String,
-    pub components: Vec<PathBuf>,
+pub struct TenantSection {
+    pub(crate) name: String,
+    pub(crate) components: Vec<PathBuf>,
     /// Where each of `components` is named, and how it is written there (set by
     /// [`Config::load`]; empty for a section not read from a file).
     #[serde(skip)]
-    pub sources: Vec<ComponentSource>,
+    pub(crate) sources: Vec<ComponentSource>,
     #[serde(default)]
-    pub subscribe: Vec<String>,
+    pub(crate) subscribe: Vec<String>,
     #[serde(default)]
-    pub publish: Vec<String>,
-    pub quarantine_after: Option<u32>,
+    pub(crate) publish: Vec<String>,
+    pub(crate) quarantine_after: Option<u32>,
     #[serde(default)]
-    pub limits: LimitOverrides,
+    pub(crate) limits: LimitOverrides,
     /// The IAM role the tenant's AWS calls assume (default: the host's own credentials).
-    pub role_arn: Option<String>,
+    pub(crate) role_arn: Option<String>,
     /// The external id the role's trust policy asks for.
-    pub external_id: Option<String>,
+    pub(crate) external_id: Option<String>,
     /// Operator settings for every subscription of the tenant (Lambda's names).
-    pub starting_position: Option<StartingPosition>,
-    pub starting_position_timestamp_ms: Option<u64>,
-    pub batch_size: Option<u32>,
-    pub maximum_retry_attempts: Option<u32>,
-    pub on_failure: Option<String>,
-    pub maximum_record_age: Option<String>,
-    pub retry_stream: Option<String>,
+    pub(crate) starting_position: Option<StartingPosition>,
+    pub(crate) starting_position_timestamp_ms: Option<u64>,
+    pub(crate) batch_size: Option<u32>,
+    pub(crate) maximum_retry_attempts: Option<u32>,
+    pub(crate) on_failure: Option<String>,
+    pub(crate) maximum_record_age: Option<String>,
+    pub(crate) retry_stream: Option<String>,
     /// How its subscriptions read: `"polling"` (default) or `"fan-out"`.
-    pub read: Option<ReadMode>,
-    pub enabled: Option<bool>,
+    pub(crate) read: Option<ReadMode>,
+    pub(crate) enabled: Option<bool>,
     /// The same settings for one subscription, by subscriber name; they win over the tenant's.
     #[serde(default)]
-    pub subscriptions: BTreeMap<String, MappingSettings>,
+    pub(crate) subscriptions: BTreeMap<String, MappingSettings>,
+}
+
+impl TenantSection {
+    /// The tenant's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Each of its component files (resolved against the tenants file's folder), with where
+    /// the file names it.
+    pub fn components(&self) -> impl Iterator<Item = (&Path, &ComponentSource)> {
+        self.components
+            .iter()
+            .map(PathBuf::as_path)
+            .zip(&self.sources)
+    }
 }
 
 /// Lambda's `StartingPosition`, in our spelling or in Lambda's own.
@@ -486,7 +515,7 @@ impl TenantSection {
 
     /// The operator's settings of every subscriber the file names, over the tenant's own; and
     /// the tenant's own for any other subscriber.
-    pub(crate) fn operator_settings(&self) -> OperatorConfig {
+    pub fn operator_settings(&self) -> OperatorConfig {
         let tenant = self.mapping();
         OperatorConfig {
             by_subscriber: self
@@ -501,14 +530,14 @@ impl TenantSection {
 
 /// A tenant's operator settings, ready for its components' subscriptions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct OperatorConfig {
+pub struct OperatorConfig {
     by_subscriber: BTreeMap<String, OperatorSettings>,
     others: OperatorSettings,
 }
 
 impl OperatorConfig {
     /// The settings of each of `subscriptions`.
-    pub(crate) fn for_subscriptions(
+    pub fn for_subscriptions(
         &self,
         subscriptions: &[SubscriptionSpec],
     ) -> HashMap<String, OperatorSettings> {
@@ -526,30 +555,30 @@ impl OperatorConfig {
 /// defaults (see `docs/sandbox.md`, "Defaults, and why", for each one and why).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct LimitOverrides {
-    pub call_deadline_ms: Option<u64>,
-    pub memory_mib: Option<usize>,
-    pub memory_budget_mib: Option<usize>,
-    pub cpu_weight: Option<u32>,
-    pub fuel: Option<u64>,
-    pub max_tables: Option<usize>,
-    pub max_memories: Option<usize>,
-    pub max_table_elements: Option<usize>,
-    pub max_instances: Option<usize>,
-    pub max_host_resources: Option<usize>,
-    pub max_subscriptions: Option<usize>,
-    pub max_metric_series: Option<usize>,
-    pub log_lines_per_record: Option<u32>,
-    pub log_bytes_per_record: Option<usize>,
-    pub log_lines_per_call: Option<u32>,
-    pub log_bytes_per_call: Option<usize>,
-    pub log_lines_per_second: Option<u32>,
-    pub host_log_lines_per_second: Option<u32>,
-    pub max_delay_ms: Option<u64>,
-    pub min_copy_delay_ms: Option<u64>,
-    pub max_hold_ms: Option<u64>,
-    pub write_records_per_second: Option<u32>,
-    pub write_bytes_per_second: Option<u64>,
+pub struct LimitOverrides {
+    pub(crate) call_deadline_ms: Option<u64>,
+    pub(crate) memory_mib: Option<usize>,
+    pub(crate) memory_budget_mib: Option<usize>,
+    pub(crate) cpu_weight: Option<u32>,
+    pub(crate) fuel: Option<u64>,
+    pub(crate) max_tables: Option<usize>,
+    pub(crate) max_memories: Option<usize>,
+    pub(crate) max_table_elements: Option<usize>,
+    pub(crate) max_instances: Option<usize>,
+    pub(crate) max_host_resources: Option<usize>,
+    pub(crate) max_subscriptions: Option<usize>,
+    pub(crate) max_metric_series: Option<usize>,
+    pub(crate) log_lines_per_record: Option<u32>,
+    pub(crate) log_bytes_per_record: Option<usize>,
+    pub(crate) log_lines_per_call: Option<u32>,
+    pub(crate) log_bytes_per_call: Option<usize>,
+    pub(crate) log_lines_per_second: Option<u32>,
+    pub(crate) host_log_lines_per_second: Option<u32>,
+    pub(crate) max_delay_ms: Option<u64>,
+    pub(crate) min_copy_delay_ms: Option<u64>,
+    pub(crate) max_hold_ms: Option<u64>,
+    pub(crate) write_records_per_second: Option<u32>,
+    pub(crate) write_bytes_per_second: Option<u64>,
 }
 
 impl LimitOverrides {
@@ -753,7 +782,7 @@ impl Mistake {
 /// Where a component file is named in the tenants file, and how it is written there: what a
 /// message about the file shows, rather than the path it resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ComponentSource {
+pub struct ComponentSource {
     /// The path as the tenants file writes it.
     pub written: String,
     /// The file, line and key: `config file F, line 3, `tenants[0].components[1]``.
@@ -771,12 +800,12 @@ impl ComponentSource {
     /// `tenants[0].components[1]` = "acme/ledger.wasm"`. `check --config` and `run` (its log,
     /// its `partial start` line, readiness, and the error it ends with when nothing starts)
     /// name a component of a tenants file with these words, followed by `: ` and the reason.
-    pub(crate) fn named(&self, tenant: &str) -> String {
+    pub fn named(&self, tenant: &str) -> String {
         format!("tenant `{tenant}`, {self}")
     }
 
     /// The path as the tenants file writes it, as a refusal shows it.
-    pub(crate) fn shown_path(&self) -> String {
+    pub fn shown_path(&self) -> String {
         escape_controls(&self.written).into_owned()
     }
 }
@@ -820,7 +849,7 @@ impl Config {
     ///
     /// # Errors
     /// [`ConfigError::LeaseTable`], naming the file and the key.
-    pub(crate) fn check_lease_table(&self, path: &Path, template: &str) -> Result<(), ConfigError> {
+    pub fn check_lease_table(&self, path: &Path, template: &str) -> Result<(), ConfigError> {
         let busiest = self.tenants.iter().map(|t| t.components.len()).max();
         TableTemplate::new(template, self.tenants.len(), busiest.unwrap_or(0))
             .map(drop)
@@ -835,7 +864,7 @@ impl Config {
     /// # Errors
     /// When the file cannot be read, is not valid TOML of this shape (the error says where),
     /// or names a tenant twice, an invalid stream, or a zero limit.
-    pub(crate) fn load(path: &Path) -> Result<Self, ConfigError> {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
@@ -921,14 +950,24 @@ impl Config {
         Ok(())
     }
 
+    /// Its `[host]` section.
+    pub fn host(&self) -> &HostSection {
+        &self.host
+    }
+
+    /// Its tenants, in file order.
+    pub fn tenants(&self) -> &[TenantSection] {
+        &self.tenants
+    }
+
     /// Whether a tenant (or `[defaults]`) sets `fuel`: the engine must then meter fuel, which
     /// costs every call, so it is on only when asked for.
-    pub(crate) fn uses_fuel(&self) -> bool {
+    pub fn uses_fuel(&self) -> bool {
         self.defaults.fuel.is_some() || self.tenants.iter().any(|t| t.limits.fuel.is_some())
     }
 
     /// The tenant configured in `section`.
-    pub(crate) fn tenant(&self, section: &TenantSection) -> Tenant {
+    pub fn tenant(&self, section: &TenantSection) -> Tenant {
         let limits = section.limits.apply(self.defaults.apply(Limits::default()));
         let tenant = Tenant::new(&section.name)
             .subscribe(StreamGrant::only(section.subscribe.iter().cloned()))

@@ -16,7 +16,34 @@ use ruststream_kinesis::redrive::RedriveReport;
 use ruststream_runtime::sync::lock;
 
 use super::{StateError, create_private_dir, file_name, read_json, write_atomic};
-use crate::redrive::RedriveRequest;
+
+/// `POST /v1/redrives`: a redrive of `stream`'s dead letters, as `ruststream redrive` takes it
+/// (`since` and `until` RFC 3339 or ms since the epoch, as text). With `dry_run`, the answer is
+/// the plan; otherwise the redrive starts in the host and the answer is its first progress.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveRequest {
+    /// The dead-letter stream.
+    pub stream: String,
+    /// Only this tenant's dead letters.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Only those dead-lettered for this reason.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Only those that reached the stream at or after this time.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Only those that reached it at or before this time.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// Its name (default: derived from the stream and filter, as the verb derives it).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Only say what would move.
+    #[serde(default)]
+    pub dry_run: bool,
+}
 
 /// One kept redrive.
 #[derive(Debug, Clone, Serialize, Deserialize)]

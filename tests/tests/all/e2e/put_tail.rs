@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 
 use aws_sdk_kinesis::config::{Credentials, SharedCredentialsProvider};
 use ruststream_fleet::aws::AwsOptions;
-use ruststream_fleet::put::{PutOptions, put};
-use ruststream_fleet::tail::{TailError, TailFrom, TailOptions, tail};
 use ruststream_tests::fixture::Fixture;
+use ruststream_tools::put::{PutOptions, put};
+use ruststream_tools::tail::{TailError, TailFrom, TailOptions, tail};
 use serde_json::Value;
 
 /// The fixture's Kinesis, with credentials in hand (the test's environment has none).

@@ -24,8 +24,8 @@ use ruststream_runtime::{
 };
 use tokio::sync::mpsc;
 
-use crate::engine::{CompileCache, EngineError, runtime_config};
-use crate::watch::{FileWatch, WatchError};
+use ruststream_fleet::engine::{CompileCache, EngineError, runtime_config};
+use ruststream_fleet::watch::{FileWatch, WatchError};
 
 /// The target tenant components are built for.
 const TARGET: &str = "wasm32-wasip2";

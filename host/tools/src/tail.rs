@@ -15,7 +15,7 @@ use ruststream_runtime::dead_letter::DeadLetterOrigin;
 use ruststream_runtime::envelope;
 use serde_json::{Map, Value, json};
 
-use crate::aws::AwsOptions;
+use ruststream_fleet::aws::AwsOptions;
 
 /// How long `--follow` waits after a read that found nothing new.
 const FOLLOW_PAUSE: Duration = Duration::from_secs(1);

@@ -1,15 +1,12 @@
 //! Tests of the client: POSITION parsing, URLs and path segments, and every request over real
 //! HTTP on loopback against the admin server with the fake host.
 
-use std::sync::Arc;
-
 use hyper::StatusCode;
 
 use super::*;
-use crate::admin::fake::{FakeControl, SHARDS, TENANT, sample_status};
-use crate::admin::tests::{test_tls, test_token};
-use crate::admin::{AdminOptions, serve};
-use crate::http_server::HttpServer;
+use ruststream_fleet::admin::fake::{
+    FakeAdmin, SHARDS, TENANT, sample_status, test_certificate, test_token,
+};
 
 const TOKEN: &str = "client-test-token-0123456789abcdef0123";
 
@@ -97,19 +94,6 @@ fn server_errors_keep_the_servers_message() {
     assert!(matches!(error, ClientError::Decode { .. }), "{error}");
 }
 
-fn options() -> AdminOptions {
-    AdminOptions {
-        addr: "127.0.0.1:0".parse().expect("an address"),
-        allow_remote: false,
-        tls: None,
-        token: test_token(TOKEN),
-        hosts: Vec::new(),
-        max_upload: 1 << 20,
-        audit: crate::admin::AuditLog::new("test", None),
-        tenant_tokens: None,
-    }
-}
-
 fn credentials(token: &str) -> Credentials {
     Credentials {
         token: test_token(token),
@@ -118,17 +102,16 @@ fn credentials(token: &str) -> Credentials {
     }
 }
 
-async fn started() -> (Arc<FakeControl>, HttpServer, AdminClient) {
-    let fake = Arc::new(FakeControl::default());
-    let server = serve(options(), fake.clone()).await.expect("a free port");
+async fn started() -> (FakeAdmin, AdminClient) {
+    let server = FakeAdmin::serve(TOKEN).await.expect("a free port");
     let url = format!("http://{}", server.local_addr());
     let client = AdminClient::new(&url, credentials(TOKEN)).expect("a URL");
-    (fake, server, client)
+    (server, client)
 }
 
 #[tokio::test]
 async fn every_request_over_loopback() {
-    let (fake, server, client) = started().await;
+    let (server, client) = started().await;
 
     assert_eq!(client.status().await.expect("a status"), sample_status());
 
@@ -144,7 +127,7 @@ async fn every_request_over_loopback() {
     let deployed = client.deploy(TENANT, "ledger", b"\0asm\x0d\0\x01\0".to_vec());
     let deployed = deployed.await.expect("a deploy");
     assert_eq!((deployed.app.as_str(), deployed.swapped), ("ledger", true));
-    let asked = fake.deploys.lock().unwrap().clone();
+    let asked = server.control().deploys.lock().unwrap().clone();
     assert_eq!(asked, [(TENANT.to_owned(), "ledger".to_owned(), 8)]);
 
     let gone = client.undeploy(TENANT, "fresh").await.expect("an undeploy");
@@ -169,7 +152,7 @@ async fn every_request_over_loopback() {
 
 #[tokio::test]
 async fn refusals_over_loopback_are_one_line_errors() {
-    let (_fake, server, client) = started().await;
+    let (server, client) = started().await;
 
     let error = client.pause("bob").await.expect_err("unknown tenant");
     assert_eq!(error.to_string(), "no tenant `bob` (404 Not Found)");
@@ -199,7 +182,7 @@ async fn refusals_over_loopback_are_one_line_errors() {
 
 #[tokio::test]
 async fn a_host_not_running_is_a_connect_error() {
-    let (_fake, server, client) = started().await;
+    let (server, client) = started().await;
     server.shutdown().await.expect("a clean stop");
     let error = client.status().await.expect_err("nothing listens");
     assert!(matches!(error, ClientError::Connect { .. }), "{error}");
@@ -212,7 +195,7 @@ async fn a_host_not_running_is_a_connect_error() {
 
 #[tokio::test]
 async fn a_refused_token_says_where_it_was_read() {
-    let (_fake, server, _) = started().await;
+    let (server, _) = started().await;
     let url = format!("http://{}", server.local_addr());
     let client =
         AdminClient::new(&url, credentials("another-token-0123456789abcdef012345")).expect("a URL");
@@ -228,16 +211,11 @@ async fn a_refused_token_says_where_it_was_read() {
 
 #[tokio::test]
 async fn https_with_the_hosts_certificate() {
-    let fake = Arc::new(FakeControl::default());
-    let tls = test_tls("key.pem");
-    let options = AdminOptions {
-        tls: Some(tls.clone()),
-        ..options()
-    };
-    let server = serve(options, fake).await.expect("a free port");
+    let server = FakeAdmin::serve_tls(TOKEN).await.expect("a free port");
+    let (cert, key) = test_certificate();
     let port = server.local_addr().port();
     let trusting = Credentials {
-        ca: Some(tls.cert.clone()),
+        ca: Some(cert),
         ..credentials(TOKEN)
     };
     // The certificate names 127.0.0.1 and localhost.
@@ -250,7 +228,7 @@ async fn https_with_the_hosts_certificate() {
         AdminClient::new(&format!("http://127.0.0.1:{port}"), trusting.clone()).expect("a URL");
     plain.status().await.expect_err("plain HTTP to a TLS port");
     let not_trusting = Credentials {
-        ca: Some(tls.key.clone()),
+        ca: Some(key),
         ..credentials(TOKEN)
     };
     let error = AdminClient::new(&format!("https://127.0.0.1:{port}"), not_trusting)

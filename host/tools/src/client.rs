@@ -26,13 +26,13 @@ use rustls::pki_types::pem::PemObject as _;
 use ruststream_runtime::escape::{escape_controls, quote};
 use serde::de::DeserializeOwned;
 
-use crate::admin::certificates::GivenCertificates;
-use crate::admin::model::{
+use ruststream_fleet::admin::certificates::GivenCertificates;
+use ruststream_fleet::admin::model::{
     AppVersionList, AuditList, Deployed, ErrorBody, ErrorList, HostStatus, Moved, PauseState,
     RollbackTo, SeekPosition, ShadowDeployed, ShadowDropped, TokenList, TokenMade, TokenRevoked,
     Undeployed,
 };
-use crate::admin::token::AdminToken;
+use ruststream_fleet::admin::token::AdminToken;
 
 /// `route` queried as the audit trail and the recent errors are: `?since_ms=&limit=&tenant=`.
 fn trail_path(route: &str, tenant: Option<&str>, since_ms: u64, limit: usize) -> String {

@@ -13,7 +13,7 @@ use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use ruststream_runtime::envelope;
 use ruststream_runtime::record::Header;
 
-use crate::aws::AwsOptions;
+use ruststream_fleet::aws::AwsOptions;
 
 /// Records per PutRecords call: Kinesis's own maximum.
 const PER_CALL: usize = 500;

@@ -29,7 +29,7 @@ use ruststream_runtime::{
     testing::{ExistingStreams, MissingStream, TestAppError},
 };
 
-use crate::engine::{CompileCache, EngineError, runtime_config};
+use ruststream_fleet::engine::{CompileCache, EngineError, runtime_config};
 
 /// Exit status of a run whose expectations do not all hold.
 pub const FAILED: u8 = 1;

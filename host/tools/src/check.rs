@@ -15,8 +15,8 @@ use ruststream_runtime::{
     tenant::{Limits, LogLimits},
 };
 
-use crate::config::{Config, ConfigError, OperatorConfig, component_file};
-use crate::engine::{CompileCache, EngineError, runtime_config};
+use ruststream_fleet::config::{Config, ConfigError, OperatorConfig, component_file};
+use ruststream_fleet::engine::{CompileCache, EngineError, runtime_config};
 
 /// Why a check failed: the tenants file, the engine, or the components refused (each refusal
 /// is written on its own line before).
@@ -91,13 +91,10 @@ pub async fn check_config(
     out: &mut dyn Write,
 ) -> Result<(), CheckError> {
     let config = Config::load(path)?;
-    let host = &config.host;
-    let template = host
-        .lease_table
-        .as_deref()
-        .unwrap_or(DEFAULT_TABLE_TEMPLATE);
+    let host = config.host();
+    let template = host.lease_table().unwrap_or(DEFAULT_TABLE_TEMPLATE);
     config.check_lease_table(path, template)?;
-    let cache = compile.cache_dir(host.compile_cache.as_ref());
+    let cache = compile.cache_dir(host.compile_cache());
     let runtime = Runtime::new(runtime_config(
         host.compile_limits(),
         cache,
@@ -106,10 +103,10 @@ pub async fn check_config(
     .map_err(EngineError::from)?;
     let max_bytes = runtime.config().compile.limits.max_bytes;
     let (mut failed, mut total) = (0, 0);
-    for section in &config.tenants {
+    for section in config.tenants() {
         let tenant = Arc::new(config.tenant(section));
         let operator = section.operator_settings();
-        for (component, source) in section.components.iter().zip(&section.sources) {
+        for (component, source) in section.components() {
             total += 1;
             let log = LogSink::silent();
             let read = component_file::read(component, &source.shown_path(), max_bytes).await;
@@ -120,7 +117,7 @@ pub async fn check_config(
                 }
                 Err(reason) => Err(reason),
             };
-            let passed = report(&source.named(&section.name), loaded, &log, out)?;
+            let passed = report(&source.named(section.name()), loaded, &log, out)?;
             failed += usize::from(!passed);
         }
     }
@@ -131,7 +128,7 @@ pub async fn check_config(
         out,
         "ok    {}: {total} components of {} tenants",
         path.display(),
-        config.tenants.len()
+        config.tenants().len()
     )?;
     Ok(())
 }

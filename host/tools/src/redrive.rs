@@ -20,44 +20,15 @@ use ruststream_kinesis::redrive::{
     DryRun, Redrive, RedriveError, RedriveReport, RedriveSpec, RedriveState,
 };
 use ruststream_runtime::clock::{Clock, SystemClock};
-use serde::{Deserialize, Serialize};
 
-use crate::aws::AwsOptions;
-use crate::config::{Config, ConfigError};
+use ruststream_fleet::aws::AwsOptions;
+use ruststream_fleet::config::{Config, ConfigError};
 
 /// The DynamoDB table redrives keep their progress in unless told otherwise.
 pub use ruststream_kinesis::redrive::DEFAULT_TABLE;
 /// A `--since`/`--until` time (RFC 3339, or ms since the epoch) read, and what is wrong with
 /// one that is not.
 pub use ruststream_kinesis::redrive::filter::{TimeError, parse_time};
-
-/// `POST /v1/redrives`: a redrive of `stream`'s dead letters, as `ruststream redrive` takes it
-/// (`since` and `until` RFC 3339 or ms since the epoch, as text). With `dry_run`, the answer is
-/// the plan; otherwise the redrive starts in the host and the answer is its first progress.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RedriveRequest {
-    /// The dead-letter stream.
-    pub stream: String,
-    /// Only this tenant's dead letters.
-    #[serde(default)]
-    pub tenant: Option<String>,
-    /// Only those dead-lettered for this reason.
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// Only those that reached the stream at or after this time.
-    #[serde(default)]
-    pub since: Option<String>,
-    /// Only those that reached it at or before this time.
-    #[serde(default)]
-    pub until: Option<String>,
-    /// Its name (default: derived from the stream and filter, as the verb derives it).
-    #[serde(default)]
-    pub id: Option<String>,
-    /// Only say what would move.
-    #[serde(default)]
-    pub dry_run: bool,
-}
 
 /// How many of the dead letters a dry run would move it lists.
 const LISTED: usize = 10;
@@ -135,9 +106,9 @@ pub struct RedriveOptions {
 pub async fn redrive(args: RedriveOptions, out: &mut dyn Write) -> Result<(), RedriveVerbError> {
     let config = Config::load(&args.config)?;
     let tenants: Tenants = config
-        .tenants
+        .tenants()
         .iter()
-        .map(|section| (section.name.clone(), Arc::new(config.tenant(section))))
+        .map(|section| (section.name().to_owned(), Arc::new(config.tenant(section))))
         .collect();
     let shared = args.aws.shared_config().await;
     let kinesis = aws_sdk_kinesis::Client::new(&args.aws.kinesis(&shared));
