@@ -270,7 +270,7 @@ cat >"$run/config/tenants.toml" <<'EOF'
 lease_store = "memory"
 
 [defaults]
-call_deadline_ms = 5000
+call_deadline = "5s"
 memory_mib = 64
 
 [[tenants]]

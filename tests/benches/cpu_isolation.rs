@@ -228,7 +228,7 @@ async fn shares() -> anyhow::Result<(f64, f64)> {
         subscribe = ["work"]
         publish = ["work", "work.dead", "work.out"]
         quarantine_after = 1000000
-        limits = {{ call_deadline_ms = 2000 }}
+        limits = {{ call_deadline = "2s" }}
         {eight}"#,
         one = guests::BURNER_SPIN.path().display(),
         eight = spinner("eight", 2_000),

@@ -84,7 +84,7 @@ async fn measure(
             "--region",
             "us-east-1",
         ])
-        .args(["--poll-interval-ms", &IDLE_POLL.as_millis().to_string()])
+        .args(["--poll-interval", &format!("{}ms", IDLE_POLL.as_millis())])
         .args(["--admin-addr", "off", "--metrics-addr", "off"])
         // Its own state directory: kept versions stay out of the user's.
         .env("RUSTSTREAM_STATE_DIR", dir.join("state"))

@@ -114,7 +114,7 @@ async fn run() -> anyhow::Result<()> {
             "--region",
             "us-east-1",
         ])
-        .args(["--poll-interval-ms", "200"])
+        .args(["--poll-interval", "200ms"])
         .args(["--admin-addr", "off", "--metrics-addr", "off"])
         // Its own state directory: kept versions stay out of the user's.
         .env("RUSTSTREAM_STATE_DIR", dir.join("state"))

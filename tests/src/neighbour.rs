@@ -32,7 +32,7 @@ pub fn neighbour(deadline_ms: u64) -> String {
         components = ["{burner}"]
         subscribe = ["work"]
         publish = ["work", "work.dead", "work.out"]
-        limits = {{ call_deadline_ms = {deadline_ms} }}
+        limits = {{ call_deadline = "{deadline_ms}ms" }}
         "#,
         burner = guests::BURNER.path().display(),
     )
@@ -48,7 +48,7 @@ pub fn spinner(name: &str, deadline_ms: u64) -> String {
         components = ["{spin}"]
         subscribe = ["hostile"]
         quarantine_after = 1000000
-        limits = {{ call_deadline_ms = {deadline_ms} }}
+        limits = {{ call_deadline = "{deadline_ms}ms" }}
         "#,
         spin = guests::HOSTILE_SPIN.path().display(),
     )

@@ -81,7 +81,7 @@ pub fn host_command(config: &Path, kinesis_endpoint: &str, args: &[&str]) -> Com
         .args(["run", "--config"])
         .arg(config)
         .args(["--kinesis-endpoint", kinesis_endpoint])
-        .args(["--region", "us-east-1", "--poll-interval-ms", "200"])
+        .args(["--region", "us-east-1", "--poll-interval", "200ms"])
         .args([
             "--admin-addr",
             "127.0.0.1:0",

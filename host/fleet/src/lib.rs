@@ -92,6 +92,7 @@ pub mod json_log;
 pub mod metrics;
 pub mod recent_errors;
 pub mod run;
+pub mod settings;
 pub mod state;
 pub mod tokens;
 pub mod watch;

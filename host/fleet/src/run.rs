@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_kinesis::{Host, HostConfig, kinesis::ReaderConfig, lease::DEFAULT_TABLE_TEMPLATE};
+use ruststream_kinesis::{Host, HostConfig, lease::DEFAULT_TABLE_TEMPLATE};
 use ruststream_runtime::{
     Runtime, RuntimeConfig, component::compile::CompileLimits, cpu::Compute, escape::one_line,
     rollout::RolloutPolicy,
@@ -31,13 +31,15 @@ use crate::admin::tls::TlsFiles;
 use crate::admin::token::{AdminToken, TOKEN_ENV, TokenError};
 use crate::admin::{self, AdminOptions, AdminStartError, AuditLog};
 use crate::aws::AwsOptions;
-use crate::config::{Config, ConfigError, HostSection, LeaseStoreKind};
+use crate::config::{Config, ConfigError};
 use crate::desired::DESIRED_TABLE;
 use crate::engine::{CompileCache, CompileIn, EngineError, runtime_config_in};
 use crate::fleet::{Fleet, LeaseSettings, TenantSources};
 use crate::http_server::HttpServer;
 use crate::identity::Identities;
 use crate::recent_errors::RecentErrors;
+use crate::settings::deprecated::GivenTwice;
+use crate::settings::{HostSettings, LeaseStoreKind, SettingError};
 use crate::state::audit::AuditFile;
 use crate::state::versions::DEFAULT_KEEP;
 use crate::state::{Kept, StateDir, StateError};
@@ -84,8 +86,14 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    /// A deprecated flag (`--lease-ttl-ms`) given beside the one that replaces it.
+    #[error(transparent)]
+    DeprecatedFlag(#[from] GivenTwice),
+    /// A flag (or an embedder's setting) whose value no host can run with.
+    #[error("--{flag}: {error}", flag = .0.key.replace('_', "-"), error = .0)]
+    Setting(SettingError),
     /// The lease renewal interval is not shorter than the lease's time to live.
-    #[error("--renew-interval-ms ({renew:?}) must be shorter than --lease-ttl-ms ({ttl:?})")]
+    #[error("--renew-interval ({renew:?}) must be shorter than --lease-ttl ({ttl:?})")]
     Timing {
         /// The renewal interval.
         renew: Duration,
@@ -154,31 +162,11 @@ pub struct RunOptions {
     /// Where components are compiled: the bounded worker unless an embedder whose components
     /// are all trusted opts in to this process.
     pub compile_in: CompileIn,
-    /// Where leases and checkpoints live.
-    pub lease_store: Option<LeaseStoreKind>,
-    /// DynamoDB lease table; `{tenant}` and `{app}` are replaced.
-    pub lease_table: Option<String>,
-    /// Create lease tables that do not exist.
-    pub create_lease_table: bool,
+    /// The host's settings given here, as `run`'s flags give them: each one given wins over
+    /// the tenants file's `[host]` key, which wins over the built-in default.
+    pub settings: HostSettings,
     /// This host's lease owner id (default: unique per process).
     pub owner_id: Option<String>,
-    /// Most records per GetRecords (1-10000).
-    pub get_records_limit: Option<i32>,
-    /// Threads that run guest calls (default: one per core).
-    pub compute_threads: Option<u16>,
-    /// Pause after an empty read, in milliseconds.
-    pub poll_interval_ms: Option<u64>,
-    /// Least time between two checkpoint writes of a shard, in milliseconds.
-    pub checkpoint_interval_ms: Option<u64>,
-    /// How long a lease lives without renewal, in milliseconds.
-    pub lease_ttl_ms: Option<u64>,
-    /// How often a held lease is renewed, in milliseconds.
-    pub renew_interval_ms: Option<u64>,
-    /// How often shards are re-listed and leases balanced, in milliseconds.
-    pub shard_sync_interval_ms: Option<u64>,
-    /// How long a stop waits for calls to finish and checkpoints to be flushed, in
-    /// milliseconds.
-    pub shutdown_grace_ms: Option<u64>,
     /// How many calls of a swapped-in version are judged against the last calls of the
     /// version it replaced.
     pub rollout_calls: u32,
@@ -202,9 +190,6 @@ pub struct RunOptions {
     /// every host of a fleet alike: no token file is read or made. Not together with
     /// `admin_token_file`.
     pub admin_token: Option<AdminToken>,
-    /// Where the host keeps its state [default: `[host] state_dir`, else
-    /// $XDG_DATA_HOME/ruststream, or ~/.local/share/ruststream].
-    pub state_dir: Option<PathBuf>,
     /// Where Prometheus metrics are served; `None` for nowhere.
     pub metrics_addr: Option<SocketAddr>,
     /// Where the warnings and errors the process logs are kept for the console and
@@ -222,18 +207,8 @@ impl Default for RunOptions {
             aws: AwsOptions::default(),
             compile: CompileCache::default(),
             compile_in: CompileIn::Worker,
-            lease_store: None,
-            lease_table: None,
-            create_lease_table: false,
+            settings: HostSettings::default(),
             owner_id: None,
-            get_records_limit: None,
-            compute_threads: None,
-            poll_interval_ms: None,
-            checkpoint_interval_ms: None,
-            lease_ttl_ms: None,
-            renew_interval_ms: None,
-            shard_sync_interval_ms: None,
-            shutdown_grace_ms: None,
             rollout_calls: DEFAULT_ROLLOUT_CALLS,
             rollout_margin: DEFAULT_ROLLOUT_MARGIN,
             admin_addr: Some(admin::DEFAULT_ADDR),
@@ -243,7 +218,6 @@ impl Default for RunOptions {
             admin_hosts: Vec::new(),
             admin_token_file: None,
             admin_token: None,
-            state_dir: None,
             metrics_addr: Some(metrics::DEFAULT_ADDR),
             recent_errors: RecentErrors::new(),
         }
@@ -299,7 +273,8 @@ impl RunningHost {
     pub async fn start(args: RunOptions) -> Result<Self, RunError> {
         // Read once for what `run` settles at start; the fleet reads it again on every reload.
         let file = args.config.as_deref().map(Config::load).transpose()?;
-        let settings = Settings::new(&args, file.as_ref())?;
+        let host = host_settings(&args.settings, file.as_ref())?;
+        let settings = Settings::new(&host, args.settings.lease_table.is_some(), file.as_ref())?;
         // Before the runtime: its compiles are counted.
         let recorder = args
             .metrics_addr
@@ -319,7 +294,7 @@ impl RunningHost {
             })?)
         })?;
         let identities = Identities::new(&args.aws).await;
-        let config = host_config(&args, file.as_ref().map(|c| &c.host));
+        let config = host_config(&args, &host);
         if config.renew_interval >= config.lease_ttl {
             return Err(RunError::Timing {
                 renew: config.renew_interval,
@@ -344,7 +319,7 @@ impl RunningHost {
             args.recent_errors.clone(),
         );
         fleet.check_config().map_err(RunError::Tenants)?;
-        share_deploys(&fleet, file.as_ref().map(|c| &c.host), &deploys_need).await?;
+        share_deploys(&fleet, &host, &deploys_need).await?;
         // Locked for as long as this host runs: a second host on the same directory is refused.
         // Opened once the config is known to load, before anything is read from it or written.
         let state_dir = StateDir::open(&settings.state_dir)?;
@@ -664,62 +639,33 @@ fn resume(fleet: &Fleet) {
     });
 }
 
-/// The host's settings: each flag (or its environment variable) over the tenants file's
-/// `[host]` key, over the built-in default.
-fn host_config(args: &RunOptions, file: Option<&HostSection>) -> HostConfig {
+/// The host's settings: those `given` (the flags, or an embedder's), with their old spellings
+/// folded in (each one warned about), over the tenants file's `[host]`.
+///
+/// # Errors
+/// An old flag beside its new one, or a value no host can run with.
+fn host_settings(given: &HostSettings, file: Option<&Config>) -> Result<HostSettings, RunError> {
+    let mut given = given.clone();
+    for deprecation in given.fold_deprecated()? {
+        deprecation.warn();
+    }
+    given.check().map_err(RunError::Setting)?;
+    Ok(given.over(file.map(|c| c.host().clone()).unwrap_or_default()))
+}
+
+/// The Kinesis side's configuration: `settings` over the built-in defaults, with this host's
+/// owner id and rollout policy.
+fn host_config(args: &RunOptions, settings: &HostSettings) -> HostConfig {
     let defaults = HostConfig::default();
-    let timing = |flag: Option<u64>, key: fn(&HostSection) -> Option<Duration>, default| {
-        flag.map(Duration::from_millis)
-            .or_else(|| file.and_then(key))
-            .unwrap_or(default)
-    };
-    let reader = ReaderConfig::default();
     HostConfig {
-        owner_id: args.owner_id.clone().unwrap_or(defaults.owner_id),
-        reader: ReaderConfig {
-            batch_limit: args
-                .get_records_limit
-                .or_else(|| file.and_then(|f| f.get_records_limit))
-                .unwrap_or(reader.batch_limit),
-            poll_interval: timing(
-                args.poll_interval_ms,
-                |f| f.timing(&f.poll_interval),
-                reader.poll_interval,
-            ),
-            ..reader
-        },
-        checkpoint_interval: timing(
-            args.checkpoint_interval_ms,
-            |f| f.timing(&f.checkpoint_interval),
-            defaults.checkpoint_interval,
-        ),
-        lease_ttl: timing(
-            args.lease_ttl_ms,
-            |f| f.timing(&f.lease_ttl),
-            defaults.lease_ttl,
-        ),
-        renew_interval: timing(
-            args.renew_interval_ms,
-            |f| f.timing(&f.renew_interval),
-            defaults.renew_interval,
-        ),
-        shard_sync_interval: timing(
-            args.shard_sync_interval_ms,
-            |f| f.timing(&f.shard_sync_interval),
-            defaults.shard_sync_interval,
-        ),
-        shutdown_grace: timing(
-            args.shutdown_grace_ms,
-            |f| f.timing(&f.shutdown_grace),
-            defaults.shutdown_grace,
-        ),
+        owner_id: args.owner_id.clone().unwrap_or(defaults.owner_id.clone()),
         rollout: RolloutPolicy {
             calls: args.rollout_calls,
             margin: args.rollout_margin,
             // With fleet deploys, one judge decides for every host from all their counts.
-            local_verdicts: file.is_none_or(|host| host.component_bucket.is_none()),
+            local_verdicts: settings.component_bucket.is_none(),
         },
-        publish_timeout: defaults.publish_timeout,
+        ..settings.host_config(defaults)
     }
 }
 
@@ -738,42 +684,33 @@ struct Settings {
 }
 
 impl Settings {
-    fn new(args: &RunOptions, config: Option<&Config>) -> Result<Self, RunError> {
-        let host = config.map(|c| &c.host);
-        let template = args
-            .lease_table
-            .clone()
-            .or(host.and_then(|h| h.lease_table.clone()))
-            .unwrap_or_else(|| DEFAULT_TABLE_TEMPLATE.to_owned());
+    /// `host` (the flags over the file), with `table_from_flag` when the lease table template
+    /// was given as a flag.
+    fn new(
+        host: &HostSettings,
+        table_from_flag: bool,
+        config: Option<&Config>,
+    ) -> Result<Self, RunError> {
         Ok(Self {
             leases: LeaseSettings {
-                kind: args
-                    .lease_store
-                    .or(host.and_then(|h| h.lease_store))
-                    .unwrap_or(LeaseStoreKind::Memory),
-                template,
-                template_from_flag: args.lease_table.is_some(),
-                create_table: args.create_lease_table
-                    || host.and_then(|h| h.create_lease_table).unwrap_or(false),
+                kind: host.lease_store.unwrap_or(LeaseStoreKind::Memory),
+                template: (host.lease_table.clone())
+                    .unwrap_or_else(|| DEFAULT_TABLE_TEMPLATE.to_owned()),
+                template_from_flag: table_from_flag,
+                create_table: host.create_lease_table.unwrap_or(false),
             },
-            compile_limits: host.map(|h| h.compile_limits()).unwrap_or_default(),
-            compile_cache: args
-                .compile
-                .cache_dir(host.and_then(|h| h.compile_cache.as_ref())),
+            compile_limits: host.compile_limits(),
+            compile_cache: host.compile_cache.clone(),
             fuel: config.is_some_and(Config::uses_fuel),
-            compute: args
+            compute: host
                 .compute_threads
-                .or(host.and_then(|h| h.compute_threads))
                 .map_or_else(Compute::pool, |threads| Compute::Pool {
                     threads: usize::from(threads),
                 }),
-            state_dir: args
-                .state_dir
-                .clone()
-                .or_else(|| host.and_then(|h| h.state_dir.clone()))
+            state_dir: (host.state_dir.clone())
                 .or_else(state::default_dir)
                 .ok_or(RunError::NoStateDir)?,
-            keep_versions: host.and_then(|h| h.keep_versions).unwrap_or(DEFAULT_KEEP),
+            keep_versions: host.keep_versions.unwrap_or(DEFAULT_KEEP),
         })
     }
 }
@@ -782,10 +719,10 @@ impl Settings {
 /// desired state is kept beside the lease tables, so DynamoDB leases are required.
 async fn share_deploys(
     fleet: &Fleet,
-    host: Option<&HostSection>,
+    host: &HostSettings,
     need: &DeploysNeed,
 ) -> Result<(), RunError> {
-    let Some(bucket) = host.and_then(|h| h.component_bucket.as_deref()) else {
+    let Some(bucket) = host.component_bucket.as_deref() else {
         return Ok(());
     };
     if !need.dynamo_leases {
@@ -795,9 +732,7 @@ async fn share_deploys(
                 .to_owned(),
         ));
     }
-    let table = host
-        .and_then(|h| h.desired_table.as_deref())
-        .unwrap_or(DESIRED_TABLE);
+    let table = host.desired_table.as_deref().unwrap_or(DESIRED_TABLE);
     fleet
         .share_deploys(bucket, table, need.create_table, need.keep)
         .await
@@ -879,21 +814,59 @@ mod tests {
 
     #[test]
     fn a_flag_wins_over_the_file_which_wins_over_the_default() -> anyhow::Result<()> {
-        let file: crate::config::Config = toml::from_str(
+        let file = crate::config::Config::parse(
+            std::path::Path::new("tenants.toml"),
             "[host]\nlease_ttl = \"20s\"\nrenew_interval = \"5s\"\nget_records_limit = 500\n[[tenants]]\nname = \"a\"\ncomponents = [\"a.wasm\"]",
         )?;
         let run = RunOptions {
             components: vec![PathBuf::from("x.wasm")],
-            lease_ttl_ms: Some(30_000),
+            settings: HostSettings {
+                lease_ttl: Some("30s".parse()?),
+                ..HostSettings::default()
+            },
             ..RunOptions::default()
         };
-        let config = host_config(&run, Some(&file.host));
+        let config = host_config(&run, &host_settings(&run.settings, Some(&file))?);
         assert_eq!(config.lease_ttl, Duration::from_secs(30));
         assert_eq!(config.renew_interval, Duration::from_secs(5));
         assert_eq!(config.reader.batch_limit, 500);
         assert_eq!(config.shutdown_grace, HostConfig::default().shutdown_grace);
-        let bare = host_config(&run, None);
+        let bare = host_config(&run, &host_settings(&run.settings, None)?);
         assert_eq!(bare.renew_interval, HostConfig::default().renew_interval);
+        Ok(())
+    }
+
+    #[test]
+    fn an_old_flag_still_sets_its_setting_but_not_beside_the_new_one() -> anyhow::Result<()> {
+        let old = RunOptions {
+            settings: HostSettings {
+                lease_ttl_ms: Some(30_000),
+                ..HostSettings::default()
+            },
+            ..RunOptions::default()
+        };
+        let config = host_config(&old, &host_settings(&old.settings, None)?);
+        assert_eq!(config.lease_ttl, Duration::from_secs(30));
+        let both = HostSettings {
+            lease_ttl: Some("30s".parse()?),
+            ..old.settings.clone()
+        };
+        let error = host_settings(&both, None).expect_err("given twice");
+        assert!(
+            error
+                .to_string()
+                .contains("--lease-ttl-ms and --lease-ttl are both given"),
+            "{error}"
+        );
+        let zero = HostSettings {
+            poll_interval: Some("0s".parse()?),
+            ..HostSettings::default()
+        };
+        let error = host_settings(&zero, None).expect_err("zero");
+        assert!(
+            error.to_string().starts_with("--poll-interval: "),
+            "{error}"
+        );
         Ok(())
     }
 }

@@ -92,9 +92,12 @@ pub async fn check_config(
 ) -> Result<(), CheckError> {
     let config = Config::load(path)?;
     let host = config.host();
-    let template = host.lease_table().unwrap_or(DEFAULT_TABLE_TEMPLATE);
+    let template = host
+        .lease_table
+        .as_deref()
+        .unwrap_or(DEFAULT_TABLE_TEMPLATE);
     config.check_lease_table(path, template)?;
-    let cache = compile.cache_dir(host.compile_cache());
+    let cache = compile.cache_dir(host.compile_cache.as_ref());
     let runtime = Runtime::new(runtime_config(
         host.compile_limits(),
         cache,

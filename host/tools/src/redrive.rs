@@ -91,8 +91,8 @@ pub struct RedriveOptions {
     pub redrive_table: String,
     /// Create the table if it does not exist.
     pub create_redrive_table: bool,
-    /// How long a stopped run holds the redrive before another may resume it, in ms.
-    pub lease_ttl_ms: u64,
+    /// How long a stopped run holds the redrive before another may resume it (at least 1 s).
+    pub lease_ttl: Duration,
     /// Where Kinesis and DynamoDB are.
     pub aws: AwsOptions,
 }
@@ -133,7 +133,7 @@ pub async fn redrive(args: RedriveOptions, out: &mut dyn Write) -> Result<(), Re
     };
     let spec = RedriveSpec::new(&args.stream, filter, args.id.clone());
     let owner = format!("redrive-{}-{}", std::process::id(), SystemClock.now_ms());
-    let ttl = Duration::from_millis(args.lease_ttl_ms.max(1_000));
+    let ttl = args.lease_ttl.max(Duration::from_secs(1));
     let redrive = Redrive::new(kinesis, Arc::new(store), tenants, spec, &owner, ttl);
     if args.dry_run {
         let plan = redrive.dry_run(LISTED).await?;
@@ -271,7 +271,7 @@ mod tests {
             id: None,
             redrive_table: DEFAULT_TABLE.into(),
             create_redrive_table: false,
-            lease_ttl_ms: 1_000,
+            lease_ttl: Duration::from_secs(1),
             aws: AwsOptions::default(),
         };
         let mut out = Vec::new();

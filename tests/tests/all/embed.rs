@@ -8,9 +8,9 @@ use std::time::Duration;
 use aws_sdk_kinesis::config::{Credentials, SharedCredentialsProvider};
 use ruststream_fleet::admin::control::{Control as _, ControlError};
 use ruststream_fleet::aws::AwsOptions;
-use ruststream_fleet::config::LeaseStoreKind;
 use ruststream_fleet::engine::{CompileCache, CompileIn};
 use ruststream_fleet::run::{RunOptions, RunningHost};
+use ruststream_fleet::settings::{DurationSetting, HostSettings, LeaseStoreKind};
 use ruststream_kinesis::lease::{LeaseKey, LeaseStore as _};
 use ruststream_kinesis::runner::ShardState;
 use ruststream_tests::fixture::Fixture;
@@ -63,12 +63,15 @@ async fn an_embedded_host_runs_a_component_from_a_tenants_file_and_stops_cleanly
             no_compile_cache: false,
         },
         compile_in: CompileIn::ThisProcess,
-        lease_store: Some(LeaseStoreKind::Dynamodb),
-        create_lease_table: true,
+        settings: HostSettings {
+            lease_store: Some(LeaseStoreKind::Dynamodb),
+            create_lease_table: Some(true),
+            poll_interval: Some(DurationSetting::from_millis(50)),
+            checkpoint_interval: Some(DurationSetting::from_millis(50)),
+            state_dir: Some(fixture.dir().join("state")),
+            ..HostSettings::default()
+        },
         owner_id: Some("embedder".to_owned()),
-        poll_interval_ms: Some(50),
-        checkpoint_interval_ms: Some(50),
-        state_dir: Some(fixture.dir().join("state")),
         admin_addr: None,
         metrics_addr: None,
         ..RunOptions::default()
@@ -153,7 +156,10 @@ async fn an_embedded_host_answers_its_control_and_reports_that_nothing_started()
     let host = RunningHost::start(RunOptions {
         config: Some(config),
         aws: no_aws(),
-        state_dir: Some(dir.join("state")),
+        settings: HostSettings {
+            state_dir: Some(dir.join("state")),
+            ..HostSettings::default()
+        },
         compile_in: CompileIn::ThisProcess,
         admin_addr: Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))),
         metrics_addr: None,
@@ -210,7 +216,10 @@ async fn a_tenants_file_with_a_mistake_is_refused_at_start() -> anyhow::Result<(
     let started = RunningHost::start(RunOptions {
         config: Some(config),
         aws: no_aws(),
-        state_dir: Some(dir.join("state")),
+        settings: HostSettings {
+            state_dir: Some(dir.join("state")),
+            ..HostSettings::default()
+        },
         admin_addr: None,
         metrics_addr: None,
         ..RunOptions::default()

@@ -33,6 +33,18 @@ def flag(args, name):
     return None
 
 
+UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_ms(text):
+    """A duration as the host reads one (a whole number and a unit, `30s`), in ms; or None."""
+    digits = len(text) - len(text.lstrip("0123456789"))
+    number, unit = text[:digits], text[digits:]
+    if not number or unit not in UNITS_MS:
+        return None
+    return int(number) * UNITS_MS[unit]
+
+
 def has_flag(args, name):
     return any(a == name or a.startswith(name + "=") for a in args)
 
@@ -219,13 +231,15 @@ def main():
         )
         check(probe.get("scheme", "HTTP") == ("HTTPS" if tls else "HTTP"), f"{probe_name}'s scheme is not the admin API's")
 
-    grace_ms = flag(args, "--shutdown-grace-ms") or env.get("RUSTSTREAM_SHUTDOWN_GRACE_MS")
-    check(grace_ms is not None, "no --shutdown-grace-ms: give the host's grace explicitly")
-    grace_ms = int(grace_ms) if grace_ms is not None else 15000
+    grace = flag(args, "--shutdown-grace") or env.get("RUSTSTREAM_SHUTDOWN_GRACE")
+    check(grace is not None, "no --shutdown-grace: give the host's grace explicitly")
+    grace_ms = duration_ms(grace) if grace is not None else 15000
+    check(grace_ms is not None, f"--shutdown-grace {grace} is not a duration such as 30s")
+    grace_ms = grace_ms or 15000
     termination = pod.get("terminationGracePeriodSeconds", 30)
     check(
         termination > grace_ms / 1000,
-        f"terminationGracePeriodSeconds {termination} is not more than --shutdown-grace-ms {grace_ms} ms",
+        f"terminationGracePeriodSeconds {termination} is not more than --shutdown-grace {grace}",
     )
 
     metrics_addr = flag(args, "--metrics-addr") or env.get("RUSTSTREAM_METRICS_ADDR") or "127.0.0.1:9464"

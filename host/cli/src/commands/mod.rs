@@ -185,3 +185,14 @@ pub(crate) fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
     use clap::Parser as _;
     Cli::try_parse_from(std::iter::once("ruststream").chain(args.iter().copied()))
 }
+
+/// The `--help` of `verb`, as the binary prints it.
+#[cfg(test)]
+pub(crate) fn help_of(verb: &str) -> String {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command();
+    command
+        .find_subcommand_mut(verb)
+        .map(|sub| sub.render_long_help().to_string())
+        .unwrap_or_default()
+}

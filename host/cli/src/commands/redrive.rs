@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use ruststream_fleet::settings::DurationSetting;
+use ruststream_fleet::settings::deprecated::{MS, Spelling, fold};
 use ruststream_tools::redrive::RedriveOptions;
 
 use crate::args::AwsArgs;
@@ -44,9 +46,17 @@ pub(crate) struct RedriveArgs {
     /// Create the table if it does not exist.
     #[arg(long)]
     pub create_redrive_table: bool,
-    /// How long a stopped run holds the redrive before another may resume it, in ms.
-    #[arg(long, default_value_t = 10_000)]
-    pub lease_ttl_ms: u64,
+    /// How long a stopped run holds the redrive before another may resume it.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10s",
+        conflicts_with = "lease_ttl_ms"
+    )]
+    pub lease_ttl: DurationSetting,
+    /// Deprecated: --lease-ttl, in ms.
+    #[arg(long, hide = true)]
+    pub lease_ttl_ms: Option<u64>,
     #[command(flatten)]
     pub aws: AwsArgs,
 }
@@ -61,8 +71,23 @@ pub(crate) async fn redrive(args: RedriveArgs) -> anyhow::Result<()> {
     Ok(ruststream_tools::redrive::redrive(options(args), out).await?)
 }
 
-/// The flags as the library takes them.
+/// The flags as the library takes them; an old flag is read with a warning.
 fn options(args: RedriveArgs) -> RedriveOptions {
+    let mut lease_ttl = Some(args.lease_ttl);
+    let mut old = args.lease_ttl_ms;
+    // `--lease-ttl` has a default, so it is taken as not given when the old flag is: clap
+    // refuses the two given together.
+    if old.is_some() {
+        lease_ttl = None;
+    }
+    let spelling = Spelling::Flag {
+        old: "lease_ttl_ms",
+        new: "lease_ttl",
+        variable: false,
+    };
+    if let Ok(Some(deprecation)) = fold(&mut old, MS, &mut lease_ttl, spelling) {
+        deprecation.warn();
+    }
     RedriveOptions {
         stream: args.stream,
         config: args.config,
@@ -74,7 +99,7 @@ fn options(args: RedriveArgs) -> RedriveOptions {
         id: args.id,
         redrive_table: args.redrive_table,
         create_redrive_table: args.create_redrive_table,
-        lease_ttl_ms: args.lease_ttl_ms,
+        lease_ttl: lease_ttl.unwrap_or(args.lease_ttl).get(),
         aws: args.aws.options(),
     }
 }

@@ -6,21 +6,12 @@ use std::path::PathBuf;
 use ruststream_fleet::admin::DEFAULT_ADDR;
 use ruststream_fleet::admin::allowed_hosts::{HostName, parse_host_name};
 use ruststream_fleet::admin::token::AdminToken;
-use ruststream_fleet::config;
 use ruststream_fleet::engine::CompileIn;
 use ruststream_fleet::recent_errors::RecentErrors;
 use ruststream_fleet::run::RunOptions;
+use ruststream_fleet::settings::HostSettings;
 
 use crate::args::{AwsArgs, CompileArgs, ListenAddr, parse_listen_addr};
-
-/// `--lease-store`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum LeaseStoreKind {
-    /// In memory: checkpoints are forgotten on restart (shards reopen at their start position).
-    Memory,
-    /// A DynamoDB table per app: checkpoints survive restarts, hosts share shards.
-    Dynamodb,
-}
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
@@ -35,52 +26,13 @@ pub(crate) struct RunArgs {
     pub aws: AwsArgs,
     #[command(flatten)]
     pub compile: CompileArgs,
-    /// Where leases and checkpoints live.
-    #[arg(long, value_enum)]
-    pub lease_store: Option<LeaseStoreKind>,
-    /// DynamoDB lease table; `{tenant}` and `{app}` are replaced (names escaped so that no two
-    /// tenants' apps share a table), so each tenant's app has its own
-    /// [default: ruststream-{tenant}-{app}].
-    #[arg(long)]
-    pub lease_table: Option<String>,
-    /// Create lease tables that do not exist.
-    #[arg(long)]
-    pub create_lease_table: bool,
+    /// The settings the tenants file's `[host]` gives too; a flag wins over the file.
+    #[command(flatten)]
+    pub settings: HostSettings,
     /// This host's lease owner id (default: unique per process). A fixed id lets a
     /// restarted host take its leases back at once.
     #[arg(long, env = "RUSTSTREAM_OWNER_ID")]
     pub owner_id: Option<String>,
-    /// Most records per GetRecords (1-10000) [default: 10000; `[host] get_records_limit`].
-    /// Records per handler call are the subscription's `batch_size`, a different thing.
-    #[arg(long, env = "RUSTSTREAM_GET_RECORDS_LIMIT", value_parser = clap::value_parser!(i32).range(1..=10000))]
-    pub get_records_limit: Option<i32>,
-    /// Threads that run guest calls, shared by tenants by their `cpu_weight` [default: one
-    /// per core; `[host] compute_threads`].
-    #[arg(long, env = "RUSTSTREAM_COMPUTE_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub compute_threads: Option<u16>,
-    /// Pause after an empty read, in milliseconds [default: 1000; `[host] poll_interval`].
-    #[arg(long, env = "RUSTSTREAM_POLL_INTERVAL_MS")]
-    pub poll_interval_ms: Option<u64>,
-    /// Least time between two checkpoint writes of a shard, in milliseconds [default: 1000;
-    /// `[host] checkpoint_interval`].
-    #[arg(long, env = "RUSTSTREAM_CHECKPOINT_INTERVAL_MS")]
-    pub checkpoint_interval_ms: Option<u64>,
-    /// How long a lease lives without renewal, in milliseconds [default: 10000;
-    /// `[host] lease_ttl`].
-    #[arg(long, env = "RUSTSTREAM_LEASE_TTL_MS")]
-    pub lease_ttl_ms: Option<u64>,
-    /// How often a held lease is renewed, in milliseconds [default: 3000;
-    /// `[host] renew_interval`].
-    #[arg(long, env = "RUSTSTREAM_RENEW_INTERVAL_MS")]
-    pub renew_interval_ms: Option<u64>,
-    /// How often shards are re-listed and leases balanced, in milliseconds [default: 10000;
-    /// `[host] shard_sync_interval`].
-    #[arg(long, env = "RUSTSTREAM_SHARD_SYNC_INTERVAL_MS")]
-    pub shard_sync_interval_ms: Option<u64>,
-    /// How long a stop waits for calls to finish and checkpoints to be flushed, in
-    /// milliseconds [default: 15000; `[host] shutdown_grace`].
-    #[arg(long, env = "RUSTSTREAM_SHUTDOWN_GRACE_MS")]
-    pub shutdown_grace_ms: Option<u64>,
     /// How many calls of a swapped-in version are judged against the last calls of the
     /// version it replaced.
     #[arg(long, default_value_t = ruststream_fleet::run::DEFAULT_ROLLOUT_CALLS,
@@ -122,11 +74,6 @@ pub(crate) struct RunArgs {
     /// admin-token in the state directory].
     #[arg(long, env = "RUSTSTREAM_ADMIN_TOKEN_FILE", value_name = "FILE")]
     pub admin_token_file: Option<PathBuf>,
-    /// Where the host keeps its state: the admin token, every accepted component version, and
-    /// which one each app runs [default: `[host] state_dir`, else $XDG_DATA_HOME/ruststream, or
-    /// ~/.local/share/ruststream].
-    #[arg(long, env = "RUSTSTREAM_STATE_DIR", value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
     /// Where Prometheus metrics are served (`GET /metrics`); `off` (or `none`) for none.
     #[arg(long, env = "RUSTSTREAM_METRICS_ADDR", value_name = "ADDR", default_value_t = ListenAddr(Some(METRICS_ADDR)), value_parser = parse_listen_addr)]
     pub metrics_addr: ListenAddr,
@@ -156,18 +103,8 @@ fn options(args: RunArgs, recent_errors: RecentErrors) -> anyhow::Result<RunOpti
         compile: args.compile.options(),
         // The tenants' components are untrusted: always the bounded worker.
         compile_in: CompileIn::Worker,
-        lease_store: args.lease_store.map(lease_store),
-        lease_table: args.lease_table,
-        create_lease_table: args.create_lease_table,
+        settings: args.settings,
         owner_id: args.owner_id,
-        get_records_limit: args.get_records_limit,
-        compute_threads: args.compute_threads,
-        poll_interval_ms: args.poll_interval_ms,
-        checkpoint_interval_ms: args.checkpoint_interval_ms,
-        lease_ttl_ms: args.lease_ttl_ms,
-        renew_interval_ms: args.renew_interval_ms,
-        shard_sync_interval_ms: args.shard_sync_interval_ms,
-        shutdown_grace_ms: args.shutdown_grace_ms,
         rollout_calls: args.rollout_calls,
         rollout_margin: args.rollout_margin,
         admin_addr: args.admin_addr.0,
@@ -177,22 +114,16 @@ fn options(args: RunArgs, recent_errors: RecentErrors) -> anyhow::Result<RunOpti
         admin_hosts: args.admin_hosts,
         admin_token_file: args.admin_token_file,
         admin_token: AdminToken::from_env()?,
-        state_dir: args.state_dir,
         metrics_addr: args.metrics_addr.0,
         recent_errors,
     })
 }
 
-fn lease_store(kind: LeaseStoreKind) -> config::LeaseStoreKind {
-    match kind {
-        LeaseStoreKind::Memory => config::LeaseStoreKind::Memory,
-        LeaseStoreKind::Dynamodb => config::LeaseStoreKind::Dynamodb,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
+
+    use ruststream_fleet::settings::DurationSetting;
 
     use super::*;
     use crate::commands::{Command, parse};
@@ -255,10 +186,45 @@ mod tests {
             "/var/lib/rs",
         ]);
         assert_eq!(run.admin_hosts.len(), 2);
-        assert_eq!(run.state_dir, Some(PathBuf::from("/var/lib/rs")));
+        assert_eq!(run.settings.state_dir, Some(PathBuf::from("/var/lib/rs")));
         let error = parse(&["run", "x.wasm", "--admin-tls-cert", "c.pem"]).expect_err("no key");
         assert!(error.to_string().contains("--admin-tls-key"), "{error}");
         let error = parse(&["run", "x.wasm", "--admin-host", "a b"]).expect_err("not a name");
         assert!(error.to_string().contains("is not a host name"), "{error}");
+    }
+
+    #[test]
+    fn durations_are_written_as_in_the_tenants_file_and_old_flags_still_parse() {
+        let run = run_args(&[
+            "run",
+            "x.wasm",
+            "--lease-ttl",
+            "20s",
+            "--poll-interval",
+            "250ms",
+            "--compile-timeout",
+            "1m",
+            "--create-lease-table",
+        ]);
+        let shown = |d: Option<DurationSetting>| d.map(|d| d.to_string());
+        assert_eq!(shown(run.settings.lease_ttl).as_deref(), Some("20s"));
+        assert_eq!(shown(run.settings.poll_interval).as_deref(), Some("250ms"));
+        assert_eq!(shown(run.settings.compile_timeout).as_deref(), Some("1m"));
+        assert_eq!(run.settings.create_lease_table, Some(true));
+        assert_eq!(run.components, [PathBuf::from("x.wasm")]);
+        let error = parse(&["run", "x.wasm", "--lease-ttl", "20"]).expect_err("no unit");
+        assert!(
+            error.to_string().contains("`20` is not a duration"),
+            "{error}"
+        );
+        // The old spelling, read into its setting (with a warning) when the host starts.
+        let old = run_args(&["run", "x.wasm", "--lease-ttl-ms", "20000"]);
+        assert_eq!(old.settings.lease_ttl_ms, Some(20_000));
+        let error = parse(&["run", "x.wasm", "--lease-ttl-ms", "1", "--lease-ttl", "1s"])
+            .expect_err("both");
+        assert!(error.to_string().contains("cannot be used with"), "{error}");
+        let help = crate::commands::help_of("run");
+        assert!(help.contains("--lease-ttl <DURATION>"), "{help}");
+        assert!(!help.contains("--lease-ttl-ms"), "{help}");
     }
 }

@@ -1,14 +1,14 @@
 //! The host's configuration file: tenants, their components, grants and limits.
 //!
 //! ```toml
-//! [host]
+//! [host]                                # every key is also a `run` flag (settings/mod.rs)
 //! lease_store = "dynamodb"              # or "memory" (the default)
 //! lease_table = "ruststream-{tenant}-{app}"
 //! create_lease_table = true
-//! compile_timeout_ms = 30000            # also compile_cpu_seconds, their growth per MiB
-//!                                       # (compile_timeout_ms_per_mib,
-//!                                       # compile_cpu_seconds_per_mib) and ceilings
-//!                                       # (compile_timeout_max_ms, compile_cpu_max_seconds),
+//! lease_ttl = "10s"                     # every duration: a whole number and ms, s, m, h or d
+//! compile_timeout = "30s"               # also compile_cpu, their growth per MiB
+//!                                       # (compile_timeout_per_mib, compile_cpu_per_mib) and
+//!                                       # ceilings (compile_timeout_max, compile_cpu_max),
 //!                                       # compile_memory_mib, compile_max_bytes,
 //!                                       # compile_max_functions,
 //!                                       # compile_max_function_bytes, compile_cache
@@ -18,11 +18,11 @@
 //! desired_table = "ruststream.desired"  # in this DynamoDB table (needs DynamoDB leases)
 //!
 //! [defaults]                            # limits every tenant gets unless it says otherwise
-//! call_deadline_ms = 5000
+//! call_deadline = "5s"
 //! memory_mib = 64                       # all memories and tables of an instance together
 //! memory_budget_mib = 1024              # all instances of a tenant on a host, live and
 //!                                       # shadow (none by default); a shadow must fit
-//! max_delay_ms = 900000                 # see `LimitOverrides` for every key
+//! max_delay = "15m"                     # see `LimitOverrides` for every key
 //!
 //! [[tenants]]
 //! name = "acme"
@@ -30,8 +30,12 @@
 //! subscribe = ["ledger"]
 //! publish = ["ledger.dead"]
 //! quarantine_after = 10
-//! limits = { call_deadline_ms = 1000 }
+//! limits = { call_deadline = "1s" }
 //! ```
+//!
+//! The keys of earlier releases that took a bare number of ms or seconds (`call_deadline_ms`,
+//! `compile_cpu_seconds`) are still read, each with a warning naming its line and what to
+//! write instead (`settings::deprecated`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -43,7 +47,6 @@ use ruststream_kinesis::runner::OperatorSettings;
 use ruststream_runtime::{
     Tenant,
     app::{MAX_BATCH_LIMIT, StartPosition, SubscriptionSpec, valid_name},
-    component::compile::CompileLimits,
     escape::{escape_controls, quote},
     policy::StreamGrant,
     tenant::Limits,
@@ -54,16 +57,8 @@ pub mod component_file;
 mod parse_error;
 
 use crate::identity::Role;
-
-/// Where leases and checkpoints live (`[host] lease_store`, `--lease-store`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LeaseStoreKind {
-    /// In memory: checkpoints are forgotten on restart (shards reopen at their start position).
-    Memory,
-    /// A DynamoDB table per app: checkpoints survive restarts, hosts share shards.
-    Dynamodb,
-}
+use crate::settings::deprecated::{Deprecation, GivenTwice, MS, Spelling, fold};
+use crate::settings::{DurationSetting, HostSettings};
 
 /// A tenants file, read and checked ([`Config::load`]): what `run` loads, and what `check
 /// --config` and `redrive` read of it.
@@ -71,165 +66,14 @@ pub enum LeaseStoreKind {
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
-    pub(crate) host: HostSection,
+    pub(crate) host: HostSettings,
     #[serde(default)]
     pub(crate) defaults: LimitOverrides,
     pub(crate) tenants: Vec<TenantSection>,
-}
-
-/// The file's `[host]` section.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HostSection {
-    pub(crate) lease_store: Option<LeaseStoreKind>,
-    /// `{tenant}` and `{app}` are replaced.
-    pub(crate) lease_table: Option<String>,
-    pub(crate) create_lease_table: Option<bool>,
-    /// Where compiled components are cached (relative to this file).
-    pub(crate) compile_cache: Option<PathBuf>,
-    pub(crate) compile_timeout_ms: Option<u64>,
-    pub(crate) compile_cpu_seconds: Option<u64>,
-    /// What each MiB of a component past the first adds to the compile budget.
-    pub(crate) compile_timeout_ms_per_mib: Option<u64>,
-    pub(crate) compile_cpu_seconds_per_mib: Option<u64>,
-    /// The compile budget's ceilings, whatever the component's size.
-    pub(crate) compile_timeout_max_ms: Option<u64>,
-    pub(crate) compile_cpu_max_seconds: Option<u64>,
-    pub(crate) compile_memory_mib: Option<u64>,
-    pub(crate) compile_max_bytes: Option<usize>,
-    pub(crate) compile_max_functions: Option<usize>,
-    pub(crate) compile_max_function_bytes: Option<usize>,
-    /// Host timings, as durations (`"10s"`); a flag or its environment variable wins.
-    pub(crate) lease_ttl: Option<String>,
-    pub(crate) renew_interval: Option<String>,
-    pub(crate) shard_sync_interval: Option<String>,
-    pub(crate) shutdown_grace: Option<String>,
-    pub(crate) checkpoint_interval: Option<String>,
-    pub(crate) poll_interval: Option<String>,
-    /// Most records per GetRecords (1-10000).
-    pub(crate) get_records_limit: Option<i32>,
-    /// Threads that run guest calls (1-1024; default one per core).
-    pub(crate) compute_threads: Option<u16>,
-    /// Where the host keeps its state (relative to this file); `--state-dir` wins.
-    pub(crate) state_dir: Option<PathBuf>,
-    /// How many versions of each app the state directory keeps (at least 1).
-    pub(crate) keep_versions: Option<usize>,
-    /// The S3 bucket of the fleet's component bytes: set, deploys are the fleet's (recorded
-    /// in the desired-state table, run by every host); unset, each host's own.
-    pub(crate) component_bucket: Option<String>,
-    /// The fleet's desired-state table (default `ruststream.desired`).
-    pub(crate) desired_table: Option<String>,
-}
-
-impl HostSection {
-    /// The lease table template (`lease_table`), if the file sets one.
-    pub fn lease_table(&self) -> Option<&str> {
-        self.lease_table.as_deref()
-    }
-
-    /// Where compiled components are cached (`compile_cache`), if the file says.
-    pub fn compile_cache(&self) -> Option<&PathBuf> {
-        self.compile_cache.as_ref()
-    }
-
-    /// The compile bounds, over the built-in defaults.
-    pub fn compile_limits(&self) -> CompileLimits {
-        let mut limits = CompileLimits::default();
-        if let Some(ms) = self.compile_timeout_ms {
-            limits.timeout = Duration::from_millis(ms);
-        }
-        if let Some(seconds) = self.compile_cpu_seconds {
-            limits.cpu = Duration::from_secs(seconds);
-        }
-        if let Some(ms) = self.compile_timeout_ms_per_mib {
-            limits.timeout_per_mib = Duration::from_millis(ms);
-        }
-        if let Some(seconds) = self.compile_cpu_seconds_per_mib {
-            limits.cpu_per_mib = Duration::from_secs(seconds);
-        }
-        if let Some(ms) = self.compile_timeout_max_ms {
-            limits.timeout_ceiling = Duration::from_millis(ms);
-        }
-        if let Some(seconds) = self.compile_cpu_max_seconds {
-            limits.cpu_ceiling = Duration::from_secs(seconds);
-        }
-        if let Some(mib) = self.compile_memory_mib {
-            limits.memory_bytes = mib << 20;
-        }
-        limits.max_bytes = self.compile_max_bytes.unwrap_or(limits.max_bytes);
-        limits.max_functions = self.compile_max_functions.unwrap_or(limits.max_functions);
-        limits.max_function_bytes = self
-            .compile_max_function_bytes
-            .unwrap_or(limits.max_function_bytes);
-        limits
-    }
-
-    fn check(&self) -> Result<(), Mistake> {
-        let zero = [
-            ("compile_timeout_ms", self.compile_timeout_ms == Some(0)),
-            ("compile_cpu_seconds", self.compile_cpu_seconds == Some(0)),
-            (
-                "compile_timeout_max_ms",
-                self.compile_timeout_max_ms == Some(0),
-            ),
-            (
-                "compile_cpu_max_seconds",
-                self.compile_cpu_max_seconds == Some(0),
-            ),
-            ("compile_memory_mib", self.compile_memory_mib == Some(0)),
-            ("compile_max_bytes", self.compile_max_bytes == Some(0)),
-            (
-                "compile_max_functions",
-                self.compile_max_functions == Some(0),
-            ),
-            (
-                "compile_max_function_bytes",
-                self.compile_max_function_bytes == Some(0),
-            ),
-        ];
-        let at = KeyPath::root().key("host");
-        refuse_zero(at.clone(), &zero)?;
-        if self.keep_versions == Some(0) {
-            return Err(Mistake::new(
-                at.key("keep_versions"),
-                "`keep_versions = 0` would not keep even the live version: give 1 or more \
-                 (a rollback needs 2)",
-            ));
-        }
-        let timings = [
-            ("lease_ttl", &self.lease_ttl),
-            ("renew_interval", &self.renew_interval),
-            ("shard_sync_interval", &self.shard_sync_interval),
-            ("shutdown_grace", &self.shutdown_grace),
-            ("checkpoint_interval", &self.checkpoint_interval),
-            ("poll_interval", &self.poll_interval),
-        ];
-        for (key, text) in timings {
-            if let Some(Err(reason)) = text.as_deref().map(parse_duration) {
-                return Err(Mistake::new(at.clone().key(key), reason));
-            }
-        }
-        if let Some(threads) = self.compute_threads
-            && !(1..=1024).contains(&threads)
-        {
-            return Err(Mistake::new(
-                at.key("compute_threads"),
-                format!("`compute_threads = {threads}`: give 1 to 1024"),
-            ));
-        }
-        match self.get_records_limit {
-            Some(limit) if !(1..=10_000).contains(&limit) => Err(Mistake::new(
-                at.key("get_records_limit"),
-                format!("`get_records_limit = {limit}`: give 1 to 10000"),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// A timing key's value, once [`check`](Self::check) passed.
-    pub(crate) fn timing(&self, value: &Option<String>) -> Option<Duration> {
-        value.as_deref().and_then(|text| parse_duration(text).ok())
-    }
+    /// The old spellings the file uses, each with its place and what to write instead (set by
+    /// [`Config::load`], which logs them).
+    #[serde(skip)]
+    pub(crate) deprecations: Vec<String>,
 }
 
 /// One `[[tenants]]` entry: the tenant's components, grants, limits and operator settings.
@@ -259,7 +103,7 @@ pub struct TenantSection {
     pub(crate) batch_size: Option<u32>,
     pub(crate) maximum_retry_attempts: Option<u32>,
     pub(crate) on_failure: Option<String>,
-    pub(crate) maximum_record_age: Option<String>,
+    pub(crate) maximum_record_age: Option<DurationSetting>,
     pub(crate) retry_stream: Option<String>,
     /// How its subscriptions read: `"polling"` (default) or `"fan-out"`.
     pub(crate) read: Option<ReadMode>,
@@ -313,7 +157,7 @@ pub(crate) struct MappingSettings {
     /// The stream spent records go to, instead of the component's dead letter.
     pub on_failure: Option<String>,
     /// Records older than this (`"1h"`, `"30s"`) are given up on, held ones included.
-    pub maximum_record_age: Option<String>,
+    pub maximum_record_age: Option<DurationSetting>,
     /// The stream the subscription's counted copies go to (and are read back from) instead
     /// of the stream it reads.
     pub retry_stream: Option<String>,
@@ -333,8 +177,7 @@ impl MappingSettings {
             batch_size: self.batch_size.or(base.batch_size),
             maximum_retry_attempts: self.maximum_retry_attempts.or(base.maximum_retry_attempts),
             on_failure: self.on_failure.clone().or_else(|| base.on_failure.clone()),
-            maximum_record_age: (self.maximum_record_age.clone())
-                .or_else(|| base.maximum_record_age.clone()),
+            maximum_record_age: self.maximum_record_age.or(base.maximum_record_age),
             retry_stream: (self.retry_stream.clone()).or_else(|| base.retry_stream.clone()),
             read: self.read.or(base.read),
             enabled: self.enabled.or(base.enabled),
@@ -355,8 +198,7 @@ impl MappingSettings {
             batch_size: self.batch_size,
             max_attempts: self.maximum_retry_attempts.map(|n| n.saturating_add(1)),
             on_failure: self.on_failure.clone(),
-            max_record_age: (self.maximum_record_age.as_deref())
-                .and_then(|text| parse_duration(text).ok()),
+            max_record_age: self.maximum_record_age.map(DurationSetting::get),
             retry_stream: self.retry_stream.clone(),
             read: self.read,
             enabled: self.enabled.unwrap_or(true),
@@ -390,8 +232,11 @@ impl MappingSettings {
                 format!("`maximum_retry_attempts = {retries}`: at most {MAX_RETRY_ATTEMPTS}"),
             ));
         }
-        if let Some(Err(reason)) = self.maximum_record_age.as_deref().map(parse_duration) {
-            return Err(Mistake::new(at.clone().key("maximum_record_age"), reason));
+        if let Some(age) = self.maximum_record_age.filter(|age| age.is_zero()) {
+            return Err(Mistake::new(
+                at.clone().key("maximum_record_age"),
+                format!("`\"{age}\"` would give up on every record at once"),
+            ));
         }
         if let Some(stream) = &self.on_failure
             && !(valid_name(stream, 128) && publish.contains(stream))
@@ -428,40 +273,6 @@ impl MappingSettings {
         }
         Ok(())
     }
-}
-
-/// A duration as the file writes it: a whole number and a unit, `ms`, `s`, `m`, `h` or `d`
-/// (`"500ms"`, `"30s"`, `"7d"`); never zero.
-///
-/// # Errors
-/// What is wrong with `text`, as a message for the file's reader.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let bad = || {
-        format!(
-            "`{}` is not a duration: write e.g. \"500ms\", \"30s\", \"5m\", \"1h\" or \"7d\"",
-            quote(text)
-        )
-    };
-    let n: u64 = number.parse().map_err(|_| bad())?;
-    let duration = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "h" => Duration::from_secs(n.saturating_mul(3600)),
-        "d" => Duration::from_secs(n.saturating_mul(86_400)),
-        _ => return Err(bad()),
-    };
-    if duration.is_zero() {
-        return Err(format!(
-            "`{}` would give up on every record at once",
-            quote(text)
-        ));
-    }
-    Ok(duration)
 }
 
 /// The most retries `maximum_retry_attempts` may ask for (Lambda's own maximum).
@@ -506,7 +317,7 @@ impl TenantSection {
             batch_size: self.batch_size,
             maximum_retry_attempts: self.maximum_retry_attempts,
             on_failure: self.on_failure.clone(),
-            maximum_record_age: self.maximum_record_age.clone(),
+            maximum_record_age: self.maximum_record_age,
             retry_stream: self.retry_stream.clone(),
             read: self.read,
             enabled: self.enabled,
@@ -556,7 +367,7 @@ impl OperatorConfig {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverrides {
-    pub(crate) call_deadline_ms: Option<u64>,
+    pub(crate) call_deadline: Option<DurationSetting>,
     pub(crate) memory_mib: Option<usize>,
     pub(crate) memory_budget_mib: Option<usize>,
     pub(crate) cpu_weight: Option<u32>,
@@ -574,22 +385,59 @@ pub struct LimitOverrides {
     pub(crate) log_bytes_per_call: Option<usize>,
     pub(crate) log_lines_per_second: Option<u32>,
     pub(crate) host_log_lines_per_second: Option<u32>,
+    pub(crate) max_delay: Option<DurationSetting>,
+    pub(crate) min_copy_delay: Option<DurationSetting>,
+    pub(crate) max_hold: Option<DurationSetting>,
+    pub(crate) write_records_per_second: Option<u32>,
+    pub(crate) write_bytes_per_second: Option<u64>,
+    // The spellings of earlier releases, folded into the durations above.
+    pub(crate) call_deadline_ms: Option<u64>,
     pub(crate) max_delay_ms: Option<u64>,
     pub(crate) min_copy_delay_ms: Option<u64>,
     pub(crate) max_hold_ms: Option<u64>,
-    pub(crate) write_records_per_second: Option<u32>,
-    pub(crate) write_bytes_per_second: Option<u64>,
 }
 
 impl LimitOverrides {
+    /// Folds the old `_ms` keys into their durations (see [`HostSettings::fold_deprecated`]).
+    fn fold_deprecated(&mut self) -> Result<Vec<Deprecation>, GivenTwice> {
+        let key = |old, new| Spelling::Key { old, new };
+        let folds = [
+            fold(
+                &mut self.call_deadline_ms,
+                MS,
+                &mut self.call_deadline,
+                key("call_deadline_ms", "call_deadline"),
+            )?,
+            fold(
+                &mut self.max_delay_ms,
+                MS,
+                &mut self.max_delay,
+                key("max_delay_ms", "max_delay"),
+            )?,
+            fold(
+                &mut self.min_copy_delay_ms,
+                MS,
+                &mut self.min_copy_delay,
+                key("min_copy_delay_ms", "min_copy_delay"),
+            )?,
+            fold(
+                &mut self.max_hold_ms,
+                MS,
+                &mut self.max_hold,
+                key("max_hold_ms", "max_hold"),
+            )?,
+        ];
+        Ok(folds.into_iter().flatten().collect())
+    }
+
     fn apply(&self, mut limits: Limits) -> Limits {
         let set = |value: Option<usize>, field: &mut usize| *field = value.unwrap_or(*field);
-        let millis = |value: Option<u64>, field: &mut Duration| {
-            if let Some(ms) = value {
-                *field = Duration::from_millis(ms);
+        let duration = |value: Option<DurationSetting>, field: &mut Duration| {
+            if let Some(value) = value {
+                *field = value.get();
             }
         };
-        millis(self.call_deadline_ms, &mut limits.call_deadline);
+        duration(self.call_deadline, &mut limits.call_deadline);
         set(
             self.memory_mib.map(|mib| mib << 20),
             &mut limits.memory_bytes,
@@ -615,9 +463,9 @@ impl LimitOverrides {
         log.host_lines_per_second = self
             .host_log_lines_per_second
             .unwrap_or(log.host_lines_per_second);
-        millis(self.max_delay_ms, &mut limits.copies.max_delay);
-        millis(self.min_copy_delay_ms, &mut limits.copies.min_copy_delay);
-        millis(self.max_hold_ms, &mut limits.copies.max_hold);
+        duration(self.max_delay, &mut limits.copies.max_delay);
+        duration(self.min_copy_delay, &mut limits.copies.min_copy_delay);
+        duration(self.max_hold, &mut limits.copies.max_hold);
         let writes = &mut limits.writes;
         writes.records_per_second = self
             .write_records_per_second
@@ -631,15 +479,12 @@ impl LimitOverrides {
     /// Limits that would refuse every call, instance or write at 0.
     fn check(&self, at: KeyPath) -> Result<(), Mistake> {
         let zero = [
-            ("call_deadline_ms", self.call_deadline_ms == Some(0)),
             ("memory_mib", self.memory_mib == Some(0)),
             ("fuel", self.fuel == Some(0)),
             ("max_memories", self.max_memories == Some(0)),
             ("max_instances", self.max_instances == Some(0)),
             ("max_subscriptions", self.max_subscriptions == Some(0)),
             ("max_metric_series", self.max_metric_series == Some(0)),
-            ("max_delay_ms", self.max_delay_ms == Some(0)),
-            ("max_hold_ms", self.max_hold_ms == Some(0)),
             (
                 "write_records_per_second",
                 self.write_records_per_second == Some(0),
@@ -659,6 +504,19 @@ impl LimitOverrides {
                      gets twice the CPU of 100 when tenants compete)"
                 ),
             ));
+        }
+        let durations = [
+            ("call_deadline", self.call_deadline),
+            ("max_delay", self.max_delay),
+            ("max_hold", self.max_hold),
+        ];
+        for (key, value) in durations {
+            if let Some(zero) = value.filter(|d| d.is_zero()) {
+                return Err(Mistake::new(
+                    at.key(key),
+                    format!("`{key} = \"{zero}\"` would refuse everything"),
+                ));
+            }
         }
         if self.memory_budget_mib == Some(0) {
             return Err(Mistake::new(
@@ -700,6 +558,13 @@ impl KeyPath {
     fn key(mut self, key: &str) -> Self {
         self.0.push(Step::Key(key.to_owned()));
         self
+    }
+
+    /// The key beside this one (in the same table) named `key`.
+    fn sibling(&self, key: &str) -> Self {
+        let mut path = self.clone();
+        path.0.pop();
+        path.key(key)
     }
 
     fn index(mut self, index: usize) -> Self {
@@ -869,11 +734,7 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        let mut config: Config = toml::from_str(&text)
-            .map_err(|error| ConfigError::Parse(parse_error::describe(path, &text, &error)))?;
-        if let Err(mistake) = config.check() {
-            return Err(ConfigError::Mistake(mistake.in_file(path, &text)));
-        }
+        let mut config = Self::parse(path, &text)?;
         let base = path.parent().unwrap_or(Path::new("."));
         let root = document(&text);
         for (index, tenant) in config.tenants.iter_mut().enumerate() {
@@ -899,14 +760,88 @@ impl Config {
         if let Some(state) = &mut config.host.state_dir {
             *state = base.join(&*state);
         }
+        for deprecation in &config.deprecations {
+            tracing::warn!("{deprecation}");
+        }
         Ok(config)
+    }
+
+    /// `text`, the file at `path`, read into its shape with the old spellings folded in
+    /// (each named in [`deprecations`](Self::deprecations)) and checked.
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let mut config: Config = toml::from_str(text)
+            .map_err(|error| ConfigError::Parse(parse_error::describe(path, text, &error)))?;
+        let root = document(text);
+        let deprecations = config
+            .fold_deprecated()
+            .map_err(|mistake| ConfigError::Mistake(mistake.in_file(path, text)))?;
+        config.deprecations = deprecations
+            .iter()
+            .map(|(at, deprecation)| {
+                let place = Mistake::new(at.clone(), "").place_at(path, text, root.as_ref());
+                format!("{place}: {deprecation}")
+            })
+            .collect();
+        if let Err(mut mistake) = config.check() {
+            // A value given by an old key is placed where the file gives it.
+            let old = deprecations.iter().find(|(at, deprecation)| {
+                at.sibling(deprecation.spelling.new_key()) == mistake.key
+            });
+            if let Some((at, _)) = old {
+                mistake.key = at.clone();
+            }
+            return Err(ConfigError::Mistake(mistake.in_file(path, text)));
+        }
+        Ok(config)
+    }
+
+    /// Folds the old spellings of `[host]`, `[defaults]` and each tenant's `limits` into their
+    /// settings: where each was, and what to write instead.
+    fn fold_deprecated(&mut self) -> Result<Vec<(KeyPath, Deprecation)>, Mistake> {
+        let mut sections = vec![(
+            KeyPath::root().key("defaults"),
+            self.defaults.fold_deprecated(),
+        )];
+        for (index, tenant) in self.tenants.iter_mut().enumerate() {
+            let at = KeyPath::root().key("tenants").index(index).key("limits");
+            sections.push((at, tenant.limits.fold_deprecated()));
+        }
+        sections.insert(
+            0,
+            (KeyPath::root().key("host"), self.host.fold_deprecated()),
+        );
+        let mut found = Vec::new();
+        for (at, folded) in sections {
+            match folded {
+                Ok(deprecations) => found.extend(
+                    deprecations
+                        .into_iter()
+                        .map(|d| (at.clone().key(d.spelling.old_key()), d)),
+                ),
+                Err(twice) => {
+                    let key = twice.spelling.old_key();
+                    return Err(Mistake::new(at.key(key), twice.to_string()));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// What the file spells the old way, each with its place and what to write instead.
+    pub fn deprecations(&self) -> &[String] {
+        &self.deprecations
     }
 
     fn check(&self) -> Result<(), Mistake> {
         if self.tenants.is_empty() {
             return Err(Mistake::new(KeyPath::root(), "no [[tenants]] configured"));
         }
-        self.host.check()?;
+        self.host.check().map_err(|error| {
+            Mistake::new(
+                KeyPath::root().key("host").key(error.key),
+                error.to_string(),
+            )
+        })?;
         self.defaults.check(KeyPath::root().key("defaults"))?;
         let mut names = BTreeSet::new();
         for (index, tenant) in self.tenants.iter().enumerate() {
@@ -951,7 +886,7 @@ impl Config {
     }
 
     /// Its `[host]` section.
-    pub fn host(&self) -> &HostSection {
+    pub fn host(&self) -> &HostSettings {
         &self.host
     }
 
@@ -1003,11 +938,7 @@ mod tests {
     use ruststream_runtime::tenant::LogLimits;
 
     fn parse(text: &str) -> anyhow::Result<Config> {
-        let config: Config = toml::from_str(text)?;
-        if let Err(mistake) = config.check() {
-            anyhow::bail!(mistake.in_file(Path::new("tenants.toml"), text));
-        }
-        Ok(config)
+        Ok(Config::parse(Path::new("tenants.toml"), text)?)
     }
 
     #[test]
@@ -1186,28 +1117,87 @@ mod tests {
     }
 
     #[test]
-    fn durations_are_a_number_and_a_unit() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
-        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
-        for bad in ["", "5", "s", "1.5s", "5 s", "-1s", "0s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-        let base =
-            "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nmaximum_record_age = \"soon\"\n";
-        let error = parse(base).err().map(|e| e.to_string()).unwrap_or_default();
+    fn durations_are_a_number_and_a_unit() -> anyhow::Result<()> {
+        // How a duration is spelt is `DurationSetting`'s (settings/duration.rs); here, that the
+        // file says where a bad one is, and refuses zero where it would stop everything.
+        let tenant =
+            |keys: &str| format!("[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n{keys}\n");
+        let error = parse(&tenant("maximum_record_age = \"soon\""))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(
-            error.contains("line 4, `tenants[0].maximum_record_age`"),
+            error.contains(
+                "line 4, column 22, `tenants[0].maximum_record_age`: `soon` is not a duration"
+            ),
             "{error}"
+        );
+        let error = parse(&tenant("maximum_record_age = \"0s\""))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("line 4, `tenants[0].maximum_record_age`: `\"0s\"` would give up on every record at once"), "{error}");
+        let age = parse(&tenant("maximum_record_age = \"2h\""))?;
+        assert_eq!(
+            age.tenants[0].mapping().operator().max_record_age,
+            Some(Duration::from_secs(7200))
         );
         let host =
             "[host]\nlease_ttl = \"10\"\n[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n";
         let error = parse(host).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(
-            error.contains("line 2, `host.lease_ttl`: `10` is not a duration"),
+            error.contains("line 2, column 13, `host.lease_ttl`: `10` is not a duration"),
             "{error}"
         );
+        let bare = "[host]\nlease_ttl = 10\n[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n";
+        let error = parse(bare).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            error.contains("`host.lease_ttl`: `10` is not a duration"),
+            "{error}"
+        );
+        let zero = "[host]\npoll_interval = \"0ms\"\n[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n";
+        let error = parse(zero).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            error.contains(
+                "line 2, `host.poll_interval`: `poll_interval = \"0s\"`: would refuse everything"
+            ),
+            "{error}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn an_old_key_is_read_with_a_warning_naming_its_line_and_what_to_write() -> anyhow::Result<()> {
+        let text = "[host]\ncompile_timeout_ms = 45000\ncompile_cpu_seconds = 4\n[defaults]\ncall_deadline_ms = 1500\n[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nlimits = { max_hold_ms = 2000 }\n";
+        let config = parse(text)?;
+        let limits = config.host.compile_limits();
+        assert_eq!(limits.timeout, Duration::from_secs(45));
+        assert_eq!(limits.cpu, Duration::from_secs(4));
+        let limits = (config.tenants[0].limits).apply(config.defaults.apply(Limits::default()));
+        assert_eq!(limits.call_deadline, Duration::from_millis(1500));
+        assert_eq!(limits.copies.max_hold, Duration::from_secs(2));
+        assert_eq!(
+            config.deprecations(),
+            [
+                "config file tenants.toml, line 2, `host.compile_timeout_ms`: `compile_timeout_ms` is deprecated and will be removed: write `compile_timeout = \"45s\"`",
+                "config file tenants.toml, line 3, `host.compile_cpu_seconds`: `compile_cpu_seconds` is deprecated and will be removed: write `compile_cpu = \"4s\"`",
+                "config file tenants.toml, line 5, `defaults.call_deadline_ms`: `call_deadline_ms` is deprecated and will be removed: write `call_deadline = \"1500ms\"`",
+                "config file tenants.toml, line 9, `tenants[0].limits.max_hold_ms`: `max_hold_ms` is deprecated and will be removed: write `max_hold = \"2s\"`",
+            ]
+        );
+        let twice = "[host]\ncompile_timeout = \"1s\"\ncompile_timeout_ms = 1000\n[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\n";
+        let error = parse(twice)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("line 3, `host.compile_timeout_ms`: `compile_timeout_ms` and `compile_timeout` are both given"),
+            "{error}"
+        );
+        let zero = "[[tenants]]\nname = \"a\"\ncomponents = [\"x.wasm\"]\nlimits = { call_deadline_ms = 0 }\n";
+        let error = parse(zero).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("line 4, `tenants[0].limits.call_deadline_ms`: `call_deadline = \"0s\"` would refuse everything"), "{error}");
+        Ok(())
     }
 
     #[test]

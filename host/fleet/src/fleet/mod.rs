@@ -46,9 +46,10 @@ use tokio::task::JoinSet;
 
 use crate::admin::control::ControlError;
 use crate::admin::model::{Deployed, VersionOrigin};
-use crate::config::{ComponentSource, Config, LeaseStoreKind, OperatorConfig, component_file};
+use crate::config::{ComponentSource, Config, OperatorConfig, component_file};
 use crate::identity::{Clients, Identities, Role};
 use crate::recent_errors::RecentErrors;
+use crate::settings::LeaseStoreKind;
 use crate::state::Kept;
 use crate::state::redrives::RedriveRecords;
 use crate::state::versions::VersionStore;

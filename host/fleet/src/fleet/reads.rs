@@ -11,7 +11,7 @@ use ruststream_runtime::escape::one_line;
 use tokio::task::JoinHandle;
 
 use super::Fleet;
-use crate::config::LeaseStoreKind;
+use crate::settings::LeaseStoreKind;
 
 /// Pause between tries to create the reads table while DynamoDB refuses, or to find it while
 /// the host may not create it.

@@ -19,7 +19,7 @@ use ruststream_runtime::sync::lock;
 use super::Fleet;
 use crate::admin::control::ControlError;
 use crate::admin::model::{RedriveListed, RedriveRequest};
-use crate::config::LeaseStoreKind;
+use crate::settings::LeaseStoreKind;
 
 /// How many of the dead letters a dry run would move it lists.
 const LISTED: usize = 10;

@@ -39,7 +39,7 @@ async fn the_binary_runs_tenants_and_stops_gracefully_on_sigterm() -> anyhow::Re
         .host(&tenants)
         .dynamo_leases()
         .owner("binary-host")
-        .args(&["--checkpoint-interval-ms", "200"])
+        .args(&["--checkpoint-interval", "200ms"])
         .start()?;
 
     // Records put once the shard is open at the tip are read.
@@ -208,9 +208,9 @@ async fn hostile_tenants_neither_delay_nor_bloat_the_others() -> anyhow::Result<
     let tenants = fixture.tenants(&format!(
         r#"
         [host]
-        compile_cpu_seconds = 4
+        compile_cpu = "4s"
         compile_memory_mib = 512
-        compile_timeout_ms = 30000
+        compile_timeout = "30s"
 
         [[tenants]]
         name = "bombs"
@@ -221,7 +221,7 @@ async fn hostile_tenants_neither_delay_nor_bloat_the_others() -> anyhow::Result<
         name = "slow"
         components = ["{slow}"]
         subscribe = ["hostile"]
-        limits = {{ call_deadline_ms = 15000 }}
+        limits = {{ call_deadline = "15s" }}
 
         [[tenants]]
         name = "good"
@@ -263,11 +263,7 @@ async fn hostile_tenants_neither_delay_nor_bloat_the_others() -> anyhow::Result<
     // Each bomb is stopped by one of the budget's bounds, which its refusal names.
     for bomb in &refused[1..] {
         let line = text.lines().find(|l| l.contains(bomb)).unwrap_or_default();
-        let keys = [
-            "`compile_cpu_seconds`",
-            "`compile_memory_mib`",
-            "`compile_timeout_ms`",
-        ];
+        let keys = ["`compile_cpu`", "`compile_memory_mib`", "`compile_timeout`"];
         assert!(keys.iter().any(|key| line.contains(key)), "{line}");
     }
     let peak = peak_rss_kib(pid)?;
@@ -293,7 +289,7 @@ async fn a_stop_during_start_up_is_graceful() -> anyhow::Result<()> {
         name = "slow"
         components = ["{slow}"]
         subscribe = ["hostile"]
-        limits = {{ call_deadline_ms = 60000 }}
+        limits = {{ call_deadline = "60s" }}
 
         [[tenants]]
         name = "good"
@@ -339,12 +335,12 @@ async fn a_second_interrupt_exits_at_once() -> anyhow::Result<()> {
         .start()
         .await?;
     let tenants = fixture.tenants(&format!(
-        "[[tenants]]\nname = \"slow\"\ncomponents = [\"{}\"]\nsubscribe = [\"paced\", \"singly\"]\nlimits = {{ call_deadline_ms = 60000 }}\n",
+        "[[tenants]]\nname = \"slow\"\ncomponents = [\"{}\"]\nsubscribe = [\"paced\", \"singly\"]\nlimits = {{ call_deadline = \"60s\" }}\n",
         guests::PACER.path().display()
     ))?;
     let host = fixture
         .host(&tenants)
-        .args(&["--shutdown-grace-ms", "60000"])
+        .args(&["--shutdown-grace", "60000ms"])
         .start()?;
     host.wait_for_log("reading shard", 2).await?;
     // A record whose call takes a minute: a graceful stop would wait for it. The guest says

@@ -301,15 +301,10 @@ impl Fleet {
                 "--metrics-addr",
                 "127.0.0.1:0",
             ])
-            .args([
-                "--poll-interval-ms",
-                "200",
-                "--checkpoint-interval-ms",
-                "200",
-            ])
-            .args(["--lease-ttl-ms", &LEASE_TTL_MS.to_string()])
-            .args(["--renew-interval-ms", "500"])
-            .args(["--shard-sync-interval-ms", &SHARD_SYNC_MS.to_string()])
+            .args(["--poll-interval", "200ms", "--checkpoint-interval", "200ms"])
+            .args(["--lease-ttl", &format!("{LEASE_TTL_MS}ms")])
+            .args(["--renew-interval", "500ms"])
+            .args(["--shard-sync-interval", &format!("{SHARD_SYNC_MS}ms")])
             .env("AWS_ACCESS_KEY_ID", "test")
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("RUST_LOG", "info")

@@ -69,7 +69,7 @@ fn a_mistake_is_named_by_file_line_and_key_in_run_and_check() -> anyhow::Result<
     let text = format!(
         "[host]\ncompile_cache = \"{}\"\n\n{}\n{}",
         compile_cache_dir().display(),
-        tenant("acme", &settlement, "ledger", "call_deadline_ms = 500"),
+        tenant("acme", &settlement, "ledger", "call_deadline = \"500ms\""),
         tenant("globex", &settlement, "ledger", "max_instances = 0"),
     );
     std::fs::write(&config, &text)?;
@@ -284,5 +284,53 @@ fn run_names_a_refused_component_in_one_line_in_the_words_of_check() -> anyhow::
         ran.starts_with("error: config file ") && ran.contains("`host.lease_table`: "),
         "{ran}"
     );
+    Ok(())
+}
+
+#[test]
+fn old_keys_and_flags_still_work_with_a_warning_naming_what_to_write() -> anyhow::Result<()> {
+    let dir = temp_dir("config-deprecated")?;
+    let config = dir.join("tenants.toml");
+    let settlement = guests::SETTLEMENT.path();
+    std::fs::write(
+        &config,
+        format!(
+            "[host]\ncompile_cache = \"{}\"\ncompile_timeout_ms = 60000\n\n{}",
+            compile_cache_dir().display(),
+            tenant("acme", &settlement, "ledger", "call_deadline_ms = 500"),
+        ),
+    )?;
+    // `check` reads the file as `run` does: the old keys apply, each one warned about.
+    let (ok, text) = ruststream(&["check"], &config)?;
+    assert!(ok, "{text}");
+    for warning in [
+        "line 3, `host.compile_timeout_ms`: `compile_timeout_ms` is deprecated and will be \
+         removed: write `compile_timeout = \"1m\"`",
+        "line 9, `tenants[0].limits.call_deadline_ms`: `call_deadline_ms` is deprecated and \
+         will be removed: write `call_deadline = \"500ms\"`",
+    ] {
+        assert!(text.contains(warning), "{warning}\nnot in:\n{text}");
+    }
+    // An old flag sets its setting (here: a lease too short for the renewal asked for).
+    let mut args = RUN.to_vec();
+    args.extend(["--lease-ttl-ms", "1000", "--renew-interval", "5s"]);
+    let (ok, text) = ruststream(&args, &config)?;
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(
+            "--lease-ttl-ms (or $RUSTSTREAM_LEASE_TTL_MS) is deprecated and will be removed: \
+             give --lease-ttl 1s (or $RUSTSTREAM_LEASE_TTL=1s)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("error: --renew-interval (5s) must be shorter than --lease-ttl (1s)"),
+        "{text}"
+    );
+    // Beside the flag that replaces it, it is refused.
+    let mut args = RUN.to_vec();
+    args.extend(["--lease-ttl-ms", "1000", "--lease-ttl", "1s"]);
+    let (ok, text) = ruststream(&args, &config)?;
+    assert!(!ok && text.contains("cannot be used with"), "{text}");
     Ok(())
 }

@@ -32,7 +32,7 @@ async fn a_handle_only_component_runs_the_seed_table_through_the_binary(
         .host(&tenants)
         .dynamo_leases()
         .owner("contract-host")
-        .args(&["--checkpoint-interval-ms", "200"])
+        .args(&["--checkpoint-interval", "200ms"])
         .start()?;
     let table = "ruststream-plain-ledger";
     let key = fixture

@@ -152,10 +152,10 @@ async fn four_spinning_tenants_leave_a_neighbour_its_latency_and_the_host_its_le
         .args(&[
             "--compute-threads",
             "2",
-            "--renew-interval-ms",
-            "1000",
-            "--lease-ttl-ms",
-            "6000",
+            "--renew-interval",
+            "1000ms",
+            "--lease-ttl",
+            "6000ms",
         ])
         .start()?;
     host.wait_for_log("reading shard", 9).await?;
@@ -260,7 +260,7 @@ async fn three_hosts_on_one_lease_table_keep_a_neighbour_whole_beside_a_spinning
         .start()
         .await?;
     let tenants = format!("{}{}", neighbour(2_000), spinner("spinner", 1_000));
-    let sync = ["--shard-sync-interval-ms", "1000"];
+    let sync = ["--shard-sync-interval", "1000ms"];
     let mut hosts = Vec::new();
     for name in ["a", "b", "c"] {
         std::fs::create_dir_all(fixture.dir().join(name))?;

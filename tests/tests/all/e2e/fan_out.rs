@@ -478,7 +478,7 @@ async fn a_fan_out_subscription_iam_denies_says_why_holds_back_and_reads_once_al
     let (fixture, proxy, host) = behind_proxy(
         "fan-out-denied",
         |proxy| proxy.deny_unless_signed_by(&["SubscribeToShard"], &[]),
-        &["--shard-sync-interval-ms", "1000"],
+        &["--shard-sync-interval", "1000ms"],
     )
     .await?;
     host.wait_for_log("may not read `ledger`: SubscribeToShard", 1)

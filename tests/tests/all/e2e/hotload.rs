@@ -97,7 +97,7 @@ impl HotHost {
             .host(&config)
             .log(&log.display().to_string())
             .dynamo_leases()
-            .args(&["--checkpoint-interval-ms", "200"])
+            .args(&["--checkpoint-interval", "200ms"])
             .args(args)
             .start()?;
         Ok(Self { host, component })

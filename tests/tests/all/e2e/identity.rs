@@ -327,7 +327,7 @@ async fn a_tenant_iam_denies_reads_nothing_says_why_and_reads_once_allowed() -> 
         .kinesis_endpoint(&proxy.endpoint())
         .args(&["--sts-endpoint", &fixture.sts().endpoint()])
         // A round a second: a denied identity retried every round would show.
-        .args(&["--shard-sync-interval-ms", "1000"])
+        .args(&["--shard-sync-interval", "1000ms"])
         .start()?;
     host.wait_for_log("reading shard", 1).await?;
     fixture.put_all("ledger", entries()).await?;

@@ -130,7 +130,7 @@ async fn a_retry_stream_keeps_copies_off_the_stream_and_brings_them_back_to_thei
         subscribe = ["paced", "singly", "refunds", "payouts", "audit"]
         publish = ["paced.retry", "refunds.retry", "refunds.dead"]
         starting_position = "trim_horizon"
-        limits = {{ max_hold_ms = 1000 }}
+        limits = {{ max_hold = "1s" }}
 
         [tenants.subscriptions.pace]
         retry_stream = "paced.retry"

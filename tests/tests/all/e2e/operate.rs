@@ -412,7 +412,7 @@ async fn status_counts_what_metrics_count_when_copies_settle_at_their_due_time()
     let config = format!(
         "[[tenants]]\nname = \"acme\"\ncomponents = [\"{}\"]\n\
          subscribe = [\"refunds\", \"payouts\", \"audit\"]\npublish = [\"refunds.dead\"]\n\
-         limits = {{ min_copy_delay_ms = 4000 }}\n",
+         limits = {{ min_copy_delay = \"4s\" }}\n",
         guests::SETTLEMENT_RETRIES.path().display()
     );
     let host = fixture.host(&fixture.tenants(&config)?).start()?;
@@ -473,7 +473,7 @@ async fn a_shard_taken_while_its_tenant_is_paused_never_reads_as_caught_up() -> 
     // Two hosts on one lease table, each with its own state directory (beside its tenants
     // file): `a` reads the shard, `b` waits for a lease (one shard, two hosts: `a` holds its
     // share).
-    let sync = ["--shard-sync-interval-ms", "1000"];
+    let sync = ["--shard-sync-interval", "1000ms"];
     for host in ["a", "b"] {
         std::fs::create_dir_all(fixture.dir().join(host))?;
     }

@@ -50,7 +50,7 @@ async fn the_binary_settles_the_seed_table_from_python_and_javascript() -> anyho
         .host(&tenants)
         .dynamo_leases()
         .owner("polyglot-host")
-        .args(&["--checkpoint-interval-ms", "200"])
+        .args(&["--checkpoint-interval", "200ms"])
         .start()?;
     let output = || host.output();
 

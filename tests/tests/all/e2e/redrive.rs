@@ -242,8 +242,8 @@ async fn a_killed_redrive_resumes_and_every_dead_letter_goes_back_once() -> anyh
         "--config",
         &config,
         "--create-redrive-table",
-        "--lease-ttl-ms",
-        "2000",
+        "--lease-ttl",
+        "2000ms",
     ];
 
     // A dry run says what would move, and moves nothing.
@@ -447,10 +447,10 @@ async fn a_redrive_the_host_ran_when_it_was_killed_resumes_when_it_starts_again(
         "--lease-store",
         "dynamodb",
         "--create-lease-table",
-        "--lease-ttl-ms",
-        "3000",
-        "--renew-interval-ms",
-        "1000",
+        "--lease-ttl",
+        "3000ms",
+        "--renew-interval",
+        "1000ms",
     ];
     let first = start_host(&setup, &fixed, "first", &args).await?;
     let api = AdminApi::new(&first.admin_addr().await?, &first.state_dir())?;

@@ -201,7 +201,7 @@ async fn start_host(fixture: &Fixture) -> anyhow::Result<BinaryHost> {
         components = ["{shared}"]
         subscribe = ["ledger"]
         publish = ["ledger.dead"]
-        limits = {{ max_hold_ms = 2000 }}
+        limits = {{ max_hold = "2s" }}
 
         [[tenants]]
         name = "globex"

@@ -55,14 +55,14 @@ pub enum CompileError {
     Invalid(String),
     /// The worker ran out of wall time: the budget of the component's size.
     #[error(
-        "compiling took longer than {0:?}, the budget for its size (`compile_timeout_ms`, \
-         `compile_timeout_ms_per_mib`, `compile_timeout_max_ms`)"
+        "compiling took longer than {0:?}, the budget for its size (`compile_timeout`, \
+         `compile_timeout_per_mib`, `compile_timeout_max`)"
     )]
     Timeout(Duration),
     /// The worker ran out of CPU time: the budget of the component's size.
     #[error(
         "compiling used more than {0:?} of CPU time, the budget for its size \
-         (`compile_cpu_seconds`, `compile_cpu_seconds_per_mib`, `compile_cpu_max_seconds`)"
+         (`compile_cpu`, `compile_cpu_per_mib`, `compile_cpu_max`)"
     )]
     CpuTime(Duration),
     /// The worker ran out of memory (its limit, in MiB).
