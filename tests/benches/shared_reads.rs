@@ -25,7 +25,7 @@ use ruststream_kinesis::{
 };
 use ruststream_runtime::{
     Delivery, LoadedComponent, Runtime, RuntimeConfig, Tenant, log::LogSink, record::Bytes,
-    text::Text,
+    record::Text,
 };
 use ruststream_tests::bench::HandledLatencies;
 use ruststream_tests::e2e::put_json;

@@ -12,8 +12,8 @@ use std::task::{Context as TaskContext, Poll, Waker};
 
 use anyhow::{Context, Result};
 use ruststream_runtime::component::{BatchCall, HandlerInstance};
+use ruststream_runtime::record::Text;
 use ruststream_runtime::record::{Bytes, Deliveries};
-use ruststream_runtime::text::Text;
 use ruststream_runtime::{
     Delivery, LoadedComponent, Outcome, ShardPipeline, Tenant, clock::SystemClock, log::LogSink,
     pipeline::PipelineEnv, testing::InProcessStreams,

@@ -70,7 +70,7 @@
 //!
 //! # Modules
 //!
-//! The host: [`run`] (start, run, stop), [`config`] (the tenants file), [`fleet`] (the tenants
+//! The host: [`run`] (start, run, stop), [`config`] (the tenants file), [`Fleet`] (the tenants
 //! running and the reload path), [`identity`] and [`aws`] (the AWS clients, a tenant's assumed
 //! role), [`engine`] (the runtime components compile and run on), [`state`] (the state
 //! directory: token, kept versions), [`watch`] (the debounced file watch), [`metrics`]
@@ -85,7 +85,7 @@ pub mod config;
 pub mod desired;
 pub mod engine;
 pub mod escape;
-pub mod fleet;
+mod fleet;
 mod http_server;
 pub mod identity;
 pub mod json_log;
@@ -96,3 +96,5 @@ pub mod settings;
 pub mod state;
 pub mod tokens;
 pub mod watch;
+
+pub use fleet::Fleet;

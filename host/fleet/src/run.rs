@@ -829,7 +829,7 @@ mod tests {
         let config = host_config(&run, &host_settings(&run.settings, Some(&file))?);
         assert_eq!(config.lease_ttl, Duration::from_secs(30));
         assert_eq!(config.renew_interval, Duration::from_secs(5));
-        assert_eq!(config.reader.batch_limit, 500);
+        assert_eq!(config.reader.get_records_limit, 500);
         assert_eq!(config.shutdown_grace, HostConfig::default().shutdown_grace);
         let bare = host_config(&run, &host_settings(&run.settings, None)?);
         assert_eq!(bare.renew_interval, HostConfig::default().renew_interval);

@@ -21,7 +21,7 @@
 //!   services;
 //! - `testing` (feature `testing`): `TestApp` and paused time, for tenants' tests.
 //!
-//! Transports reuse a few of the runtime's parts: [`clock`], [`backoff`], [`sync`], [`text`].
+//! Transports reuse a few of the runtime's parts: [`clock`], [`backoff`], [`sync`].
 //!
 //! ```no_run
 //! use ruststream_runtime::{Outcome, TestApp};
@@ -96,7 +96,7 @@ pub mod clock;
 pub mod component;
 pub mod cpu;
 pub mod dead_letter;
-pub mod env;
+mod env;
 pub mod envelope;
 pub mod escape;
 mod limits;
@@ -116,7 +116,7 @@ pub mod sync;
 pub mod tenant;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod text;
+mod text;
 
 // The core types, at the root as well as in their modules (as wasmtime's `Engine` and `Store`).
 pub use component::{LoadedComponent, Runtime, RuntimeConfig};

@@ -9,7 +9,8 @@ use std::sync::Arc;
 /// The shared byte buffer a [`Delivery`]'s payload is a slice of.
 pub use bytes::Bytes;
 
-use crate::text::Text;
+/// A sequence number or partition key: text shared without copying (see [`Text`]).
+pub use crate::text::Text;
 
 /// How a record aggregated by the Kinesis Producer Library begins.
 pub const KPL_MAGIC: [u8; 4] = [0xF3, 0x89, 0x9A, 0xC2];

@@ -650,7 +650,7 @@ impl Mistake {
 pub struct ComponentSource {
     /// The path as the tenants file writes it.
     pub written: String,
-    /// The file, line and key: `config file F, line 3, `tenants[0].components[1]``.
+    /// The file, line and key: ``config file F, line 3, `tenants[0].components[1]` ``.
     pub place: String,
 }
 
@@ -661,8 +661,9 @@ impl std::fmt::Display for ComponentSource {
 }
 
 impl ComponentSource {
-    /// What names the component in a line about it: `tenant `T`, config file F, line 3,
-    /// `tenants[0].components[1]` = "acme/ledger.wasm"`. `check --config` and `run` (its log,
+    /// What names the component in a line about it:
+    /// ``tenant `T`, config file F, line 3, `tenants[0].components[1]` = "acme/ledger.wasm"``.
+    /// `check --config` and `run` (its log,
     /// its `partial start` line, readiness, and the error it ends with when nothing starts)
     /// name a component of a tenants file with these words, followed by `: ` and the reason.
     pub fn named(&self, tenant: &str) -> String {

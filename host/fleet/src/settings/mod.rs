@@ -431,7 +431,7 @@ impl HostSettings {
         let reader = defaults.reader.clone();
         HostConfig {
             reader: ReaderConfig {
-                batch_limit: self.get_records_limit.unwrap_or(reader.batch_limit),
+                get_records_limit: self.get_records_limit.unwrap_or(reader.get_records_limit),
                 poll_interval: timing(self.poll_interval, reader.poll_interval),
                 ..reader
             },

@@ -4,7 +4,7 @@
 //! timestamps each decoded through the SDK's JSON tokenizer) that the reader then takes apart
 //! again. Reading the JSON here into two buffers per answer (the strings, the decoded data)
 //! that the deliveries are slices of, the host spends about a quarter less CPU per record read
-//! (`kinesis_cpu`, see `docs/notes.md`) and allocates nothing per record. What the reader
+//! (`kinesis_cpu`, see `docs/benchmarks.md`) and allocates nothing per record. What the reader
 //! needs besides the records (the next iterator, the lag, the child shards of a closed shard)
 //! is handed back to the SDK as a body of its own, so the SDK's output keeps every field it
 //! had.
@@ -16,7 +16,7 @@ use std::str::Utf8Error;
 
 use aws_smithy_types::DateTime;
 use bytes::Bytes;
-use ruststream_runtime::{Delivery, text::Text};
+use ruststream_runtime::{Delivery, record::Text};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::{Map, Value};

@@ -88,7 +88,7 @@ impl ShardRef {
                 .client
                 .get_records()
                 .shard_iterator(&iterator)
-                .limit(config.batch_limit)
+                .limit(config.get_records_limit)
                 .customize()
                 .interceptor(tap.clone())
                 // The reader does its own backoff, so it can log and pace it.

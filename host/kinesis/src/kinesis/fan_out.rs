@@ -4,7 +4,7 @@
 //! - One subscription per reader, in a task of its own that hands each event with records to
 //!   the reader (one event ahead, as polling reads one answer ahead), so the handler sets the
 //!   pace and an event waits while the pipeline is busy. An event is handed to the pipeline
-//!   in parts of at most the reader's `batch_limit` records, as GetRecords answers are, so
+//!   in parts of at most the reader's `get_records_limit` records, as GetRecords answers are, so
 //!   what the pipeline checks between batches (the copies it owes, a lost lease, a stop)
 //!   comes as often in both modes.
 //! - A subscription lasts at most five minutes; it is then made again from the last event's
@@ -123,7 +123,9 @@ impl FanOutReader {
             task: tokio::spawn(subscription.run()),
             millis_behind_latest: None,
             progress,
-            limit: usize::try_from(config.batch_limit).unwrap_or(1).max(1),
+            limit: usize::try_from(config.get_records_limit)
+                .unwrap_or(1)
+                .max(1),
             rest: Vec::new().into_iter(),
         }
     }

@@ -13,7 +13,7 @@ pub(crate) const MAX_CONSECUTIVE_FAILURES: u32 = 20;
 pub struct ReaderConfig {
     /// Most records per GetRecords (1..=10000; default 10000, as KCL: with at most 5 reads a
     /// second per shard, a smaller limit caps a shard below what it can deliver).
-    pub batch_limit: i32,
+    pub get_records_limit: i32,
     /// Pause after a read that returned no records.
     pub poll_interval: Duration,
     /// Least time between two GetRecords on one shard; never below 200 ms (5 reads/s).
@@ -38,7 +38,7 @@ pub struct ReaderConfig {
 impl Default for ReaderConfig {
     fn default() -> Self {
         Self {
-            batch_limit: 10_000,
+            get_records_limit: 10_000,
             poll_interval: Duration::from_secs(1),
             min_read_interval: MIN_READ_INTERVAL,
             backoff_first: Duration::from_millis(200),

@@ -42,7 +42,7 @@ use super::calls::{Called, ShardRef};
 use super::pacing::{Place, ReadPacing, ReaderOwner, Ticket};
 use super::read_config::{ReaderConfig, StartAt};
 use super::read_error::ReadError;
-use ruststream_runtime::{Delivery, escape::one_line, text::Text};
+use ruststream_runtime::{Delivery, escape::one_line, record::Text};
 use ruststream_runtime::{backoff::Backoff, sync::lock};
 
 /// Most non-empty answers a shard keeps for readers that ask for them later.
@@ -390,7 +390,7 @@ impl ShardHub {
         self: &Arc<Self>,
         request: ReadRequest,
     ) -> Result<Arc<Outcome>, watch::Receiver<Option<Arc<Outcome>>>> {
-        let key = (request.position.clone(), request.config.batch_limit);
+        let key = (request.position.clone(), request.config.get_records_limit);
         let mut state = lock(&self.state);
         if let Some(kept) = state.kept_answer(&key) {
             return Ok(kept);

@@ -129,12 +129,9 @@ mod tests {
     use super::*;
     use crate::lease::MemoryLeaseStore;
 
+    /// The default host's lease timing.
     fn timing() -> KeeperTiming {
-        KeeperTiming::new(
-            Duration::from_secs(10),
-            Duration::from_secs(3),
-            Duration::from_secs(1),
-        )
+        crate::HostConfig::default().keeper_timing()
     }
 
     async fn counter(store: &MemoryLeaseStore) -> Option<u64> {

@@ -17,7 +17,7 @@ use ruststream_runtime::shadow::{
 };
 use ruststream_runtime::tenant::MemoryBudget;
 use ruststream_runtime::{
-    LoadedComponent, ShardPipeline, Tenant, env::Env, pipeline::Stop, policy::SandboxPolicy,
+    LoadedComponent, ShardPipeline, Tenant, component::Env, pipeline::Stop, policy::SandboxPolicy,
 };
 
 use super::Host;

@@ -33,6 +33,9 @@ pub use phase::LoadPhase;
 pub use trap::TrapKind;
 pub use version::{CONTRACT, ContractVersion, VersionRefusal};
 
+/// What a component instance and the pipelines driving it act on (its own module: the pipeline
+/// shares it).
+pub use crate::env::Env;
 /// The engine-wide settings a [`Runtime`] is built with.
 pub use crate::limits::RuntimeConfig;
 

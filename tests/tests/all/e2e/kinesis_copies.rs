@@ -169,7 +169,7 @@ async fn copies_that_cannot_go_out_stop_the_reading_until_they_drain(
     let faults = Faults::new();
     let client = kinesis.client().await;
     let mut config = quick_config("host-a");
-    config.reader.batch_limit = 100;
+    config.reader.get_records_limit = 100;
     let host = TestHost::with_config(faults.kinesis_client(&kinesis.endpoint()).await, config)?
         .reading(read);
     let app = host.run_in_memory(guests::SETTLEMENT_RETRIES, 3).await?;

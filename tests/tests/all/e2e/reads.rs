@@ -167,7 +167,7 @@ async fn a_tenant_with_one_subscription_gets_as_many_turns_as_one_with_sixty_fou
     const BATCH: i32 = 10;
     let servers = Proxied::start("ledger").await?;
     let mut config = quick_config("host-a");
-    config.reader.batch_limit = BATCH;
+    config.reader.get_records_limit = BATCH;
     let host = servers.host(config).await?;
     // A backlog of 30 full reads, which only tenant b reads: tenant a opens after it.
     let entries: Vec<serde_json::Value> = (0..BACKLOG)

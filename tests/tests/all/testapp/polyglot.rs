@@ -101,7 +101,7 @@ const MEASURED: usize = 200;
 
 /// Informational: the per-record cost of each example end to end in TestApp (publish, read,
 /// `handle` per record, settle), against the Rust settlement component in the same run.
-/// Printed for `docs/notes.md`; asserts only that every record was booked.
+/// Printed for `docs/benchmarks.md`; asserts only that every record was booked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_record_cost_against_the_rust_component() -> anyhow::Result<()> {
     let rust = TestApp::start(ruststream_tests::guests::SETTLEMENT.path());

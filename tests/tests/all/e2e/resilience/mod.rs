@@ -1,6 +1,6 @@
 //! No record lost, no shard stalled: correctness under expired iterators, resharding, seeks,
 //! restarts, lease moves and stops. Each test failed on the code before its fix (see
-//! docs/notes.md); slow handlers and long waits are in `testapp::deadlines` and
+//! docs/testing.md); slow handlers and long waits are in `testapp::deadlines` and
 //! `testapp::holds`.
 
 mod balancing;
