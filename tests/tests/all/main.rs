@@ -21,6 +21,7 @@ mod call_paths;
 mod code_pages;
 mod console;
 mod dashboards;
+mod docs;
 mod e2e;
 mod embed;
 mod kubernetes;
