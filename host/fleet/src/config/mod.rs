@@ -364,7 +364,7 @@ impl OperatorConfig {
 
 /// Limits as written in the file; absent values fall back to `[defaults]`, then the built-in
 /// defaults (see `docs/sandbox.md`, "Defaults, and why", for each one and why).
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverrides {
     pub(crate) call_deadline: Option<DurationSetting>,

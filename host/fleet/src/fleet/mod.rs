@@ -46,7 +46,9 @@ use tokio::task::JoinSet;
 
 use crate::admin::control::ControlError;
 use crate::admin::model::{Deployed, VersionOrigin};
-use crate::config::{ComponentSource, Config, OperatorConfig, component_file};
+use crate::config::{
+    ComponentSource, Config, LimitOverrides, OperatorConfig, TenantSection, component_file,
+};
 use crate::identity::{Clients, Identities, Role};
 use crate::recent_errors::RecentErrors;
 use crate::settings::LeaseStoreKind;
@@ -89,13 +91,41 @@ struct Wanted {
     tenants: Vec<WantedTenant>,
 }
 
+/// Everything of a tenant's section but its component list, and the file's `[defaults]`: a
+/// change restarts the tenant. Compared by value, so a setting respelt (an old key written the
+/// new way) is no change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct TenantSettings {
+    subscribe: Vec<String>,
+    publish: Vec<String>,
+    quarantine_after: Option<u32>,
+    limits: LimitOverrides,
+    defaults: LimitOverrides,
+    operator: OperatorConfig,
+    role: Option<Role>,
+}
+
+impl TenantSettings {
+    fn of(config: &Config, section: &TenantSection) -> Self {
+        Self {
+            subscribe: section.subscribe.clone(),
+            publish: section.publish.clone(),
+            quarantine_after: section.quarantine_after,
+            limits: section.limits.clone(),
+            defaults: config.defaults.clone(),
+            operator: section.operator_settings(),
+            role: section.role(),
+        }
+    }
+}
+
 struct WantedTenant {
     tenant: Arc<Tenant>,
-    /// Everything of its section but the component list: a change restarts the tenant.
-    settings: String,
+    /// What a change of restarts the tenant.
+    settings: TenantSettings,
     /// Its operator settings for its components' subscriptions.
     operator: OperatorConfig,
-    /// The role its AWS calls assume (part of `settings` too).
+    /// The role its AWS calls assume (in `settings` too).
     role: Option<Role>,
     components: Vec<PathBuf>,
     /// Where the tenants file names each of `components` (none without a file).
@@ -166,7 +196,7 @@ struct State {
 
 pub(crate) struct TenantRun {
     pub tenant: Arc<Tenant>,
-    settings: String,
+    settings: TenantSettings,
     operator: OperatorConfig,
     role: Option<Role>,
     /// The host its apps run on when it has a role: the fleet's, calling with the role's client.
@@ -463,7 +493,7 @@ impl Fleet {
             return Ok(Wanted {
                 tenants: vec![WantedTenant {
                     tenant,
-                    settings: String::new(),
+                    settings: TenantSettings::default(),
                     operator: OperatorConfig::default(),
                     role: None,
                     components: self.inner.cli_components.clone(),
@@ -496,14 +526,7 @@ impl Fleet {
                 let role = section.role();
                 WantedTenant {
                     tenant: Arc::new(config.tenant(section)),
-                    settings: format!(
-                        "{:?} {:?} {:?} {:?} {:?} {operator:?} {role:?}",
-                        section.subscribe,
-                        section.publish,
-                        section.quarantine_after,
-                        section.limits,
-                        config.defaults
-                    ),
+                    settings: TenantSettings::of(&config, section),
                     operator,
                     role,
                     components: section.components.clone(),
@@ -960,4 +983,42 @@ fn not_started(tenants: &BTreeMap<String, TenantRun>) -> Vec<String> {
         }
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn settings(text: &str) -> TenantSettings {
+        let config = Config::parse(Path::new("tenants.toml"), text).expect("a valid file");
+        TenantSettings::of(&config, &config.tenants[0])
+    }
+
+    const TENANT: &str = "[[tenants]]\nname = \"acme\"\ncomponents = [\"a.wasm\"]\n";
+
+    #[test]
+    fn a_tenant_restarts_for_a_changed_value_not_a_respelt_one() {
+        let old = settings(&format!("{TENANT}limits = {{ call_deadline_ms = 500 }}\n"));
+        let respelt = settings(&format!(
+            "{TENANT}limits = {{ call_deadline = \"500ms\" }}\n"
+        ));
+        assert_eq!(old, respelt);
+        let reordered = settings(&format!(
+            "{TENANT}limits = {{ memory_mib = 32, call_deadline = \"500ms\" }}\n"
+        ));
+        let reordered_back = settings(&format!(
+            "{TENANT}limits = {{ call_deadline = \"500ms\", memory_mib = 32 }}\n"
+        ));
+        assert_eq!(reordered, reordered_back);
+        let changed = settings(&format!(
+            "{TENANT}limits = {{ call_deadline = \"600ms\" }}\n"
+        ));
+        assert_ne!(old, changed);
+        let defaults = settings(&format!("[defaults]\nmemory_mib = 32\n{TENANT}"));
+        assert_ne!(defaults, settings(TENANT));
+        let granted = settings(&format!("{TENANT}publish = [\"ledger.dead\"]\n"));
+        assert_ne!(granted, settings(TENANT));
+    }
 }
