@@ -41,22 +41,13 @@ pub(crate) struct StreamArgs {
     /// given with --with-stream: a component reading or dead-lettering into another does not
     /// start (the error names each), and a publish to another is refused with
     /// `stream-not-found`. Every refused publish is shown with its record and subscription.
-    #[arg(long, value_enum, value_name = "WHICH", default_value_t = StreamsWhich::Any)]
-    pub streams: StreamsWhich,
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = StreamsMode::Any)]
+    pub streams: StreamsMode,
     /// A stream that exists with `--streams listed` (repeatable): list the streams the
     /// component reads, dead-letters into and publishes to, as the account it will run in has
     /// them.
     #[arg(long = "with-stream", value_name = "NAME")]
     pub with_streams: Vec<String>,
-}
-
-/// `--streams`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum StreamsWhich {
-    /// Every stream exists.
-    Any,
-    /// Only those given with --with-stream.
-    Listed,
 }
 
 impl StreamArgs {
@@ -65,11 +56,7 @@ impl StreamArgs {
     /// # Errors
     /// When streams are listed with `--streams any`.
     pub(crate) fn existing(&self) -> Result<ExistingStreams, StreamsFlagError> {
-        let mode = match self.streams {
-            StreamsWhich::Any => StreamsMode::Any,
-            StreamsWhich::Listed => StreamsMode::Listed,
-        };
-        existing_streams(mode, &self.with_streams)
+        existing_streams(self.streams, &self.with_streams)
     }
 }
 

@@ -19,6 +19,7 @@ pub use ruststream_runtime::testing::ExistingStreams;
 
 /// `--streams`: which streams exist.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum StreamsMode {
     /// Every stream: read and dead-letter streams from the start, any other from its first
     /// write.

@@ -67,8 +67,9 @@ pub struct TailOptions {
     pub aws: AwsOptions,
 }
 
-/// Where `tail` reads each shard from.
+/// Where `tail` reads each shard from (`--from`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum TailFrom {
     /// The oldest record each shard keeps.
     Horizon,

@@ -329,21 +329,24 @@ fn the_binary_depends_on_the_library_for_all_but_arguments_and_printing() -> std
         "the binary depends on {beside_the_library:?} directly: re-export what it needs from \
          ruststream-fleet or ruststream-tools"
     );
-    // The host's settings are one type that clap and serde both read, so the fleet may name
-    // clap, but only behind the `cli` feature: an embedder builds no command-line parser.
-    let fleet = std::fs::read_to_string(workspace().join("host/fleet/Cargo.toml"))?;
-    let clap = dependency_lines(&fleet)
-        .into_iter()
-        .find(|l| l.starts_with("clap"));
-    assert!(
-        clap.as_deref()
-            .is_none_or(|line| line.contains("optional = true")),
-        "the fleet parses command lines unasked: {clap:?}"
-    );
-    assert!(
-        fleet.contains("cli = [\"dep:clap\"]") || clap.is_none(),
-        "clap is the fleet's only through its `cli` feature"
-    );
+    // A setting is one type that clap and serde both read (the host's settings, the tools'
+    // options), so the libraries may name clap, but only behind their `cli` feature: an
+    // embedder builds no command-line parser.
+    for library in ["host/fleet", "host/tools"] {
+        let manifest = std::fs::read_to_string(workspace().join(library).join("Cargo.toml"))?;
+        let clap = dependency_lines(&manifest)
+            .into_iter()
+            .find(|l| l.starts_with("clap"));
+        assert!(
+            clap.as_deref()
+                .is_none_or(|line| line.contains("optional = true")),
+            "{library} parses command lines unasked: {clap:?}"
+        );
+        assert!(
+            manifest.contains("cli = [\"dep:clap\"]") || clap.is_none(),
+            "clap is {library}'s only through its `cli` feature"
+        );
+    }
     let services: Vec<_> = direct.iter().filter(|d| is_a_service_crate(d)).collect();
     assert!(
         services.is_empty(),

@@ -1,7 +1,7 @@
 //! `ruststream tail`: a stream's records with their envelopes decoded
 //! (`ruststream_tools::tail`).
 
-use ruststream_tools::tail::{self, TailOptions};
+use ruststream_tools::tail::{self, TailFrom, TailOptions};
 
 use crate::args::AwsArgs;
 
@@ -20,15 +20,6 @@ pub(crate) struct TailArgs {
     pub aws: AwsArgs,
 }
 
-/// `ruststream tail --from`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum TailFrom {
-    /// The oldest record each shard keeps.
-    Horizon,
-    /// Only records written from now on.
-    Latest,
-}
-
 /// Prints the stream's records as the flags say, each line as it is read.
 pub(crate) async fn tail(args: TailArgs) -> anyhow::Result<()> {
     Ok(tail::tail(options(args), &mut std::io::stdout()).await?)
@@ -38,10 +29,7 @@ pub(crate) async fn tail(args: TailArgs) -> anyhow::Result<()> {
 fn options(args: TailArgs) -> TailOptions {
     TailOptions {
         stream: args.stream,
-        from: match args.from {
-            TailFrom::Horizon => tail::TailFrom::Horizon,
-            TailFrom::Latest => tail::TailFrom::Latest,
-        },
+        from: args.from,
         follow: args.follow,
         aws: args.aws.options(),
     }
