@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{KeyPath, Step};
+use super::place::{KeyPath, Step};
 
 /// `error`, which parsing `text` (the file at `file`) came to, as one line.
 pub(crate) fn describe(file: &Path, text: &str, error: &toml::de::Error) -> String {
@@ -162,9 +162,15 @@ mod tests {
     #[test]
     fn lambda_s_own_spellings_of_its_positions_are_accepted() {
         for (spelling, expected) in [
-            ("TRIM_HORIZON", super::super::StartingPosition::TrimHorizon),
-            ("LATEST", super::super::StartingPosition::Latest),
-            ("trim_horizon", super::super::StartingPosition::TrimHorizon),
+            (
+                "TRIM_HORIZON",
+                super::super::tenant::StartingPosition::TrimHorizon,
+            ),
+            ("LATEST", super::super::tenant::StartingPosition::Latest),
+            (
+                "trim_horizon",
+                super::super::tenant::StartingPosition::TrimHorizon,
+            ),
         ] {
             let text = format!("{TENANT}subscribe = [\"l\"]\nstarting_position = \"{spelling}\"\n");
             let config: super::super::Config = toml::from_str(&text).expect("accepted");
