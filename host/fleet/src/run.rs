@@ -274,7 +274,7 @@ impl RunningHost {
         // Read once for what `run` settles at start; the fleet reads it again on every reload.
         let file = args.config.as_deref().map(Config::load).transpose()?;
         let host = host_settings(&args.settings, file.as_ref())?;
-        let settings = Settings::new(&host, args.settings.lease_table.is_some(), file.as_ref())?;
+        let settings = Settings::new(&args, &host, file.as_ref())?;
         // Before the runtime: its compiles are counted.
         let recorder = args
             .metrics_addr
@@ -684,11 +684,12 @@ struct Settings {
 }
 
 impl Settings {
-    /// `host` (the flags over the file), with `table_from_flag` when the lease table template
-    /// was given as a flag.
+    /// `host` (the flags over the file), with what only `args` gives: whether the lease table
+    /// template was a flag, and the compile cache (`--compile-cache`, `--no-compile-cache`,
+    /// over the file's `compile_cache`, over the user's cache directory).
     fn new(
+        args: &RunOptions,
         host: &HostSettings,
-        table_from_flag: bool,
         config: Option<&Config>,
     ) -> Result<Self, RunError> {
         Ok(Self {
@@ -696,11 +697,11 @@ impl Settings {
                 kind: host.lease_store.unwrap_or(LeaseStoreKind::Memory),
                 template: (host.lease_table.clone())
                     .unwrap_or_else(|| DEFAULT_TABLE_TEMPLATE.to_owned()),
-                template_from_flag: table_from_flag,
+                template_from_flag: args.settings.lease_table.is_some(),
                 create_table: host.create_lease_table.unwrap_or(false),
             },
             compile_limits: host.compile_limits(),
-            compile_cache: host.compile_cache.clone(),
+            compile_cache: args.compile.cache_dir(host.compile_cache.as_ref()),
             fuel: config.is_some_and(Config::uses_fuel),
             compute: host
                 .compute_threads
@@ -833,6 +834,42 @@ mod tests {
         assert_eq!(config.shutdown_grace, HostConfig::default().shutdown_grace);
         let bare = host_config(&run, &host_settings(&run.settings, None)?);
         assert_eq!(bare.renew_interval, HostConfig::default().renew_interval);
+        Ok(())
+    }
+
+    #[test]
+    fn the_compile_cache_is_the_flag_s_then_the_file_s_and_none_when_turned_off()
+    -> anyhow::Result<()> {
+        let file = crate::config::Config::parse(
+            std::path::Path::new("/etc/ruststream/tenants.toml"),
+            "[host]\ncompile_cache = \"/var/cache/file\"\n[[tenants]]\nname = \"a\"\ncomponents = [\"a.wasm\"]",
+        )?;
+        let cache = |compile: CompileCache| -> anyhow::Result<Option<PathBuf>> {
+            let run = RunOptions {
+                compile,
+                settings: HostSettings {
+                    state_dir: Some(PathBuf::from("/var/lib/ruststream")),
+                    ..HostSettings::default()
+                },
+                ..RunOptions::default()
+            };
+            let host = host_settings(&run.settings, Some(&file))?;
+            Ok(Settings::new(&run, &host, Some(&file))?.compile_cache)
+        };
+        let flag = CompileCache {
+            compile_cache: Some(PathBuf::from("/var/cache/flag")),
+            no_compile_cache: false,
+        };
+        assert_eq!(cache(flag)?, Some(PathBuf::from("/var/cache/flag")));
+        assert_eq!(
+            cache(CompileCache::default())?,
+            Some(PathBuf::from("/var/cache/file"))
+        );
+        let off = CompileCache {
+            compile_cache: None,
+            no_compile_cache: true,
+        };
+        assert_eq!(cache(off)?, None);
         Ok(())
     }
 

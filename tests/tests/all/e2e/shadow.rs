@@ -157,6 +157,18 @@ impl Host {
         Ok(())
     }
 
+    /// Waits until the host has logged `line`.
+    async fn wait_for_log(&self, line: &str) -> anyhow::Result<()> {
+        let logged = poll_for(Duration::from_secs(90), async || {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            text.contains(line).then_some(())
+        })
+        .await;
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        anyhow::ensure!(logged.is_some(), "never logged `{line}`: {text}");
+        Ok(())
+    }
+
     /// `ruststream VERB ARGS` against this host's admin API.
     fn cli(&self, _setup: &Setup, args: &[&str]) -> anyhow::Result<(bool, String)> {
         let admin: Vec<&str> = self.admin.iter().map(String::as_str).collect();
@@ -357,6 +369,8 @@ async fn a_disagreeing_shadow_has_no_effect_lists_its_disagreements_and_is_promo
     // A restart starts the shadow again, its counts from zero.
     host.stop().await?;
     let host = Host::start(&setup, &tenants, "second", 2, &[]).await?;
+    // The live version reads first; the shadow starts once its kept bytes are compiled again.
+    host.wait_for_log("shadow version started again").await?;
     let app = host.app(&setup)?;
     assert_eq!(app["shadow"]["version"]["version"], "1.2.0", "{app}");
 
