@@ -3,6 +3,8 @@
 
 use hyper::StatusCode;
 
+use ruststream_runtime::sync::lock;
+
 use super::*;
 use ruststream_fleet::admin::fake::{
     FakeAdmin, SHARDS, TENANT, sample_status, test_certificate, test_token,
@@ -127,7 +129,7 @@ async fn every_request_over_loopback() {
     let deployed = client.deploy(TENANT, "ledger", b"\0asm\x0d\0\x01\0".to_vec());
     let deployed = deployed.await.expect("a deploy");
     assert_eq!((deployed.app.as_str(), deployed.swapped), ("ledger", true));
-    let asked = server.control().deploys.lock().unwrap().clone();
+    let asked = lock(&server.control().deploys).clone();
     assert_eq!(asked, [(TENANT.to_owned(), "ledger".to_owned(), 8)]);
 
     let gone = client.undeploy(TENANT, "fresh").await.expect("an undeploy");
