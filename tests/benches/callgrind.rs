@@ -45,7 +45,7 @@ use std::task::{Context, Poll};
 
 use anyhow::{Context as _, bail, ensure};
 use ruststream_runtime::{
-    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, Tenant, clock::SystemClock,
+    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
     component::HandlerInstance, component::compile::CompileConfig, cpu::Compute, log::LogSink,
     testing::InProcessStreams,
 };

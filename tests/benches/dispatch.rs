@@ -26,8 +26,8 @@ use std::time::Instant;
 use anyhow::Context as _;
 use ruststream_runtime::component::HandlerInstance;
 use ruststream_runtime::{
-    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, Tenant, clock::SystemClock,
-    log::LogSink, testing::InProcessStreams,
+    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant, log::LogSink,
+    testing::InProcessStreams,
 };
 use ruststream_tests::bench::{self, block_on};
 use ruststream_tests::guests;

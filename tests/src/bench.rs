@@ -15,7 +15,7 @@ use ruststream_runtime::component::{BatchCall, HandlerInstance};
 use ruststream_runtime::record::Text;
 use ruststream_runtime::record::{Bytes, Deliveries};
 use ruststream_runtime::{
-    Delivery, LoadedComponent, Outcome, ShardPipeline, Tenant, clock::SystemClock, log::LogSink,
+    Delivery, LoadedComponent, Outcome, ShardPipeline, SystemClock, Tenant, log::LogSink,
     pipeline::PipelineEnv, testing::InProcessStreams,
 };
 
@@ -150,7 +150,7 @@ impl HandledLatencies {
         Arc::new(
             move |report: &ruststream_runtime::pipeline::DeliveryReport| {
                 let ms = report.at_ms.saturating_sub(report.arrival_ms);
-                ruststream_runtime::sync::lock(&latencies.ms).push(ms);
+                ruststream_common::sync::lock(&latencies.ms).push(ms);
                 latencies
                     .handled
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -165,7 +165,7 @@ impl HandledLatencies {
 
     /// The latencies reported so far, sorted, taken out.
     pub fn take_sorted(&self) -> Vec<u64> {
-        let mut taken = std::mem::take(&mut *ruststream_runtime::sync::lock(&self.ms));
+        let mut taken = std::mem::take(&mut *ruststream_common::sync::lock(&self.ms));
         taken.sort_unstable();
         taken
     }

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use aws_sdk_kinesis::primitives::Blob;
+use ruststream_common::sync::lock;
 use ruststream_kinesis::{
     Deployment, DynamoLeaseStore, Host, HostConfig, LeaseStore, MemoryLeaseStore, RunningApp,
     kinesis::{ReadMode, ReaderConfig},
     runner::ShardState,
 };
-use ruststream_runtime::sync::lock;
 use ruststream_runtime::{
     LoadedComponent, Runtime, RuntimeConfig, Tenant,
     component::compile::{CompileConfig, CompileLimits, Compiler},

@@ -32,7 +32,7 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::byte_stream::ByteStream;
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 
 /// What an injected operation gets instead of a plain pass to the server.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 
 /// One request as it passed.
 #[derive(Debug, Clone, PartialEq, Eq)]

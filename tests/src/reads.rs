@@ -23,7 +23,7 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 };
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 
 /// One GetRecords as a host sent it.
 #[derive(Debug, Clone)]

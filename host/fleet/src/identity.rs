@@ -16,7 +16,7 @@ use aws_config::SdkConfig;
 use aws_config::sts::AssumeRoleProvider;
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider, future};
-use ruststream_runtime::escape::one_line;
+use ruststream_common::escape::one_line;
 
 use crate::aws::AwsOptions;
 
@@ -135,7 +135,7 @@ impl Identities {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Role), Clients>> {
-        ruststream_runtime::sync::lock(&self.assumed)
+        ruststream_common::sync::lock(&self.assumed)
     }
 }
 

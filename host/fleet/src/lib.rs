@@ -9,7 +9,8 @@
 //! server, token, TLS), the state directory, the fleet's desired state (what every host runs,
 //! with fleet deploys), the file watch and the metrics endpoint. The verbs beside `run`
 //! (check, dev, test, tail, put, redrive, new) and the admin API's client are
-//! `ruststream-tools`; the layers only point down: runtime ← kinesis ← fleet ← tools ← cli.
+//! `ruststream-tools`; the layers only point down: common ← runtime ← kinesis ← fleet ← tools
+//! ← cli.
 //!
 //! # Embedding the host
 //!

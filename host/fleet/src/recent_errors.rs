@@ -31,7 +31,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 use serde::{Deserialize, Serialize};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};

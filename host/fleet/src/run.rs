@@ -16,10 +16,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ruststream_common::escape::one_line;
 use ruststream_kinesis::{Host, HostConfig, lease::DEFAULT_TABLE_TEMPLATE};
 use ruststream_runtime::{
-    Runtime, RuntimeConfig, component::compile::CompileLimits, cpu::Compute, escape::one_line,
-    rollout::RolloutPolicy,
+    Runtime, RuntimeConfig, component::compile::CompileLimits, cpu::Compute, rollout::RolloutPolicy,
 };
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinSet;

@@ -16,12 +16,13 @@
 //! - [`tenant`] and [`policy`]: what a tenant is granted, its limits, its quarantine gate;
 //!   [`rollout`]: judging a new version against the one it replaced;
 //! - [`log`] and [`metrics`]: what components say and what the runtime decides, for the
-//!   embedder's `tracing` subscriber and metrics recorder; [`escape`] shows untrusted text;
+//!   embedder's `tracing` subscriber and metrics recorder;
 //! - [`envelope`]: the `RSK2` record format on the stream, shared with native RustStream
 //!   services;
 //! - `testing` (feature `testing`): `TestApp` and paused time, for tenants' tests.
 //!
-//! Transports reuse a few of the runtime's parts: [`clock`], [`backoff`], [`sync`].
+//! - [`Clock`]: the wall clock that due times of delayed copies are read from, the system's
+//!   ([`SystemClock`]) or a test's.
 //!
 //! ```no_run
 //! use ruststream_runtime::{Outcome, TestApp};
@@ -90,15 +91,13 @@
 //! [`Compiler::InProcess`]: component::compile::Compiler::InProcess
 
 pub mod app;
-pub mod backoff;
 mod checkpoint;
-pub mod clock;
+mod clock;
 pub mod component;
 pub mod cpu;
 pub mod dead_letter;
 mod env;
 pub mod envelope;
-pub mod escape;
 mod limits;
 pub mod log;
 pub mod metrics;
@@ -112,13 +111,13 @@ pub mod rollout;
 mod sequence;
 pub mod shadow;
 mod stop;
-pub mod sync;
 pub mod tenant;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod text;
 
 // The core types, at the root as well as in their modules (as wasmtime's `Engine` and `Store`).
+pub use clock::{Clock, SystemClock};
 pub use component::{LoadedComponent, Runtime, RuntimeConfig};
 pub use outcome::Outcome;
 pub use pipeline::ShardPipeline;

@@ -10,8 +10,8 @@ use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::escape::escape_controls;
-use crate::sync::lock;
+use ruststream_common::escape::escape_controls;
+use ruststream_common::sync::lock;
 
 /// Severity of a log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::cpu::Role;
 use crate::limits::WriteLimits;
 use crate::publish::MAX_RECORD_BYTES;
-use crate::sync::lock;
+use ruststream_common::sync::lock;
 
 /// Two token buckets (records, bytes) refilled on the caller's clock, so paused time in
 /// `TestApp` refills them as it moves.

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::sync::lock;
+use ruststream_common::sync::lock;
 
 /// The default number of calls a rollout judges (the new version's first, the old one's last).
 pub const DEFAULT_ROLLOUT_CALLS: u32 = 20;

@@ -5,12 +5,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ruststream_common::escape::{escape_controls, one_line};
 use ruststream_kinesis::lease::DEFAULT_TABLE_TEMPLATE;
 use ruststream_kinesis::runner::admit_settings;
 use ruststream_runtime::{
     LoadedComponent, Runtime, Tenant,
     component::{compile::CompileLimits, describe_app},
-    escape::{escape_controls, one_line},
     log::LogSink,
     tenant::{Limits, LogLimits},
 };

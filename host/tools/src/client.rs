@@ -23,7 +23,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
-use ruststream_runtime::escape::{escape_controls, quote};
+use ruststream_common::escape::{escape_controls, quote};
 use serde::de::DeserializeOwned;
 
 use ruststream_fleet::admin::certificates::GivenCertificates;

@@ -13,10 +13,11 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 
+use ruststream_common::escape::{escape_controls, one_line};
+
 use ruststream_runtime::{
     TestApp,
     component::compile::CompileLimits,
-    escape::{escape_controls, one_line},
     log::{LogLine, Origin},
     publish::RefusedPublish,
     record::Published,

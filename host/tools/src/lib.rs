@@ -7,7 +7,7 @@
 //! the host, enables the runtime's `testing` feature; [`streams`] is which streams exist for
 //! them), streams read and written ([`tail`], [`put`]), dead letters sent back ([`redrive`]),
 //! a tenant crate written from templates ([`new`]) and the admin API's client ([`client`]).
-//! The layers only point down: runtime ← kinesis ← fleet ← tools ← cli.
+//! The layers only point down: common ← runtime ← kinesis ← fleet ← tools ← cli.
 //!
 //! # Example
 //!

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ruststream_runtime::escape::escape_controls;
+use ruststream_common::escape::escape_controls;
 
 /// Why a tenant crate was not written: the name, or the directory or file, at fault.
 #[derive(Debug, thiserror::Error)]

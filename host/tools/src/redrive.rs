@@ -19,7 +19,7 @@ use ruststream_kinesis::redrive::filter::{RedriveFilter, Tenants};
 use ruststream_kinesis::redrive::{
     DryRun, Redrive, RedriveError, RedriveReport, RedriveSpec, RedriveState,
 };
-use ruststream_runtime::clock::{Clock, SystemClock};
+use ruststream_runtime::{Clock, SystemClock};
 
 use ruststream_fleet::aws::AwsOptions;
 use ruststream_fleet::config::{Config, ConfigError};
@@ -175,7 +175,7 @@ async fn run_showing_progress(
         tokio::select! {
             report = &mut run => return Ok(report?),
             _ = ticks.tick() => {
-                let now = ruststream_runtime::sync::lock(&progress).clone();
+                let now = ruststream_common::sync::lock(&progress).clone();
                 writeln!(out, "progress: {}", counts(&now))?;
             }
         }

@@ -10,8 +10,8 @@
 
 use std::collections::BTreeSet;
 
+use ruststream_common::escape::{escape_controls, one_line};
 use ruststream_runtime::app::{MAX_STREAM_NAME_LEN, valid_name};
-use ruststream_runtime::escape::{escape_controls, one_line};
 use ruststream_runtime::publish::RefusedPublish;
 use ruststream_runtime::testing::MissingStream;
 

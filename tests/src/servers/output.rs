@@ -53,4 +53,4 @@ fn append_capped(output: &Mutex<String>, text: &str) {
     }
 }
 
-pub(super) use ruststream_runtime::sync::lock;
+pub(super) use ruststream_common::sync::lock;

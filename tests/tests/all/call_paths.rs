@@ -19,7 +19,7 @@ use ruststream_runtime::cpu::Compute;
 use ruststream_runtime::log::LogSink;
 use ruststream_runtime::testing::InProcessStreams;
 use ruststream_runtime::{
-    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, Tenant, clock::SystemClock,
+    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
 };
 use ruststream_tests::{Guest, bench, guests};
 

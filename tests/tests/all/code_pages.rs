@@ -11,9 +11,7 @@ use ruststream_runtime::component::compile::CompileConfig;
 use ruststream_runtime::cpu::Compute;
 use ruststream_runtime::log::LogSink;
 use ruststream_runtime::testing::InProcessStreams;
-use ruststream_runtime::{
-    LoadedComponent, Outcome, Runtime, RuntimeConfig, Tenant, clock::SystemClock,
-};
+use ruststream_runtime::{LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant};
 use ruststream_tests::{bench, guests};
 
 #[tokio::test]

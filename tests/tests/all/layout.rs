@@ -1,5 +1,7 @@
 //! The shape of the workspace: no import cycles between the modules of any crate; the layers
-//! runtime ← kinesis ← fleet ← tools ← cli, none depending on one above it; a serving host
+//! common ← runtime ← kinesis ← fleet ← tools ← cli, none depending on one above it; a
+//! runtime whose public modules are its embedders' API, not the helpers every layer shares; a
+//! serving host
 //! (the fleet) that does not build the runtime's test harness; a binary that is argument
 //! parsing, one file per verb and printing, with everything else in the libraries; no crate
 //! reaching into another's hidden internals.
@@ -10,6 +12,7 @@ use ruststream_tests::imports::ImportGraph;
 
 /// Every crate of the workspace, by source root.
 const CRATES: &[&str] = &[
+    "host/common/src",
     "host/runtime/src",
     "host/kinesis/src",
     "host/fleet/src",
@@ -65,6 +68,14 @@ fn no_crate_reaches_into_a_hidden_internals_module() -> std::io::Result<()> {
     // built so that this file does not match itself.)
     let path = format!("{}::", "internals");
     let module = format!("mod {}", "internals");
+    let found = lines_naming(&[&path, &module])?;
+    assert!(found.is_empty(), "internals used:\n{}", found.join("\n"));
+    Ok(())
+}
+
+/// Each line of Rust code in `host/`, `guest-sdk/` and `tests/` that contains one of
+/// `needles`, as `file:line: code`.
+fn lines_naming(needles: &[&str]) -> std::io::Result<Vec<String>> {
     let mut files = Vec::new();
     for dir in ["host", "guest-sdk", "tests"] {
         rust_files(&workspace().join(dir), &mut files)?;
@@ -74,19 +85,18 @@ fn no_crate_reaches_into_a_hidden_internals_module() -> std::io::Result<()> {
     for file in &files {
         let text = std::fs::read_to_string(file)?;
         for (line, code) in text.lines().enumerate() {
-            if code.contains(&path) || code.contains(&module) {
+            if needles.iter().any(|needle| code.contains(needle)) {
                 found.push(format!("{}:{}: {}", file.display(), line + 1, code.trim()));
             }
         }
     }
-    assert!(found.is_empty(), "internals used:\n{}", found.join("\n"));
-    Ok(())
+    Ok(found)
 }
 
 #[test]
 fn the_runtime_s_root_re_exports_only_its_core_types() -> std::io::Result<()> {
-    // Everything else lives in the module it belongs to (`escape::one_line`,
-    // `component::compile::WORKER_COMMAND`, `testing::ManualClock`, ...).
+    // Everything else lives in the module it belongs to (`component::compile::WORKER_COMMAND`,
+    // `testing::ManualClock`, ...).
     let lib = std::fs::read_to_string(workspace().join("host/runtime/src/lib.rs"))?;
     let mut names = Vec::new();
     for statement in lib.split(';') {
@@ -107,6 +117,55 @@ fn the_runtime_s_root_re_exports_only_its_core_types() -> std::io::Result<()> {
     assert!(
         !lib.contains("#[doc(hidden)]"),
         "the runtime's root hides an item"
+    );
+    Ok(())
+}
+
+/// The runtime's public modules: what an embedder builds on. A new one is a decision about
+/// the runtime's API, made here and in `docs/architecture.md`.
+const RUNTIME_API: &[&str] = &[
+    "app",
+    "component",
+    "cpu",
+    "dead_letter",
+    "envelope",
+    "log",
+    "metrics",
+    "outcome",
+    "pipeline",
+    "policy",
+    "publish",
+    "record",
+    "rollout",
+    "shadow",
+    "tenant",
+    "testing",
+];
+
+#[test]
+fn the_runtime_s_public_modules_are_its_api_not_shared_helpers() -> std::io::Result<()> {
+    let lib = std::fs::read_to_string(workspace().join("host/runtime/src/lib.rs"))?;
+    let public: Vec<&str> = lib
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("pub mod "))
+        .map(|name| name.trim_end_matches(';'))
+        .collect();
+    assert_eq!(public, RUNTIME_API, "the runtime's public modules");
+    // The lock, backoff and text display every layer uses are `ruststream-common`'s, beneath
+    // the runtime, so no crate reaches them through the runtime.
+    let common = std::fs::read_to_string(workspace().join("host/common/src/lib.rs"))?;
+    let mut misplaced = Vec::new();
+    for helper in common
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub mod "))
+        .map(|name| name.trim_end_matches(';'))
+    {
+        assert!(!public.contains(&helper), "the runtime exposes `{helper}`");
+        misplaced.extend(lines_naming(&[&format!("ruststream_runtime::{helper}::")])?);
+    }
+    assert!(
+        misplaced.is_empty(),
+        "helpers reached through the runtime: {misplaced:?}"
     );
     Ok(())
 }
@@ -195,6 +254,13 @@ fn each_layer_depends_only_on_what_it_needs() -> std::io::Result<()> {
     assert!(runtime.contains("wasmtime"), "the lock file was read");
     let aws: Vec<_> = runtime.iter().filter(|d| d.starts_with("aws-")).collect();
     assert!(aws.is_empty(), "the runtime pulls in {aws:?}");
+    let common = dependencies_of("ruststream-common")?;
+    assert!(common.contains("tokio"), "the lock file was read");
+    let heavy: Vec<_> = common
+        .iter()
+        .filter(|d| d.starts_with("aws-") || d.starts_with("wasmtime"))
+        .collect();
+    assert!(heavy.is_empty(), "the shared helpers pull in {heavy:?}");
     let host = dependencies_of("ruststream-kinesis")?;
     assert!(host.contains("aws-sdk-kinesis"), "the lock file was read");
     for binary_only in ["clap", "toml", "tracing-subscriber", "aws-config"] {
@@ -208,6 +274,7 @@ fn each_layer_depends_only_on_what_it_needs() -> std::io::Result<()> {
 
 /// The crates of the host, lowest layer first: each may depend on those before it only.
 const LAYERS: &[&str] = &[
+    "ruststream-common",
     "ruststream-runtime",
     "ruststream-kinesis",
     "ruststream-fleet",

@@ -15,7 +15,7 @@ use ruststream_kinesis::{
     LeaseStore, MemoryLeaseStore,
     lease::{Checkpoint, Claim, HeldLease, LeaseKey, PresenceKey},
 };
-use ruststream_runtime::clock::{Clock as _, SystemClock};
+use ruststream_runtime::{Clock as _, SystemClock};
 use ruststream_tests::e2e::dynamo_store;
 use ruststream_tests::servers::LocalDynamo;
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ruststream_runtime::clock::SystemClock;
+use ruststream_runtime::SystemClock;
 use ruststream_runtime::component::RuntimeConfig;
 use ruststream_runtime::log::LogSink;
 use ruststream_runtime::record::{Bytes, Delivery};

@@ -19,7 +19,7 @@ use std::net::{IpAddr, SocketAddr};
 use axum::http::HeaderValue;
 use axum::http::Uri;
 use axum::http::uri::Authority;
-use ruststream_runtime::escape::quote;
+use ruststream_common::escape::quote;
 
 /// A name the admin API also answers to (`--admin-host`): `NAME` (with the listening port)
 /// or `NAME:PORT` (exactly).

@@ -17,7 +17,7 @@ use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use ruststream_runtime::escape::one_line;
+use ruststream_common::escape::one_line;
 
 use super::caller::Caller;
 use super::error::ApiError;

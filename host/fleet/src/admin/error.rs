@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use ruststream_runtime::escape::one_line;
+use ruststream_common::escape::one_line;
 
 use super::control::ControlError;
 use super::model::ErrorBody;

@@ -32,8 +32,8 @@ use super::error::ApiError;
 use super::session::{self, CSRF_HEADER, Session, Sessions};
 use super::token::AdminToken;
 use crate::tokens::{self, TokenStore};
-use ruststream_runtime::clock::{Clock as _, SystemClock};
-use ruststream_runtime::escape::one_line;
+use ruststream_common::escape::one_line;
+use ruststream_runtime::{Clock as _, SystemClock};
 
 /// How long an upload may take to arrive: 32 MiB at 2 Mbit/s. A client that stalls would
 /// otherwise hold the one upload slot until its connection dies.
@@ -352,7 +352,7 @@ fn content_type(headers: &HeaderMap, wanted: &str) -> Result<(), String> {
     if essence.eq_ignore_ascii_case(wanted) {
         return Ok(());
     }
-    let shown = ruststream_runtime::escape::quote(&String::from_utf8_lossy(value.as_bytes()));
+    let shown = ruststream_common::escape::quote(&String::from_utf8_lossy(value.as_bytes()));
     Err(format!(
         "Content-Type `{shown}` is refused here: send `{wanted}`"
     ))

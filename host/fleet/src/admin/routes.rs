@@ -15,7 +15,7 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
-use ruststream_runtime::escape::quote;
+use ruststream_common::escape::quote;
 
 use super::audit::{self, AuditLog};
 use super::caller::Caller;

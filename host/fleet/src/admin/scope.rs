@@ -7,7 +7,7 @@ use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use ruststream_runtime::escape::quote;
+use ruststream_common::escape::quote;
 
 use super::caller::Caller;
 use super::error::ApiError;

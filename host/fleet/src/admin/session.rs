@@ -28,7 +28,7 @@ use std::sync::Mutex;
 
 use axum::http::HeaderMap;
 use hmac::Mac as _;
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 use sha2::Digest as _;
 
 use super::token::AdminToken;

@@ -12,7 +12,7 @@ use axum::http::{Method, Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 
 use super::AuditLog;
 use super::allowed_hosts::AllowedHosts;

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
-use ruststream_runtime::escape::{one_line, quote};
+use ruststream_common::escape::{one_line, quote};
 
 use super::caller::Caller;
 use super::control::Control;

@@ -40,10 +40,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use ruststream_common::escape::quote;
 use ruststream_kinesis::lease::{TableTemplate, TemplateError};
-use ruststream_runtime::{
-    Tenant, app::valid_name, escape::quote, policy::StreamGrant, tenant::Limits,
-};
+use ruststream_runtime::{Tenant, app::valid_name, policy::StreamGrant, tenant::Limits};
 use serde::Deserialize;
 
 pub mod component_file;

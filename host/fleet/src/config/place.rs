@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use ruststream_runtime::escape::escape_controls;
+use ruststream_common::escape::escape_controls;
 
 /// Where in the file a value is: keys and array indices from the top.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,12 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use ruststream_common::escape::quote;
 use ruststream_kinesis::kinesis::ReadMode;
 use ruststream_kinesis::runner::OperatorSettings;
-use ruststream_runtime::{
-    app::{MAX_BATCH_LIMIT, StartPosition, SubscriptionSpec, valid_name},
-    escape::quote,
-};
+use ruststream_runtime::app::{MAX_BATCH_LIMIT, StartPosition, SubscriptionSpec, valid_name};
 use serde::Deserialize;
 
 use super::limits::LimitOverrides;

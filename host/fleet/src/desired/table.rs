@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
     ScalarAttributeType, TableStatus,
 };
-use ruststream_runtime::clock::{Clock as _, SystemClock};
+use ruststream_runtime::{Clock as _, SystemClock};
 
 use super::{AppDesired, AppId, DesiredError, HostReport, HostTally, count_call};
 

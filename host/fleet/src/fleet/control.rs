@@ -180,7 +180,7 @@ pub(super) fn seek_refused(
             app: app.to_owned(),
             subscriber: subscriber.to_owned(),
         },
-        other => ControlError::Seek(ruststream_runtime::escape::one_line(&other)),
+        other => ControlError::Seek(ruststream_common::escape::one_line(&other)),
     }
 }
 

@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use ruststream_runtime::clock::{Clock as _, SystemClock};
-use ruststream_runtime::escape::one_line;
-use ruststream_runtime::sync::lock;
+use ruststream_common::escape::one_line;
+use ruststream_common::sync::lock;
+use ruststream_runtime::{Clock as _, SystemClock};
 
 use super::Fleet;
 use super::control::PAUSED_BY_OPERATOR;

@@ -13,10 +13,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ruststream_common::escape::one_line;
+use ruststream_common::sync::lock;
 use ruststream_runtime::Tenant;
-use ruststream_runtime::clock::{Clock as _, SystemClock};
-use ruststream_runtime::escape::one_line;
-use ruststream_runtime::sync::lock;
+use ruststream_runtime::{Clock as _, SystemClock};
 
 use super::{Fleet, Source};
 use crate::admin::control::ControlError;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 
 use crate::admin::model::{HistorySeries, HostHistory, HostStatus};
 

@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
-use ruststream_runtime::clock::{Clock as _, SystemClock};
-use ruststream_runtime::escape::one_line;
+use ruststream_common::escape::one_line;
+use ruststream_common::sync::lock;
 use ruststream_runtime::rollout::Verdict;
-use ruststream_runtime::sync::lock;
+use ruststream_runtime::{Clock as _, SystemClock};
 
 use super::Fleet;
 use super::deploys::FleetDeploys;

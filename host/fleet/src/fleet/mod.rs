@@ -30,17 +30,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use ruststream_common::escape::{escape_controls, one_line};
 use ruststream_kinesis::{
     Deployment, DynamoLeaseStore, Host, LeaseStore, MemoryLeaseStore, RunningApp,
     lease::TableTemplate,
 };
 use ruststream_runtime::{
-    LoadedComponent, Runtime, Tenant,
-    clock::{Clock as _, SystemClock},
-    component::compile::content_hash,
-    cpu::CpuUsage,
-    escape::{escape_controls, one_line},
-    log::LogSink,
+    Clock as _, LoadedComponent, Runtime, SystemClock, Tenant, component::compile::content_hash,
+    cpu::CpuUsage, log::LogSink,
 };
 use tokio::task::JoinSet;
 
@@ -432,8 +429,7 @@ impl Fleet {
     /// Takes a sample of what the console plots.
     pub(crate) fn sample_history(&self) {
         use crate::admin::control::Control as _;
-        let now_ms =
-            ruststream_runtime::clock::Clock::now_ms(&ruststream_runtime::clock::SystemClock);
+        let now_ms = ruststream_runtime::Clock::now_ms(&ruststream_runtime::SystemClock);
         self.inner.history.sample(&self.status(), now_ms);
     }
 
@@ -932,7 +928,7 @@ impl Fleet {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        ruststream_runtime::sync::lock(&self.inner.state)
+        ruststream_common::sync::lock(&self.inner.state)
     }
 }
 

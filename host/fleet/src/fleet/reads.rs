@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ruststream_common::escape::one_line;
 use ruststream_kinesis::runner::{FleetReads, READS_TABLE};
 use ruststream_kinesis::{DynamoLeaseStore, LeaseStore};
-use ruststream_runtime::escape::one_line;
 use tokio::task::JoinHandle;
 
 use super::Fleet;

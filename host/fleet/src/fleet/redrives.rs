@@ -8,13 +8,13 @@
 
 use std::sync::Arc;
 
+use ruststream_common::escape::one_line;
+use ruststream_common::sync::lock;
 use ruststream_kinesis::DynamoLeaseStore;
 use ruststream_kinesis::redrive::filter::{RedriveFilter, Tenants, parse_time};
 use ruststream_kinesis::redrive::{
     DEFAULT_TABLE, Redrive, RedriveReport, RedriveSpec, RedriveState,
 };
-use ruststream_runtime::escape::one_line;
-use ruststream_runtime::sync::lock;
 
 use super::Fleet;
 use crate::admin::control::ControlError;

@@ -4,9 +4,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use ruststream_common::escape::one_line;
 use ruststream_kinesis::runner::SeekError;
-use ruststream_runtime::clock::{Clock as _, SystemClock};
-use ruststream_runtime::escape::one_line;
+use ruststream_runtime::{Clock as _, SystemClock};
 
 use super::Fleet;
 use super::control::{seek_refused, start_position};

@@ -4,10 +4,9 @@
 
 use std::sync::Arc;
 
+use ruststream_common::escape::one_line;
 use ruststream_kinesis::RunningApp;
-use ruststream_runtime::{
-    LoadedComponent, Tenant, component::compile::content_hash, escape::one_line, log::LogSink,
-};
+use ruststream_runtime::{LoadedComponent, Tenant, component::compile::content_hash, log::LogSink};
 
 use super::Fleet;
 use crate::admin::control::ControlError;

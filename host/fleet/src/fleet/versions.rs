@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use ruststream_common::escape::one_line;
 use ruststream_kinesis::RunningApp;
-use ruststream_runtime::{LoadedComponent, Tenant, escape::one_line, log::LogSink};
+use ruststream_runtime::{LoadedComponent, Tenant, log::LogSink};
 
 use super::{Fleet, Source, deployed};
 use crate::admin::control::ControlError;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use ruststream_runtime::escape::quote;
+use ruststream_common::escape::quote;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 /// A duration as a setting: read from `"30s"` (a whole number, then `ms`, `s`, `m`, `h` or

@@ -9,7 +9,7 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 
 use serde::{Deserialize, Serialize};
 

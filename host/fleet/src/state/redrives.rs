@@ -12,8 +12,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use ruststream_common::sync::lock;
 use ruststream_kinesis::redrive::RedriveReport;
-use ruststream_runtime::sync::lock;
 
 use super::{StateError, create_private_dir, file_name, read_json, write_atomic};
 

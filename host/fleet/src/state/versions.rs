@@ -10,10 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use ruststream_runtime::{
-    clock::{Clock as _, SystemClock},
-    component::compile::content_hash,
-};
+use ruststream_runtime::{Clock as _, SystemClock, component::compile::content_hash};
 use serde::{Deserialize, Serialize};
 
 use super::{StateError, create_private_dir, file_name, read_json, write_atomic};
@@ -241,7 +238,7 @@ impl VersionStore {
     /// When a record cannot be read or written; the bytes must be kept already
     /// ([`keep_bytes`](Self::keep_bytes)).
     pub(crate) fn went_live(&self, went: &WentLive<'_>) -> Result<(), StateError> {
-        let _one = ruststream_runtime::sync::lock(&self.writing);
+        let _one = ruststream_common::sync::lock(&self.writing);
         let (others, _) = self.records(went.tenant);
         for mut other in others {
             if other.app != went.app && other.component == went.component && other.live.is_some() {
@@ -297,7 +294,7 @@ impl VersionStore {
         app: &str,
         shadow: Option<ShadowRecord>,
     ) -> Result<(), StateError> {
-        let _one = ruststream_runtime::sync::lock(&self.writing);
+        let _one = ruststream_common::sync::lock(&self.writing);
         let path = self.record_path(tenant, app);
         let mut record = self
             .record(tenant, app)?
@@ -322,7 +319,7 @@ impl VersionStore {
     /// # Errors
     /// When its record cannot be written.
     pub(crate) fn retired(&self, tenant: &str, component: &str) -> Result<(), StateError> {
-        let _one = ruststream_runtime::sync::lock(&self.writing);
+        let _one = ruststream_common::sync::lock(&self.writing);
         for mut record in self.records(tenant).0 {
             if record.component == component && record.live.is_some() {
                 record.live = None;

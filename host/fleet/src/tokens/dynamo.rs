@@ -3,7 +3,7 @@
 //! token made through one host works on all, and a revoked one is refused by all from their
 //! next request (each request reads its token's item, consistently).
 
-use ruststream_runtime::escape::one_line;
+use ruststream_common::escape::one_line;
 use ruststream_runtime::publish::BoxFuture;
 
 use super::{TokenRecord, TokenStore, TokenStoreError};

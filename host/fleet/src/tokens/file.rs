@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use ruststream_common::sync::lock;
 use ruststream_runtime::publish::BoxFuture;
-use ruststream_runtime::sync::lock;
 
 use super::{TokenRecord, TokenStore, TokenStoreError};
 use crate::state::{read_json, write_atomic};
@@ -42,7 +42,7 @@ impl FileTokens {
         match read_json::<Vec<TokenRecord>>(&self.path) {
             Ok(Some(records)) => Ok(records),
             Ok(None) => Ok(Vec::new()),
-            Err(error) => Err(ruststream_runtime::escape::one_line(&error)),
+            Err(error) => Err(ruststream_common::escape::one_line(&error)),
         }
     }
 

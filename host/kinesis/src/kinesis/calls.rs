@@ -15,8 +15,9 @@ use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
 use super::read_error::ReadError;
 use super::tap::RecordsTap;
 use crate::Cause;
-use ruststream_runtime::backoff::Backoff;
-use ruststream_runtime::{Delivery, escape::one_line};
+use ruststream_common::backoff::Backoff;
+use ruststream_common::escape::one_line;
+use ruststream_runtime::Delivery;
 
 /// One shard, as its calls name it.
 #[derive(Clone)]

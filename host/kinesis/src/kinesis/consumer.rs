@@ -23,8 +23,8 @@ use tokio::time::Instant;
 
 use super::read_error::ReadError;
 use crate::lease::{DEFAULT_TABLE_TEMPLATE, TableTemplate};
-use ruststream_runtime::backoff::Backoff;
-use ruststream_runtime::sync::lock;
+use ruststream_common::backoff::Backoff;
+use ruststream_common::sync::lock;
 
 /// How long a consumer may stay `CREATING` before the registration is given up (Kinesis takes
 /// a few seconds).

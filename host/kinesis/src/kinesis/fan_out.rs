@@ -40,10 +40,10 @@ use super::listings::ShardListings;
 use super::progress::ReadProgress;
 use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReaderConfig, StartAt};
 use super::read_error::ReadError;
+use ruststream_common::backoff::Backoff;
+use ruststream_common::escape::one_line;
 use ruststream_runtime::Delivery;
-use ruststream_runtime::backoff::Backoff;
-use ruststream_runtime::clock::{Clock, SystemClock};
-use ruststream_runtime::escape::one_line;
+use ruststream_runtime::{Clock, SystemClock};
 
 /// How long a subscription may bring no event before it is made again.
 pub const STALLED_AFTER: Duration = Duration::from_secs(30);

@@ -23,8 +23,8 @@ use tokio::time::Instant;
 
 use super::read_error::ReadError;
 use super::shards::{ShardInfo, list_shards};
-use ruststream_runtime::escape::one_line;
-use ruststream_runtime::sync::lock;
+use ruststream_common::escape::one_line;
+use ruststream_common::sync::lock;
 
 /// What one listing came to, for everyone who waited for it.
 type Listed = Result<Arc<Vec<ShardInfo>>, Arc<ReadError>>;

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use ruststream_runtime::{backoff::Backoff, sync::lock};
+use ruststream_common::{backoff::Backoff, sync::lock};
 
 /// Least time between two turns on one shard: Kinesis serves 5 GetRecords a second per shard.
 pub const MIN_READ_INTERVAL: Duration = Duration::from_millis(200);

@@ -16,11 +16,8 @@ use super::progress::ReadProgress;
 use super::read_config::{MAX_CONSECUTIVE_FAILURES, ReadMode, ReaderConfig, StartAt};
 use super::read_error::ReadError;
 use super::shared::{Answer, Outcome, Position, ReadRequest, Registration, SharedReads};
-use ruststream_runtime::backoff::Backoff;
-use ruststream_runtime::{
-    Delivery,
-    clock::{Clock, SystemClock},
-};
+use ruststream_common::backoff::Backoff;
+use ruststream_runtime::{Clock, Delivery, SystemClock};
 
 /// Reads one shard in order, for one subscription, by polling or by enhanced fan-out: the
 /// same batches, ends and lag either way, so the pipeline, settlement, checkpoints, seeks and

@@ -42,8 +42,9 @@ use super::calls::{Called, ShardRef};
 use super::pacing::{Place, ReadPacing, ReaderOwner, Ticket};
 use super::read_config::{ReaderConfig, StartAt};
 use super::read_error::ReadError;
-use ruststream_runtime::{Delivery, escape::one_line, record::Text};
-use ruststream_runtime::{backoff::Backoff, sync::lock};
+use ruststream_common::escape::one_line;
+use ruststream_common::{backoff::Backoff, sync::lock};
+use ruststream_runtime::{Delivery, record::Text};
 
 /// Most non-empty answers a shard keeps for readers that ask for them later.
 pub(crate) const KEPT_ANSWERS: usize = 8;

@@ -20,8 +20,8 @@ use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::ConfigBag;
 use bytes::Bytes;
 use http_body::{Body, Frame};
+use ruststream_common::sync::lock;
 use ruststream_runtime::Delivery;
-use ruststream_runtime::sync::lock;
 
 use super::answer;
 

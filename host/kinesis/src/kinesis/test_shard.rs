@@ -19,7 +19,7 @@ use aws_smithy_types::body::SdkBody;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 
 /// One shard: its records, and what was asked of it.
 #[derive(Debug, Clone)]

@@ -21,8 +21,9 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::Instrument as _;
 
-use ruststream_runtime::sync::sleep_until;
-use ruststream_runtime::{escape::one_line, pipeline::Stop};
+use ruststream_common::escape::one_line;
+use ruststream_common::sync::sleep_until;
+use ruststream_runtime::pipeline::Stop;
 
 use crate::lease::{HeldLease, LeaseError, LeaseStore};
 use crate::metrics::LeaseMetrics;

@@ -10,7 +10,7 @@ use super::{
     Claim, HeldLease, HostRecord, LeaseFuture, LeaseKey, LeaseRecord, LeaseStore, LeaseTable,
     PresenceKey, Renewal, expiry_ms,
 };
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 
 /// An in-memory lease store. Shared (behind an `Arc`) by the hosts of one process, it behaves
 /// like a real store: conditions and fencing counters included.

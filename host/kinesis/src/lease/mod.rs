@@ -35,7 +35,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ruststream_runtime::clock::{Clock, SystemClock};
+use ruststream_runtime::{Clock, SystemClock};
 
 /// What each [`LeaseStore`] call returns: the call's result, as a boxed future, since the
 /// store is used as `dyn LeaseStore` (which an `async fn` in a trait cannot be).

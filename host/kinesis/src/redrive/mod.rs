@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use aws_sdk_kinesis::Client;
 use metrics::Label;
-use ruststream_runtime::clock::{Clock, SystemClock};
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
+use ruststream_runtime::{Clock, SystemClock};
 use serde::{Deserialize, Serialize};
 
 use crate::Cause;
@@ -297,7 +297,7 @@ impl Redrive {
             Ok(()) => report.state = RedriveState::Finished,
             Err(error) => {
                 report.state = RedriveState::Failed;
-                report.error = Some(ruststream_runtime::escape::one_line(error));
+                report.error = Some(ruststream_common::escape::one_line(error));
             }
         }
         result.map(|()| report.clone())

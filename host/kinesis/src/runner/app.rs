@@ -19,8 +19,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument as _;
 
-use ruststream_runtime::escape::one_line;
-use ruststream_runtime::sync::lock;
+use ruststream_common::escape::one_line;
+use ruststream_common::sync::lock;
 use ruststream_runtime::{
     LoadedComponent, Tenant,
     app::{StartPosition, SubscriptionSpec},

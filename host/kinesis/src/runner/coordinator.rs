@@ -14,6 +14,8 @@
 //! even while its presence row still counts it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,8 +24,9 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout};
 use tracing::Instrument as _;
 
-use ruststream_runtime::clock::{Clock as _, SystemClock};
-use ruststream_runtime::{app::StartPosition, escape::one_line, publish::BoxFuture};
+use ruststream_common::escape::one_line;
+use ruststream_runtime::app::StartPosition;
+use ruststream_runtime::{Clock as _, SystemClock};
 
 use super::HostConfig;
 use super::balance::{self, Holding};
@@ -58,6 +61,10 @@ pub(crate) struct Rounds {
     pub stop: Arc<watch::Sender<bool>>,
 }
 
+/// What a [`Shards`] call returns: boxed, so that the rounds hold their shards as a trait
+/// object.
+pub(crate) type ShardsFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 /// The two things a coordinator does that are not about leases: listing the stream's shards
 /// and running a worker on each shard it takes. The host's are Kinesis and
 /// [`worker::run`]; the paused-time tests of the rounds bring their own (fixed shards, workers
@@ -65,7 +72,7 @@ pub(crate) struct Rounds {
 pub(crate) trait Shards: Send + Sync + 'static {
     /// The stream's shards now. [`ReadError::StreamGone`] ends the subscription; any other
     /// error is retried next round.
-    fn list(&self) -> BoxFuture<'_, Result<Arc<Vec<ShardInfo>>, ReadError>>;
+    fn list(&self) -> ShardsFuture<'_, Result<Arc<Vec<ShardInfo>>, ReadError>>;
 
     /// A worker on a shard whose lease was just taken. It ends when the shard ends, the lease
     /// is lost or handed over, or the subscription shuts down, having released or handed over
@@ -74,7 +81,7 @@ pub(crate) trait Shards: Send + Sync + 'static {
         &self,
         assignment: Assignment,
         seeks: mpsc::UnboundedReceiver<ShardSeek>,
-    ) -> BoxFuture<'static, (String, WorkerExit)>;
+    ) -> ShardsFuture<'static, (String, WorkerExit)>;
 
     /// Where shards taken from now on without a checkpoint start (a stream-wide seek).
     fn seek_start(&mut self, start: StartPosition);
@@ -100,7 +107,7 @@ pub(crate) struct Affinity {
 struct KinesisShards(WorkerContext);
 
 impl Shards for KinesisShards {
-    fn list(&self) -> BoxFuture<'_, Result<Arc<Vec<ShardInfo>>, ReadError>> {
+    fn list(&self) -> ShardsFuture<'_, Result<Arc<Vec<ShardInfo>>, ReadError>> {
         Box::pin(self.0.listings.list(&self.0.stream))
     }
 
@@ -108,7 +115,7 @@ impl Shards for KinesisShards {
         &self,
         assignment: Assignment,
         seeks: mpsc::UnboundedReceiver<ShardSeek>,
-    ) -> BoxFuture<'static, (String, WorkerExit)> {
+    ) -> ShardsFuture<'static, (String, WorkerExit)> {
         Box::pin(worker::run(self.0.clone(), assignment, seeks))
     }
 

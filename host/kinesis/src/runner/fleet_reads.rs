@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-use ruststream_runtime::escape::one_line;
+use ruststream_common::escape::one_line;
 
 use super::HostConfig;
 use super::observed::Observed;

@@ -39,13 +39,8 @@ use crate::kinesis::{
 use crate::lease::LeaseStore;
 use crate::lease::keeper::KeeperTiming;
 use ruststream_runtime::{
-    LoadedComponent, Tenant,
-    clock::{Clock, SystemClock},
-    log::LogSink,
-    pipeline::Observer,
-    publish::Publisher,
-    rollout::RolloutPolicy,
-    tenant::TenantError,
+    Clock, LoadedComponent, SystemClock, Tenant, log::LogSink, pipeline::Observer,
+    publish::Publisher, rollout::RolloutPolicy, tenant::TenantError,
 };
 
 /// How the host reads, leases and checkpoints. The defaults are the seed's timings.

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tracing::Instrument as _;
 
-use ruststream_runtime::escape::one_line;
+use ruststream_common::escape::one_line;
 
 use super::observed::Observed;
 use crate::lease::keeper::KeeperTiming;

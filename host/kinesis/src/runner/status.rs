@@ -14,10 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 use ruststream_runtime::{
-    ShardPipeline,
-    clock::{Clock, SystemClock},
+    Clock, ShardPipeline, SystemClock,
     pipeline::{OutcomeCounter, OutcomeCounts},
 };
 

@@ -7,10 +7,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use ruststream_runtime::sync::sleep_until;
+use ruststream_common::escape::one_line;
+use ruststream_common::sync::sleep_until;
 use ruststream_runtime::{
-    Delivery, ShardPipeline, Tenant, app::StartPosition, clock::Clock, escape::one_line,
-    pipeline::Stop,
+    Clock, Delivery, ShardPipeline, Tenant, app::StartPosition, pipeline::Stop,
 };
 
 use super::HostConfig;
@@ -751,7 +751,7 @@ mod tests {
 
     #[test]
     fn a_seek_stores_the_position_it_moved_to() {
-        let clock = ruststream_runtime::clock::SystemClock;
+        let clock = ruststream_runtime::SystemClock;
         let stored = |start: StartAt| seek_checkpoint(&start, &clock).to_string();
         assert_eq!(stored(StartAt::Horizon), "TRIM_HORIZON");
         assert_eq!(stored(StartAt::AtTimestamp(5)), "AT_TIMESTAMP:5");

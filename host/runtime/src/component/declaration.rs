@@ -11,8 +11,8 @@ use crate::app::{
     AppSpec, DeclarationBounds, MAX_BATCH_LIMIT, MAX_STREAM_NAME_LEN, SpecError, StartPosition,
     SubscriptionSpec, valid_name,
 };
-use crate::escape::quote;
 use crate::outcome::{Outcome, RetryPolicy};
+use ruststream_common::escape::quote;
 
 /// Validates what a component's `describe` returned. Cheap checks come first: a list of 50 000
 /// subscriptions is refused on its length, before any of them is looked at.

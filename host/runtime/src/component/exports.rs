@@ -9,7 +9,7 @@ use wasmtime::{AsContextMut, Engine};
 use super::bindings::exports::ruststream::handler::{batch, handler};
 use super::state::HostState;
 use super::version::{self, CONTRACT_PREFIX, VersionRefusal};
-use crate::escape::quote;
+use ruststream_common::escape::quote;
 
 /// How the host calls a component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,11 +17,11 @@ use super::state::{CallKind, CallScope, HostState, board_outcomes, sync_progress
 use super::trap::{CallStopped, DeadlineExceeded, TrapKind, classify};
 use crate::cpu::{CallClock, Meter, Seat};
 use crate::env::Env;
-use crate::escape::one_line;
 use crate::outcome::Outcome;
 use crate::publish::{InstanceNotes, PublishLog};
 use crate::record::Deliveries;
 use crate::stop::{Stop, cutting};
+use ruststream_common::escape::one_line;
 
 /// One batch of one shard, as handed to a component.
 pub struct BatchCall<'a> {

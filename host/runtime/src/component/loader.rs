@@ -18,11 +18,11 @@ use crate::app::{AppSpec, DeclarationBounds, SpecError};
 use crate::clock::{Clock, SystemClock};
 use crate::cpu::CpuAccount;
 use crate::env::Env;
-use crate::escape::quote;
 use crate::log::LogSink;
 use crate::policy::SandboxPolicy;
 use crate::publish::{BoxFuture, PublishError, PublishNotes, Publisher};
 use crate::record::{OutgoingRecord, Published};
+use ruststream_common::escape::quote;
 
 const HANDLER_EXPORT: &str = concat!("ruststream:handler/handler@", contract_version!());
 
@@ -30,7 +30,7 @@ const HANDLER_EXPORT: &str = concat!("ruststream:handler/handler@", contract_ver
 ///
 /// Displayed alone it names tenant, component and phase; the reason is its
 /// [`source`](std::error::Error::source), so render it with its causes
-/// ([`one_line`](crate::escape::one_line), or `{:#}` through `anyhow`).
+/// ([`one_line`](ruststream_common::escape::one_line), or `{:#}` through `anyhow`).
 #[derive(Debug, thiserror::Error)]
 #[error("tenant `{tenant}`, component `{component}`: {phase} refused")]
 pub struct LoadError {

@@ -11,7 +11,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 use crate::limits::LogLimits;
 use crate::log::LogRate;
-use crate::sync::lock;
+use ruststream_common::sync::lock;
 
 /// Largest write a guest is invited to make at once.
 const WRITE_PERMIT: usize = 64 << 10;

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cpu::CallClock;
-use crate::sync::lock;
+use ruststream_common::sync::lock;
 
 /// The progress of one call, shared between the instance's store, the epoch callback and the
 /// outside timer.

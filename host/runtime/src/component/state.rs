@@ -20,7 +20,6 @@ use super::trap::{CallStopped, MemoryLimitExceeded, TableLimitExceeded};
 use crate::cpu::CallClock;
 use crate::env::Env;
 use crate::envelope::refused_on_publish;
-use crate::escape::{one_line, quote};
 use crate::limits::TABLE_ELEMENT_BYTES;
 use crate::log::{Level, LogLine, LogTags, Origin};
 use crate::outcome::Outcome;
@@ -28,6 +27,7 @@ use crate::publish::{InstanceNotes, PublishLog, RecordedPublish};
 use crate::publish::{PublishError, check_size, derived_partition_key};
 use crate::record::{Deliveries, Delivery, Header, OutgoingRecord};
 use crate::stop::{Stop, cutting};
+use ruststream_common::escape::{one_line, quote};
 
 /// What a call is. Only a `handle-batch` call takes progress reports: one from anywhere else
 /// would give the guest a fresh deadline it has not earned.

@@ -10,7 +10,7 @@
 use std::fmt;
 
 use super::bindings::contract_version;
-use crate::escape::quote;
+use ruststream_common::escape::quote;
 
 /// The WIT package this host implements.
 pub const CONTRACT: &str = concat!("ruststream:handler@", contract_version!());

@@ -25,7 +25,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::Role;
-use crate::sync::lock;
+use ruststream_common::sync::lock;
 
 /// The weight a tenant has unless its limits say otherwise: cgroup v2's `cpu.weight` default.
 pub const DEFAULT_CPU_WEIGHT: u32 = 100;

@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use super::lines::RuntimeLog;
-use crate::backoff::Backoff;
 use crate::checkpoint::Ticket;
 use crate::clock::millis;
 use crate::env::Env;
 use crate::log::Level;
 use crate::record::OutgoingRecord;
+use ruststream_common::backoff::Backoff;
 
 /// First and largest pause between attempts to publish a counted copy.
 const RETRY_FIRST: Duration = Duration::from_millis(200);

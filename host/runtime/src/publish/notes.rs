@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::publish::PublishError;
 use crate::record::Delivery;
-use crate::sync::lock;
+use ruststream_common::sync::lock;
 
 /// Distinct refusals (by target stream and reason) noted for one record of one subscription;
 /// past that, a record's further kinds of refusal are only counted

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::escape::escape_controls;
 use crate::publish::{BoxFuture, PublishError, Publisher, check_size, derived_partition_key};
 use crate::record::{OutgoingRecord, Published};
-use crate::sync::lock;
+use ruststream_common::escape::escape_controls;
+use ruststream_common::sync::lock;
 
 /// Characters of a payload kept to show an operator which publish differed.
 const PREVIEW_CHARS: usize = 40;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use metrics::{Counter, Label};
 
 use crate::metrics::{FOLDED, label, shadow_labels};
-use crate::sync::lock;
+use ruststream_common::sync::lock;
 
 pub use crate::metrics::{SHADOW_RECORDS, SHADOW_SKIPPED};
 

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use metrics::{Gauge, Label};
 
 use crate::metrics::{INSTANCE_MEMORY, label};
-use crate::sync::lock;
+use ruststream_common::sync::lock;
 
 /// Whose instance a reservation is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

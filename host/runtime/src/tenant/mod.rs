@@ -20,8 +20,8 @@ use tokio::sync::watch;
 use crate::component::{LoadedComponent, TrapKind};
 pub use crate::limits::{CopyLimits, Limits, LogLimits, WriteLimits};
 use crate::policy::{SandboxPolicy, StreamGrant};
-use crate::sync::lock;
 pub use memory::{InstanceRole, MemoryBudget, MemoryReservation, ReservedMemory};
+use ruststream_common::sync::lock;
 
 /// Why a tenant's component may not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -45,14 +45,14 @@ use crate::app::{AppSpec, MaxRecordAge, StartPosition, SubscriptionSpec};
 use crate::clock::Clock;
 use crate::component::RuntimeConfig;
 use crate::component::{CallForm, LoadError, LoadedComponent, Runtime, RuntimeError};
-use crate::escape::escape_controls;
 use crate::log::{LogLine, LogSink};
 use crate::outcome::Outcome;
 use crate::pipeline::{DeliveryReport, PipelineEnv, ShardPipeline};
 use crate::publish::{PublishError, PublishNotes, derived_partition_key};
 use crate::record::{Header, OutgoingRecord, Published};
-use crate::sync::lock;
 use crate::tenant::{Tenant, TenantError};
+use ruststream_common::escape::escape_controls;
+use ruststream_common::sync::lock;
 
 /// Where paused time starts: 2026-01-01T00:00:00Z.
 const START_MS: u64 = 1_767_225_600_000;

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::app::{MAX_STREAM_NAME_LEN, valid_name};
 use crate::clock::Clock;
 use crate::envelope;
-use crate::escape::escape_controls;
 use crate::publish::{BoxFuture, PublishError, Publisher, check_size};
 use crate::record::{Delivery, Header, OutgoingRecord, Published};
-use crate::sync::lock;
+use ruststream_common::escape::escape_controls;
+use ruststream_common::sync::lock;
 
 /// The shard id of every in-process stream.
 pub const SHARD_ID: &str = "shardId-000000000000";

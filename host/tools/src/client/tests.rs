@@ -3,7 +3,7 @@
 
 use hyper::StatusCode;
 
-use ruststream_runtime::sync::lock;
+use ruststream_common::sync::lock;
 
 use super::*;
 use ruststream_fleet::admin::fake::{

@@ -23,9 +23,10 @@ mod verdict;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use ruststream_common::escape::escape_controls;
+
 use ruststream_runtime::{
     component::compile::CompileLimits,
-    escape::escape_controls,
     testing::{ExistingStreams, MissingStream, TestAppError},
 };
 

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use ruststream_runtime::escape::escape_controls;
+use ruststream_common::escape::escape_controls;
 
 use super::run::Observed;
 use super::verdict::Check;

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
+use ruststream_common::escape::escape_controls;
 use ruststream_runtime::envelope;
-use ruststream_runtime::escape::escape_controls;
 use ruststream_runtime::{
     RuntimeConfig, TestApp,
     app::AppSpec,

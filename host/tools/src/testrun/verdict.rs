@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use ruststream_runtime::escape::escape_controls;
+use ruststream_common::escape::escape_controls;
 use ruststream_runtime::publish::{PublishedBy, RefusedPublish};
 use ruststream_runtime::testing::SHARD_ID;
 

@@ -22,8 +22,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
+use ruststream_common::sync::lock;
 use ruststream_kinesis::{DynamoLeaseStore, LeaseStore};
-use ruststream_runtime::sync::lock;
 use ruststream_tests::binary;
 use ruststream_tests::fixture::Fixture;
 use ruststream_tests::guests;

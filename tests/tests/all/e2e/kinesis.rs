@@ -251,7 +251,7 @@ async fn start_positions_horizon_latest_and_timestamp(read: ReadMode) -> anyhow:
     // Pacing the producer (both sleeps), not a wait: an `AT_TIMESTAMP` start needs the clock to
     // move between two arrivals, so the stamp lies well after `s-old` arrived and before `s-new`.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let stamp = ruststream_runtime::clock::Clock::now_ms(&ruststream_runtime::clock::SystemClock);
+    let stamp = ruststream_runtime::Clock::now_ms(&ruststream_runtime::SystemClock);
     tokio::time::sleep(Duration::from_millis(200)).await;
     put_json(&client, "positions.stamped", &json!({"id": "s-new"}), None).await?;
 

@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
+use ruststream_common::escape::escape_controls;
 use ruststream_kinesis::kinesis::ReadMode;
 use ruststream_kinesis::{Deployment, runner::SeekError};
 use ruststream_runtime::envelope;
 use ruststream_runtime::pipeline::MAX_UNSENT_COPIES;
-use ruststream_runtime::{Outcome, app::StartPosition, escape::escape_controls, record::Header};
+use ruststream_runtime::{Outcome, app::StartPosition, record::Header};
 use ruststream_tests::e2e::{
     TestHost, dynamo_store, put_json, put_json_batch, put_raw, quick_config, read_all,
     stored_checkpoint,

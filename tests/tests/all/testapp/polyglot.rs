@@ -30,7 +30,7 @@ async fn start(guest: PolyglotGuest) -> anyhow::Result<TestApp> {
         anyhow::anyhow!(
             "{}: {}",
             guest.name,
-            ruststream_runtime::escape::one_line(&e)
+            ruststream_common::escape::one_line(&e)
         )
     })
 }

@@ -24,7 +24,7 @@ use super::error::ApiError;
 use super::extract::JsonBody;
 use super::guard::Guard;
 use super::session;
-use ruststream_runtime::clock::{Clock as _, SystemClock};
+use ruststream_runtime::{Clock as _, SystemClock};
 
 /// The page, its script and its style.
 const INDEX: &str = include_str!("assets/index.html");

@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ruststream_runtime::backoff::Backoff;
+use ruststream_common::backoff::Backoff;
 use tokio::time::Instant;
 
 /// The first hold after a denied read or a failed worker.

@@ -14,8 +14,8 @@ use super::*;
 use crate::lease::MemoryLeaseStore;
 use crate::lease::keeper::Keeper;
 use crate::metrics::LeaseMetrics;
+use ruststream_common::sync::lock;
 use ruststream_runtime::pipeline::Stop;
-use ruststream_runtime::sync::lock;
 use std::collections::BTreeSet;
 
 const STREAM: &str = "ledger";
@@ -40,7 +40,7 @@ struct TestShards {
 }
 
 impl Shards for TestShards {
-    fn list(&self) -> BoxFuture<'_, Result<Arc<Vec<ShardInfo>>, ReadError>> {
+    fn list(&self) -> ShardsFuture<'_, Result<Arc<Vec<ShardInfo>>, ReadError>> {
         Box::pin(async { Ok(self.shards.clone()) })
     }
 
@@ -48,7 +48,7 @@ impl Shards for TestShards {
         &self,
         assignment: Assignment,
         _seeks: mpsc::UnboundedReceiver<ShardSeek>,
-    ) -> BoxFuture<'static, (String, WorkerExit)> {
+    ) -> ShardsFuture<'static, (String, WorkerExit)> {
         let (store, config) = (self.store.clone(), self.config.clone());
         let (mut shutdown, exits) = (self.shutdown.clone(), self.exits.clone());
         let read = self.read.clone();

@@ -24,9 +24,9 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::Runtime;
-use crate::escape::one_line;
-use crate::sync::lock;
 use cache::ArtifactCache;
+use ruststream_common::escape::one_line;
+use ruststream_common::sync::lock;
 
 /// Why a component did not compile. Each bound names the configuration key that sets it.
 ///

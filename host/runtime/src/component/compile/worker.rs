@@ -15,8 +15,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::CompileError;
 use crate::component::engine_config;
-use crate::escape::one_line;
 use crate::limits::{CompileBudget, CompileLimits, RuntimeConfig};
+use ruststream_common::escape::one_line;
 
 /// The argument that makes a program a compile worker.
 pub const WORKER_COMMAND: &str = "compile-worker";

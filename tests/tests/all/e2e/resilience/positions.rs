@@ -12,10 +12,7 @@ use ruststream_kinesis::{
     lease::{LeaseError, LeaseKey},
     runner::ShardState,
 };
-use ruststream_runtime::{
-    Outcome,
-    clock::{Clock, SystemClock},
-};
+use ruststream_runtime::{Clock, Outcome, SystemClock};
 use ruststream_tests::e2e::{Servers, TestHost, put_json, put_witnessed, stored_checkpoint};
 use ruststream_tests::guests;
 use ruststream_tests::skew::kinesis_client_ahead;

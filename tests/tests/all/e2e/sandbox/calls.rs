@@ -6,10 +6,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ruststream_common::escape::one_line;
+
 use ruststream_runtime::{
     LoadedComponent, Outcome, Tenant,
     component::{CONTRACT, LoadPhase, Refusal, TrapKind, VersionRefusal},
-    escape::one_line,
     log::Origin,
     policy::StreamGrant,
     tenant::{Limits, LogLimits, TenantError},

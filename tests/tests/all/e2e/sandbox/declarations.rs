@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ruststream_common::escape::one_line;
+
 use ruststream_runtime::{
     component::{LoadPhase, Refusal},
-    escape::one_line,
     tenant::Limits,
 };
 use ruststream_tests::guests;

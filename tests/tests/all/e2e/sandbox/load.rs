@@ -6,13 +6,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ruststream_common::escape::one_line;
+
 use ruststream_runtime::{
     LoadedComponent, Runtime, RuntimeConfig, Tenant,
     component::{
         LoadError, LoadPhase, Refusal, TrapKind,
         compile::{CompileConfig, CompileError, CompileLimits, Compiler},
     },
-    escape::one_line,
     tenant::Limits,
 };
 use ruststream_tests::bench::runqueue_waits;

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use ruststream_common::escape::one_line;
+
 use ruststream_runtime::{
     Tenant,
-    escape::one_line,
     log::{LogLine, Origin},
     policy::StreamGrant,
     tenant::{Limits, LogLimits},

@@ -10,10 +10,10 @@ use std::borrow::Cow;
 use std::fmt;
 
 /// Longest untrusted text quoted in an error or a host log line, in characters.
-pub(crate) const QUOTE_CHARS: usize = 80;
+const QUOTE_CHARS: usize = 80;
 
 /// Longest rendering of an error chain on one line, in characters.
-pub(crate) const ERROR_CHARS: usize = 600;
+const ERROR_CHARS: usize = 600;
 
 /// `text` with every control character (C0, DEL, C1) escaped as `\u{..}`. Text without control
 /// characters is returned as is.
@@ -35,7 +35,7 @@ pub fn escape_controls(text: &str) -> Cow<'_, str> {
 /// Untrusted text quoted in a message: control characters escaped, cut to [`QUOTE_CHARS`]
 /// characters with the full length said, so a 32 MiB name cannot become a 32 MiB log line.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Quoted<'a>(pub &'a str);
+struct Quoted<'a>(pub &'a str);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
