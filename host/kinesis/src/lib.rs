@@ -13,6 +13,8 @@
 //!   shard workers, swaps and rollbacks, operator settings, status and seek;
 //! - [`redrive`]: writing dead letters back to the stream they came from, each exactly once;
 //! - [`metrics`]: the host's metric names and labels.
+//! - [`dynamo_table`]: a DynamoDB table of one string key, made when missing (the lease
+//!   table, and the fleet's desired state).
 //!
 //! The runtime compiles components in its bounded worker by default: the program embedding
 //! the host serves it from `main` (see the `ruststream_runtime` crate docs, "The compile
@@ -39,6 +41,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod dynamo_table;
 pub mod kinesis;
 pub mod lease;
 pub mod metrics;

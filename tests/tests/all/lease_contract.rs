@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use ruststream_kinesis::{
-    LeaseStore, MemoryLeaseStore,
+    DynamoLeaseStore, LeaseStore, MemoryLeaseStore,
     lease::{Checkpoint, Claim, HeldLease, LeaseKey, PresenceKey},
 };
 use ruststream_runtime::{Clock as _, SystemClock};
@@ -525,5 +525,43 @@ async fn racing_takers_get_one_lease_between_them(backend: Backend) -> Result<()
     let taken = row(store.as_ref(), &key).await?;
     assert_eq!(taken.owner.as_ref(), winners.first());
     assert_eq!(taken.counter, held.counter + 1);
+    Ok(())
+}
+
+/// Hosts of a fleet starting together each make the lease table they share when it is
+/// missing: every one of them gets it, active, whichever made it.
+#[tokio::test]
+async fn hosts_starting_together_all_get_the_lease_table() -> Result<()> {
+    let server = LocalDynamo::start()
+        .await
+        .context("making the lease table needs dynalite")?;
+    let client = server.client().await;
+    let hosts: Vec<_> = (0..3)
+        .map(|_| DynamoLeaseStore::new(client.clone(), "leases-shared"))
+        .collect();
+    ensure!(
+        !hosts[0].table_is_active().await?,
+        "the table is there before any host made it"
+    );
+    let (a, b, c) = tokio::join!(
+        hosts[0].create_table_if_missing(),
+        hosts[1].create_table_if_missing(),
+        hosts[2].create_table_if_missing(),
+    );
+    for (host, made) in [a, b, c].into_iter().enumerate() {
+        made.with_context(|| format!("host {host} could not make the table"))?;
+    }
+    for host in &hosts {
+        ensure!(host.table_is_active().await?, "the table is not active");
+    }
+    // The table is one: a lease one host took is held as the others see it.
+    let held = take(&hosts[0], &key(), "a", Claim::Free).await?;
+    ensure!(held.is_some(), "a free lease was not taken");
+    for other in &hosts[1..] {
+        ensure!(
+            take(other, &key(), "b", Claim::Free).await?.is_none(),
+            "another host took a held lease"
+        );
+    }
     Ok(())
 }

@@ -8,10 +8,8 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType, TableStatus,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
+use ruststream_kinesis::dynamo_table::{self, TableError};
 use ruststream_runtime::{Clock as _, SystemClock};
 
 use super::{AppDesired, AppId, DesiredError, HostReport, HostTally, count_call};
@@ -71,42 +69,18 @@ impl DesiredTable {
     /// # Errors
     /// When DynamoDB refuses, or the table is not active within a minute.
     pub async fn create_if_missing(&self) -> Result<(), DesiredError> {
-        if self.status().await?.is_none() {
-            let attribute = AttributeDefinition::builder()
-                .attribute_name(KEY)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .map_err(|e| self.backend("CreateTable", "", e))?;
-            let key = KeySchemaElement::builder()
-                .attribute_name(KEY)
-                .key_type(KeyType::Hash)
-                .build()
-                .map_err(|e| self.backend("CreateTable", "", e))?;
-            let created = (self.client.create_table())
-                .table_name(&self.table)
-                .attribute_definitions(attribute)
-                .key_schema(key)
-                .billing_mode(BillingMode::PayPerRequest)
-                .send()
-                .await;
-            // Another host made it meanwhile: as good.
-            if let Err(error) = created
-                && !error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_in_use_exception())
-            {
-                return Err(self.backend("CreateTable", "", error));
-            }
+        match dynamo_table::create_if_missing(&self.client, &self.table, KEY).await {
+            Ok(()) => Ok(()),
+            Err(TableError::NotActive { table }) => Err(DesiredError::NotActive { table }),
+            Err(TableError::Call {
+                operation, source, ..
+            }) => Err(DesiredError::Backend {
+                store: self.describe(),
+                operation,
+                target: String::new(),
+                source,
+            }),
         }
-        for _ in 0..120 {
-            if self.status().await? == Some(TableStatus::Active) {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        Err(DesiredError::NotActive {
-            table: self.table.clone(),
-        })
     }
 
     /// What is recorded for `app`, read consistently; `None` when nothing is.
@@ -115,15 +89,8 @@ impl DesiredTable {
     /// When DynamoDB fails, or the item cannot be read ([`DesiredError::Unreadable`]).
     pub async fn get(&self, app: &AppId) -> Result<Option<AppDesired>, DesiredError> {
         let key = app.key();
-        count_call("GetItem");
-        let got = (self.client.get_item())
-            .table_name(&self.table)
-            .key(KEY, AttributeValue::S(key.clone()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| self.backend("GetItem", &key, e))?;
-        got.item.map(|item| self.parse(&key, &item)).transpose()
+        let item = self.item(&key).await?;
+        item.map(|item| self.parse(&key, &item)).transpose()
     }
 
     /// Every app's desired state, read consistently, in key order.
@@ -234,18 +201,13 @@ impl DesiredTable {
         key: &str,
         attribute: &str,
     ) -> Result<Option<String>, DesiredError> {
-        count_call("GetItem");
-        let got = (self.client.get_item())
-            .table_name(&self.table)
-            .key(KEY, AttributeValue::S(key.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| self.backend("GetItem", key, e))?;
-        Ok(got.item.and_then(|item| match item.get(attribute) {
-            Some(AttributeValue::S(json)) => Some(json.clone()),
-            _ => None,
-        }))
+        Ok(self
+            .item(key)
+            .await?
+            .and_then(|item| match item.get(attribute) {
+                Some(AttributeValue::S(json)) => Some(json.clone()),
+                _ => None,
+            }))
     }
 
     /// Writes `value` as the JSON `attribute` of the item `key`, which must not exist yet.
@@ -463,22 +425,24 @@ impl DesiredTable {
         Ok(parsed)
     }
 
-    async fn status(&self) -> Result<Option<TableStatus>, DesiredError> {
-        let described = (self.client.describe_table())
+    /// The item `key`, read consistently, if it exists.
+    async fn item(
+        &self,
+        key: &str,
+    ) -> Result<Option<HashMap<String, AttributeValue>>, DesiredError> {
+        count_call("GetItem");
+        let got = (self.client.get_item())
             .table_name(&self.table)
+            .key(KEY, AttributeValue::S(key.to_owned()))
+            .consistent_read(true)
             .send()
-            .await;
-        match described {
-            Ok(out) => Ok(out.table.and_then(|t| t.table_status)),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
-            {
-                Ok(None)
-            }
-            Err(error) => Err(self.backend("DescribeTable", "", error)),
-        }
+            .await
+            .map_err(|e| self.backend("GetItem", key, e))?;
+        Ok(got.item)
+    }
+
+    fn describe(&self) -> String {
+        format!("desired-state table `{}`", self.table)
     }
 
     fn backend(
@@ -488,7 +452,7 @@ impl DesiredTable {
         error: impl std::error::Error + Send + Sync + 'static,
     ) -> DesiredError {
         DesiredError::Backend {
-            store: format!("desired-state table `{}`", self.table),
+            store: self.describe(),
             operation,
             target: target.to_owned(),
             source: Box::new(error),

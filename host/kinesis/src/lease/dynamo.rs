@@ -20,17 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
-    ScalarAttributeType, TableStatus,
-};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, TableStatus};
 
 use super::{
     Claim, HeldLease, HostRecord, LeaseError, LeaseFuture, LeaseKey, LeaseRecord, LeaseStore,
     LeaseTable, PRESENCE_PREFIX, PresenceKey, Renewal, expiry_ms, is_legacy_key,
 };
 use crate::Cause;
+use crate::dynamo_table::{self, TableError};
 
 const KEY: &str = "lease_key";
 const OWNER: &str = "lease_owner";
@@ -89,43 +87,8 @@ impl DynamoLeaseStore {
     /// # Errors
     /// When DynamoDB refuses or the table does not become active within a minute.
     pub async fn create_table_if_missing(&self) -> Result<(), LeaseError> {
-        if self.table_status().await?.is_none() {
-            let created = self
-                .client
-                .create_table()
-                .table_name(&self.table)
-                .attribute_definitions(
-                    AttributeDefinition::builder()
-                        .attribute_name(KEY)
-                        .attribute_type(ScalarAttributeType::S)
-                        .build()
-                        .map_err(|e| self.backend("CreateTable", "", e))?,
-                )
-                .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name(KEY)
-                        .key_type(KeyType::Hash)
-                        .build()
-                        .map_err(|e| self.backend("CreateTable", "", e))?,
-                )
-                .billing_mode(BillingMode::PayPerRequest)
-                .send()
-                .await;
-            if let Err(error) = created
-                && error.code() != Some("ResourceInUseException")
-            {
-                return Err(self.backend("CreateTable", "", error));
-            }
-        }
-        for _ in 0..120 {
-            if self.table_status().await? == Some(TableStatus::Active) {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        Err(LeaseError::NotActive {
-            table: self.table.clone(),
-        })
+        (dynamo_table::create_if_missing(&self.client, &self.table, KEY).await)
+            .map_err(|error| self.table_error(error))
     }
 
     /// Whether the table exists and is active.
@@ -133,26 +96,17 @@ impl DynamoLeaseStore {
     /// # Errors
     /// When DynamoDB cannot be asked (`DescribeTable` refused or failed).
     pub async fn table_is_active(&self) -> Result<bool, LeaseError> {
-        Ok(self.table_status().await? == Some(TableStatus::Active))
+        let status = (dynamo_table::status(&self.client, &self.table).await)
+            .map_err(|error| self.table_error(error))?;
+        Ok(status == Some(TableStatus::Active))
     }
 
-    async fn table_status(&self) -> Result<Option<TableStatus>, LeaseError> {
-        match self
-            .client
-            .describe_table()
-            .table_name(&self.table)
-            .send()
-            .await
-        {
-            Ok(out) => Ok(out.table.and_then(|t| t.table_status)),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_not_found_exception()) =>
-            {
-                Ok(None)
-            }
-            Err(error) => Err(self.backend("DescribeTable", "", error)),
+    fn table_error(&self, error: TableError) -> LeaseError {
+        match error {
+            TableError::NotActive { table } => LeaseError::NotActive { table },
+            TableError::Call {
+                operation, source, ..
+            } => self.backend(operation, "", source),
         }
     }
 
