@@ -1,4 +1,4 @@
-//! Small concurrency helpers shared by the runtime and its transports: a lock that survives a
+//! Small concurrency helpers every layer of the host shares: a lock that survives a
 //! panicked holder, and a sleep until an instant that may not be set.
 
 use std::sync::{Mutex, MutexGuard};
