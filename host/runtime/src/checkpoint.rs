@@ -20,19 +20,26 @@ pub(crate) struct Ticket {
 /// The handled-prefix tracker of one shard.
 ///
 /// Only records not yet handled are kept (with, for one whose predecessor is handled, that
-/// predecessor's sequence number): memory follows what is outstanding, not what was read. A
-/// record held for good in front of a million handled ones costs one entry.
+/// predecessor's sequence number), and those handled in order since the last `track`: memory
+/// follows what is outstanding, not what was read. A record held for good in front of a
+/// million handled ones costs one entry.
 ///
-/// Records handled in arrival order, the common case, take one entry in and out of `pending`
-/// and one move of the sequence number to the checkpoint; `before` is used only when records
-/// are handled out of order.
+/// Records handled in arrival order, the common case, take one entry into `pending` and one
+/// step of a count: the first `done` entries of `pending` are handled, in order, behind the
+/// checkpoint, and the last of them *is* the checkpoint until the next [`track`](Self::track)
+/// drops them all and keeps its sequence number. So no sequence number moves per record, only
+/// one per batch. `before` is used only when records are handled out of order.
 #[derive(Debug, Default)]
 pub(crate) struct Watermark {
     generation: u64,
     /// Arrival index the next tracked delivery gets.
     next: u64,
-    /// Unhandled deliveries, by arrival index (increasing).
+    /// Deliveries by arrival index (increasing): the first `done` handled, the rest not.
     pending: VecDeque<Pending>,
+    /// How many entries at the front of `pending` are handled: the handled prefix grown in
+    /// arrival order since the last `track`. While it is not zero, `before` and `latest` are
+    /// empty and `checkpoint` is stale: the last of them is the checkpoint.
+    done: usize,
     /// For a pending delivery that is not the first and whose predecessor is handled, by the
     /// pending one's index: the predecessor's sequence number, where the checkpoint moves when
     /// the pending one becomes the first unhandled.
@@ -61,6 +68,7 @@ impl Watermark {
     /// Starts tracking the next delivery in arrival order. Allocates nothing for sequence
     /// numbers of Kinesis's usual length.
     pub(crate) fn track(&mut self, sequence_number: &str) -> Ticket {
+        self.settle();
         let index = self.next;
         self.next += 1;
         // When the delivery before this one is handled and another is still pending in front,
@@ -82,11 +90,29 @@ impl Watermark {
     /// moved). A stale ticket (from before a reset) or one already handled changes nothing.
     ///
     /// Sequence numbers are moved, never copied: each is needed in one place at a time.
+    #[inline]
     pub(crate) fn mark_handled(&mut self, ticket: Ticket) -> bool {
         if ticket.generation != self.generation {
             return false;
         }
-        // Records are mostly handled in order: the first pending one is the common case.
+        // Records are mostly handled in order: the first unhandled one, with nothing handled
+        // after it, moves the checkpoint to itself. (A record handled after the first
+        // unhandled one always leaves an entry in `before` or `latest`: the end of its run.)
+        if self.before.is_empty()
+            && self.latest.is_none()
+            && (self.pending.get(self.done)).is_some_and(|first| first.index == ticket.index)
+        {
+            self.done += 1;
+            return true;
+        }
+        self.mark_out_of_order(ticket)
+    }
+
+    /// [`mark_handled`](Self::mark_handled) of any record but the first unhandled one with
+    /// nothing handled after it.
+    #[inline(never)]
+    fn mark_out_of_order(&mut self, ticket: Ticket) -> bool {
+        self.settle();
         let position = match self.pending.front() {
             Some(first) if first.index == ticket.index => 0,
             _ => match self
@@ -140,17 +166,20 @@ impl Watermark {
     /// The sequence number of the last record of the handled prefix, if any record is handled
     /// (or a checkpoint was given at creation or reset).
     pub(crate) fn checkpoint(&self) -> Option<&str> {
-        self.checkpoint.as_ref().map(SequenceNumber::as_str)
+        match self.done.checked_sub(1) {
+            Some(last) => self.pending.get(last).map(|p| p.sequence_number.as_str()),
+            None => self.checkpoint.as_ref().map(SequenceNumber::as_str),
+        }
     }
 
     /// Deliveries tracked and not yet handled.
     pub(crate) fn in_flight(&self) -> usize {
-        self.pending.len()
+        self.pending.len() - self.done
     }
 
     /// The first unhandled delivery's sequence number: where the checkpoint is held.
     pub(crate) fn held_at(&self) -> Option<&str> {
-        self.pending.front().map(|p| p.sequence_number.as_str())
+        (self.pending.get(self.done)).map(|p| p.sequence_number.as_str())
     }
 
     /// Whether a record tracked after `ticket` is handled already: only then does handling
@@ -159,12 +188,38 @@ impl Watermark {
         if ticket.generation != self.generation || ticket.index >= self.next {
             return false;
         }
-        let pending_after = self.pending.len()
-            - self
-                .pending
-                .partition_point(|pending| pending.index <= ticket.index);
+        // The unhandled entries after `ticket`: past both `ticket` and the handled front.
+        let up_to_ticket = (self.pending).partition_point(|pending| pending.index <= ticket.index);
+        let pending_after = self.pending.len() - up_to_ticket.max(self.done);
         let tracked_after = self.next - ticket.index - 1;
         tracked_after > pending_after as u64
+    }
+
+    /// Drops the records handled in order since the last `track`, keeping the last one's
+    /// sequence number as the checkpoint: what a pipeline does once a batch is settled, so
+    /// that an idle shard keeps no handled records.
+    pub(crate) fn settle(&mut self) {
+        if self.done != 0 {
+            self.settle_done();
+        }
+    }
+
+    /// Drops the handled front of `pending`, its last sequence number kept as the checkpoint:
+    /// back to the form in which `pending` holds unhandled deliveries only.
+    #[inline(never)]
+    fn settle_done(&mut self) {
+        let Some(last) = self.done.checked_sub(1) else {
+            return;
+        };
+        // The last handled entry's number is taken out first, so that the entries are
+        // dropped where they are rather than each moved out.
+        if let Some(last) = self.pending.get_mut(last) {
+            let sequence_number =
+                std::mem::replace(&mut last.sequence_number, SequenceNumber::EMPTY);
+            self.checkpoint = Some(sequence_number);
+        }
+        self.pending.drain(..self.done);
+        self.done = 0;
     }
 
     /// Starts the bookkeeping afresh (a seek): every earlier ticket becomes stale, and the
@@ -172,6 +227,7 @@ impl Watermark {
     pub(crate) fn reset(&mut self, checkpoint: Option<String>) {
         self.generation += 1;
         self.pending.clear();
+        self.done = 0;
         self.before.clear();
         self.latest = None;
         self.checkpoint = checkpoint.as_deref().map(SequenceNumber::new);
@@ -282,6 +338,23 @@ mod tests {
     }
 
     #[test]
+    fn records_handled_in_order_are_dropped_once_settled() {
+        let mut w = Watermark::new(None);
+        let tickets: Vec<Ticket> = (1..=1_000).map(|n| w.track(&n.to_string())).collect();
+        for ticket in &tickets {
+            assert!(w.mark_handled(*ticket));
+        }
+        assert_eq!((w.checkpoint(), w.in_flight()), (Some("1000"), 0));
+        w.settle();
+        assert_eq!(w.pending.len(), 0, "an idle shard keeps no handled record");
+        assert_eq!((w.checkpoint(), w.held_at()), (Some("1000"), None));
+        assert!(!w.mark_handled(tickets[999]), "handled already");
+        let next = w.track("1001");
+        assert!(w.mark_handled(next));
+        assert_eq!(w.checkpoint(), Some("1001"));
+    }
+
+    #[test]
     fn handling_twice_changes_nothing() {
         let mut w = Watermark::new(None);
         let a = w.track("1");
@@ -294,7 +367,9 @@ mod tests {
     #[test]
     fn agrees_with_the_handled_prefix_in_any_order() {
         // Deterministic pseudo-random interleavings of tracking and marking, against the
-        // definition: the last record of the longest handled prefix.
+        // definition: the last record of the longest handled prefix. Half the marks take the
+        // first unhandled record (the common, in-order case); some tickets are marked twice;
+        // some steps settle.
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         let mut random = move |below: usize| {
             state ^= state << 13;
@@ -302,25 +377,42 @@ mod tests {
             state ^= state << 17;
             (state % below as u64) as usize
         };
-        for _ in 0..200 {
+        for _ in 0..400 {
             let mut w = Watermark::new(Some("start".into()));
-            let (mut tickets, mut handled) = (Vec::new(), Vec::new());
-            for step in 0..60 {
-                if tickets.len() < 40 && (random(3) > 0 || step < 5) {
+            let (mut tickets, mut handled) = (Vec::new(), Vec::<bool>::new());
+            for step in 0..80 {
+                let before = handled.iter().take_while(|h| **h).count();
+                let mut moved = false;
+                if tickets.len() < 50 && (random(3) > 0 || step < 5) {
                     tickets.push(w.track(&format!("s{}", tickets.len())));
                     handled.push(false);
                 } else {
-                    let i = random(tickets.len());
-                    w.mark_handled(tickets[i]);
+                    let first_unhandled = handled.iter().position(|h| !*h);
+                    let i = match first_unhandled {
+                        Some(first) if random(2) == 0 => first,
+                        _ => random(tickets.len()),
+                    };
+                    moved = w.mark_handled(tickets[i]);
                     handled[i] = true;
                 }
+                if random(7) == 0 {
+                    // As a pipeline does once a batch is settled.
+                    w.settle();
+                }
                 let prefix = handled.iter().take_while(|h| **h).count();
+                assert_eq!(moved, prefix > before, "step {step}: whether it moved");
                 let expected = match prefix {
                     0 => "start".to_owned(),
                     n => format!("s{}", n - 1),
                 };
                 assert_eq!(w.checkpoint(), Some(expected.as_str()));
                 assert_eq!(w.in_flight(), handled.iter().filter(|h| !**h).count());
+                let held = (prefix < handled.len()).then(|| format!("s{prefix}"));
+                assert_eq!(w.held_at(), held.as_deref());
+                for (i, ticket) in tickets.iter().enumerate() {
+                    let after = handled[i + 1..].iter().any(|h| *h);
+                    assert_eq!(w.handled_after(*ticket), after, "step {step}, record {i}");
+                }
             }
         }
     }

@@ -18,6 +18,12 @@ pub(crate) enum SequenceNumber {
 }
 
 impl SequenceNumber {
+    /// The empty sequence number: what is left where one was taken out.
+    pub(crate) const EMPTY: Self = Self::Inline {
+        len: 0,
+        bytes: [0; INLINE],
+    };
+
     pub(crate) fn new(text: &str) -> Self {
         let Some(len) = u8::try_from(text.len())
             .ok()

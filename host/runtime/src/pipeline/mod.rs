@@ -635,6 +635,7 @@ impl ShardPipeline {
     }
 
     fn moved_checkpoint(&mut self) -> Option<String> {
+        self.watermark.settle();
         // While pinned the move is kept, to be reported once the pin is gone.
         if !self.checkpoint_moved || self.outbox.is_pinned() {
             return None;
