@@ -68,30 +68,39 @@ fn no_crate_reaches_into_a_hidden_internals_module() -> std::io::Result<()> {
     // built so that this file does not match itself.)
     let path = format!("{}::", "internals");
     let module = format!("mod {}", "internals");
-    let found = lines_naming(&[&path, &module])?;
+    let found = code_lines_naming(SOURCES, 100, &[&path, &module])?;
     assert!(found.is_empty(), "internals used:\n{}", found.join("\n"));
     Ok(())
 }
 
-/// Each line of Rust code in `host/`, `guest-sdk/` and `tests/` that contains one of
-/// `needles`, as `file:line: code`.
-fn lines_naming(needles: &[&str]) -> std::io::Result<Vec<String>> {
+/// Each line of code (comments left out) in the Rust files under `dirs` that contains one of
+/// `needles`, as `file:line: code`. Fails if fewer than `at_least` files were read, so that a
+/// check that read nothing cannot pass.
+fn code_lines_naming(
+    dirs: &[&str],
+    at_least: usize,
+    needles: &[&str],
+) -> std::io::Result<Vec<String>> {
     let mut files = Vec::new();
-    for dir in ["host", "guest-sdk", "tests"] {
+    for dir in dirs {
         rust_files(&workspace().join(dir), &mut files)?;
     }
-    assert!(files.len() > 100, "{} files read", files.len());
+    assert!(files.len() >= at_least, "{} files read", files.len());
     let mut found = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file)?;
         for (line, code) in text.lines().enumerate() {
-            if needles.iter().any(|needle| code.contains(needle)) {
-                found.push(format!("{}:{}: {}", file.display(), line + 1, code.trim()));
+            let code = code.trim();
+            if !code.starts_with("//") && needles.iter().any(|needle| code.contains(needle)) {
+                found.push(format!("{}:{}: {code}", file.display(), line + 1));
             }
         }
     }
     Ok(found)
 }
+
+/// Where every crate's sources are, for the checks of what code names.
+const SOURCES: &[&str] = &["host", "guest-sdk", "tests"];
 
 #[test]
 fn the_runtime_s_root_re_exports_only_its_core_types() -> std::io::Result<()> {
@@ -161,7 +170,8 @@ fn the_runtime_s_public_modules_are_its_api_not_shared_helpers() -> std::io::Res
         .map(|name| name.trim_end_matches(';'))
     {
         assert!(!public.contains(&helper), "the runtime exposes `{helper}`");
-        misplaced.extend(lines_naming(&[&format!("ruststream_runtime::{helper}::")])?);
+        let path = format!("ruststream_runtime::{helper}::");
+        misplaced.extend(code_lines_naming(SOURCES, 100, &[&path])?);
     }
     assert!(
         misplaced.is_empty(),
@@ -334,20 +344,8 @@ fn the_serving_host_does_not_build_the_runtime_s_test_harness() -> std::io::Resu
     }
     // Feature unification would hide a use from the compiler in a workspace build: the
     // sources must not name the harness either.
-    let mut files = Vec::new();
-    rust_files(&root.join("host/fleet/src"), &mut files)?;
-    assert!(files.len() > 50, "{} files read", files.len());
-    let needles = [format!("{}::", "testing"), format!("Test{}", "App")];
-    let mut found = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file)?;
-        for (line, code) in text.lines().enumerate() {
-            let code = code.trim_start();
-            if !code.starts_with("//") && needles.iter().any(|n| code.contains(n.as_str())) {
-                found.push(format!("{}:{}: {code}", file.display(), line + 1));
-            }
-        }
-    }
+    let (testing, harness) = (format!("{}::", "testing"), format!("Test{}", "App"));
+    let found = code_lines_naming(&["host/fleet/src"], 50, &[&testing, &harness])?;
     assert!(
         found.is_empty(),
         "the fleet uses the test harness:\n{}",
