@@ -12,6 +12,11 @@ use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
 
+/// Names a rustup toolchain to build the guests with instead of the host's. The host can then
+/// build on a toolchain that has no wasm target (a nightly, to measure a wasmtime that needs a
+/// newer Rust: `benches-native/wasmtime-next/run`) while the guests stay byte for byte the same.
+const GUEST_TOOLCHAIN: &str = "RUSTSTREAM_GUEST_TOOLCHAIN";
+
 fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = manifest_dir
@@ -21,6 +26,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+    println!("cargo:rerun-if-env-changed={GUEST_TOOLCHAIN}");
 
     require_target();
     let target_dir = env::var_os("CARGO_TARGET_DIR")
@@ -87,8 +93,7 @@ fn write_constants(members: &[(&str, String)], built: &Path) {
 
 /// Fails the build with the fix when the wasm target's standard library is not installed.
 fn require_target() {
-    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let sysroot = Command::new(&rustc)
+    let sysroot = guest_command("rustc", "RUSTC")
         .args(["--print", "sysroot"])
         .output()
         .ok()
@@ -96,17 +101,42 @@ fn require_target() {
         .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
     let installed = sysroot.is_some_and(|root| root.join("lib/rustlib").join(TARGET).exists());
     if !installed {
+        let toolchain = env::var(GUEST_TOOLCHAIN)
+            .map(|name| format!(" --toolchain {name}"))
+            .unwrap_or_default();
         panic!(
             "\n\nThe guest components build for `{TARGET}`, whose standard library is not installed.\n\
-             Install it with:\n\n    rustup target add {TARGET}\n\n"
+             Install it with:\n\n    rustup target add {TARGET}{toolchain}\n\n"
         );
+    }
+}
+
+/// `tool` (`cargo` or `rustc`) as the guests build with it: the host build's own (named by
+/// `host_var`, as cargo sets it), or the one of the toolchain [`GUEST_TOOLCHAIN`] names.
+fn guest_command(tool: &str, host_var: &str) -> Command {
+    match env::var_os(GUEST_TOOLCHAIN) {
+        Some(toolchain) => {
+            let mut command = Command::new("rustup");
+            command.arg("run").arg(toolchain).arg(tool);
+            // What the host's toolchain set for its own build would override the choice.
+            for var in [
+                "RUSTUP_TOOLCHAIN",
+                "RUSTC",
+                "CARGO",
+                "RUSTC_WRAPPER",
+                "RUSTDOC",
+            ] {
+                command.env_remove(var);
+            }
+            command
+        }
+        None => Command::new(env::var_os(host_var).unwrap_or_else(|| tool.into())),
     }
 }
 
 /// Builds the guest workspace `workspace` into `target_dir`; the caller runs one at a time.
 fn build_guests(root: &Path, workspace: &str, target_dir: &Path) {
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
+    let status = guest_command("cargo", "CARGO")
         .args(["build", "--release", "--target", TARGET, "--manifest-path"])
         .arg(root.join(workspace).join("Cargo.toml"))
         .arg("--target-dir")

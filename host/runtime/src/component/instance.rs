@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use wasmtime::{AsContext as _, AsContextMut as _, CallHook, Store, UpdateDeadline};
+use wasmtime::{AsContext as _, CallHook, Store, UpdateDeadline};
 
 use super::Runtime;
 use super::batch::BatchLayout;
@@ -506,8 +506,8 @@ async fn instantiate(
     store.limiter(|state| &mut state.limiter);
     if runtime.config().deadlines {
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |mut ctx| {
-            sync_progress(ctx.as_context_mut());
+        store.epoch_deadline_callback(move |ctx| {
+            sync_progress(&ctx);
             if let Some(stop) = ctx.data().cut() {
                 return Err(wasmtime::Error::new(CallStopped(stop)));
             }
@@ -528,7 +528,7 @@ async fn instantiate(
     if pre.form() == CallForm::Batch {
         store.call_hook(|ctx, hook| {
             if matches!(hook, CallHook::CallingHost) {
-                sync_progress(ctx);
+                sync_progress(&ctx);
             }
             Ok(())
         });

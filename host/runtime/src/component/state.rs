@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable, WasmList};
-use wasmtime::{AsContext as _, ResourceLimiter, StoreContext, StoreContextMut, StoreLimits};
+use wasmtime::{AsContext as _, ResourceLimiter, StoreContext, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
@@ -408,7 +408,8 @@ pub(crate) fn board_outcomes(store: StoreContext<'_, HostState>) -> Option<Vec<O
 /// Reads how far the call got from its board into its progress, which gives the next record
 /// a fresh deadline. Runs at each epoch deadline check and whenever the guest calls a host
 /// import (it may block there): the times the deadline is looked at.
-pub(crate) fn sync_progress(store: StoreContextMut<'_, HostState>) {
+pub(crate) fn sync_progress(store: impl wasmtime::AsContext<Data = HostState>) {
+    let store = store.as_context();
     let state = store.data();
     if let (Some(board), Some(progress)) = (&state.board, &state.progress) {
         progress.reported(board.reported(store.as_context(), state.expected));
