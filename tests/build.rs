@@ -14,7 +14,7 @@ const TARGET: &str = "wasm32-wasip2";
 
 /// Names a rustup toolchain to build the guests with instead of the host's. The host can then
 /// build on a toolchain that has no wasm target (a nightly, to measure a wasmtime that needs a
-/// newer Rust: `benches-native/wasmtime-next/run`) while the guests stay byte for byte the same.
+/// newer Rust: `tests/wasmtime-next/run`) while the guests stay byte for byte the same.
 const GUEST_TOOLCHAIN: &str = "RUSTSTREAM_GUEST_TOOLCHAIN";
 
 fn main() {

@@ -16,6 +16,9 @@
 //! docs/benchmarks.md splits those profiles into the host's side of the call, the guest's
 //! bindings and its interpreter.
 
+#[path = "common/thread_cpu.rs"]
+mod thread_cpu;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +35,7 @@ use ruststream_runtime::{
 use ruststream_tests::bench::{self, target_dir};
 use ruststream_tests::guests;
 use ruststream_tests::toolchains::{SETTLEMENT_JS, SETTLEMENT_PYTHON};
+use thread_cpu::thread_cpu;
 
 /// Records per measured run, in batches of [`BATCH`] (each record one `handle` call).
 const RECORDS: usize = 4_000;
@@ -112,9 +116,9 @@ fn measure(language: &str, records: usize, perf_map: bool) -> anyhow::Result<Dur
         .map(|n| Arc::new(bench::consume_json_batch(n * BATCH..(n + 1) * BATCH)))
         .collect();
     run(&rt, &mut instance, &batches[..1])?;
-    let started = thread_cpu_time();
+    let started = thread_cpu();
     run(&rt, &mut instance, &batches)?;
-    let spent = thread_cpu_time().saturating_sub(started);
+    let spent = thread_cpu().saturating_sub(started);
     Ok(spent / u32::try_from(records)?)
 }
 
@@ -132,18 +136,4 @@ fn run(
         );
     }
     Ok(())
-}
-
-/// This thread's CPU time so far: the guest runs on it (`Compute::Inline`).
-fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid, writable timespec; the call writes nothing else.
-    let read = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    assert_eq!(read, 0, "this thread's CPU clock is readable on Linux");
-    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
-    let nanos = u32::try_from(now.tv_nsec).unwrap_or(0);
-    Duration::new(secs, nanos)
 }
