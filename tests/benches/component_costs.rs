@@ -14,7 +14,8 @@
 //! - `instantiate`: this thread's CPU time of a fresh instance's first record, less that of a
 //!   record on an instance that has handled one: what making an instance costs a record.
 //!
-//! Each round uses its own `Runtime` and cache directory, so no load shares code with another.
+//! `-- python` (or `rust`, `javascript`) measures that language alone. Each round uses its own
+//! `Runtime` and cache directory, so no load shares code with another.
 //! The figures are timings: compare builds (two wasmtime versions:
 //! `tests/wasmtime-next/run`) by running them alternately on one machine.
 

@@ -5,13 +5,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
 use crate::process::Running;
 use crate::wait::poll_for;
+
+/// How long an element may take to accept a click or text once it is found.
+const ELEMENT_SETTLES: Duration = Duration::from_secs(15);
 
 /// Where Debian's packages put them.
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -182,17 +185,24 @@ impl Browser {
         self.on_element(css, "value", &json!({ "text": text }))
     }
 
-    /// Does `action` (`click`, `value`) with `body` on the first element matching `css`.
+    /// Does `action` (`click`, `value`) with `body` on the first element matching `css`, once
+    /// the element takes it (within [`ELEMENT_SETTLES`]).
     fn on_element(&self, css: &str, action: &str, body: &Value) -> Result<()> {
-        // A page that draws itself again between the find and the action makes the element
-        // stale, and nothing was done to it: find it again, a few times.
-        let mut tries = 0;
+        let deadline = Instant::now() + ELEMENT_SETTLES;
         loop {
             let id = self.find(css)?;
             match self.session_call("POST", &format!("/element/{id}/{action}"), body) {
                 Ok(_) => return Ok(()),
-                Err(error) if tries < 5 && error.to_string().contains("stale element") => {
-                    tries += 1;
+                // Nothing was done to the element: the page drew itself again between the find
+                // and the action (stale), or has not finished laying it out (a form the page
+                // shows once its data arrives, slow on a loaded machine). Find it again.
+                Err(error)
+                    if Instant::now() < deadline
+                        && ["stale element", "element not interactable"]
+                            .iter()
+                            .any(|settling| error.to_string().contains(settling)) =>
+                {
+                    std::thread::sleep(Duration::from_millis(50));
                 }
                 Err(error) => return Err(error),
             }

@@ -44,6 +44,7 @@ const TOP: &[&str] = &[
     "tests/fixtures/",
     "tests/servers/",
     "tests/toolchains/",
+    "tests/wasmtime-next/",
     "guest-sdk/",
     "guest-examples/",
     "docs/",

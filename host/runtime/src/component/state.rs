@@ -407,7 +407,8 @@ pub(crate) fn board_outcomes(store: StoreContext<'_, HostState>) -> Option<Vec<O
 
 /// Reads how far the call got from its board into its progress, which gives the next record
 /// a fresh deadline. Runs at each epoch deadline check and whenever the guest calls a host
-/// import (it may block there): the times the deadline is looked at.
+/// import (it may block there): the times the deadline is looked at. It only reads the store,
+/// as wasmtime's hooks may (from wasmtime 49 they get a view that cannot change it).
 pub(crate) fn sync_progress(store: impl wasmtime::AsContext<Data = HostState>) {
     let store = store.as_context();
     let state = store.data();
