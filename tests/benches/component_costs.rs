@@ -21,10 +21,12 @@
 
 #[path = "common/process_cpu.rs"]
 mod common_cpu;
+#[path = "common/settlement.rs"]
+mod settlement;
 #[path = "common/thread_cpu.rs"]
 mod thread_cpu;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,8 +38,7 @@ use ruststream_runtime::log::LogSink;
 use ruststream_runtime::testing::InProcessStreams;
 use ruststream_runtime::{LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant};
 use ruststream_tests::bench::{self, target_dir};
-use ruststream_tests::guests;
-use ruststream_tests::toolchains::{SETTLEMENT_JS, SETTLEMENT_PYTHON};
+use settlement::{LANGUAGES, component};
 use thread_cpu::thread_cpu;
 
 /// Rounds per figure; each compiles every component once.
@@ -45,17 +46,12 @@ const ROUNDS: usize = 3;
 /// Instances made per round for `instantiate`.
 const INSTANCES: usize = 10;
 
-const LANGUAGES: [&str; 3] = ["rust", "python", "javascript"];
-
 fn main() -> anyhow::Result<()> {
-    let wanted: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|arg| LANGUAGES.contains(&arg.as_str()))
-        .collect();
-    let languages: Vec<&str> = if wanted.is_empty() {
+    let named = settlement::named();
+    let languages = if named.is_empty() {
         LANGUAGES.to_vec()
     } else {
-        wanted.iter().map(String::as_str).collect()
+        named
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -175,15 +171,6 @@ fn measure(rt: &tokio::runtime::Runtime, path: &Path, cache: &Path) -> anyhow::R
         cached_load,
         instantiate: first[INSTANCES / 2].saturating_sub(warm[INSTANCES / 2]),
     })
-}
-
-/// The component of `language`, built when it is missing.
-fn component(language: &str) -> anyhow::Result<PathBuf> {
-    match language {
-        "python" => SETTLEMENT_PYTHON.build(),
-        "javascript" => SETTLEMENT_JS.build(),
-        _ => Ok(guests::SETTLEMENT.path()),
-    }
 }
 
 /// Bytes of every file under `dir`.

@@ -16,10 +16,11 @@
 //! docs/benchmarks.md splits those profiles into the host's side of the call, the guest's
 //! bindings and its interpreter.
 
+#[path = "common/settlement.rs"]
+mod settlement;
 #[path = "common/thread_cpu.rs"]
 mod thread_cpu;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,8 +34,7 @@ use ruststream_runtime::{
     Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
 };
 use ruststream_tests::bench::{self, target_dir};
-use ruststream_tests::guests;
-use ruststream_tests::toolchains::{SETTLEMENT_JS, SETTLEMENT_PYTHON};
+use settlement::{LANGUAGES, component};
 use thread_cpu::thread_cpu;
 
 /// Records per measured run, in batches of [`BATCH`] (each record one `handle` call).
@@ -44,19 +44,10 @@ const RECORDS: usize = 4_000;
 const PROFILED_RECORDS: usize = 40_000;
 const BATCH: usize = 100;
 
-const LANGUAGES: [&str; 3] = ["rust", "python", "javascript"];
-
 fn main() -> anyhow::Result<()> {
-    let alone: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|arg| LANGUAGES.contains(&arg.as_str()))
-        .collect();
+    let alone = settlement::named();
     let profiling = !alone.is_empty();
-    let languages: Vec<&str> = if profiling {
-        alone.iter().map(String::as_str).collect()
-    } else {
-        LANGUAGES.to_vec()
-    };
+    let languages = if profiling { alone } else { LANGUAGES.to_vec() };
     let records = if profiling { PROFILED_RECORDS } else { RECORDS };
     println!("\npolyglot: the settlement example through `handle`, {records} records each\n");
     println!("{:<12} {:>14} {:>8}", "language", "CPU/record", "× rust");
@@ -71,15 +62,6 @@ fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The component of `language`, built when it is missing.
-fn component(language: &str) -> anyhow::Result<PathBuf> {
-    match language {
-        "python" => SETTLEMENT_PYTHON.build(),
-        "javascript" => SETTLEMENT_JS.build(),
-        _ => Ok(guests::SETTLEMENT.path()),
-    }
 }
 
 /// This thread's CPU time per record of `language`, after a warm-up run.
