@@ -10,16 +10,19 @@ const RECORD_ENTRY: usize = 44;
 /// Bytes of one entry of the `headers` table.
 const HEADER_ENTRY: usize = 16;
 
-/// One record's fields, borrowed from the batch's buffers. Text is checked for UTF-8 only
-/// when a handler asks for it.
+/// One record, read where it lies: each field is found when a handler asks for it, so a record
+/// a handler reads only the data of costs one span. Text is checked for UTF-8 only when a
+/// handler asks for it.
 #[derive(Clone, Copy)]
-pub(crate) struct RecordView<'a> {
-    pub data: &'a [u8],
-    pub partition_key: &'a [u8],
-    pub sequence_number: &'a [u8],
-    pub arrival_ms: u64,
-    pub attempt: u32,
-    pub headers: HeaderList<'a>,
+pub(crate) enum RecordView<'a> {
+    /// An entry of a batch's record table, with the buffers its spans address.
+    Entry {
+        arena: &'a [u8],
+        headers: &'a [u8],
+        entry: &'a [u8; RECORD_ENTRY],
+    },
+    /// The record a `handle` call carries.
+    Record(&'a Record),
 }
 
 /// A record's user headers: entries of the batch's header table, or the list a `handle`
@@ -51,15 +54,59 @@ impl<'a> HeaderList<'a> {
 }
 
 impl<'a> RecordView<'a> {
-    /// The record a `handle` call carries.
-    pub(crate) fn of(record: &'a Record) -> Self {
-        Self {
-            data: &record.data,
-            partition_key: record.partition_key.as_bytes(),
-            sequence_number: record.sequence_number.as_bytes(),
-            arrival_ms: record.arrival_ms,
-            attempt: record.attempt,
-            headers: HeaderList::List(&record.headers),
+    /// The record's data.
+    #[inline]
+    pub(crate) fn data(self) -> &'a [u8] {
+        match self {
+            Self::Entry { arena, entry, .. } => span(arena, entry, 0, 1),
+            Self::Record(record) => &record.data,
+        }
+    }
+
+    /// The record's partition key, as bytes.
+    pub(crate) fn partition_key(self) -> &'a [u8] {
+        match self {
+            Self::Entry { arena, entry, .. } => span(arena, entry, 8, 1),
+            Self::Record(record) => record.partition_key.as_bytes(),
+        }
+    }
+
+    /// The record's sequence number, as bytes.
+    pub(crate) fn sequence_number(self) -> &'a [u8] {
+        match self {
+            Self::Entry { arena, entry, .. } => span(arena, entry, 16, 1),
+            Self::Record(record) => record.sequence_number.as_bytes(),
+        }
+    }
+
+    /// Approximate arrival time at the stream, ms since the epoch.
+    pub(crate) fn arrival_ms(self) -> u64 {
+        match self {
+            Self::Entry { entry, .. } => u64_at(entry, 32),
+            Self::Record(record) => record.arrival_ms,
+        }
+    }
+
+    /// 1 on first delivery; counted copies the previous count + 1.
+    pub(crate) fn attempt(self) -> u32 {
+        match self {
+            Self::Entry { entry, .. } => u32_at(entry, 40),
+            Self::Record(record) => record.attempt,
+        }
+    }
+
+    /// The record's user headers.
+    pub(crate) fn headers(self) -> HeaderList<'a> {
+        match self {
+            Self::Entry {
+                arena,
+                headers,
+                entry,
+            } => HeaderList::Table {
+                arena,
+                entries: span(headers, entry, 24, HEADER_ENTRY),
+            },
+            Self::Record(record) => HeaderList::List(&record.headers),
         }
     }
 }
@@ -95,24 +142,18 @@ impl<'a> Batch<'a> {
     /// it as a failed attempt when the call returns without its outcome.
     pub(crate) fn records(&self) -> impl Iterator<Item = RecordView<'a>> + use<'a> {
         let (arena, headers) = (self.arena, self.headers);
-        self.records
-            .chunks_exact(RECORD_ENTRY)
-            .map(move |entry| RecordView {
-                data: span(arena, entry, 0, 1),
-                partition_key: span(arena, entry, 8, 1),
-                sequence_number: span(arena, entry, 16, 1),
-                headers: HeaderList::Table {
-                    arena,
-                    entries: span(headers, entry, 24, HEADER_ENTRY),
-                },
-                arrival_ms: u64_at(entry, 32),
-                attempt: u32_at(entry, 40),
-            })
+        let (entries, _partial) = self.records.as_chunks::<RECORD_ENTRY>();
+        entries.iter().map(move |entry| RecordView::Entry {
+            arena,
+            headers,
+            entry,
+        })
     }
 }
 
 /// The part of `buffer` that the span at `at` in `entry` names, counted in units of `unit`
 /// bytes; empty when it lies outside.
+#[inline]
 fn span<'a>(buffer: &'a [u8], entry: &[u8], at: usize, unit: usize) -> &'a [u8] {
     let start = (u32_at(entry, at) as usize).saturating_mul(unit);
     let len = (u32_at(entry, at + 4) as usize).saturating_mul(unit);
@@ -158,15 +199,18 @@ mod tests {
         let batch = Batch::new(arena, &records, &headers);
         let views: Vec<RecordView<'_>> = batch.records().collect();
         assert_eq!(views.len(), 2);
-        let first = &views[0];
-        assert_eq!(first.data, b"{}");
-        assert_eq!(first.partition_key, b"key-1");
-        assert_eq!(first.sequence_number, b"49");
-        assert_eq!((first.arrival_ms, first.attempt), (1_700_000_000_000, 3));
-        let first_headers: Vec<_> = first.headers.iter().collect();
+        let first = views[0];
+        assert_eq!(first.data(), b"{}");
+        assert_eq!(first.partition_key(), b"key-1");
+        assert_eq!(first.sequence_number(), b"49");
+        assert_eq!(
+            (first.arrival_ms(), first.attempt()),
+            (1_700_000_000_000, 3)
+        );
+        let first_headers: Vec<_> = first.headers().iter().collect();
         assert_eq!(first_headers, [("traceid", &b"abc"[..])]);
-        assert_eq!(views[1].data, b"");
-        assert_eq!(views[1].headers.iter().count(), 0);
+        assert_eq!(views[1].data(), b"");
+        assert_eq!(views[1].headers().iter().count(), 0);
     }
 
     #[test]
@@ -174,10 +218,10 @@ mod tests {
         let records = entry(&[100, 4, u32::MAX, u32::MAX, 0, 1, 5, 1], 0, 1);
         let batch = Batch::new(b"x", &records[..], &[]);
         let view = batch.records().next().expect("one record");
-        assert_eq!(view.data, b"");
-        assert_eq!(view.partition_key, b"");
-        assert_eq!(view.sequence_number, b"x");
-        assert_eq!(view.headers.iter().count(), 0);
+        assert_eq!(view.data(), b"");
+        assert_eq!(view.partition_key(), b"");
+        assert_eq!(view.sequence_number(), b"x");
+        assert_eq!(view.headers().iter().count(), 0);
     }
 
     #[test]

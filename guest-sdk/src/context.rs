@@ -19,8 +19,7 @@ pub const RETRY_COUNT_HEADER: &str = "x-ruststream-retry-count";
 /// The record being handled and where it came from.
 pub struct Context<'a> {
     subscriber: &'a str,
-    batch: &'a CallInfo,
-    record: RecordView<'a>,
+    /// The call and the record, which the headers answer for too.
     headers: Headers<'a>,
 }
 
@@ -28,8 +27,6 @@ impl<'a> Context<'a> {
     pub(crate) fn new(subscriber: &'a str, batch: &'a CallInfo, record: RecordView<'a>) -> Self {
         Self {
             subscriber,
-            batch,
-            record,
             headers: Headers {
                 batch,
                 record,
@@ -45,38 +42,38 @@ impl<'a> Context<'a> {
 
     /// The stream the record was read from.
     pub fn stream(&self) -> &str {
-        &self.batch.stream
+        &self.headers.batch.stream
     }
 
     /// The shard the record was read from.
     pub fn shard_id(&self) -> &str {
-        &self.batch.shard_id
+        &self.headers.batch.shard_id
     }
 
     /// The record's sequence number: a decimal string of up to 56 digits; compare sequence
     /// numbers of one shard as big integers (length first), never as `u64`.
     pub fn sequence_number(&self) -> &str {
-        text(self.record.sequence_number)
+        text(self.headers.record.sequence_number())
     }
 
     /// The key the producer gave the record, which chose its shard.
     pub fn partition_key(&self) -> &str {
-        text(self.record.partition_key)
+        text(self.headers.record.partition_key())
     }
 
     /// 1 on the first delivery; a counted copy carries the previous attempt + 1.
     pub fn attempt(&self) -> u32 {
-        self.record.attempt
+        self.headers.record.attempt()
     }
 
     /// When the record reached the stream (approximately, as Kinesis reports it).
     pub fn arrival(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_millis(self.record.arrival_ms)
+        SystemTime::UNIX_EPOCH + Duration::from_millis(self.headers.record.arrival_ms())
     }
 
     /// The raw payload, before decoding.
     pub fn data(&self) -> &[u8] {
-        self.record.data
+        self.headers.record.data()
     }
 
     /// The record's user headers, plus the seed system's Kinesis pseudo-headers.
@@ -107,9 +104,9 @@ impl<'a> Headers<'a> {
     /// A header's value as text; `None` when absent or not UTF-8.
     pub fn get_str(&self, name: &str) -> Option<&str> {
         match name {
-            SEQUENCE_HEADER => Some(text(self.record.sequence_number)),
+            SEQUENCE_HEADER => Some(text(self.record.sequence_number())),
             SHARD_HEADER => Some(&self.batch.shard_id),
-            PARTITION_KEY_HEADER => Some(text(self.record.partition_key)),
+            PARTITION_KEY_HEADER => Some(text(self.record.partition_key())),
             RETRY_COUNT_HEADER => self.retry_count().as_deref(),
             _ => std::str::from_utf8(self.get(name)?).ok(),
         }
@@ -117,12 +114,12 @@ impl<'a> Headers<'a> {
 
     /// The user headers, in envelope order.
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + use<'a> {
-        self.record.headers.iter()
+        self.record.headers().iter()
     }
 
     fn retry_count(&self) -> &Option<String> {
         self.retry_count.get_or_init(|| {
-            let count = self.record.attempt.saturating_sub(1);
+            let count = self.record.attempt().saturating_sub(1);
             (count > 0).then(|| count.to_string())
         })
     }

@@ -63,7 +63,7 @@ pub fn describe(build: ServiceFn) -> wit::App {
 pub fn handle(build: ServiceFn, info: wit::CallInfo, record: wit::Record) -> WitOutcome {
     with_service(build, |service| {
         let mut decided = WitOutcome::Retry;
-        let view = RecordView::of(&record);
+        let view = RecordView::Record(&record);
         dispatch(service, &info, std::iter::once(view), |_, outcome| {
             decided = outcome;
         });

@@ -1,6 +1,7 @@
 //! Handlers and their registrations.
 
 use std::future::Future;
+use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 
@@ -46,7 +47,7 @@ where
     In: DeserializeOwned + 'static,
     H: Handle<In> + 'static,
 {
-    builder(stream, handler, decode_json::<In>)
+    builder(stream, handler, decoding::<In, H, FromJson>)
 }
 
 /// Like [`subscriber`], for a handler of the payload's bytes as they are ([`Raw`]): nothing is
@@ -55,13 +56,13 @@ pub fn subscriber_raw<H>(stream: KinesisStream, handler: H) -> SubscriberBuilder
 where
     H: Handle<Raw> + 'static,
 {
-    builder(stream, handler, |bytes| Ok(Raw(bytes.to_vec())))
+    builder(stream, handler, decoding::<Raw, H, AsRaw>)
 }
 
 fn builder<In, H>(
     stream: KinesisStream,
     handler: H,
-    decode: Decoder<In>,
+    dispatch: Assemble<H>,
 ) -> SubscriberBuilder<In, H>
 where
     H: Handle<In> + 'static,
@@ -69,7 +70,8 @@ where
     SubscriberBuilder {
         registration: Registration::new(default_name::<H>(), stream),
         handler,
-        decode,
+        dispatch,
+        input: PhantomData,
     }
 }
 
@@ -85,10 +87,46 @@ impl std::ops::Deref for Raw {
     }
 }
 
-type Decoder<In> = fn(&[u8]) -> Result<In, String>;
+/// How a subscriber's input is made from a record's payload. A type rather than a function
+/// pointer, so that decoding is compiled into each subscriber's dispatch: in a component a
+/// call through a pointer, and the decoded value returned through memory, cost a record more
+/// than the rest of its dispatch.
+trait DecodeInto<In> {
+    fn decode(bytes: &[u8]) -> Result<In, String>;
+}
 
-fn decode_json<In: DeserializeOwned>(bytes: &[u8]) -> Result<In, String> {
-    crate::json::from_slice(bytes).map_err(|error| error.to_string())
+/// Input read from JSON.
+struct FromJson;
+
+impl<In: DeserializeOwned> DecodeInto<In> for FromJson {
+    #[inline(always)]
+    fn decode(bytes: &[u8]) -> Result<In, String> {
+        crate::json::from_slice(bytes).map_err(|error| error.to_string())
+    }
+}
+
+/// The payload as it is.
+struct AsRaw;
+
+impl DecodeInto<Raw> for AsRaw {
+    fn decode(bytes: &[u8]) -> Result<Raw, String> {
+        Ok(Raw(bytes.to_vec()))
+    }
+}
+
+/// Builds a subscriber's dispatch around its handler.
+type Assemble<H> = fn(H) -> Box<dyn Dispatch>;
+
+fn decoding<In, H, D>(handler: H) -> Box<dyn Dispatch>
+where
+    In: 'static,
+    H: Handle<In> + 'static,
+    D: DecodeInto<In> + 'static,
+{
+    Box::new(Decoding::<In, H, D> {
+        handler,
+        decode: PhantomData,
+    })
 }
 
 fn default_name<H>() -> String {
@@ -102,7 +140,8 @@ fn default_name<H>() -> String {
 pub struct SubscriberBuilder<In, H> {
     registration: Registration,
     handler: H,
-    decode: Decoder<In>,
+    dispatch: Assemble<H>,
+    input: PhantomData<fn() -> In>,
 }
 
 impl<In, H> SubscriberBuilder<In, H>
@@ -114,10 +153,7 @@ where
     pub fn build(self) -> Subscriber {
         Subscriber {
             registration: self.registration,
-            dispatch: Box::new(Decoding {
-                handler: self.handler,
-                decode: self.decode,
-            }),
+            dispatch: (self.dispatch)(self.handler),
         }
     }
 }
@@ -246,17 +282,18 @@ pub(crate) trait Dispatch {
 }
 
 /// A handler with the decoder of its input.
-struct Decoding<In, H> {
+struct Decoding<In, H, D> {
     handler: H,
-    decode: Decoder<In>,
+    decode: PhantomData<fn() -> (In, D)>,
 }
 
-impl<In, H> Dispatch for Decoding<In, H>
+impl<In, H, D> Dispatch for Decoding<In, H, D>
 where
     H: Handle<In>,
+    D: DecodeInto<In>,
 {
     fn dispatch(&self, ctx: &mut Context<'_>, registration: &Registration) -> HandlerOutcome {
-        let input: In = match (self.decode)(ctx.data()) {
+        let input: In = match D::decode(ctx.data()) {
             Ok(input) => input,
             Err(error) => return decode_failed(ctx, registration, &error),
         };

@@ -2,11 +2,11 @@
 //! authority for everything else.
 //!
 //! serde_json, compiled to wasm and then by Cranelift, was most of a small record's cost (about
-//! 1 000 instructions of 2 400 for `{"id":1000000,"amount":37}`, see `docs/notes.md`): its
+//! 1 000 instructions of 2 400 for `{"id":1000000,"amount":37}`, see `docs/benchmarks.md`): its
 //! helpers are calls, and under Cranelift every call pays a stack check, an epoch check and
 //! register saves; every string it reads from bytes goes through `str::from_utf8`; each digit
 //! is a call. [`from_slice`] first reads with [`Reader`], a deserializer whose hot path is a
-//! few loops inlined into the caller (about 450 instructions for the same record), which
+//! few loops inlined into the caller (docs/benchmarks.md has what it costs now), which
 //! refuses anything it is not sure to read exactly as serde_json does: malformed JSON, numbers
 //! serde_json would round its own way, values of another kind than the type asks for, keys not
 //! read as strings, serde_json's raw values, bytes. Whatever it refuses goes to
@@ -90,6 +90,24 @@ const STOPS: [bool; 256] = {
     stops
 };
 
+/// Eight bytes of ones, to repeat a byte across a `u64`.
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// The high bit of each of eight bytes.
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// The bytes of `word` (little-endian) that end a string's plain run, as [`STOPS`] has them,
+/// each marked by its high bit. Only the lowest mark is exact (a borrow can mark a byte above
+/// a true one), which is the one a reader needs: where the run ends.
+#[inline(always)]
+fn stop_bytes(word: u64) -> u64 {
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH_BITS;
+    let quote = zero(word ^ (ONES * u64::from(b'"')));
+    let backslash = zero(word ^ (ONES * u64::from(b'\\')));
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH_BITS;
+    quote | backslash | control
+}
+
 /// A JSON reader over one payload.
 struct Reader<'de> {
     input: &'de [u8],
@@ -122,6 +140,7 @@ impl<'de> Reader<'de> {
     }
 
     /// Only whitespace may follow the value.
+    #[inline(always)]
     fn end(&mut self) -> Result<()> {
         match self.peek_token() {
             None => Ok(()),
@@ -137,10 +156,22 @@ impl<'de> Reader<'de> {
     /// The next byte that is not whitespace, not consumed.
     #[inline(always)]
     fn peek_token(&mut self) -> Option<u8> {
+        let byte = self.peek()?;
+        // Tokens are rarely preceded by whitespace: one compare tells, and the loop that skips
+        // it stays out of line. Inlined, its head would cost every token an epoch check (a
+        // load and a compare Cranelift puts at each loop head) even when it never loops.
+        if byte > b' ' {
+            return Some(byte);
+        }
+        self.skip_whitespace()
+    }
+
+    /// [`Self::peek_token`] when the reader is at a byte that may be whitespace.
+    #[inline(never)]
+    fn skip_whitespace(&mut self) -> Option<u8> {
         loop {
             let byte = self.peek()?;
-            // Tokens are rarely preceded by whitespace: one compare tells.
-            if byte > b' ' || !matches!(byte, b' ' | b'\n' | b'\r' | b'\t') {
+            if !matches!(byte, b' ' | b'\n' | b'\r' | b'\t') {
                 return Some(byte);
             }
             self.at += 1;
@@ -172,21 +203,37 @@ impl<'de> Reader<'de> {
         let start = self.at + 1;
         let mut high = 0;
         let mut at = start;
-        loop {
+        let stop = loop {
+            // Eight bytes a step while eight remain: a loop step costs an epoch check and,
+            // under Cranelift, reloads of what did not fit in registers, whatever it reads.
+            if let Some(chunk) = input.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+                let word = u64::from_le_bytes(*chunk);
+                let stops = stop_bytes(word);
+                if stops == 0 {
+                    high |= word;
+                    at += 8;
+                    continue;
+                }
+                let plain = (stops.trailing_zeros() / 8) as usize;
+                high |= word & ((1 << (plain * 8)) - 1);
+                at += plain;
+                break chunk[plain];
+            }
             let byte = *input.get(at).ok_or(Refused)?;
             if STOPS[usize::from(byte)] {
-                match byte {
-                    b'"' => break,
-                    b'\\' => return self.escaped(start, at),
-                    _ => return Err(Refused),
-                }
+                break byte;
             }
-            high |= byte;
+            high |= u64::from(byte);
             at += 1;
+        };
+        match stop {
+            b'"' => {}
+            b'\\' => return self.escaped(start, at),
+            _ => return Err(Refused),
         }
         self.at = at + 1;
         let bytes = &input[start..at];
-        if high < 0x80 {
+        if high & HIGH_BITS == 0 {
             // SAFETY: every byte is below 0x80: ASCII, which is UTF-8.
             return Ok(Text::Borrowed(unsafe {
                 std::str::from_utf8_unchecked(bytes)
@@ -403,6 +450,9 @@ impl<'de> Reader<'de> {
 macro_rules! only {
     ($de:lifetime; $($($method:ident)+ => $first:pat => $read:ident;)+) => {
         $($(
+            // Inlined where the value is read (the callers are a few per type read), or each
+            // value would cost a call: see [`Element`].
+            #[inline(always)]
             fn $method<V: Visitor<$de>>(self, visitor: V) -> Result<V::Value> {
                 match self.peek_token() {
                     Some($first) => self.$read(visitor),
@@ -528,6 +578,66 @@ impl<'de> de::Deserializer<'de> for &mut Reader<'de> {
     }
 }
 
+/// The reader, handing over an array's element.
+///
+/// A type of its own so that the code reading a value of some type is called from objects
+/// and from arrays as two functions, each with one caller. serde's derive reads a struct both
+/// from an object and from an array; with two callers, LLVM inlined the reading of a field
+/// into neither, and each field cost a call. With this and the `deserialize_*` methods
+/// inlined, `{"id":1000000,"amount":37}` costs the instance 77 instructions fewer (1 199 →
+/// 1 122, `cargo bench -p ruststream-tests --bench callgrind -- instance`).
+struct Element<'r, 'de>(&'r mut Reader<'de>);
+
+/// `Deserializer` methods of [`Element`], passed on to its reader.
+macro_rules! element_forwards {
+    ($($method:ident($($arg:ident: $ty:ty),*);)+) => {
+        $(
+            #[inline(always)]
+            fn $method<V: Visitor<'de>>(self, $($arg: $ty,)* visitor: V) -> Result<V::Value> {
+                self.0.$method($($arg,)* visitor)
+            }
+        )+
+    };
+}
+
+impl<'de> de::Deserializer<'de> for Element<'_, 'de> {
+    type Error = Refused;
+
+    element_forwards! {
+        deserialize_any();
+        deserialize_bool();
+        deserialize_i8();
+        deserialize_i16();
+        deserialize_i32();
+        deserialize_i64();
+        deserialize_i128();
+        deserialize_u8();
+        deserialize_u16();
+        deserialize_u32();
+        deserialize_u64();
+        deserialize_u128();
+        deserialize_f32();
+        deserialize_f64();
+        deserialize_char();
+        deserialize_str();
+        deserialize_string();
+        deserialize_bytes();
+        deserialize_byte_buf();
+        deserialize_option();
+        deserialize_unit();
+        deserialize_unit_struct(name: &'static str);
+        deserialize_newtype_struct(name: &'static str);
+        deserialize_seq();
+        deserialize_tuple(len: usize);
+        deserialize_tuple_struct(name: &'static str, len: usize);
+        deserialize_map();
+        deserialize_struct(name: &'static str, fields: &'static [&'static str]);
+        deserialize_enum(name: &'static str, variants: &'static [&'static str]);
+        deserialize_identifier();
+        deserialize_ignored_any();
+    }
+}
+
 /// Visiting what the reader reads: each kind of value has its own, so a type that asks for
 /// one kind is not compiled with the code of all the others.
 impl<'de> Reader<'de> {
@@ -629,7 +739,7 @@ impl<'de> de::SeqAccess<'de> for Items<'_, 'de> {
         if !self.more(b']')? {
             return Ok(None);
         }
-        seed.deserialize(&mut *self.reader).map(Some)
+        seed.deserialize(Element(&mut *self.reader)).map(Some)
     }
 }
 
@@ -824,6 +934,64 @@ mod tests {
         ));
         assert!(read_here::<Tagged>(br#"{"type":"Struct","id":3}"#));
         assert!(read_here::<Flat>(br#"{"id":3,"x":[1],"y":"z"}"#));
+    }
+
+    #[test]
+    fn integers_of_every_length_read_as_serde_json_reads_them() {
+        let digits = "98765432101234567890123";
+        for len in 1..=digits.len() {
+            let number = &digits[..len];
+            for sign in ["", "-"] {
+                // Alone, last in the payload, followed by more, and as a float's integer part.
+                for payload in [
+                    format!("{sign}{number}"),
+                    format!("[{sign}{number}]"),
+                    format!("[{sign}{number} ]"),
+                    format!("[{sign}{number},1,\"x\"]"),
+                    format!("{{\"id\":{sign}{number}0,\"amount\":{sign}{number}}}"),
+                    format!("[{sign}{number}.5e1]"),
+                ] {
+                    agree_on_all(payload.as_bytes());
+                    agree::<Vec<u64>>(payload.as_bytes());
+                    agree::<Vec<i64>>(payload.as_bytes());
+                    agree::<u64>(payload.as_bytes());
+                }
+            }
+        }
+        for edge in [
+            "18446744073709551615",
+            "18446744073709551616",
+            "9223372036854775808",
+        ] {
+            agree::<u64>(edge.as_bytes());
+            agree::<i64>(format!("-{edge}").as_bytes());
+        }
+        assert!(read_here::<Vec<u64>>(b"[1234567890123456789,7]"));
+    }
+
+    #[test]
+    fn the_eight_byte_step_stops_where_the_byte_check_stops() {
+        // Every byte value at every position of a word of plain text.
+        for at in 0..8 {
+            for byte in 0..=255u8 {
+                let mut bytes = [b'a'; 8];
+                bytes[at] = byte;
+                let expected = bytes.iter().position(|b| STOPS[usize::from(*b)]);
+                let stops = stop_bytes(u64::from_le_bytes(bytes));
+                let found = (stops != 0).then(|| stops.trailing_zeros() as usize / 8);
+                assert_eq!(found, expected, "{bytes:?}");
+            }
+        }
+        // Two stops: the first one counts, whatever comes after it.
+        for (first, second) in [(b'"', 0u8), (b'\\', b'"'), (0x1f, 0x80), (b'"', b'"')] {
+            for at in 0..7 {
+                let mut bytes = [b'a'; 8];
+                bytes[at] = first;
+                bytes[at + 1] = second;
+                let stops = stop_bytes(u64::from_le_bytes(bytes));
+                assert_eq!(stops.trailing_zeros() as usize / 8, at, "{bytes:?}");
+            }
+        }
     }
 
     #[test]

@@ -26,6 +26,16 @@
 //! The callgrind profiles stay in `<target>/callgrind/` for `callgrind_annotate`. Variants
 //! named after `--` run alone, beside `native`: `cargo bench -p ruststream-tests --bench
 //! callgrind -- handle instance`.
+//!
+//! With `RUSTSTREAM_CALLGRIND_GUESTS=1` in the environment, each variant's line is followed by
+//! the guest functions it spent the most in, per message: callgrind cannot name compiled guest
+//! code, so the children turn on wasmtime's perf map and the profiles keep a count per
+//! instruction (`common/guest_profile.rs`). The guests are built stripped, so their functions
+//! are numbered; for names, rebuild them unstripped once
+//! (`touch guest-sdk/src/lib.rs && CARGO_PROFILE_RELEASE_STRIP=false cargo bench ...`).
+
+#[path = "common/guest_profile.rs"]
+mod guest_profile;
 
 #[path = "../guests/bench-book/src/book.rs"]
 #[allow(
@@ -35,6 +45,7 @@
 mod book;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
 use std::pin::{Pin, pin};
@@ -56,6 +67,10 @@ use ruststream_tests::guests;
 const MESSAGES: usize = 10_000;
 const BATCH: usize = 1_000;
 const CHILD: &str = "--child";
+/// Set (to anything) to split each variant's guest instructions by function.
+const GUESTS: &str = "RUSTSTREAM_CALLGRIND_GUESTS";
+/// Guest functions shown per variant.
+const GUEST_LINES: usize = 6;
 const VARIANTS: [&str; 8] = [
     "native",
     "instance",
@@ -148,7 +163,7 @@ fn parent(only: &[&str]) -> anyhow::Result<()> {
         "variant", "instr/message", "allocs/msg", "× native", "× batch"
     );
     let mut native = None;
-    let mut measured = std::collections::HashMap::new();
+    let mut measured = HashMap::new();
     let chosen = VARIANTS
         .into_iter()
         .filter(|v| only.is_empty() || *v == "native" || only.contains(v));
@@ -174,19 +189,58 @@ fn parent(only: &[&str]) -> anyhow::Result<()> {
             "{variant:<16} {instructions:>14.0} {allocations:>13.3} {:>8.2}× {against_batch:>9}",
             instructions / base
         );
+        print_guest_functions(&small.guests, &large.guests);
     }
     println!("\nprofiles: {}", out_dir.display());
+    if split_guests() {
+        // The map of the components compiled above, which nothing else reads.
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", std::process::id()));
+    }
     Ok(())
 }
 
 struct Counts {
     instructions: u64,
     allocations: u64,
+    /// Instructions by guest function, when [`GUESTS`] is set.
+    guests: HashMap<String, u64>,
+}
+
+fn split_guests() -> bool {
+    std::env::var_os(GUESTS).is_some()
+}
+
+/// The guest functions that cost the most per message, from the runs of M and 2M messages.
+fn print_guest_functions(small: &HashMap<String, u64>, large: &HashMap<String, u64>) {
+    let mut costs: Vec<(f64, &str)> = large
+        .iter()
+        .map(|(name, &count)| {
+            let before = small.get(name).copied().unwrap_or(0);
+            (
+                (count as f64 - before as f64) / MESSAGES as f64,
+                name.as_str(),
+            )
+        })
+        .filter(|(per_message, _)| *per_message >= 0.5)
+        .collect();
+    costs.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let total: f64 = costs.iter().map(|(cost, _)| cost).sum();
+    if !costs.is_empty() {
+        println!("{:<16} {total:>14.0}  in the guest, of which:", "");
+    }
+    for (cost, name) in costs.into_iter().take(GUEST_LINES) {
+        let name: String = name.chars().take(120).collect();
+        println!("{:<16} {cost:>14.0}  {name}", "");
+    }
 }
 
 fn measure(variant: &str, messages: usize, cache: &Path, out_dir: &Path) -> anyhow::Result<Counts> {
     let profile = out_dir.join(format!("{variant}-{messages}.out"));
-    let output = Command::new("valgrind")
+    let mut valgrind = Command::new("valgrind");
+    if split_guests() {
+        valgrind.arg("--dump-instr=yes");
+    }
+    let output = valgrind
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", profile.display()))
         .arg("--toggle-collect=*measured_poll*")
@@ -216,9 +270,15 @@ fn measure(variant: &str, messages: usize, cache: &Path, out_dir: &Path) -> anyh
         .context("the child reported no allocation count")?
         .trim()
         .parse()?;
+    let guests = if split_guests() && variant != "native" {
+        guest_profile::guest_functions(&profile)?
+    } else {
+        HashMap::new()
+    };
     Ok(Counts {
         instructions: total_instructions(&profile)?,
         allocations,
+        guests,
     })
 }
 
@@ -255,6 +315,9 @@ async fn load_with(cache: &Path, deadlines: bool, fuel: bool) -> anyhow::Result<
             // serve the compile worker.
             ..CompileConfig::in_process()
         },
+        // Names compiled guest code for the guest split (an engine setting, so the artifacts
+        // the parent compiles are the ones the children load).
+        perf_map: split_guests(),
         ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(config)?;

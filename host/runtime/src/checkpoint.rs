@@ -76,10 +76,14 @@ impl Watermark {
         if let Some(latest) = self.latest.take() {
             self.before.insert(index, latest);
         }
+        // Written where it is kept: built first, the entry would be moved in whole.
         self.pending.push_back(Pending {
             index,
-            sequence_number: SequenceNumber::new(sequence_number),
+            sequence_number: SequenceNumber::EMPTY,
         });
+        if let Some(entry) = self.pending.back_mut() {
+            entry.sequence_number.set(sequence_number);
+        }
         Ticket {
             generation: self.generation,
             index,

@@ -11,7 +11,7 @@ use std::fmt;
 const INLINE: usize = 62;
 
 /// One shard sequence number, carried and never parsed or compared by value.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) enum SequenceNumber {
     Inline { len: u8, bytes: [u8; INLINE] },
     Heap(Box<str>),
@@ -32,8 +32,21 @@ impl SequenceNumber {
             return Self::Heap(text.into());
         };
         let mut bytes = [0; INLINE];
-        bytes[..text.len()].copy_from_slice(text.as_bytes());
+        copy_in(&mut bytes, text.as_bytes());
         Self::Inline { len, bytes }
+    }
+
+    /// Makes this `text`, in place: what the watermark does for each record it tracks, so
+    /// the number is written once, where it is kept, rather than built and then moved.
+    #[inline]
+    pub(crate) fn set(&mut self, text: &str) {
+        match (self, u8::try_from(text.len())) {
+            (Self::Inline { len, bytes }, Ok(new)) if usize::from(new) <= INLINE => {
+                *len = new;
+                copy_in(bytes, text.as_bytes());
+            }
+            (this, _) => *this = Self::new(text),
+        }
     }
 
     pub(crate) fn as_str(&self) -> &str {
@@ -46,6 +59,30 @@ impl SequenceNumber {
         }
     }
 }
+
+/// Copies `text` (at most [`INLINE`] bytes) to the front of `bytes`. From 32 bytes on (a
+/// Kinesis sequence number has 56) as two fixed-size copies that overlap, which compile to a
+/// few vector moves where a copy of any length is a call to `memcpy`.
+#[inline(always)]
+fn copy_in(bytes: &mut [u8; INLINE], text: &[u8]) {
+    let len = text.len().min(INLINE);
+    if len >= 32 {
+        bytes[..32].copy_from_slice(&text[..32]);
+        bytes[len - 32..len].copy_from_slice(&text[len - 32..len]);
+    } else {
+        bytes[..len].copy_from_slice(&text[..len]);
+    }
+}
+
+/// Equal when the numbers are: an inline number's bytes past its length are whatever was
+/// there before a [`SequenceNumber::set`].
+impl PartialEq for SequenceNumber {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SequenceNumber {}
 
 impl fmt::Debug for SequenceNumber {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -61,8 +98,20 @@ mod tests {
     fn short_and_long_numbers_read_back_whole() {
         let kinesis = "49590338271490256608559692538361571095921575989136588898";
         let longest = "1".repeat(129);
-        for text in ["", "7", kinesis, &"9".repeat(INLINE), &longest] {
-            assert_eq!(SequenceNumber::new(text).as_str(), text);
+        let lengths = (0..=INLINE + 1).map(|len| kinesis.repeat(2)[..len].to_owned());
+        for text in ["", "7", kinesis, &"9".repeat(INLINE), &longest]
+            .map(str::to_owned)
+            .into_iter()
+            .chain(lengths)
+        {
+            assert_eq!(SequenceNumber::new(&text).as_str(), text);
+            // Set over a longer number, a shorter one and a long one kept on the heap.
+            for before in [kinesis, "1", &longest] {
+                let mut number = SequenceNumber::new(before);
+                number.set(&text);
+                assert_eq!(number.as_str(), text, "{before} set to {text}");
+                assert_eq!(number, SequenceNumber::new(&text));
+            }
         }
         assert!(matches!(
             SequenceNumber::new(kinesis),
