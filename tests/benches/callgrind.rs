@@ -31,8 +31,10 @@
 //! the guest functions it spent the most in, per message: callgrind cannot name compiled guest
 //! code, so the children turn on wasmtime's perf map and the profiles keep a count per
 //! instruction (`common/guest_profile.rs`). The guests are built stripped, so their functions
-//! are numbered; for names, rebuild them unstripped once
-//! (`touch guest-sdk/src/lib.rs && CARGO_PROFILE_RELEASE_STRIP=false cargo bench ...`).
+//! are numbered; for names, build `bench-book` unstripped where the bench loads it (`cd
+//! tests/guests && CARGO_PROFILE_RELEASE_STRIP=false cargo build --release --target
+//! wasm32-wasip2 -p bench-book --target-dir ../../target/guests`), until the next build of
+//! the guests replaces it.
 
 #[path = "common/guest_profile.rs"]
 mod guest_profile;
