@@ -34,54 +34,16 @@ pub(crate) fn guest_functions(profile: &Path) -> anyhow::Result<HashMap<String, 
     Ok(counts)
 }
 
-/// `name` with a Rust symbol in it (`wasm[0]::function[82]::_ZN…E`) demangled: the legacy
-/// mangling rustc uses by default, its hash left out. Any other name is returned as it is.
+/// `name` with a Rust symbol in it (`wasm[0]::function[82]::_ZN…E`) demangled, its hash left
+/// out. Any other name is returned as it is.
 fn readable(name: &str) -> String {
-    let Some((prefix, symbol)) = name.split_once("_ZN") else {
-        return name.to_owned();
-    };
-    let mut rest = symbol;
-    let mut path = Vec::new();
-    while let Some(digits) = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .filter(|&at| at > 0)
-    {
-        let Ok(len) = rest[..digits].parse::<usize>() else {
-            break;
-        };
-        let Some(segment) = rest.get(digits..digits + len) else {
-            break;
-        };
-        path.push(segment);
-        rest = &rest[digits + len..];
+    match name.split_once("_ZN") {
+        Some((prefix, symbol)) => match rustc_demangle::try_demangle(&format!("_ZN{symbol}")) {
+            Ok(demangled) => format!("{prefix}{demangled:#}"),
+            Err(_) => name.to_owned(),
+        },
+        None => name.to_owned(),
     }
-    if rest != "E" || path.is_empty() {
-        return name.to_owned();
-    }
-    if path
-        .last()
-        .is_some_and(|last| last.starts_with('h') && last.len() == 17)
-    {
-        path.pop();
-    }
-    let mut text = path.join("::");
-    for (escape, plain) in [
-        ("$LT$", "<"),
-        ("$GT$", ">"),
-        ("$C$", ","),
-        ("$u20$", " "),
-        ("$RF$", "&"),
-        ("$BP$", "*"),
-        ("$u27$", "'"),
-        ("$u5b$", "["),
-        ("$u5d$", "]"),
-        ("$u7b$", "{"),
-        ("$u7d$", "}"),
-        ("..", "::"),
-    ] {
-        text = text.replace(escape, plain);
-    }
-    format!("{prefix}{}", text.trim_start_matches('_'))
 }
 
 /// The functions of a perf map, by start address.
