@@ -3,9 +3,12 @@
 
 use std::fmt;
 
-use wasmtime::component::{Component, Instance, InstancePre};
+use wasmtime::component::{
+    Component, ComponentExportIndex, Func, Instance, InstancePre, TypedFunc,
+};
 use wasmtime::{AsContextMut, Engine};
 
+use super::adapter::ADAPTED_EXPORT;
 use super::bindings::exports::ruststream::handler::{batch, handler};
 use super::state::HostState;
 use super::version::{self, CONTRACT_PREFIX, VersionRefusal};
@@ -80,6 +83,8 @@ pub(crate) struct HandlerPre {
     pub(crate) pre: InstancePre<HostState>,
     handler: handler::GuestIndices,
     batch: Option<batch::GuestIndices>,
+    /// The host adapter's `handle` loop, when the host appended it (`adapter.rs`).
+    records: Option<ComponentExportIndex>,
 }
 
 /// The exports of one instance.
@@ -87,23 +92,69 @@ pub(crate) struct Exports {
     pub(crate) handler: handler::Guest,
     /// Present for a component of the [`CallForm::Batch`] form.
     pub(crate) batch: Option<batch::Guest>,
+    /// The host adapter's `handle` loop, when the host appended it.
+    pub(crate) records: Option<Records>,
+}
+
+/// The host adapter's export: `handle` called once per record of a batch, inside the
+/// component (`adapter.rs`).
+#[derive(Clone, Copy)]
+pub(crate) struct Records(Func);
+
+/// What [`Records`] takes: the subscription, the stream, the shard id, and the batch's arena,
+/// records and headers as `handle-batch` takes them.
+type RecordsParams<'a> = (u32, &'a str, &'a str, &'a [u8], &'a [u8], &'a [u8]);
+
+impl Records {
+    /// The function, typed.
+    pub(crate) fn typed<'a>(self) -> TypedFunc<RecordsParams<'a>, ()> {
+        // SAFETY: `Exports` checked the function's type against these parameters when it
+        // loaded it (`Records::load`), and a component's export never changes its type.
+        unsafe { TypedFunc::new_unchecked(self.0) }
+    }
+
+    fn load(
+        mut store: impl AsContextMut<Data = HostState>,
+        instance: &Instance,
+        index: ComponentExportIndex,
+    ) -> wasmtime::Result<Self> {
+        let func = instance
+            .get_func(&mut store, index)
+            .ok_or_else(|| wasmtime::Error::msg("the host adapter's export is missing"))?;
+        func.typed::<RecordsParams<'_>, ()>(&store)?;
+        Ok(Self(func))
+    }
 }
 
 impl HandlerPre {
-    /// Finds the exports of `form` in `pre`.
+    /// Finds the exports of `form` in `pre`, and the host adapter's if `adapted` (the host
+    /// appended it: a component's own export of that name is never called).
     ///
     /// # Errors
     /// When an export is missing or has another type than the contract's.
-    pub(crate) fn new(pre: InstancePre<HostState>, form: CallForm) -> wasmtime::Result<Self> {
+    pub(crate) fn new(
+        pre: InstancePre<HostState>,
+        form: CallForm,
+        adapted: bool,
+    ) -> wasmtime::Result<Self> {
         let handler = handler::GuestIndices::new(&pre)?;
         let batch = match form {
             CallForm::Batch => Some(batch::GuestIndices::new(&pre)?),
             CallForm::Handle => None,
         };
+        let records = match adapted {
+            true => Some(
+                pre.component()
+                    .get_export_index(None, ADAPTED_EXPORT)
+                    .ok_or_else(|| wasmtime::Error::msg("the host adapter's export is missing"))?,
+            ),
+            false => None,
+        };
         Ok(Self {
             pre,
             handler,
             batch,
+            records,
         })
     }
 
@@ -113,6 +164,12 @@ impl HandlerPre {
             batch: None,
             ..self
         }
+    }
+
+    /// Whether the host appended its adapter: `handle` is then called from inside the
+    /// component, once per record of a batch.
+    pub(crate) fn adapted(&self) -> bool {
+        self.records.is_some()
     }
 
     /// The form it is called in.
@@ -134,6 +191,14 @@ impl HandlerPre {
             Some(batch) => Some(batch.load(&mut store, instance)?),
             None => None,
         };
-        Ok(Exports { handler, batch })
+        let records = match self.records {
+            Some(index) => Some(Records::load(&mut store, instance, index)?),
+            None => None,
+        };
+        Ok(Exports {
+            handler,
+            batch,
+            records,
+        })
     }
 }

@@ -1,7 +1,9 @@
-//! The base contract: one `handle` call per record, for a component without the batch fast
-//! path. Each call has its own fresh deadline and fuel; a failed call is settled as a failed
-//! batch record is (the subscription's `on-trap` for it), and the records after it go on in
-//! the next call, on a fresh instance.
+//! The base contract called from the host: one `handle` call per record, for a component in
+//! the `handle` form that the host's adapter does not fit (`adapter/`, which calls `handle`
+//! inside the component and is what every component wit-component builds gets). Each call has
+//! its own fresh deadline and fuel; a failed call is settled as a failed batch record is (the
+//! subscription's `on-trap` for it), and the records after it go on in the next call, on a
+//! fresh instance.
 //!
 //! The records of a batch are handed over by one run of `handle` calls under one call's setup,
 //! as a `handle-batch` call's are: the call scope, the deadline machinery and the log budget

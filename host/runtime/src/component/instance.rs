@@ -263,6 +263,7 @@ impl HandlerInstance {
     async fn handle_here(&mut self, call: &BatchCall<'_>) -> Result<Vec<Outcome>, BatchFailure> {
         match self.pre.form() {
             CallForm::Batch => self.call_batch(call).await,
+            CallForm::Handle if self.pre.adapted() => self.call_records(call).await,
             CallForm::Handle => self.handle_each(call).await,
         }
     }
@@ -270,28 +271,63 @@ impl HandlerInstance {
     /// [`handle_batch`](Self::handle_batch) through `handle-batch`.
     async fn call_batch(&mut self, call: &BatchCall<'_>) -> Result<Vec<Outcome>, BatchFailure> {
         let info = call_info(call);
+        self.call_laid_out(call, CallKind::Batch, async |live, layout| {
+            let Some(batch) = &live.exports.batch else {
+                return Err(wasmtime::Error::msg("the component exports no batch"));
+            };
+            batch
+                .call_handle_batch(
+                    &mut live.store,
+                    info,
+                    &layout.arena,
+                    &layout.records,
+                    &layout.headers,
+                )
+                .await
+        })
+        .await
+    }
+
+    /// [`handle_batch`](Self::handle_batch) through `handle`, called once per record by the
+    /// host's adapter inside the component (`adapter.rs`).
+    pub(super) async fn call_records(
+        &mut self,
+        call: &BatchCall<'_>,
+    ) -> Result<Vec<Outcome>, BatchFailure> {
+        self.call_laid_out(call, CallKind::Records, async |live, layout| {
+            let Some(records) = live.exports.records else {
+                return Err(wasmtime::Error::msg("the host adapter is missing"));
+            };
+            let params = (
+                call.subscription,
+                &call.stream[..],
+                &call.shard_id[..],
+                &layout.arena[..],
+                &layout.records[..],
+                &layout.headers[..],
+            );
+            records.typed().call_async(&mut live.store, params).await
+        })
+        .await
+    }
+
+    /// Lays `call`'s records out as `handle-batch` takes them and runs `body`, a call of
+    /// `kind` reporting on a board, with them.
+    async fn call_laid_out(
+        &mut self,
+        call: &BatchCall<'_>,
+        kind: CallKind,
+        body: impl AsyncFnOnce(&mut Live, &BatchLayout) -> wasmtime::Result<()>,
+    ) -> Result<Vec<Outcome>, BatchFailure> {
         let mut layout = std::mem::take(&mut self.layout);
         layout.fill(&call.deliveries);
         let expected = call.deliveries.len();
         let (result, reported) = self
             .call(
-                CallKind::Batch,
+                kind,
                 call,
                 call.deliveries.clone(),
-                async |live: &mut Live| {
-                    let Some(batch) = &live.exports.batch else {
-                        return Err(wasmtime::Error::msg("the component exports no batch"));
-                    };
-                    batch
-                        .call_handle_batch(
-                            &mut live.store,
-                            info,
-                            &layout.arena,
-                            &layout.records,
-                            &layout.headers,
-                        )
-                        .await
-                },
+                async |live: &mut Live| body(live, &layout).await,
             )
             .await;
         layout.trim();
@@ -303,7 +339,7 @@ impl HandlerInstance {
                 CallFailure {
                     kind: TrapKind::Other,
                     message: format!(
-                        "handle-batch returned without reporting an outcome for record {} of {expected}",
+                        "{kind} returned without reporting an outcome for record {} of {expected}",
                         reported.len()
                     ),
                 }
@@ -491,7 +527,7 @@ async fn instantiate(
 ) -> Result<Live, CallFailure> {
     let limits = env.policy.limits().clone();
     let deadline = limits.call_deadline;
-    let mut state = HostState::new(env, clock);
+    let mut state = HostState::new(env, clock, pre.adapted());
     state.notes = notes;
     let mut store = Store::new(runtime.engine(), state);
     let failed = |message: String| CallFailure {
@@ -521,11 +557,11 @@ async fn instantiate(
         });
     }
     // A guest blocked in an import is timed from outside, which cannot read its board: what
-    // the board shows is read on the way in. Only a `handle-batch` call shares a board: a
-    // component called through `handle` is spared the hook, which wasmtime runs at every
-    // entry to and exit from wasm (each of the six reallocs that lower a record, the call,
-    // its post-return).
-    if pre.form() == CallForm::Batch {
+    // the board shows is read on the way in. Only a `handle-batch` call and the host
+    // adapter's share a board: a component called from the host through `handle` is spared
+    // the hook, which wasmtime runs at every entry to and exit from wasm (each of the six
+    // reallocs that lower a record, the call, its post-return).
+    if pre.form() == CallForm::Batch || pre.adapted() {
         store.call_hook(|ctx, hook| {
             if matches!(hook, CallHook::CallingHost) {
                 sync_progress(&ctx);

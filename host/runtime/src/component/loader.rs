@@ -6,6 +6,7 @@ use std::sync::Arc;
 use wasmtime::component::Component;
 
 use super::Runtime;
+use super::adapter::SHARE_IMPORT;
 use super::bindings::contract_version;
 use super::compile::{CompileError, LiveSlot};
 use super::declaration::app_spec;
@@ -195,11 +196,12 @@ impl LoadedComponent {
             .map_err(|error| fail(LoadPhase::Compile, Refusal::Compile(error)))?;
         let component = &compiled.component;
         let form = check_exports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
-        let denied = check_imports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
+        let denied = check_imports(runtime, component, compiled.adapted)
+            .map_err(|r| fail(LoadPhase::Check, r))?;
         let pre = runtime
             .linker()
             .instantiate_pre(component)
-            .and_then(|pre| HandlerPre::new(pre, form))
+            .and_then(|pre| HandlerPre::new(pre, form, compiled.adapted))
             .map_err(|error| fail(LoadPhase::Link, Refusal::Link(error.into())))?;
         let env = describe_env(name, policy, log);
         let notes = notes.map(PublishNotes::while_loading);
@@ -251,6 +253,14 @@ impl LoadedComponent {
     /// record per call.
     pub fn form(&self) -> CallForm {
         self.pre.form()
+    }
+
+    /// Whether the host's adapter runs `handle` inside the component, once per record of a
+    /// batch, with no host crossing per record (`adapter.rs`); otherwise the host calls
+    /// `handle` once per record. What a component in the [`CallForm::Handle`] form gets
+    /// whenever the adapter fits it (every component wit-component builds).
+    pub fn handle_adapted(&self) -> bool {
+        self.pre.adapted()
     }
 
     /// The same component called through `handle`, one record per call, even if it exports
@@ -343,10 +353,19 @@ fn check_exports(runtime: &Runtime, compiled: &Component) -> Result<CallForm, Re
 
 /// Checks the component's imports: the contract's at this host's version, and none that
 /// [`import_access`] refuses. Returns the denied ones (linked to implementations refusing every call).
-fn check_imports(runtime: &Runtime, compiled: &Component) -> Result<Vec<String>, Refusal> {
+/// The host adapter's own import is granted only where the host appended the adapter
+/// (`adapted`).
+fn check_imports(
+    runtime: &Runtime,
+    compiled: &Component,
+    adapted: bool,
+) -> Result<Vec<String>, Refusal> {
     let ty = compiled.component_type();
     let mut denied = Vec::new();
     for (name, _) in ty.imports(runtime.engine()) {
+        if adapted && name == SHARE_IMPORT {
+            continue;
+        }
         let interface = name
             .rsplit_once('@')
             .map_or(name, |(interface, _)| interface);

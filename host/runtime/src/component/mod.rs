@@ -6,7 +6,11 @@
 //!
 //! A component is called in one of two forms ([`CallForm`]): through `handle`, one record per
 //! call (the base contract), or through `handle-batch` when it exports the batch fast path.
+//! `handle` is called inside the component by an adapter the host adds beside it at compile
+//! time (`adapter/`), one host call per batch; from the host, one call per record, when the
+//! adapter does not fit.
 
+mod adapter;
 mod batch;
 mod bindings;
 mod board;

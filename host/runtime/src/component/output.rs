@@ -9,9 +9,14 @@ use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
+use super::progress::CallProgress;
 use crate::limits::LogLimits;
 use crate::log::LogRate;
 use ruststream_common::sync::lock;
+
+/// Bytes a call wrote, with the index of the record under way as they were written, when the
+/// capture noted it.
+pub(crate) type Written = (Option<usize>, Vec<u8>);
 
 /// Largest write a guest is invited to make at once.
 const WRITE_PERMIT: usize = 64 << 10;
@@ -30,27 +35,55 @@ struct Captured {
     bytes: Vec<u8>,
     cap: usize,
     dropped: usize,
+    /// The call's progress, when what it writes is split by record as it goes.
+    progress: Option<CallProgress>,
+    /// Where each record's output starts: the record's index in the call, and the offset in
+    /// `bytes`, in order.
+    marks: Vec<(usize, usize)>,
 }
 
 impl OutputCapture {
-    /// Empties the buffer and sets how much the next call may write.
-    pub(crate) fn start_call(&self, cap: usize) {
+    /// Empties the buffer and sets how much the next call may write. With `progress`, each
+    /// write is noted as the output of the record `progress` shows under way.
+    pub(crate) fn start_call(&self, cap: usize, progress: Option<CallProgress>) {
         let mut captured = self.lock();
         captured.bytes.clear();
         captured.cap = cap;
         captured.dropped = 0;
+        captured.progress = progress;
+        captured.marks.clear();
     }
 
-    /// Takes what was written since [`start_call`](Self::start_call), and how many bytes were
-    /// dropped past the cap.
-    pub(crate) fn take(&self) -> (Vec<u8>, usize) {
+    /// Takes what was written since [`start_call`](Self::start_call), split by record (each
+    /// part with the index of the record under way when it was written, if the call is
+    /// split), and how many bytes were dropped past the cap.
+    pub(crate) fn take_by_record(&self) -> (Vec<Written>, usize) {
         let mut captured = self.lock();
         let dropped = std::mem::take(&mut captured.dropped);
-        (std::mem::take(&mut captured.bytes), dropped)
+        let mut bytes = std::mem::take(&mut captured.bytes);
+        let marks = std::mem::take(&mut captured.marks);
+        let mut parts = Vec::with_capacity(marks.len().max(1));
+        for &(record, start) in marks.iter().rev() {
+            parts.push((Some(record), bytes.split_off(start.min(bytes.len()))));
+        }
+        if !bytes.is_empty() {
+            parts.push((None, bytes));
+        }
+        parts.reverse();
+        (parts, dropped)
     }
 
     fn write(&self, bytes: &[u8]) {
         let mut captured = self.lock();
+        if let Some(record) = captured
+            .progress
+            .as_ref()
+            .map(CallProgress::reported_so_far)
+            && captured.marks.last().map(|&(last, _)| last) != Some(record)
+        {
+            let start = captured.bytes.len();
+            captured.marks.push((record, start));
+        }
         let room = captured.cap.saturating_sub(captured.bytes.len());
         let kept = bytes.len().min(room);
         captured.bytes.extend_from_slice(&bytes[..kept]);
@@ -168,11 +201,27 @@ mod tests {
     #[test]
     fn writes_past_the_cap_are_dropped_and_counted() {
         let capture = OutputCapture::default();
-        capture.start_call(8);
+        capture.start_call(8, None);
         capture.write(b"hello ");
         capture.write(b"world");
-        assert_eq!(capture.take(), (b"hello wo".to_vec(), 3));
-        assert_eq!(capture.take(), (Vec::new(), 0));
+        assert_eq!(
+            capture.take_by_record(),
+            (vec![(None, b"hello wo".to_vec())], 3)
+        );
+        assert_eq!(capture.take_by_record(), (Vec::new(), 0));
+    }
+
+    #[test]
+    fn writes_are_split_by_the_record_under_way() {
+        let capture = OutputCapture::default();
+        let progress = CallProgress::new(std::time::Duration::from_secs(5), Default::default());
+        capture.start_call(64, Some(progress.clone()));
+        capture.write(b"a1\n");
+        capture.write(b"a2\n");
+        progress.reported(2);
+        capture.write(b"c\n");
+        let parts = vec![(Some(0), b"a1\na2\n".to_vec()), (Some(2), b"c\n".to_vec())];
+        assert_eq!(capture.take_by_record(), (parts, 0));
     }
 
     #[test]

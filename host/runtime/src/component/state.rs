@@ -11,6 +11,7 @@ use wasmtime::{AsContext as _, ResourceLimiter, StoreContext, StoreLimits};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
+use super::adapter::{self, SHARE_IMPORT};
 use super::bindings::ruststream::handler::{host, types};
 use super::board::{self, Board};
 use super::imports::{self, DeniedHttp};
@@ -39,6 +40,21 @@ pub(crate) enum CallKind {
     Handle,
     /// A `handle-batch` call: records in order, outcomes reported as it goes.
     Batch,
+    /// A run of `handle` calls made inside the component by the host's adapter
+    /// (`adapter.rs`): every line is about the record of the `handle` call under way, and
+    /// only the adapter's board is read, never the component's own reports.
+    Records,
+}
+
+impl std::fmt::Display for CallKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Load => "loading",
+            Self::Handle => "handle",
+            Self::Batch => "handle-batch",
+            Self::Records => "the host's handle loop",
+        })
+    }
 }
 
 /// What a call is about, so the host can tag what the guest logs.
@@ -54,16 +70,15 @@ struct CallTags {
     deliveries: Deliveries,
     /// A run of `handle` calls: every line is about the record of the call under way.
     handle: bool,
-    /// In a run of `handle` calls, the index of the record under way.
-    current: usize,
 }
 
 impl CallTags {
-    /// The delivery a line the guest tagged `index` (if at all) is about: record `index` of a
-    /// batch; the record of the `handle` call under way whatever it says.
-    fn delivery(&self, index: Option<u32>) -> Option<&Delivery> {
+    /// The delivery a line the guest tagged `index` (if at all) is about, `under_way` being
+    /// the record the call is on: record `index` of a batch; the record of the `handle` call
+    /// under way whatever it says.
+    fn delivery(&self, index: Option<u32>, under_way: usize) -> Option<&Delivery> {
         if self.handle {
-            return self.deliveries.get(self.current);
+            return self.deliveries.get(under_way);
         }
         self.deliveries.get(usize::try_from(index?).ok()?)
     }
@@ -85,6 +100,8 @@ pub(crate) struct HostState {
     clock: CallClock,
     /// Whether the call under way takes progress reports: a `handle-batch` call only.
     takes_reports: bool,
+    /// Whether the call under way takes the host adapter's board: a `Records` call only.
+    takes_adapter_board: bool,
     /// The lease keeper's signal for the call under way: once the lease is lost the call
     /// stops at its next check and publishes nothing more.
     stop: Option<watch::Receiver<Option<Stop>>>,
@@ -112,16 +129,23 @@ pub(crate) struct HostState {
 const MAX_RANDOM_BYTES: u64 = 64 << 10;
 
 impl HostState {
-    pub(crate) fn new(env: Env, clock: CallClock) -> Self {
+    /// The state of a new instance acting on `env`; `adapted` when the host's adapter is
+    /// part of it, whose own memory and core instances the tenant's counts leave out (its
+    /// memory's bytes count: it holds the tenant's batch).
+    pub(crate) fn new(env: Env, clock: CallClock, adapted: bool) -> Self {
         let limits = env.policy.limits();
+        let (memories, instances) = match adapted {
+            true => (adapter::MEMORIES, adapter::CORE_INSTANCES),
+            false => (0, 0),
+        };
         let limiter = InstanceLimiter {
             total_bytes: limits.memory_bytes,
             table_elements: limits.max_table_elements,
             used_bytes: 0,
             counts: wasmtime::StoreLimitsBuilder::new()
                 .tables(limits.max_tables)
-                .memories(limits.max_memories)
-                .instances(limits.max_instances)
+                .memories(limits.max_memories.saturating_add(memories))
+                .instances(limits.max_instances.saturating_add(instances))
                 .build(),
         };
         let mut table = ResourceTable::new();
@@ -144,6 +168,7 @@ impl HostState {
             progress: None,
             clock,
             takes_reports: false,
+            takes_adapter_board: false,
             stop: None,
             outcomes: Vec::new(),
             board: None,
@@ -173,17 +198,20 @@ impl HostState {
         let limits = &self.env.policy.limits().log;
         self.budget = LogBudget::for_call(limits, records);
         let cap = limits.call_bytes(records);
-        self.stdout.start_call(cap);
-        self.stderr.start_call(cap);
+        let progress = CallProgress::new(per_record, self.clock.clone());
+        // A run of `handle` calls inside the component has no host step between two records
+        // to log a record's output as its own: the capture notes whose each write is.
+        let split = (kind == CallKind::Records).then(|| progress.clone());
+        self.stdout.start_call(cap, split.clone());
+        self.stderr.start_call(cap, split);
         self.call = scope.map(|scope| CallTags {
             tags: self.tags.clone().on_shard(scope.stream, scope.shard_id),
             deliveries: scope.deliveries,
-            handle: kind == CallKind::Handle,
-            current: 0,
+            handle: matches!(kind, CallKind::Handle | CallKind::Records),
         });
-        let progress = CallProgress::new(per_record, self.clock.clone());
         self.progress = Some(progress.clone());
         self.takes_reports = kind == CallKind::Batch;
+        self.takes_adapter_board = kind == CallKind::Records;
         self.outcomes = Vec::new();
         self.board = None;
         self.expected = records;
@@ -200,9 +228,6 @@ impl HostState {
             self.flush_output("stdout", Level::Info);
             self.flush_output("stderr", Level::Warn);
         }
-        if let Some(call) = &mut self.call {
-            call.current = index.min(call.deliveries.len().saturating_sub(1));
-        }
         if let Some(progress) = &self.progress {
             progress.reported(index.min(self.expected));
         }
@@ -212,6 +237,14 @@ impl HostState {
     /// a board is shared already or the guest has reported by `record-outcome`.
     pub(crate) fn share_board(&mut self, board: Board) {
         if self.takes_reports && self.board.is_none() && self.outcomes.is_empty() {
+            self.board = Some(board);
+        }
+    }
+
+    /// Takes `board`, lent by the host's adapter, as the call's reports, if a `Records` call
+    /// is under way and has none yet.
+    pub(crate) fn share_adapter_board(&mut self, board: Board) {
+        if self.takes_adapter_board && self.board.is_none() {
             self.board = Some(board);
         }
     }
@@ -256,6 +289,7 @@ impl HostState {
         self.call = None;
         self.progress = None;
         self.takes_reports = false;
+        self.takes_adapter_board = false;
         self.stop = None;
         self.board = None;
         let reported = std::mem::take(&mut self.outcomes);
@@ -273,35 +307,52 @@ impl HostState {
         } else {
             &self.stderr
         };
-        let (bytes, dropped) = capture.take();
-        if bytes.is_empty() && dropped == 0 {
+        let (parts, dropped) = capture.take_by_record();
+        if parts.is_empty() && dropped == 0 {
             return;
         }
         self.budget.dropped_bytes += dropped;
         if dropped > 0 {
             self.budget.dropped_lines += 1;
         }
-        let text = String::from_utf8_lossy(&bytes);
-        // A call of one record, and a `handle` call of a run, knows whose output it is.
-        let record = self
-            .call
-            .as_ref()
-            .filter(|c| c.handle || c.deliveries.len() == 1)
-            .map(|_| 0);
-        for message in text.lines().filter(|l| !l.trim().is_empty()) {
-            if !self.budget.spend(message.len(), self.env.policy.log_rate()) {
-                continue;
+        for (written_during, bytes) in parts {
+            let text = String::from_utf8_lossy(&bytes);
+            // Whose output it is: the record under way as it was written, when the capture
+            // noted it; a call of one record, and a `handle` call of a run, knows anyway.
+            let call = self.call.as_ref();
+            let delivery = match written_during {
+                Some(index) => call.and_then(|c| c.deliveries.get(index)),
+                None => call
+                    .filter(|c| c.handle || c.deliveries.len() == 1)
+                    .and_then(|c| c.delivery(Some(0), self.under_way())),
+            };
+            let sequence = delivery.map(|d| d.sequence_number.clone());
+            for message in text.lines().filter(|l| !l.trim().is_empty()) {
+                if !self.budget.spend(message.len(), self.env.policy.log_rate()) {
+                    continue;
+                }
+                let tags = call.map_or(&self.tags, |c| &c.tags);
+                let mut line = tags.line(
+                    level,
+                    Origin::Guest,
+                    sequence.as_deref(),
+                    message.to_owned(),
+                );
+                line.fields.push(("fd".into(), fd.to_owned()));
+                self.env.log.emit(line);
             }
-            let mut line = self.tag(level, message.to_owned(), record);
-            line.fields.push(("fd".into(), fd.to_owned()));
-            self.env.log.emit(line);
         }
+    }
+
+    /// The index of the record under way (see [`index_under_way`](Self::index_under_way)).
+    fn under_way(&self) -> usize {
+        self.index_under_way().map_or(0, |index| index as usize)
     }
 
     fn tag(&self, level: Level, message: String, record: Option<u32>) -> LogLine {
         let call = self.call.as_ref();
         let sequence = call
-            .and_then(|c| c.delivery(record))
+            .and_then(|c| c.delivery(record, self.under_way()))
             .map(|d| d.sequence_number.as_str());
         let tags = call.map_or(&self.tags, |c| &c.tags);
         tags.line(level, Origin::Guest, sequence, message)
@@ -438,7 +489,15 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
             store.data_mut().record_outcome(index, outcome);
             Ok(())
         },
-    )
+    )?;
+    // The host adapter's (`adapter.rs`): only a component the host appended the adapter to
+    // may import it (`check_imports`), and only its appended part reaches the import.
+    linker
+        .root()
+        .func_wrap(SHARE_IMPORT, |mut store, (slots,): (WasmList<u64>,)| {
+            store.data_mut().share_adapter_board(Board::new(slots));
+            Ok(())
+        })
 }
 
 impl types::Host for HostState {}
@@ -544,7 +603,10 @@ impl HostState {
 
     /// The record the call under way is on (see [`record_under_way`](Self::record_under_way)).
     fn delivery_under_way(&self) -> Option<&Delivery> {
-        self.call.as_ref()?.delivery(self.index_under_way())
+        let under_way = self.index_under_way()?;
+        self.call
+            .as_ref()?
+            .delivery(Some(under_way), under_way as usize)
     }
 
     /// The index in the call of the record under way: the count reported so far.

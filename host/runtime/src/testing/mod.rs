@@ -313,6 +313,12 @@ impl TestApp {
         self.component.form()
     }
 
+    /// Whether the host's adapter calls `handle` inside the component, once per record of a
+    /// batch ([`LoadedComponent::handle_adapted`]).
+    pub fn component_adapted(&self) -> bool {
+        self.component.handle_adapted()
+    }
+
     /// Creates a stream. Subscribed and dead-letter streams exist from the start, and with
     /// [`ExistingStreams::Any`] every other stream from its first write: this matters for
     /// [`ExistingStreams::Listed`], where it adds `stream` to the list.

@@ -4,6 +4,7 @@
 
 use ruststream_runtime::{
     Outcome, RuntimeConfig, TestApp,
+    component::CallForm,
     component::compile::CompileConfig,
     log::{Level, Origin},
     testing::SHARD_ID,
@@ -42,6 +43,11 @@ async fn the_seed_outcome_table_from_python_and_javascript() -> anyhow::Result<(
         let mut app = start(guest).await?;
         assert_eq!(app.app().name, "ledger", "{name}");
         assert_eq!(app.app().subscriptions[0].name, "book", "{name}");
+        assert_eq!(app.component_form(), CallForm::Handle, "{name}");
+        assert!(
+            app.component_adapted(),
+            "{name}: handle runs inside the component"
+        );
         let entries = [(1, 5), (2, 0), (3, -1), (4, 2)]
             .map(|(id, amount)| json!({"id": id, "amount": amount}));
         let published = app.publish_batch("ledger", &entries).await?;

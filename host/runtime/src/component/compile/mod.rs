@@ -24,6 +24,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::Runtime;
+use super::adapter;
 use cache::ArtifactCache;
 use ruststream_common::escape::one_line;
 use ruststream_common::sync::lock;
@@ -136,6 +137,8 @@ pub(crate) struct Code {
     /// relocations to apply (wasmtime refuses them in images, DWARF aside, which this engine
     /// does not emit): no page of it differs from the file.
     mapped: bool,
+    /// The host's `handle` adapter is appended (`adapter.rs`).
+    adapted: bool,
 }
 
 /// A compiled component and its content hash (hex SHA-256 of its bytes).
@@ -143,6 +146,8 @@ pub(crate) struct Compiled {
     pub component: Component,
     pub content_hash: String,
     mapped: bool,
+    /// The host's `handle` adapter is appended to the component's own sections.
+    pub adapted: bool,
     /// Keeps the component shared with later loads of the same bytes.
     pub slot: Arc<LiveSlot>,
 }
@@ -178,23 +183,61 @@ impl Compiled {
 }
 
 impl Runtime {
-    /// Compiles `bytes`, or loads the artifact compiled from the same bytes earlier.
+    /// Compiles `bytes` with the host's `handle` adapter appended when it can be, or loads the
+    /// artifact compiled from the same bytes earlier. The content hash is of `bytes`.
     pub(crate) async fn compile(&self, bytes: Vec<u8>) -> Result<Compiled, CompileError> {
         bounds::check(&bytes, &self.config().compile.limits)?;
         let content_hash = cache::content_hash(&bytes);
         // Loads of the same bytes wait for the first and share its code: a thousand tenants
         // running one component compile it once and hold it in memory once.
         let slot = self.compilation().slot(&content_hash);
-        let Code { component, mapped } = slot
-            .get_or_try_init(|| self.load_artifact(&content_hash, bytes))
+        let Code {
+            component,
+            mapped,
+            adapted,
+        } = slot
+            .get_or_try_init(|| self.load_adapted(&content_hash, bytes))
             .await?
             .clone();
         Ok(Compiled {
             component,
             content_hash,
             mapped,
+            adapted,
             slot,
         })
+    }
+
+    /// The component with the host's `handle` adapter appended, or as it is when the adapter
+    /// cannot be appended, or when the component compiles only without it (which would be a
+    /// bug of the adapter's: it is logged). Artifacts are cached by the hash of the bytes
+    /// compiled.
+    async fn load_adapted(&self, content_hash: &str, bytes: Vec<u8>) -> Result<Code, CompileError> {
+        match adapter::adapt(&bytes) {
+            Ok(adapted) => {
+                let key = cache::content_hash(&adapted);
+                match self.load_artifact(&key, adapted).await {
+                    Ok(code) => {
+                        return Ok(Code {
+                            adapted: true,
+                            ..code
+                        });
+                    }
+                    Err(CompileError::Invalid(error)) => {
+                        tracing::warn!(
+                            component = content_hash,
+                            %error,
+                            "the host's handle adapter does not fit this component; it is called from the host"
+                        );
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
+            Err(reason) => {
+                tracing::debug!(component = content_hash, %reason, "called from the host");
+            }
+        }
+        self.load_artifact(content_hash, bytes).await
     }
 
     /// The component from the artifact cache, or compiled (and then cached).
@@ -224,6 +267,7 @@ impl Runtime {
                             .map(|component| Code {
                                 component,
                                 mapped: false,
+                                adapted: false,
                             })
                             .map_err(|error| CompileError::Artifact(error.into()));
                     }
@@ -238,6 +282,7 @@ impl Runtime {
             .map(|component| Code {
                 component,
                 mapped: true,
+                adapted: false,
             })
             .map_err(|error| CompileError::Artifact(error.into()))
     }

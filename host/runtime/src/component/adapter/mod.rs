@@ -1,0 +1,444 @@
+//! The host's own batch adapter for `handle`: records of a batch reach a component's `handle`
+//! one call each, without one host-to-guest crossing each.
+//!
+//! `handle(info, record) -> handler-outcome` is the contract every component implements, and
+//! the only one a Python or JavaScript component has. Called from the host, each call is a
+//! crossing into wasm, and so is each of the six allocations (`cabi_realloc`) the canonical
+//! ABI makes to lower the call's strings and lists: together about eight times what the same
+//! record costs through `handle-batch`.
+//!
+//! So before compiling a component that exports `handler`, the host appends to it a small
+//! component of its own (`records.rs`), instantiated with the component's `handler` instance
+//! and a host function, `ruststream-share-board`. Its export, `ruststream-handle-records`,
+//! takes a batch as `handle-batch` does (three byte lists) and calls `handle` once per record,
+//! in order, each call an ordinary component-to-component call: wasmtime compiles the
+//! lowering, including the calls to the component's `cabi_realloc`, into the adapter's code,
+//! so a record crosses no host boundary at all. After each `handle` call returns, the adapter
+//! writes the outcome on an outcome board it lent the host at the start of the call, as the
+//! SDK's `handle-batch` does; the host reads it at every deadline check and host call, so
+//! each record gets a fresh deadline, and its log lines and publishes are its own.
+//!
+//! Nothing of the component changes: its own sections are kept byte for byte, and the
+//! appended ones can reach nothing of it but its `handler` export. A component the adapter
+//! cannot be appended to (one exporting no `handler@1.0.0`, or already using the adapter's
+//! names) is called from the host, one `handle` call per record, as before.
+
+mod records;
+
+use wasm_encoder::{
+    Alias, ComponentAliasSection, ComponentExportKind, ComponentExportSection,
+    ComponentImportSection, ComponentInstanceSection, ComponentSection, ComponentSectionId,
+    ComponentTypeRef, ComponentTypeSection, ComponentValType, PrimitiveValType, RawSection,
+};
+use wasmparser::{ComponentAlias, ComponentExternalKind, Parser, Payload};
+
+/// The export the adapter adds: `handle-records(subscription, stream, shard-id, arena,
+/// records, headers)`, the batch laid out as for `handle-batch`.
+pub(crate) const ADAPTED_EXPORT: &str = "ruststream-handle-records";
+
+/// The host function the adapter lends its outcome board to, once per call:
+/// `(board: list<u64>)`, laid out as `progress.share-outcomes` describes.
+pub(crate) const SHARE_IMPORT: &str = "ruststream-share-board";
+
+/// Memories the adapter adds to an instance: its own, which holds the batch.
+pub(crate) const MEMORIES: usize = 1;
+
+/// Core instances the adapter adds to an instance: its two modules, and the module of the
+/// adapters wasmtime compiles for calls between the two components.
+pub(crate) const CORE_INSTANCES: usize = 3;
+
+/// The adapter component's own export.
+const RECORDS_EXPORT: &str = "handle-records";
+
+/// The contract export the adapter calls: the adapter is written against this version's types.
+const HANDLER_EXPORT: &str = "ruststream:handler/handler@1.0.0";
+
+/// Why a component is called from the host rather than through the adapter.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum NotAdapted {
+    /// It exports no `handler@1.0.0` instance.
+    #[error("it exports no {HANDLER_EXPORT} instance")]
+    NoHandler,
+    /// It imports or exports one of the adapter's names itself.
+    #[error("it already uses the name {0}")]
+    NameTaken(&'static str),
+    /// Its top level is laid out in a way the wrapper does not copy (wit-component's is).
+    #[error("its top level has {0}")]
+    Unsupported(&'static str),
+    /// Its sections could not be read (compiling it reports why).
+    #[error("its sections cannot be read: {0}")]
+    Unreadable(String),
+}
+
+/// `component` wrapped with the adapter beside it, exporting what it exports and
+/// [`ADAPTED_EXPORT`], importing what it imports and [`SHARE_IMPORT`].
+///
+/// The wrapper declares the component's imports by copying the sections that declare them
+/// (its leading type, import and alias sections), so the component is instantiated with
+/// exactly the imports it had. The adapter is a sibling, not a child, of the component: the
+/// component model traps a call from a component instance into one of its ancestors.
+///
+/// # Errors
+/// When the adapter cannot be added ([`NotAdapted`]); the component is then called from the
+/// host.
+pub(crate) fn adapt(component: &[u8]) -> Result<Vec<u8>, NotAdapted> {
+    let top = TopLevel::read(component)?;
+    if !top
+        .exports
+        .iter()
+        .any(|(name, kind)| name == HANDLER_EXPORT && *kind == ComponentExportKind::Instance)
+    {
+        return Err(NotAdapted::NoHandler);
+    }
+    let mut out = component[..8].to_vec();
+    for &(id, ref range) in &top.declarations {
+        append(
+            &mut out,
+            &RawSection {
+                id,
+                data: &component[range.clone()],
+            },
+        );
+    }
+    let mut next = top.declared;
+
+    append(&mut out, &RawComponent(component));
+    let tenant_component = next.take(Space::Component);
+    let mut instances = ComponentInstanceSection::new();
+    instances.instantiate(
+        tenant_component,
+        top.imports
+            .iter()
+            .map(|(name, kind, index)| (name.as_str(), *kind, *index)),
+    );
+    append(&mut out, &instances);
+    let tenant = next.take(Space::Instance);
+
+    // Its exports, as its own.
+    let mut aliases = ComponentAliasSection::new();
+    let mut exports = ComponentExportSection::new();
+    let mut handler = None;
+    for (name, kind) in &top.exports {
+        aliases.alias(Alias::InstanceExport {
+            instance: tenant,
+            kind: *kind,
+            name,
+        });
+        let index = next.take(Space::of(*kind));
+        if name == HANDLER_EXPORT {
+            handler = Some(index);
+        }
+        exports.export(name, *kind, index, None);
+    }
+    append(&mut out, &aliases);
+    append(&mut out, &exports);
+    for (_, kind) in &top.exports {
+        next.take(Space::of(*kind));
+    }
+    let handler = handler.ok_or(NotAdapted::NoHandler)?;
+
+    let mut types = ComponentTypeSection::new();
+    types.defined_type().list(PrimitiveValType::U64);
+    let slots = next.take(Space::Type);
+    types
+        .function()
+        .params([("board", ComponentValType::Type(slots))])
+        .result(None);
+    let share_ty = next.take(Space::Type);
+    append(&mut out, &types);
+    let mut imports = ComponentImportSection::new();
+    imports.import(SHARE_IMPORT, ComponentTypeRef::Func(share_ty));
+    append(&mut out, &imports);
+    let share = next.take(Space::Func);
+
+    append(&mut out, &RawComponent(&records::component()));
+    let adapter_component = next.take(Space::Component);
+    let mut instances = ComponentInstanceSection::new();
+    instances.instantiate(
+        adapter_component,
+        [
+            ("handler", ComponentExportKind::Instance, handler),
+            ("share", ComponentExportKind::Func, share),
+        ],
+    );
+    append(&mut out, &instances);
+    let adapter = next.take(Space::Instance);
+
+    let mut aliases = ComponentAliasSection::new();
+    aliases.alias(Alias::InstanceExport {
+        instance: adapter,
+        kind: ComponentExportKind::Func,
+        name: RECORDS_EXPORT,
+    });
+    append(&mut out, &aliases);
+    let records = next.take(Space::Func);
+    let mut exports = ComponentExportSection::new();
+    exports.export(ADAPTED_EXPORT, ComponentExportKind::Func, records, None);
+    append(&mut out, &exports);
+    Ok(out)
+}
+
+/// The index spaces of a component the wrapper adds to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Space {
+    Type,
+    Func,
+    Instance,
+    Component,
+    /// Core modules and values, which the wrapper never refers to.
+    Other,
+}
+
+impl Space {
+    fn of(kind: ComponentExportKind) -> Self {
+        match kind {
+            ComponentExportKind::Type => Self::Type,
+            ComponentExportKind::Func => Self::Func,
+            ComponentExportKind::Instance => Self::Instance,
+            ComponentExportKind::Component => Self::Component,
+            ComponentExportKind::Module | ComponentExportKind::Value => Self::Other,
+        }
+    }
+}
+
+fn export_kind(kind: ComponentExternalKind) -> ComponentExportKind {
+    match kind {
+        ComponentExternalKind::Module => ComponentExportKind::Module,
+        ComponentExternalKind::Func => ComponentExportKind::Func,
+        ComponentExternalKind::Value => ComponentExportKind::Value,
+        ComponentExternalKind::Type => ComponentExportKind::Type,
+        ComponentExternalKind::Instance => ComponentExportKind::Instance,
+        ComponentExternalKind::Component => ComponentExportKind::Component,
+    }
+}
+
+/// How many items each index space holds so far.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    types: u32,
+    funcs: u32,
+    instances: u32,
+    components: u32,
+}
+
+impl Counts {
+    /// The index the next item of `space` gets, which it then takes.
+    fn take(&mut self, space: Space) -> u32 {
+        let count = match space {
+            Space::Type => &mut self.types,
+            Space::Func => &mut self.funcs,
+            Space::Instance => &mut self.instances,
+            Space::Component => &mut self.components,
+            Space::Other => return 0,
+        };
+        *count += 1;
+        *count - 1
+    }
+}
+
+/// What the wrapper needs of a component's top level.
+#[derive(Debug, Default)]
+struct TopLevel {
+    /// The leading sections that declare its imports (types, imports, aliases of imports'
+    /// exports): their ids and contents.
+    declarations: Vec<(u8, std::ops::Range<usize>)>,
+    /// What those declare.
+    declared: Counts,
+    /// Its imports: name, kind, index in the declarations' index spaces.
+    imports: Vec<(String, ComponentExportKind, u32)>,
+    /// Its exports: name, kind.
+    exports: Vec<(String, ComponentExportKind)>,
+}
+
+impl TopLevel {
+    fn read(component: &[u8]) -> Result<Self, NotAdapted> {
+        let unreadable =
+            |error: wasmparser::BinaryReaderError| NotAdapted::Unreadable(error.to_string());
+        let mut top = Self::default();
+        let mut depth = 0usize;
+        // Whether the leading declarations are still being read.
+        let mut declaring = true;
+        for payload in Parser::new(0).parse_all(component) {
+            let payload = payload.map_err(unreadable)?;
+            match payload {
+                Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => {
+                    declaring = false;
+                    depth += 1;
+                    continue;
+                }
+                Payload::End(_) => {
+                    depth = depth.saturating_sub(1);
+                    continue;
+                }
+                _ if depth > 0 => continue,
+                Payload::Version { .. } | Payload::CustomSection(_) => continue,
+                _ => {}
+            }
+            match payload {
+                Payload::ComponentTypeSection(reader) if declaring => {
+                    top.declared.types += reader.count();
+                    top.declare(ComponentSectionId::Type, reader.range());
+                }
+                Payload::CoreTypeSection(reader) if declaring => {
+                    top.declare(ComponentSectionId::CoreType, reader.range());
+                }
+                Payload::ComponentImportSection(reader) => {
+                    if !declaring {
+                        return Err(NotAdapted::Unsupported("an import after its definitions"));
+                    }
+                    top.declare(ComponentSectionId::Import, reader.range());
+                    for import in reader {
+                        let import = import.map_err(unreadable)?;
+                        if import.name.name == SHARE_IMPORT {
+                            return Err(NotAdapted::NameTaken(SHARE_IMPORT));
+                        }
+                        let (kind, space) = match import.ty {
+                            wasmparser::ComponentTypeRef::Func(_) => {
+                                (ComponentExportKind::Func, Space::Func)
+                            }
+                            wasmparser::ComponentTypeRef::Type(_) => {
+                                (ComponentExportKind::Type, Space::Type)
+                            }
+                            wasmparser::ComponentTypeRef::Instance(_) => {
+                                (ComponentExportKind::Instance, Space::Instance)
+                            }
+                            wasmparser::ComponentTypeRef::Component(_) => {
+                                (ComponentExportKind::Component, Space::Component)
+                            }
+                            wasmparser::ComponentTypeRef::Module(_)
+                            | wasmparser::ComponentTypeRef::Value(_) => {
+                                return Err(NotAdapted::Unsupported("a module or value import"));
+                            }
+                        };
+                        let index = top.declared.take(space);
+                        top.imports.push((import.name.name.to_owned(), kind, index));
+                    }
+                }
+                Payload::ComponentAliasSection(reader) if declaring => {
+                    top.declare(ComponentSectionId::Alias, reader.range());
+                    for alias in reader {
+                        match alias.map_err(unreadable)? {
+                            ComponentAlias::InstanceExport { kind, .. } => {
+                                top.declared.take(Space::of(export_kind(kind)));
+                            }
+                            _ => {
+                                return Err(NotAdapted::Unsupported(
+                                    "an alias in its declarations",
+                                ));
+                            }
+                        }
+                    }
+                }
+                Payload::ComponentExportSection(reader) => {
+                    declaring = false;
+                    for export in reader {
+                        let export = export.map_err(unreadable)?;
+                        if export.name.name == ADAPTED_EXPORT {
+                            return Err(NotAdapted::NameTaken(ADAPTED_EXPORT));
+                        }
+                        top.exports
+                            .push((export.name.name.to_owned(), export_kind(export.kind)));
+                    }
+                }
+                _ => declaring = false,
+            }
+        }
+        Ok(top)
+    }
+
+    fn declare(&mut self, id: ComponentSectionId, range: std::ops::Range<usize>) {
+        self.declarations.push((id as u8, range));
+    }
+}
+
+fn append(out: &mut Vec<u8>, section: &impl ComponentSection) {
+    out.push(section.id());
+    section.encode(out);
+}
+
+/// A component's bytes as a nested component section.
+struct RawComponent<'a>(&'a [u8]);
+
+impl wasm_encoder::Encode for RawComponent<'_> {
+    fn encode(&self, sink: &mut Vec<u8>) {
+        self.0.encode(sink);
+    }
+}
+
+impl ComponentSection for RawComponent<'_> {
+    fn id(&self) -> u8 {
+        ComponentSectionId::Component as u8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_encoder::{Component, ComponentBuilder, InstanceType};
+
+    /// A component importing an instance named `import` and exporting one named `export`,
+    /// each of an empty instance type.
+    fn component(import: &str, export: &str) -> Vec<u8> {
+        let mut b = ComponentBuilder::default();
+        let empty = b.type_instance(None, &InstanceType::new());
+        let instance = b.import(import, ComponentTypeRef::Instance(empty));
+        b.export(export, ComponentExportKind::Instance, instance, None);
+        b.finish()
+    }
+
+    #[test]
+    fn a_component_without_the_handler_export_is_left_alone() {
+        assert_eq!(
+            adapt(&Component::new().finish()),
+            Err(NotAdapted::NoHandler)
+        );
+        let other = component("wasi:io/poll@0.2.6", "ruststream:handler/handler@2.0.0");
+        assert_eq!(adapt(&other), Err(NotAdapted::NoHandler));
+    }
+
+    #[test]
+    fn a_component_using_the_adapters_names_is_left_alone() {
+        let import = component(SHARE_IMPORT, HANDLER_EXPORT);
+        assert_eq!(adapt(&import), Err(NotAdapted::NameTaken(SHARE_IMPORT)));
+        let mut b = ComponentBuilder::default();
+        let empty = b.type_instance(None, &InstanceType::new());
+        let instance = b.import("wasi:io/poll@0.2.6", ComponentTypeRef::Instance(empty));
+        let (ty, mut func) = b.type_function(None);
+        func.params(Vec::<(&str, ComponentValType)>::new())
+            .result(None);
+        let f = b.import("f", ComponentTypeRef::Func(ty));
+        b.export(
+            HANDLER_EXPORT,
+            ComponentExportKind::Instance,
+            instance,
+            None,
+        );
+        b.export(ADAPTED_EXPORT, ComponentExportKind::Func, f, None);
+        assert_eq!(
+            adapt(&b.finish()),
+            Err(NotAdapted::NameTaken(ADAPTED_EXPORT))
+        );
+    }
+
+    #[test]
+    fn imports_after_definitions_are_not_copied() {
+        let mut b = ComponentBuilder::default();
+        let empty = b.type_instance(None, &InstanceType::new());
+        let first = b.import("wasi:io/poll@0.2.6", ComponentTypeRef::Instance(empty));
+        b.export(HANDLER_EXPORT, ComponentExportKind::Instance, first, None);
+        b.import("wasi:io/error@0.2.6", ComponentTypeRef::Instance(empty));
+        assert_eq!(
+            adapt(&b.finish()),
+            Err(NotAdapted::Unsupported("an import after its definitions"))
+        );
+    }
+
+    #[test]
+    fn the_adapter_component_is_valid() {
+        let mut features = wasmparser::WasmFeatures::default();
+        features.insert(wasmparser::WasmFeatures::COMPONENT_MODEL);
+        wasmparser::Validator::new_with_features(features)
+            .validate_all(&records::component())
+            .expect("the adapter validates");
+    }
+}
