@@ -13,7 +13,10 @@
 //! - `instance`: one `handle-batch` call per 1 000 messages on a component instance, default
 //!   limits (deadlines on): the sandbox crossing and the guest;
 //! - `handle`: the same component and messages through `handle`, one call per message (the
-//!   base contract, what a component without the batch fast path gets), default limits;
+//!   base contract, what a component without the batch fast path gets), made by the host's
+//!   adapter inside the component, one host call per batch; default limits;
+//! - `handle-host`: the same with each `handle` call made by the host (a component the
+//!   adapter does not fit);
 //! - `no-deadline`: the same with deadlines (epoch interruption) off: what they cost;
 //! - `fuel`: the same bounded by fuel instead of epochs (wasmtime's other way to interrupt a
 //!   guest): what it would cost instead;
@@ -58,7 +61,7 @@ use std::task::{Context, Poll};
 
 use anyhow::{Context as _, bail, ensure};
 use ruststream_runtime::{
-    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
+    Delivery, HandleAdapter, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
     component::HandlerInstance, component::compile::CompileConfig, cpu::Compute, log::LogSink,
     testing::InProcessStreams,
 };
@@ -73,10 +76,11 @@ const CHILD: &str = "--child";
 const GUESTS: &str = "RUSTSTREAM_CALLGRIND_GUESTS";
 /// Guest functions shown per variant.
 const GUEST_LINES: usize = 6;
-const VARIANTS: [&str; 8] = [
+const VARIANTS: [&str; 9] = [
     "native",
     "instance",
     "handle",
+    "handle-host",
     "no-deadline",
     "fuel",
     "pipeline",
@@ -156,6 +160,8 @@ fn parent(only: &[&str]) -> anyhow::Result<()> {
         .build()?
         .block_on(async {
             load(&cache, true).await?;
+            load_adapter(&cache, HandleAdapter::All).await?;
+            load_adapter(&cache, HandleAdapter::Off).await?;
             load(&cache, false).await
         })?;
 
@@ -180,7 +186,7 @@ fn parent(only: &[&str]) -> anyhow::Result<()> {
         // `handle` against `handle-batch` on the same build: the instance alone, and through
         // a pipeline.
         let batch = match variant {
-            "handle" => measured.get("instance"),
+            "handle" | "handle-host" => measured.get("instance"),
             "handle-pipeline" => measured.get("pipeline"),
             _ => None,
         };
@@ -303,11 +309,27 @@ async fn load(cache: &Path, deadlines: bool) -> anyhow::Result<LoadedComponent> 
     load_with(cache, deadlines, false).await
 }
 
+/// As [`load`] with deadlines, wrapped with the host's `handle` adapter as `adapter` says (by
+/// default it is not: `bench-book` exports `handle-batch`).
+async fn load_adapter(cache: &Path, adapter: HandleAdapter) -> anyhow::Result<LoadedComponent> {
+    load_config(cache, true, false, adapter).await
+}
+
 /// As [`load`], metering fuel when `fuel` is set.
 async fn load_with(cache: &Path, deadlines: bool, fuel: bool) -> anyhow::Result<LoadedComponent> {
+    load_config(cache, deadlines, fuel, HandleAdapter::default()).await
+}
+
+async fn load_config(
+    cache: &Path,
+    deadlines: bool,
+    fuel: bool,
+    handle_adapter: HandleAdapter,
+) -> anyhow::Result<LoadedComponent> {
     let config = RuntimeConfig {
         deadlines,
         fuel,
+        handle_adapter,
         // On the measured thread: callgrind's toggle counts the thread that polls, and a
         // compute pool's threads would go uncounted.
         compute: Compute::Inline,
@@ -340,12 +362,26 @@ fn child(variant: &str, messages: usize, cache: &Path) -> anyhow::Result<()> {
         match variant {
             "native" => Ok(native_run(messages)),
             "instance" => instance_run(&load(cache, true).await?, messages).await,
-            "handle" => instance_run(&load(cache, true).await?.through_handle(), messages).await,
+            "handle" => {
+                let component = load_adapter(cache, HandleAdapter::All)
+                    .await?
+                    .through_handle();
+                instance_run(&component, messages).await
+            }
+            "handle-host" => {
+                let component = load_adapter(cache, HandleAdapter::Off)
+                    .await?
+                    .through_handle();
+                instance_run(&component, messages).await
+            }
             "no-deadline" => instance_run(&load(cache, false).await?, messages).await,
             "fuel" => instance_run(&load_with(cache, false, true).await?, messages).await,
             "pipeline" => pipeline_run(&load(cache, true).await?, messages).await,
             "handle-pipeline" => {
-                pipeline_run(&load(cache, true).await?.through_handle(), messages).await
+                let component = load_adapter(cache, HandleAdapter::All)
+                    .await?
+                    .through_handle();
+                pipeline_run(&component, messages).await
             }
             "metrics" => {
                 let recorder =

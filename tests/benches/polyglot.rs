@@ -3,7 +3,11 @@
 //! `cargo bench -p ruststream-tests --bench polyglot` runs the seed's settlement example in Rust
 //! (`guest-examples/settlement`), Python (componentize-py) and JavaScript (ComponentizeJS),
 //! each through `handle`, one call per record, on this thread with the default limits, and
-//! prints the CPU time per record of each and its ratio to Rust's in the same run.
+//! prints the CPU time per record of each and its ratio to Rust's in the same run: with the
+//! calls made inside the component by the host's adapter (what a tenant gets), and made from
+//! the host (`RuntimeConfig::handle_adapter` off), and the ratio of the two. (The Rust
+//! example exports `handle-batch` too: the host wraps it with its adapter only when told to,
+//! `HandleAdapter::All`.)
 //!
 //! `-- <language>` runs one of them alone (`rust`, `python`, `javascript`) with wasmtime's perf
 //! map on, for a profile that names the guest's functions:
@@ -31,7 +35,7 @@ use ruststream_runtime::cpu::Compute;
 use ruststream_runtime::log::LogSink;
 use ruststream_runtime::testing::InProcessStreams;
 use ruststream_runtime::{
-    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
+    Delivery, HandleAdapter, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
 };
 use ruststream_tests::bench::{self, target_dir};
 use settlement::{LANGUAGES, component};
@@ -50,22 +54,41 @@ fn main() -> anyhow::Result<()> {
     let languages = if profiling { alone } else { LANGUAGES.to_vec() };
     let records = if profiling { PROFILED_RECORDS } else { RECORDS };
     println!("\npolyglot: the settlement example through `handle`, {records} records each\n");
-    println!("{:<12} {:>14} {:>8}", "language", "CPU/record", "× rust");
+    println!(
+        "{:<12} {:>14} {:>8} {:>16} {:>13}",
+        "language", "CPU/record", "× rust", "from the host", "adapter/host"
+    );
     let mut rust = None;
     for language in languages {
-        let per_record = measure(language, records, profiling)?;
+        let per_record = measure(language, records, profiling, true)?;
         let base = *rust.get_or_insert(per_record);
+        let from_host = match profiling {
+            true => None,
+            false => Some(measure(language, records, false, false)?),
+        };
+        let micros = |d: Duration| d.as_secs_f64() * 1e6;
         println!(
-            "{language:<12} {:>11.1} µs {:>7.1}×",
-            per_record.as_secs_f64() * 1e6,
-            per_record.as_secs_f64() / base.as_secs_f64()
+            "{language:<12} {:>11.1} µs {:>7.1}× {:>13} {:>13}",
+            micros(per_record),
+            per_record.as_secs_f64() / base.as_secs_f64(),
+            from_host.map_or(String::new(), |d| format!("{:.1} µs", micros(d))),
+            from_host.map_or(String::new(), |d| format!(
+                "{:.2}×",
+                per_record.as_secs_f64() / d.as_secs_f64()
+            )),
         );
     }
     Ok(())
 }
 
-/// This thread's CPU time per record of `language`, after a warm-up run.
-fn measure(language: &str, records: usize, perf_map: bool) -> anyhow::Result<Duration> {
+/// This thread's CPU time per record of `language`, after a warm-up run; through the host's
+/// adapter when `handle_adapter`, from the host otherwise.
+fn measure(
+    language: &str,
+    records: usize,
+    perf_map: bool,
+    handle_adapter: bool,
+) -> anyhow::Result<Duration> {
     let path = component(language)?;
     let config = RuntimeConfig {
         compute: Compute::Inline,
@@ -74,6 +97,10 @@ fn measure(language: &str, records: usize, perf_map: bool) -> anyhow::Result<Dur
             ..CompileConfig::in_process()
         },
         perf_map,
+        handle_adapter: match handle_adapter {
+            true => HandleAdapter::All,
+            false => HandleAdapter::Off,
+        },
         ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(config)?;

@@ -1,5 +1,6 @@
 //! Hostile components no Rust source can produce, generated as raw WebAssembly: compile bombs,
-//! oversized modules, extra linear memories and tables, a start function that spins.
+//! oversized modules, extra linear memories and tables, a start function that spins, the names
+//! of the host's `handle` adapter claimed.
 //!
 //! The ones that need a valid handler (so the host gets as far as instantiating them) are a
 //! real component, `settlement`, with core modules and instances appended: sections of a
@@ -12,11 +13,13 @@
 //! ```
 
 use wasm_encoder::{
-    BlockType, CodeSection, Component, ComponentSection, ExportKind, ExportSection, Function,
-    FunctionSection, InstanceSection, Instruction, MemorySection, MemoryType, Module, StartSection,
-    TableSection, TableType, TypeSection, ValType,
+    Alias, BlockType, CodeSection, Component, ComponentAliasSection, ComponentExportKind,
+    ComponentExportSection, ComponentImportSection, ComponentSection, ComponentTypeRef,
+    ComponentTypeSection, ComponentValType, ExportKind, ExportSection, Function, FunctionSection,
+    InstanceSection, Instruction, MemorySection, MemoryType, Module, StartSection, TableSection,
+    TableType, TypeSection, ValType,
 };
-use wasmparser::{Parser, Payload};
+use wasmparser::{ComponentAlias, ComponentExternalKind, Parser, Payload};
 
 /// A few KB that keep Cranelift busy for minutes: `loops` nested loops, each local of
 /// `locals` incremented in the innermost one and a `br_table` back to every loop, so every
@@ -205,4 +208,120 @@ fn top_level_modules(component: &[u8]) -> u32 {
         }
     }
     modules
+}
+
+/// `base` also exporting, under `name`, the function `func` of its instance exported as
+/// `instance`: a component claiming a name the host's adapter uses (`base` exports `instance`).
+pub fn with_reexported_func(base: &[u8], instance: &str, func: &str, name: &str) -> Vec<u8> {
+    let top = top_level(base);
+    let exported = top
+        .instance_exports
+        .iter()
+        .find(|(export, _)| export == instance)
+        .map(|(_, index)| *index)
+        .expect("base exports the instance");
+    let mut out = base.to_vec();
+    let mut aliases = ComponentAliasSection::new();
+    aliases.alias(Alias::InstanceExport {
+        instance: exported,
+        kind: ComponentExportKind::Func,
+        name: func,
+    });
+    append_section(&mut out, &aliases);
+    let mut exports = ComponentExportSection::new();
+    exports.export(name, ComponentExportKind::Func, top.funcs, None);
+    append_section(&mut out, &exports);
+    out
+}
+
+/// `base` also importing a function `name` of no parameters and no result, declared after its
+/// definitions (as the binary format allows).
+pub fn with_func_import(base: &[u8], name: &str) -> Vec<u8> {
+    let top = top_level(base);
+    let mut out = base.to_vec();
+    let mut types = ComponentTypeSection::new();
+    types
+        .function()
+        .params(Vec::<(&str, ComponentValType)>::new())
+        .result(None);
+    append_section(&mut out, &types);
+    let mut imports = ComponentImportSection::new();
+    imports.import(name, ComponentTypeRef::Func(top.types));
+    append_section(&mut out, &imports);
+    out
+}
+
+/// What the appenders above need of a component's top level: the sizes of its type, function
+/// and instance index spaces, and the instances it exports (name, index).
+#[derive(Default)]
+struct TopLevel {
+    types: u32,
+    funcs: u32,
+    instances: u32,
+    instance_exports: Vec<(String, u32)>,
+}
+
+impl TopLevel {
+    fn add(&mut self, kind: ComponentExternalKind) {
+        match kind {
+            ComponentExternalKind::Type => self.types += 1,
+            ComponentExternalKind::Func => self.funcs += 1,
+            ComponentExternalKind::Instance => self.instances += 1,
+            _ => {}
+        }
+    }
+}
+
+fn top_level(component: &[u8]) -> TopLevel {
+    let mut top = TopLevel::default();
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(component).flatten() {
+        match payload {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            _ if depth > 0 => {}
+            Payload::ComponentTypeSection(reader) => top.types += reader.count(),
+            Payload::ComponentInstanceSection(reader) => top.instances += reader.count(),
+            Payload::ComponentImportSection(reader) => {
+                for import in reader.into_iter().flatten() {
+                    match import.ty {
+                        wasmparser::ComponentTypeRef::Type(_) => top.types += 1,
+                        wasmparser::ComponentTypeRef::Func(_) => top.funcs += 1,
+                        wasmparser::ComponentTypeRef::Instance(_) => top.instances += 1,
+                        _ => {}
+                    }
+                }
+            }
+            Payload::ComponentAliasSection(reader) => {
+                for alias in reader.into_iter().flatten() {
+                    match alias {
+                        ComponentAlias::InstanceExport { kind, .. } => top.add(kind),
+                        ComponentAlias::Outer {
+                            kind: wasmparser::ComponentOuterAliasKind::Type,
+                            ..
+                        } => top.types += 1,
+                        _ => {}
+                    }
+                }
+            }
+            Payload::ComponentCanonicalSection(reader) => {
+                for function in reader.into_iter().flatten() {
+                    if let wasmparser::CanonicalFunction::Lift { .. } = function {
+                        top.funcs += 1;
+                    }
+                }
+            }
+            Payload::ComponentExportSection(reader) => {
+                for export in reader.into_iter().flatten() {
+                    if export.kind == ComponentExternalKind::Instance {
+                        top.instance_exports
+                            .push((export.name.name.to_owned(), top.instances));
+                    }
+                    top.add(export.kind);
+                }
+            }
+            _ => {}
+        }
+    }
+    top
 }

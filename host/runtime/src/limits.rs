@@ -203,6 +203,25 @@ pub struct RuntimeConfig {
     /// perf map), so a profile splits a call between the host, a guest's bindings and its
     /// interpreter. Off by default: the map grows with every component loaded.
     pub perf_map: bool,
+    /// Which components are wrapped with the host's `handle` adapter when they are compiled,
+    /// so that `handle` is called inside the component, one host call per batch (decision 54).
+    pub handle_adapter: HandleAdapter,
+}
+
+/// Which components the host wraps with its `handle` adapter (decision 54).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HandleAdapter {
+    /// None: every `handle` call is made from the host, as for a component the adapter does
+    /// not fit. For measuring what the adapter saves.
+    Off,
+    /// Those the host calls through `handle`: the ones without the batch fast path. One with
+    /// it never needs the adapter, which would only cost memory.
+    #[default]
+    HandleOnly,
+    /// Every one, so that a component with the batch fast path can be called through `handle`
+    /// by the adapter too ([`LoadedComponent::through_handle`](crate::LoadedComponent::through_handle)):
+    /// for comparing the two paths on one build.
+    All,
 }
 
 impl RuntimeConfig {
@@ -238,6 +257,7 @@ impl Default for RuntimeConfig {
             compile: CompileConfig::default(),
             compute: crate::cpu::Compute::default(),
             perf_map: false,
+            handle_adapter: HandleAdapter::default(),
         }
     }
 }

@@ -10,7 +10,7 @@ use ruststream_kinesis::lease::DEFAULT_TABLE_TEMPLATE;
 use ruststream_kinesis::runner::admit_settings;
 use ruststream_runtime::{
     LoadedComponent, Runtime, Tenant,
-    component::{compile::CompileLimits, describe_app},
+    component::{CallForm, compile::CompileLimits, describe_app},
     log::LogSink,
     tenant::{Limits, LogLimits},
 };
@@ -169,7 +169,12 @@ fn report(
     let passed = match loaded {
         Ok(component) => {
             writeln!(out, "ok    {shown}: {}", describe_app(component.app()))?;
-            writeln!(out, "      calls: {}", component.form())?;
+            let made = match (component.form(), component.handle_adapted()) {
+                (CallForm::Batch, _) => "",
+                (CallForm::Handle, true) => ", inside the component by the host's adapter",
+                (CallForm::Handle, false) => ", from the host",
+            };
+            writeln!(out, "      calls: {}{made}", component.form())?;
             write_denied(component.denied_imports(), out)?;
             for s in &component.app().subscriptions {
                 writeln!(

@@ -19,7 +19,7 @@ use ruststream_runtime::cpu::Compute;
 use ruststream_runtime::log::LogSink;
 use ruststream_runtime::testing::InProcessStreams;
 use ruststream_runtime::{
-    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
+    Delivery, HandleAdapter, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
 };
 use ruststream_tests::{Guest, bench, guests};
 
@@ -79,16 +79,28 @@ fn allocations_of<T>(f: impl FnOnce() -> T) -> (T, u64) {
     (value, ALLOCATIONS.with(Cell::get) - before)
 }
 
-/// `guest` through `handle` (one call per record) or `handle-batch`, on this thread (no compute
-/// pool), deadlines and the default limits on, logging to `log`.
-async fn instance(
-    guest: Guest,
-    through_handle: bool,
-    log: LogSink,
-) -> anyhow::Result<HandlerInstance> {
+/// How a test calls a component.
+#[derive(Debug, Clone, Copy)]
+enum Path {
+    /// `handle-batch`.
+    Batch,
+    /// `handle`, one call per record, made by the host's adapter inside the component.
+    Handle,
+    /// `handle`, one call per record, made by the host.
+    HandleFromHost,
+}
+
+/// `guest` called along `along`, on this thread (no compute pool), deadlines and the default
+/// limits on, logging to `log`.
+async fn instance(guest: Guest, along: Path, log: LogSink) -> anyhow::Result<HandlerInstance> {
     let config = RuntimeConfig {
         compute: Compute::Inline,
         compile: CompileConfig::in_process(),
+        handle_adapter: match along {
+            Path::Batch => HandleAdapter::default(),
+            Path::Handle => HandleAdapter::All,
+            Path::HandleFromHost => HandleAdapter::Off,
+        },
         ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(config)?;
@@ -97,10 +109,9 @@ async fn instance(
     let component = LoadedComponent::from_file(&runtime, &path, tenant.policy(), &LogSink::new())
         .await
         .with_context(|| format!("loading {}", path.display()))?;
-    let component = if through_handle {
-        component.through_handle()
-    } else {
-        component
+    let component = match along {
+        Path::Batch => component,
+        Path::Handle | Path::HandleFromHost => component.through_handle(),
     };
     let clock = Arc::new(SystemClock);
     let streams = Arc::new(InProcessStreams::new(clock.clone()));
@@ -123,12 +134,12 @@ fn batch(range: std::ops::Range<usize>) -> Arc<Vec<Delivery>> {
 }
 
 /// What one more record costs in host allocations: a batch of `2n` against one of `n`.
-fn allocations_per_record(through_handle: bool) -> anyhow::Result<f64> {
+fn allocations_per_record(path: Path) -> anyhow::Result<f64> {
     const N: usize = 200;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut instance = rt.block_on(instance(guests::BENCH_BOOK, through_handle, LogSink::new()))?;
+    let mut instance = rt.block_on(instance(guests::BENCH_BOOK, path, LogSink::new()))?;
     // Outside the count: the instance is made at the first call, and buffers grow to a batch.
     for warm in [batch(0..1), batch(0..2 * N)] {
         call(&rt, &mut instance, &warm)?;
@@ -145,21 +156,32 @@ fn allocations_per_record(through_handle: bool) -> anyhow::Result<f64> {
 }
 
 #[test]
-fn handle_allocates_nothing_of_its_own_per_record() -> anyhow::Result<()> {
-    let per_record = allocations_per_record(true)?;
+fn handle_allocates_nothing_per_record() -> anyhow::Result<()> {
+    // One host call per batch: the host's adapter calls `handle` inside the component.
+    let per_record = allocations_per_record(Path::Handle)?;
+    assert!(
+        per_record < 0.05,
+        "the handle path allocates {per_record:.2} times per record on the host"
+    );
+    Ok(())
+}
+
+#[test]
+fn handle_from_the_host_allocates_nothing_of_its_own_per_record() -> anyhow::Result<()> {
+    let per_record = allocations_per_record(Path::HandleFromHost)?;
     // wasmtime's fiber box per call is the one; any allocation of ours per record would add
     // another (the call's setup per record cost one more before it was made once per batch).
     assert!(
         per_record < 1.05,
-        "the handle path allocates {per_record:.2} times per record on the host: one is \
-         wasmtime's fiber per call, the rest are ours"
+        "handle called from the host allocates {per_record:.2} times per record on the host: \
+         one is wasmtime's fiber per call, the rest are ours"
     );
     Ok(())
 }
 
 #[test]
 fn handle_batch_allocates_nothing_per_record() -> anyhow::Result<()> {
-    let per_record = allocations_per_record(false)?;
+    let per_record = allocations_per_record(Path::Batch)?;
     assert!(
         per_record < 0.05,
         "the handle-batch path allocates {per_record:.2} times per record on the host"
@@ -174,23 +196,27 @@ fn each_handle_call_s_output_is_logged_under_its_own_record() -> anyhow::Result<
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let log = LogSink::capturing();
-    let mut instance = rt.block_on(instance(guests::HOSTILE_ESCAPE, true, log.clone()))?;
-    let records = batch(0..3);
-    let outcomes = call(&rt, &mut instance, &records)?;
-    anyhow::ensure!(outcomes.len() == 3, "every record handled: {outcomes:?}");
-    let sequences: Vec<&str> = records.iter().map(|r| r.sequence_number.as_str()).collect();
-    for fd in ["stdout", "stderr"] {
-        let tagged: Vec<Option<String>> = (log.captured().into_iter())
-            .filter(|line| line.field("fd") == Some(fd))
-            .map(|line| line.sequence_number)
-            .collect();
-        let expected: Vec<Option<String>> =
-            sequences.iter().map(|s| Some((*s).to_owned())).collect();
-        assert_eq!(
-            tagged, expected,
-            "{fd}: one line per record, under its record"
-        );
+    // Inside the component the host notes whose each write is as it is made; from the host,
+    // it logs a record's output before the next call.
+    for path in [Path::Handle, Path::HandleFromHost] {
+        let log = LogSink::capturing();
+        let mut instance = rt.block_on(instance(guests::HOSTILE_ESCAPE, path, log.clone()))?;
+        let records = batch(0..3);
+        let outcomes = call(&rt, &mut instance, &records)?;
+        anyhow::ensure!(outcomes.len() == 3, "every record handled: {outcomes:?}");
+        let sequences: Vec<&str> = records.iter().map(|r| r.sequence_number.as_str()).collect();
+        for fd in ["stdout", "stderr"] {
+            let tagged: Vec<Option<String>> = (log.captured().into_iter())
+                .filter(|line| line.field("fd") == Some(fd))
+                .map(|line| line.sequence_number)
+                .collect();
+            let expected: Vec<Option<String>> =
+                sequences.iter().map(|s| Some((*s).to_owned())).collect();
+            assert_eq!(
+                tagged, expected,
+                "{path:?}, {fd}: one line per record, under its record"
+            );
+        }
     }
     Ok(())
 }

@@ -83,7 +83,8 @@ pub(crate) struct HandlerPre {
     pub(crate) pre: InstancePre<HostState>,
     handler: handler::GuestIndices,
     batch: Option<batch::GuestIndices>,
-    /// The host adapter's `handle` loop, when the host appended it (`adapter.rs`).
+    /// The host adapter's `handle` loop, when the host wrapped the component with it
+    /// (`adapter/`).
     records: Option<ComponentExportIndex>,
 }
 
@@ -92,12 +93,12 @@ pub(crate) struct Exports {
     pub(crate) handler: handler::Guest,
     /// Present for a component of the [`CallForm::Batch`] form.
     pub(crate) batch: Option<batch::Guest>,
-    /// The host adapter's `handle` loop, when the host appended it.
+    /// The host adapter's `handle` loop, when the host wrapped the component with it.
     pub(crate) records: Option<Records>,
 }
 
 /// The host adapter's export: `handle` called once per record of a batch, inside the
-/// component (`adapter.rs`).
+/// component (`adapter/`).
 #[derive(Clone, Copy)]
 pub(crate) struct Records(Func);
 
@@ -128,7 +129,7 @@ impl Records {
 
 impl HandlerPre {
     /// Finds the exports of `form` in `pre`, and the host adapter's if `adapted` (the host
-    /// appended it: a component's own export of that name is never called).
+    /// wrapped the component with it: a component's own export of that name is never called).
     ///
     /// # Errors
     /// When an export is missing or has another type than the contract's.
@@ -166,7 +167,7 @@ impl HandlerPre {
         }
     }
 
-    /// Whether the host appended its adapter: `handle` is then called from inside the
+    /// Whether the host wrapped the component with its adapter: `handle` is then called from inside the
     /// component, once per record of a batch.
     pub(crate) fn adapted(&self) -> bool {
         self.records.is_some()

@@ -1,7 +1,7 @@
 //! The base contract called from the host: one `handle` call per record, for a component in
 //! the `handle` form that the host's adapter does not fit (`adapter/`, which calls `handle`
-//! inside the component and is what every component wit-component builds gets). Each call has
-//! its own fresh deadline and fuel; a failed call is settled as a failed batch record is (the
+//! inside the component, and fits every component wit-component builds). Each call has its
+//! own fresh deadline and fuel; a failed call is settled as a failed batch record is (the
 //! subscription's `on-trap` for it), and the records after it go on in the next call, on a
 //! fresh instance.
 //!
@@ -11,8 +11,8 @@
 //! the host moves the run on itself: what the record before wrote to stdout and stderr is
 //! logged as its own, the next record gets a fresh deadline, fuel is refilled, and publishes
 //! and log lines are the next record's. The host allocates nothing of its own per record
-//! (`call_paths::handle_allocates_nothing_of_its_own_per_record`); wasmtime allocates one, the
-//! fiber each call runs on.
+//! (`call_paths::handle_from_the_host_allocates_nothing_of_its_own_per_record`); wasmtime
+//! allocates one, the fiber each call runs on.
 
 use super::bindings::exports::ruststream::handler::handler as wit;
 use super::instance::{BatchCall, BatchFailure, HandlerInstance, Live, call_info};

@@ -289,7 +289,7 @@ impl HandlerInstance {
     }
 
     /// [`handle_batch`](Self::handle_batch) through `handle`, called once per record by the
-    /// host's adapter inside the component (`adapter.rs`).
+    /// host's adapter inside the component (`adapter/`).
     pub(super) async fn call_records(
         &mut self,
         call: &BatchCall<'_>,

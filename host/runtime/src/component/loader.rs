@@ -255,16 +255,18 @@ impl LoadedComponent {
         self.pre.form()
     }
 
-    /// Whether the host's adapter runs `handle` inside the component, once per record of a
-    /// batch, with no host crossing per record (`adapter.rs`); otherwise the host calls
-    /// `handle` once per record. What a component in the [`CallForm::Handle`] form gets
-    /// whenever the adapter fits it (every component wit-component builds).
+    /// Whether the host's adapter calls `handle` inside the component, once per record of a
+    /// batch, with one host call per batch (`adapter/`); otherwise the host calls `handle`
+    /// once per record. What a component in the [`CallForm::Handle`] form gets
+    /// whenever the adapter fits it (every component wit-component builds); one with the
+    /// batch fast path only under [`HandleAdapter::All`](crate::HandleAdapter::All).
     pub fn handle_adapted(&self) -> bool {
         self.pre.adapted()
     }
 
-    /// The same component called through `handle`, one record per call, even if it exports
-    /// the batch fast path: for benchmarks and tests comparing the two forms on one build.
+    /// The same component called through `handle`, one record per call (by the host's
+    /// adapter when it fits), even if it exports the batch fast path: for benchmarks and tests
+    /// comparing the two forms on one build.
     pub fn through_handle(mut self) -> Self {
         self.pre = self.pre.without_batch();
         self
@@ -353,7 +355,7 @@ fn check_exports(runtime: &Runtime, compiled: &Component) -> Result<CallForm, Re
 
 /// Checks the component's imports: the contract's at this host's version, and none that
 /// [`import_access`] refuses. Returns the denied ones (linked to implementations refusing every call).
-/// The host adapter's own import is granted only where the host appended the adapter
+/// The host adapter's own import is granted only where the host wrapped the component with the adapter
 /// (`adapted`).
 fn check_imports(
     runtime: &Runtime,

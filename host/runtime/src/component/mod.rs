@@ -41,7 +41,7 @@ pub use version::{CONTRACT, ContractVersion, VersionRefusal};
 /// shares it).
 pub use crate::env::Env;
 /// The engine-wide settings a [`Runtime`] is built with.
-pub use crate::limits::RuntimeConfig;
+pub use crate::limits::{HandleAdapter, RuntimeConfig};
 
 use std::path::PathBuf;
 

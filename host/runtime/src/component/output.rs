@@ -62,7 +62,9 @@ impl OutputCapture {
         let dropped = std::mem::take(&mut captured.dropped);
         let mut bytes = std::mem::take(&mut captured.bytes);
         let marks = std::mem::take(&mut captured.marks);
-        let mut parts = Vec::with_capacity(marks.len().max(1));
+        // Nothing allocated for a call that wrote nothing: the host takes the output of each
+        // record of a run of `handle` calls.
+        let mut parts = Vec::new();
         for &(record, start) in marks.iter().rev() {
             parts.push((Some(record), bytes.split_off(start.min(bytes.len()))));
         }

@@ -41,7 +41,7 @@ pub(crate) enum CallKind {
     /// A `handle-batch` call: records in order, outcomes reported as it goes.
     Batch,
     /// A run of `handle` calls made inside the component by the host's adapter
-    /// (`adapter.rs`): every line is about the record of the `handle` call under way, and
+    /// (`adapter/`): every line is about the record of the `handle` call under way, and
     /// only the adapter's board is read, never the component's own reports.
     Records,
 }
@@ -129,12 +129,12 @@ pub(crate) struct HostState {
 const MAX_RANDOM_BYTES: u64 = 64 << 10;
 
 impl HostState {
-    /// The state of a new instance acting on `env`; `adapted` when the host's adapter is
+    /// The state of a new instance acting on `env`; `wrapped` when the host's adapter is
     /// part of it, whose own memory and core instances the tenant's counts leave out (its
     /// memory's bytes count: it holds the tenant's batch).
-    pub(crate) fn new(env: Env, clock: CallClock, adapted: bool) -> Self {
+    pub(crate) fn new(env: Env, clock: CallClock, wrapped: bool) -> Self {
         let limits = env.policy.limits();
-        let (memories, instances) = match adapted {
+        let (memories, instances) = match wrapped {
             true => (adapter::MEMORIES, adapter::CORE_INSTANCES),
             false => (0, 0),
         };
@@ -490,8 +490,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
             Ok(())
         },
     )?;
-    // The host adapter's (`adapter.rs`): only a component the host appended the adapter to
-    // may import it (`check_imports`), and only its appended part reaches the import.
+    // The host adapter's (`adapter/`): only a component the host wrapped may import it
+    // (`check_imports`), and only the adapter beside the component reaches the import.
     linker
         .root()
         .func_wrap(SHARE_IMPORT, |mut store, (slots,): (WasmList<u64>,)| {

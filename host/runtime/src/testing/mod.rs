@@ -43,8 +43,8 @@ use serde::Serialize;
 
 use crate::app::{AppSpec, MaxRecordAge, StartPosition, SubscriptionSpec};
 use crate::clock::Clock;
-use crate::component::RuntimeConfig;
 use crate::component::{CallForm, LoadError, LoadedComponent, Runtime, RuntimeError};
+use crate::component::{HandleAdapter, RuntimeConfig};
 use crate::log::{LogLine, LogSink};
 use crate::outcome::Outcome;
 use crate::pipeline::{DeliveryReport, PipelineEnv, ShardPipeline};
@@ -150,9 +150,19 @@ pub struct TestAppBuilder {
     tenant: Tenant,
     max_record_ages: HashMap<String, MaxRecordAge>,
     existing: ExistingStreams,
+    through_handle: bool,
 }
 
 impl TestAppBuilder {
+    /// Calls the component through `handle`, one record per call, even if it exports the
+    /// batch fast path: the path a Python or JavaScript component takes (through the host's
+    /// adapter, [`LoadedComponent::handle_adapted`], which wraps it whatever
+    /// [`RuntimeConfig::handle_adapter`] says).
+    pub fn through_handle(mut self) -> Self {
+        self.through_handle = true;
+        self
+    }
+
     /// Which streams exist (default: [`ExistingStreams::Any`]).
     pub fn streams(mut self, existing: ExistingStreams) -> Self {
         self.existing = existing;
@@ -192,7 +202,11 @@ impl TestAppBuilder {
     /// [`TestAppError::MissingStreams`] when streams are listed and one the component reads
     /// or dead-letters into is not among them.
     pub async fn start(self) -> Result<TestApp, TestAppError> {
-        let runtime = Runtime::new(self.runtime.inline())?;
+        let mut config = self.runtime.inline();
+        if self.through_handle {
+            config.handle_adapter = HandleAdapter::All;
+        }
+        let runtime = Runtime::new(config)?;
         let tenant = Arc::new(self.tenant);
         let log = LogSink::capturing();
         let notes = PublishNotes::default();
@@ -204,6 +218,10 @@ impl TestAppBuilder {
             Some(&notes),
         )
         .await?;
+        let component = match self.through_handle {
+            true => component.through_handle(),
+            false => component,
+        };
         tenant.admit(&component)?;
         let clock = Arc::new(ManualClock::new(START_MS));
         let streams = match &self.existing {
@@ -294,6 +312,7 @@ impl TestApp {
             tenant: Tenant::trusted("test"),
             max_record_ages: HashMap::new(),
             existing: ExistingStreams::default(),
+            through_handle: false,
         }
     }
 

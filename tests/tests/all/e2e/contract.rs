@@ -104,7 +104,7 @@ fn check_says_which_form_a_component_is_called_in() -> anyhow::Result<()> {
     );
     assert_eq!(
         form_after("settlement_plain.wasm").map(str::trim),
-        Some("calls: handle (one record per call)"),
+        Some("calls: handle (one record per call), inside the component by the host's adapter"),
         "{text}"
     );
     Ok(())

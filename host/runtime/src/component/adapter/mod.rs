@@ -1,27 +1,31 @@
-//! The host's own batch adapter for `handle`: records of a batch reach a component's `handle`
-//! one call each, without one host-to-guest crossing each.
+//! The host's own batch adapter for `handle`: the records of a batch reach a component's
+//! `handle` one call each, with one call from the host for the whole batch.
 //!
 //! `handle(info, record) -> handler-outcome` is the contract every component implements, and
-//! the only one a Python or JavaScript component has. Called from the host, each call is a
+//! the only one a Python or JavaScript component has. Called from the host, each record is a
 //! crossing into wasm, and so is each of the six allocations (`cabi_realloc`) the canonical
-//! ABI makes to lower the call's strings and lists: together about eight times what the same
-//! record costs through `handle-batch`.
+//! ABI makes to lower the call's strings and lists (decision 54).
 //!
-//! So before compiling a component that exports `handler`, the host appends to it a small
-//! component of its own (`records.rs`), instantiated with the component's `handler` instance
-//! and a host function, `ruststream-share-board`. Its export, `ruststream-handle-records`,
-//! takes a batch as `handle-batch` does (three byte lists) and calls `handle` once per record,
-//! in order, each call an ordinary component-to-component call: wasmtime compiles the
-//! lowering, including the calls to the component's `cabi_realloc`, into the adapter's code,
-//! so a record crosses no host boundary at all. After each `handle` call returns, the adapter
-//! writes the outcome on an outcome board it lent the host at the start of the call, as the
-//! SDK's `handle-batch` does; the host reads it at every deadline check and host call, so
-//! each record gets a fresh deadline, and its log lines and publishes are its own.
+//! So before compiling a component that exports `handler@1.0.0` and no `batch` interface
+//! ([`wanted`]), the host wraps it: the
+//! wrapper declares the component's imports (a copy of its leading type, import and alias
+//! sections), nests the component unchanged, instantiated with them, and beside it a small
+//! component of the host's (`records.rs`), instantiated with the component's `handler`
+//! instance and a host function, `ruststream-share-board`. The adapter's export,
+//! `ruststream-handle-records`, takes a batch as `handle-batch` does (three byte lists) and
+//! calls `handle` once per record, in order, each an ordinary call between two components:
+//! wasmtime compiles its lowering, the calls to the component's `cabi_realloc` included, into
+//! wasm code. (It still copies each string through a libcall into the host, which validates
+//! it.) After each `handle` call returns, the adapter writes the outcome on an outcome board
+//! it lent the host at the start of the call, as the SDK's `handle-batch` does; the host reads
+//! it at every deadline check and host call, so each record gets a fresh deadline and its log
+//! lines, output and publishes are its own.
 //!
-//! Nothing of the component changes: its own sections are kept byte for byte, and the
-//! appended ones can reach nothing of it but its `handler` export. A component the adapter
-//! cannot be appended to (one exporting no `handler@1.0.0`, or already using the adapter's
-//! names) is called from the host, one `handle` call per record, as before.
+//! The adapter is the component's sibling, not its child: the component model traps a call
+//! from a component instance into one of its ancestors. Nothing of the component changes: its
+//! bytes are nested as they are, and the adapter reaches nothing of it but its `handler`
+//! export. A component the wrapper does not fit ([`NotAdapted`]) is called from the host, one
+//! `handle` call per record.
 
 mod records;
 
@@ -31,6 +35,8 @@ use wasm_encoder::{
     ComponentTypeRef, ComponentTypeSection, ComponentValType, PrimitiveValType, RawSection,
 };
 use wasmparser::{ComponentAlias, ComponentExternalKind, Parser, Payload};
+
+use crate::limits::HandleAdapter;
 
 /// The export the adapter adds: `handle-records(subscription, stream, shard-id, arena,
 /// records, headers)`, the batch laid out as for `handle-batch`.
@@ -47,8 +53,34 @@ pub(crate) const MEMORIES: usize = 1;
 /// adapters wasmtime compiles for calls between the two components.
 pub(crate) const CORE_INSTANCES: usize = 3;
 
+/// The revision of the wrapper's layout: raise it when `adapt` changes what it writes around
+/// a component (the adapter's own bytes are in [`revision`] already).
+const WRAPPER_REVISION: &str = "1";
+
+/// What a wrapped artifact is cached under beside the component's hash: the adapter's
+/// revision, from its own bytes and the wrapper's layout, so an artifact wrapped by another
+/// revision is never loaded.
+pub(crate) fn revision() -> &'static str {
+    static REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    REVISION.get_or_init(|| {
+        let mut adapter = adapter_component().to_vec();
+        adapter.extend_from_slice(WRAPPER_REVISION.as_bytes());
+        let digest = super::compile::content_hash(&adapter);
+        format!("handle{}", &digest[..16])
+    })
+}
+
+/// The adapter component's bytes, made once.
+fn adapter_component() -> &'static [u8] {
+    static ADAPTER: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    ADAPTER.get_or_init(records::component)
+}
+
 /// The adapter component's own export.
 const RECORDS_EXPORT: &str = "handle-records";
+
+/// The batch fast path's export, of any version.
+const BATCH_EXPORT_PREFIX: &str = "ruststream:handler/batch@";
 
 /// The contract export the adapter calls: the adapter is written against this version's types.
 const HANDLER_EXPORT: &str = "ruststream:handler/handler@1.0.0";
@@ -68,6 +100,21 @@ pub(crate) enum NotAdapted {
     /// Its sections could not be read (compiling it reports why).
     #[error("its sections cannot be read: {0}")]
     Unreadable(String),
+}
+
+/// Whether the host wraps `component` under `setting`: with [`HandleAdapter::HandleOnly`],
+/// when it exports no `batch` interface (the host calls it through `handle`). A component
+/// whose exports cannot be read is not wrapped (compiling it says why).
+pub(crate) fn wanted(component: &[u8], setting: HandleAdapter) -> bool {
+    match setting {
+        HandleAdapter::Off => false,
+        HandleAdapter::All => true,
+        HandleAdapter::HandleOnly => TopLevel::read(component).is_ok_and(|top| {
+            !top.exports
+                .iter()
+                .any(|(name, _)| name.starts_with(BATCH_EXPORT_PREFIX))
+        }),
+    }
 }
 
 /// `component` wrapped with the adapter beside it, exporting what it exports and
@@ -90,7 +137,9 @@ pub(crate) fn adapt(component: &[u8]) -> Result<Vec<u8>, NotAdapted> {
     {
         return Err(NotAdapted::NoHandler);
     }
-    let mut out = component[..8].to_vec();
+    let header =
+        (component.get(..8)).ok_or_else(|| NotAdapted::Unreadable("no component header".into()))?;
+    let mut out = header.to_vec();
     for &(id, ref range) in &top.declarations {
         append(
             &mut out,
@@ -151,7 +200,7 @@ pub(crate) fn adapt(component: &[u8]) -> Result<Vec<u8>, NotAdapted> {
     append(&mut out, &imports);
     let share = next.take(Space::Func);
 
-    append(&mut out, &RawComponent(&records::component()));
+    append(&mut out, &RawComponent(adapter_component()));
     let adapter_component = next.take(Space::Component);
     let mut instances = ComponentInstanceSection::new();
     instances.instantiate(
@@ -335,6 +384,12 @@ impl TopLevel {
                         let export = export.map_err(unreadable)?;
                         if export.name.name == ADAPTED_EXPORT {
                             return Err(NotAdapted::NameTaken(ADAPTED_EXPORT));
+                        }
+                        if matches!(
+                            export.kind,
+                            ComponentExternalKind::Module | ComponentExternalKind::Value
+                        ) {
+                            return Err(NotAdapted::Unsupported("a module or value export"));
                         }
                         top.exports
                             .push((export.name.name.to_owned(), export_kind(export.kind)));

@@ -137,7 +137,7 @@ pub(crate) struct Code {
     /// relocations to apply (wasmtime refuses them in images, DWARF aside, which this engine
     /// does not emit): no page of it differs from the file.
     mapped: bool,
-    /// The host's `handle` adapter is appended (`adapter.rs`).
+    /// Wrapped with the host's `handle` adapter (`adapter/`).
     adapted: bool,
 }
 
@@ -146,7 +146,7 @@ pub(crate) struct Compiled {
     pub component: Component,
     pub content_hash: String,
     mapped: bool,
-    /// The host's `handle` adapter is appended to the component's own sections.
+    /// The component is wrapped with the host's `handle` adapter.
     pub adapted: bool,
     /// Keeps the component shared with later loads of the same bytes.
     pub slot: Arc<LiveSlot>,
@@ -183,7 +183,7 @@ impl Compiled {
 }
 
 impl Runtime {
-    /// Compiles `bytes` with the host's `handle` adapter appended when it can be, or loads the
+    /// Compiles `bytes` wrapped with the host's `handle` adapter when it can be, or loads the
     /// artifact compiled from the same bytes earlier. The content hash is of `bytes`.
     pub(crate) async fn compile(&self, bytes: Vec<u8>) -> Result<Compiled, CompileError> {
         bounds::check(&bytes, &self.config().compile.limits)?;
@@ -208,80 +208,88 @@ impl Runtime {
         })
     }
 
-    /// The component with the host's `handle` adapter appended, or as it is when the adapter
-    /// cannot be appended, or when the component compiles only without it (which would be a
-    /// bug of the adapter's: it is logged). Artifacts are cached by the hash of the bytes
-    /// compiled.
+    /// The component wrapped with the host's `handle` adapter, or as it is when the adapter
+    /// does not fit it, or when the component compiles only without it (which would be a
+    /// bug of the adapter's: it is logged). A wrapped artifact is cached under the component's
+    /// hash and the adapter's revision, so a warm load neither wraps nor hashes again.
     async fn load_adapted(&self, content_hash: &str, bytes: Vec<u8>) -> Result<Code, CompileError> {
-        match adapter::adapt(&bytes) {
-            Ok(adapted) => {
-                let key = cache::content_hash(&adapted);
-                match self.load_artifact(&key, adapted).await {
-                    Ok(code) => {
-                        return Ok(Code {
-                            adapted: true,
-                            ..code
-                        });
-                    }
-                    Err(CompileError::Invalid(error)) => {
-                        tracing::warn!(
-                            component = content_hash,
-                            %error,
-                            "the host's handle adapter does not fit this component; it is called from the host"
-                        );
-                    }
-                    Err(other) => return Err(other),
-                }
-            }
-            Err(reason) => {
-                tracing::debug!(component = content_hash, %reason, "called from the host");
-            }
+        if !adapter::wanted(&bytes, self.config().handle_adapter) {
+            return self.load_artifact(content_hash, bytes).await;
         }
-        self.load_artifact(content_hash, bytes).await
+        let key = format!("{content_hash}-{}", adapter::revision());
+        let wrapped = match self.cached(&key) {
+            Some(code) => Ok(code?),
+            None => match adapter::adapt(&bytes) {
+                Ok(adapted) => self.load_artifact(&key, adapted).await,
+                Err(reason) => {
+                    tracing::debug!(component = content_hash, %reason, "called from the host");
+                    return self.load_artifact(content_hash, bytes).await;
+                }
+            },
+        };
+        match wrapped {
+            Ok(code) => Ok(Code {
+                adapted: true,
+                ..code
+            }),
+            Err(CompileError::Invalid(error)) => {
+                tracing::warn!(
+                    component = content_hash,
+                    %error,
+                    "the host's handle adapter does not fit this component; it is called from the host"
+                );
+                self.load_artifact(content_hash, bytes).await
+            }
+            Err(other) => Err(other),
+        }
     }
 
-    /// The component from the artifact cache, or compiled (and then cached).
-    async fn load_artifact(
-        &self,
-        content_hash: &str,
-        bytes: Vec<u8>,
-    ) -> Result<Code, CompileError> {
-        let cache = self.compilation().cache.as_ref();
-        let cached = match cache.and_then(|c| c.get(content_hash)) {
-            Some(file) => file,
-            None => {
-                let compiled = self.compile_artifact(bytes).await;
-                let result = if compiled.is_ok() { "ok" } else { "refused" };
-                metrics::counter!(crate::metrics::COMPILES, "result" => result).increment(1);
-                let artifact = compiled?;
-                match cache.map(|c| c.put(content_hash, &artifact)) {
-                    Some(Ok(file)) => file,
-                    not_cached => {
-                        if let Some(Err(error)) = not_cached {
-                            tracing::warn!(%error, "a compiled artifact could not be cached");
-                        }
-                        // SAFETY: `artifact` was produced by this host's own compiler, in
-                        // process or in its compile worker, for this engine's configuration;
-                        // wasmtime checks the compatibility header on top.
-                        return unsafe { Component::deserialize(self.engine(), &artifact) }
-                            .map(|component| Code {
-                                component,
-                                mapped: false,
-                                adapted: false,
-                            })
-                            .map_err(|error| CompileError::Artifact(error.into()));
-                    }
-                }
-            }
-        };
+    /// The artifact cached under `key`, mapped, if the cache holds it.
+    fn cached(&self, key: &str) -> Option<Result<Code, CompileError>> {
+        let file = self.compilation().cache.as_ref()?.get(key)?;
         // SAFETY: the file holds an artifact this host's own compiler produced, for this
         // engine's configuration (the cache key says so and its digest was checked); wasmtime
         // checks the compatibility header on top. Cache files are replaced by renames, never
         // written in place, so the mapping never changes under wasmtime.
-        unsafe { Component::deserialize_file(self.engine(), &cached) }
+        let component = unsafe { Component::deserialize_file(self.engine(), &file) };
+        Some(
+            component
+                .map(|component| Code {
+                    component,
+                    mapped: true,
+                    adapted: false,
+                })
+                .map_err(|error| CompileError::Artifact(error.into())),
+        )
+    }
+
+    /// The component from the artifact cache under `key`, or compiled from `bytes` (and then
+    /// cached).
+    async fn load_artifact(&self, key: &str, bytes: Vec<u8>) -> Result<Code, CompileError> {
+        if let Some(code) = self.cached(key) {
+            return code;
+        }
+        let compiled = self.compile_artifact(bytes).await;
+        let result = if compiled.is_ok() { "ok" } else { "refused" };
+        metrics::counter!(crate::metrics::COMPILES, "result" => result).increment(1);
+        let artifact = compiled?;
+        let cache = self.compilation().cache.as_ref();
+        match cache.map(|c| c.put(key, &artifact)) {
+            Some(Ok(_)) => {
+                if let Some(code) = self.cached(key) {
+                    return code;
+                }
+            }
+            Some(Err(error)) => tracing::warn!(%error, "a compiled artifact could not be cached"),
+            None => {}
+        }
+        // SAFETY: `artifact` was produced by this host's own compiler, in process or in its
+        // compile worker, for this engine's configuration; wasmtime checks the compatibility
+        // header on top.
+        unsafe { Component::deserialize(self.engine(), &artifact) }
             .map(|component| Code {
                 component,
-                mapped: true,
+                mapped: false,
                 adapted: false,
             })
             .map_err(|error| CompileError::Artifact(error.into()))

@@ -9,14 +9,16 @@ use std::time::{Duration, Instant};
 use ruststream_common::escape::one_line;
 
 use ruststream_runtime::{
-    LoadedComponent, Runtime, RuntimeConfig, Tenant,
+    LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
     component::{
-        LoadError, LoadPhase, Refusal, TrapKind,
+        CallForm, HandleAdapter, LoadError, LoadPhase, Refusal, TrapKind,
         compile::{CompileConfig, CompileError, CompileLimits, Compiler},
     },
+    log::LogSink,
     tenant::Limits,
+    testing::InProcessStreams,
 };
-use ruststream_tests::bench::runqueue_waits;
+use ruststream_tests::bench::{self, runqueue_waits};
 use ruststream_tests::hostile;
 use ruststream_tests::toolchains::SETTLEMENT_PYTHON;
 use ruststream_tests::{Guest, guests};
@@ -417,4 +419,91 @@ async fn memories_and_tables_count_against_one_cap_per_instance() -> anyhow::Res
     );
 
     arena.assert_settlement_flows().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_claiming_the_host_adapters_names_gains_nothing() -> anyhow::Result<()> {
+    let arena = Arena::start().await?;
+    let runtime = &arena.host.runtime;
+    let tenant = Arc::new(evil());
+    let plain = guest(guests::SETTLEMENT_PLAIN)?;
+    let loaded = load_bytes(&arena, runtime, &tenant, "plain", plain.clone()).await?;
+    assert!(
+        loaded.handle_adapted(),
+        "a handle-only component is wrapped"
+    );
+
+    // Its own export under the adapter's name: not wrapped, so that export is never called;
+    // `handle` is called from the host, and works.
+    let claimed = hostile::with_reexported_func(
+        &plain,
+        "ruststream:handler/handler@1.0.0",
+        "handle",
+        "ruststream-handle-records",
+    );
+    let loaded = load_bytes(&arena, runtime, &tenant, "claimed", claimed).await?;
+    assert_eq!(loaded.form(), CallForm::Handle);
+    assert!(!loaded.handle_adapted());
+    let clock = Arc::new(SystemClock);
+    let streams = Arc::new(InProcessStreams::new(clock.clone()));
+    let env = loaded.env(tenant.policy().clone(), streams, clock, LogSink::new());
+    let mut instance = loaded.instance(env);
+    let records = Arc::new(bench::consume_json_batch(0..3));
+    let outcomes = bench::call_batch(&mut instance, &records).await?;
+    assert_eq!(outcomes, [Outcome::Ack; 3]);
+
+    // The adapter's import: the host grants it only beside its own adapter.
+    let importing = hostile::with_func_import(&plain, "ruststream-share-board");
+    let error = load_bytes(&arena, runtime, &tenant, "importing", importing)
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(error.phase, LoadPhase::Check);
+    assert!(
+        matches!(&error.refusal, Refusal::ForbiddenImport { import } if import.contains("ruststream-share-board")),
+        "{}",
+        one_line(&error)
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_adapter_takes_none_of_a_tenants_instance_and_memory_counts() -> anyhow::Result<()>
+{
+    // The fewest core instances, and memories, `settlement_plain` loads under: the same with
+    // and without the host's adapter beside it, whose own are not the tenant's.
+    let arena = Arena::start().await?;
+    let bytes = guest(guests::SETTLEMENT_PLAIN)?;
+    let mut fewest = Vec::new();
+    for (setting, wrapped) in [
+        (HandleAdapter::Off, false),
+        (HandleAdapter::HandleOnly, true),
+    ] {
+        let runtime = Runtime::new(RuntimeConfig {
+            compile: CompileConfig::in_process(),
+            handle_adapter: setting,
+            ..RuntimeConfig::default()
+        })?;
+        let mut instances = None;
+        for max_instances in 1..=16 {
+            let limits = Limits {
+                max_instances,
+                max_memories: 1,
+                ..evil_limits()
+            };
+            let tenant = Arc::new(evil().limits(limits));
+            let loaded = load_bytes(&arena, &runtime, &tenant, "counted", bytes.clone()).await;
+            if let Ok(loaded) = loaded {
+                assert_eq!(loaded.handle_adapted(), wrapped);
+                instances = Some(max_instances);
+                break;
+            }
+        }
+        fewest.push(instances.expect("loads under some count"));
+    }
+    assert_eq!(
+        fewest[0], fewest[1],
+        "fewest core instances without and with the adapter"
+    );
+    Ok(())
 }
