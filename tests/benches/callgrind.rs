@@ -60,8 +60,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use anyhow::{Context as _, bail, ensure};
+use ruststream_runtime::component::HandleAdapter;
 use ruststream_runtime::{
-    Delivery, HandleAdapter, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
+    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
     component::HandlerInstance, component::compile::CompileConfig, cpu::Compute, log::LogSink,
     testing::InProcessStreams,
 };

@@ -29,13 +29,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
+use ruststream_runtime::component::HandleAdapter;
 use ruststream_runtime::component::HandlerInstance;
 use ruststream_runtime::component::compile::CompileConfig;
 use ruststream_runtime::cpu::Compute;
 use ruststream_runtime::log::LogSink;
 use ruststream_runtime::testing::InProcessStreams;
 use ruststream_runtime::{
-    Delivery, HandleAdapter, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
+    Delivery, LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant,
 };
 use ruststream_tests::bench::{self, target_dir};
 use settlement::{LANGUAGES, component};

@@ -118,7 +118,7 @@ mod text;
 
 // The core types, at the root as well as in their modules (as wasmtime's `Engine` and `Store`).
 pub use clock::{Clock, SystemClock};
-pub use component::{HandleAdapter, LoadedComponent, Runtime, RuntimeConfig};
+pub use component::{LoadedComponent, Runtime, RuntimeConfig};
 pub use outcome::Outcome;
 pub use pipeline::ShardPipeline;
 pub use record::Delivery;

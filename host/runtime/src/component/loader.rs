@@ -259,7 +259,7 @@ impl LoadedComponent {
     /// batch, with one host call per batch (`adapter/`); otherwise the host calls `handle`
     /// once per record. What a component in the [`CallForm::Handle`] form gets
     /// whenever the adapter fits it (every component wit-component builds); one with the
-    /// batch fast path only under [`HandleAdapter::All`](crate::HandleAdapter::All).
+    /// batch fast path only under [`HandleAdapter::All`](crate::component::HandleAdapter::All).
     pub fn handle_adapted(&self) -> bool {
         self.pre.adapted()
     }

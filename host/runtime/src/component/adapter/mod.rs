@@ -29,6 +29,7 @@
 
 mod records;
 
+use sha2::{Digest as _, Sha256};
 use wasm_encoder::{
     Alias, ComponentAliasSection, ComponentExportKind, ComponentExportSection,
     ComponentImportSection, ComponentInstanceSection, ComponentSection, ComponentSectionId,
@@ -65,8 +66,9 @@ pub(crate) fn revision() -> &'static str {
     REVISION.get_or_init(|| {
         let mut adapter = adapter_component().to_vec();
         adapter.extend_from_slice(WRAPPER_REVISION.as_bytes());
-        let digest = super::compile::content_hash(&adapter);
-        format!("handle{}", &digest[..16])
+        let digest = Sha256::digest(&adapter);
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("handle{hex}")
     })
 }
 
