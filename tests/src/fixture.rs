@@ -23,7 +23,6 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
@@ -33,6 +32,7 @@ use crate::e2e::put_json;
 use crate::http::http;
 use crate::process::{self, Running};
 use crate::scrape::Scrape;
+use crate::scratch::ScratchDir;
 use crate::servers::{LocalDynamo, LocalKinesis, LocalSts};
 use crate::wait::{eventually, poll_for};
 
@@ -77,7 +77,7 @@ impl FixtureBuilder {
     }
 
     /// Starts the servers (side by side), creates the streams and a fresh folder
-    /// `$TMPDIR/ruststream-<name>-<pid>-<n>`.
+    /// `$TMPDIR/ruststream-<name>-<pid>-<n>`, removed with the fixture unless the test failed.
     ///
     /// # Errors
     /// A server does not start, a stream is not created, or the folder cannot be made.
@@ -91,16 +91,8 @@ impl FixtureBuilder {
             kinesis.create_stream(stream, *shards).await?;
         }
         let client = kinesis.client().await;
-        // Numbered too: fixtures of one name in one test process get folders of their own.
-        static STARTED: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "ruststream-{}-{}-{}",
-            self.name,
-            std::process::id(),
-            STARTED.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir =
+            ScratchDir::new(&self.name).with_context(|| format!("a folder for {}", self.name))?;
         Ok(Fixture {
             kinesis,
             dynamo,
@@ -127,7 +119,7 @@ pub struct Fixture {
     dynamo: Option<LocalDynamo>,
     sts: Option<LocalSts>,
     client: aws_sdk_kinesis::Client,
-    dir: PathBuf,
+    dir: ScratchDir,
 }
 
 impl Fixture {

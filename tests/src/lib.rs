@@ -31,6 +31,7 @@ pub mod process;
 pub mod proxy;
 pub mod reads;
 pub mod scrape;
+pub mod scratch;
 pub mod servers;
 pub mod skew;
 pub mod toolchains;
@@ -94,18 +95,6 @@ pub fn binary() -> PathBuf {
         binary.display()
     );
     binary
-}
-
-/// An empty directory of this test process's own under the system's temp dir:
-/// `ruststream-{area}-{name}-{pid}`, emptied first if an earlier run left it.
-///
-/// # Errors
-/// When it cannot be created.
-pub fn scratch_dir(area: &str, name: &str) -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ruststream-{area}-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 /// Where the tests cache compiled components: `<target>/compile-cache`, next to the guests.

@@ -12,16 +12,17 @@ use ruststream_runtime::cpu::Compute;
 use ruststream_runtime::log::LogSink;
 use ruststream_runtime::testing::InProcessStreams;
 use ruststream_runtime::{LoadedComponent, Outcome, Runtime, RuntimeConfig, SystemClock, Tenant};
+use ruststream_tests::scratch::ScratchDir;
 use ruststream_tests::{bench, guests};
 
 #[tokio::test]
 async fn a_component_mapped_from_the_cache_holds_none_of_its_code_until_it_is_called()
 -> anyhow::Result<()> {
-    let cache = ruststream_tests::scratch_dir("code", "released")?;
+    let cache = ScratchDir::new("code-released")?;
     let config = RuntimeConfig {
         compute: Compute::Inline,
         compile: CompileConfig {
-            cache: Some(cache.clone()),
+            cache: Some(cache.to_path_buf()),
             ..CompileConfig::in_process()
         },
         ..RuntimeConfig::default()

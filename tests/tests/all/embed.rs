@@ -14,6 +14,7 @@ use ruststream_fleet::settings::{DurationSetting, HostSettings, LeaseStoreKind};
 use ruststream_kinesis::lease::{LeaseKey, LeaseStore as _};
 use ruststream_kinesis::runner::ShardState;
 use ruststream_tests::fixture::Fixture;
+use ruststream_tests::scratch::ScratchDir;
 use ruststream_tests::wait::poll_for;
 use ruststream_tests::{compile_cache_dir, guests};
 use serde_json::json;
@@ -145,7 +146,7 @@ fn no_aws() -> AwsOptions {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_embedded_host_answers_its_control_and_reports_that_nothing_started()
 -> anyhow::Result<()> {
-    let dir = ruststream_tests::scratch_dir("embed", "control")?;
+    let dir = ScratchDir::new("embed-control")?;
     // Not WebAssembly: refused by its first bytes, before anything is compiled.
     std::fs::write(dir.join("ledger.wasm"), "just text")?;
     let config = dir.join("tenants.toml");
@@ -207,7 +208,7 @@ async fn an_embedded_host_answers_its_control_and_reports_that_nothing_started()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenants_file_with_a_mistake_is_refused_at_start() -> anyhow::Result<()> {
-    let dir = ruststream_tests::scratch_dir("embed", "mistake")?;
+    let dir = ScratchDir::new("embed-mistake")?;
     let config = dir.join("tenants.toml");
     std::fs::write(
         &config,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use anyhow::{Context as _, Result, bail, ensure};
+use ruststream_tests::scratch::ScratchDir;
 use ruststream_tests::servers::python_packages;
 use ruststream_tests::{binary, compile_cache_dir, guests};
 
@@ -20,13 +21,6 @@ const KUBERNETES_VERSION: &str = "1.33";
 
 fn base() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes")
-}
-
-fn temp_dir(name: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 fn text(output: &Output) -> String {
@@ -110,7 +104,7 @@ fn broken_deployment(dir: &Path, name: &str, from: &str, to: &str) -> Result<Pat
 fn the_manifests_validate_and_hold_what_a_pod_of_the_host_needs() -> Result<()> {
     // Never skipped: without the virtualenv this fails, saying why (pip's output included).
     let python = python_packages().context("installing tests/servers/requirements.txt")?;
-    let dir = temp_dir("kubernetes")?;
+    let dir = ScratchDir::new("kubernetes")?;
 
     // The invariants, and the files the kustomization lists.
     let found = invariants(&python, &dir.join("out"), &[])?;

@@ -10,6 +10,7 @@ use ruststream_tests::bench::status_kib;
 use ruststream_tests::binary;
 use ruststream_tests::fixture::Fixture;
 use ruststream_tests::guests;
+use ruststream_tests::scratch::ScratchDir;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,8 +91,7 @@ fn assert_clean(output: &str) {
 
 #[test]
 fn check_prints_a_few_clean_lines_for_hostile_components() -> anyhow::Result<()> {
-    let dir = std::env::temp_dir().join(format!("ruststream-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = ScratchDir::new("check")?;
     let start_spin = dir.join("start_spin.wasm");
     let settlement = std::fs::read(guests::SETTLEMENT.path())?;
     std::fs::write(

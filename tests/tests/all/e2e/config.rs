@@ -2,17 +2,11 @@
 //! is metered when a tenant sets it, and `ruststream check --config` checks a whole file
 //! offline, every component under its tenant's grants and limits.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use ruststream_tests::scratch::ScratchDir;
 use ruststream_tests::{binary, compile_cache_dir, guests};
-
-fn temp_dir(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
 
 /// Runs the binary with `args`, with nothing to reach but a closed loopback port; returns
 /// whether it succeeded, and stdout and stderr together.
@@ -63,7 +57,7 @@ fn tenant(name: &str, component: &Path, subscribe: &str, limits: &str) -> String
 
 #[test]
 fn a_mistake_is_named_by_file_line_and_key_in_run_and_check() -> anyhow::Result<()> {
-    let dir = temp_dir("config-line")?;
+    let dir = ScratchDir::new("config-line")?;
     let config = dir.join("tenants.toml");
     let settlement = guests::SETTLEMENT.path();
     let text = format!(
@@ -93,7 +87,7 @@ fn a_mistake_is_named_by_file_line_and_key_in_run_and_check() -> anyhow::Result<
 
 #[test]
 fn check_config_loads_every_component_under_its_tenants_grants() -> anyhow::Result<()> {
-    let dir = temp_dir("config-check")?;
+    let dir = ScratchDir::new("config-check")?;
     let config = dir.join("tenants.toml");
     let cache = format!(
         "[host]\ncompile_cache = \"{}\"\n\n",
@@ -129,7 +123,7 @@ fn check_config_loads_every_component_under_its_tenants_grants() -> anyhow::Resu
 
 #[test]
 fn a_retry_stream_must_be_granted_and_of_the_subscription_s_own() -> anyhow::Result<()> {
-    let dir = temp_dir("config-retry-stream")?;
+    let dir = ScratchDir::new("config-retry-stream")?;
     let config = dir.join("tenants.toml");
     let retries = |retry_stream: &str| {
         format!(
@@ -177,7 +171,7 @@ fn a_retry_stream_must_be_granted_and_of_the_subscription_s_own() -> anyhow::Res
 
 #[test]
 fn fuel_in_the_tenants_file_is_metered() -> anyhow::Result<()> {
-    let dir = temp_dir("config-fuel")?;
+    let dir = ScratchDir::new("config-fuel")?;
     let config = dir.join("tenants.toml");
     let cache = format!(
         "[host]\ncompile_cache = \"{}\"\n\n",
@@ -214,7 +208,7 @@ fn fuel_in_the_tenants_file_is_metered() -> anyhow::Result<()> {
 
 #[test]
 fn run_names_a_refused_component_in_one_line_in_the_words_of_check() -> anyhow::Result<()> {
-    let dir = temp_dir("config-words")?;
+    let dir = ScratchDir::new("config-words")?;
     let config = dir.join("tenants.toml");
     let cache = format!(
         "[host]\ncompile_cache = \"{}\"\n\n",
@@ -289,7 +283,7 @@ fn run_names_a_refused_component_in_one_line_in_the_words_of_check() -> anyhow::
 
 #[test]
 fn old_keys_and_flags_still_work_with_a_warning_naming_what_to_write() -> anyhow::Result<()> {
-    let dir = temp_dir("config-deprecated")?;
+    let dir = ScratchDir::new("config-deprecated")?;
     let config = dir.join("tenants.toml");
     let settlement = guests::SETTLEMENT.path();
     std::fs::write(

@@ -22,6 +22,7 @@ use std::time::Duration;
 use ruststream_tests::guests;
 use ruststream_tests::process::{Running, admin_addr, metrics_addr, run_host, state_dir};
 use ruststream_tests::scrape::Scrape;
+use ruststream_tests::scratch::ScratchDir;
 use ruststream_tests::servers::LocalKinesis;
 use ruststream_tests::wait::poll_for;
 use serde_json::Value;
@@ -29,7 +30,7 @@ use serde_json::Value;
 /// The local Kinesis and a folder for one test.
 struct Setup {
     kinesis: LocalKinesis,
-    dir: PathBuf,
+    dir: ScratchDir,
 }
 
 impl Setup {
@@ -38,9 +39,7 @@ impl Setup {
         for stream in streams {
             kinesis.create_stream(stream, 1).await?;
         }
-        let dir = std::env::temp_dir().join(format!("ruststream-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
+        let dir = ScratchDir::new(name)?;
         Ok(Self { kinesis, dir })
     }
 

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ruststream_tests::scratch::ScratchDir;
 use ruststream_tests::toolchains::{SETTLEMENT_JS, SETTLEMENT_PYTHON};
 use ruststream_tests::{binary, guests};
 
@@ -136,7 +137,7 @@ fn publishes_delays_and_attempts_are_checked() -> anyhow::Result<()> {
     );
 
     // A publish the file does not expect fails the run, with what was published.
-    let dir = tempdir("publishes")?;
+    let dir = ScratchDir::new(concat!("test-verb-", "publishes"))?;
     let unexpected = dir.join("expect.toml");
     std::fs::write(&unexpected, "streams = [\"shipments\"]\n")?;
     let run = ruststream_test(&guests::RELAY.path(), &records, &unexpected)?;
@@ -153,7 +154,7 @@ fn publishes_delays_and_attempts_are_checked() -> anyhow::Result<()> {
 
 #[test]
 fn bad_input_exits_2_with_one_line_naming_the_file_and_line() -> anyhow::Result<()> {
-    let dir = tempdir("bad-input")?;
+    let dir = ScratchDir::new(concat!("test-verb-", "bad-input"))?;
     let records = fixture("settlement/records.jsonl");
     let expect = fixture("settlement/expect.toml");
     let write = |name: &str, text: &str| -> anyhow::Result<PathBuf> {
@@ -210,21 +211,10 @@ fn bad_input_exits_2_with_one_line_naming_the_file_and_line() -> anyhow::Result<
     Ok(())
 }
 
-/// An empty directory of this test's own.
-fn tempdir(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!(
-        "ruststream-test-verb-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
 /// `dispatch` run on `records` against `expect` (both written into a directory of their own
 /// named `name`) with `flags`.
 fn dispatch(name: &str, records: &str, expect: &str, flags: &[&str]) -> anyhow::Result<Run> {
-    let dir = tempdir(name)?;
+    let dir = ScratchDir::new(&format!("test-verb-{name}"))?;
     let (records_file, expect_file) = (dir.join("records.jsonl"), dir.join("expect.toml"));
     std::fs::write(&records_file, records)?;
     std::fs::write(&expect_file, expect)?;
@@ -451,7 +441,7 @@ fn a_refused_publish_is_reported_whatever_the_reason() -> anyhow::Result<()> {
     }
 
     // Outside any record: `describe` publishing 100 000 times, each refused.
-    let dir = tempdir("reasons-describe")?;
+    let dir = ScratchDir::new(concat!("test-verb-", "reasons-describe"))?;
     let (records, expect) = (dir.join("records.jsonl"), dir.join("expect.toml"));
     std::fs::write(&records, "{\"data\": \"x\"}\n")?;
     std::fs::write(&expect, "")?;

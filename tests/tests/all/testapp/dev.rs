@@ -6,6 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use ruststream_tests::scratch::ScratchDir;
 use ruststream_tests::{binary, compile_cache_dir, guests};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
@@ -123,9 +124,7 @@ fn replace(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 #[tokio::test]
 async fn dev_watch_swaps_in_a_replaced_component_and_keeps_the_old_one_on_a_bad_one()
 -> anyhow::Result<()> {
-    let dir = std::env::temp_dir().join(format!("ruststream-dev-watch-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
+    let dir = ScratchDir::new("dev-watch")?;
     let component = dir.join("app.wasm");
     std::fs::copy(guests::VERSIONED_V1.path(), &component)?;
 

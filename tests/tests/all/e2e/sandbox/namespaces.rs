@@ -10,6 +10,7 @@ use ruststream_kinesis::{
 use ruststream_runtime::{Tenant, policy::StreamGrant};
 use ruststream_tests::e2e::{TestHost, dynamo_store, put_json};
 use ruststream_tests::guests;
+use ruststream_tests::scratch::ScratchDir;
 use ruststream_tests::servers::{LocalDynamo, LocalKinesis};
 use ruststream_tests::wait::eventually;
 use serde_json::json;
@@ -70,8 +71,7 @@ async fn tenants_whose_names_run_together_keep_their_own_leases() -> anyhow::Res
 
 #[test]
 fn a_template_that_would_share_a_table_is_refused_by_the_binary() -> anyhow::Result<()> {
-    let dir = std::env::temp_dir().join(format!("ruststream-template-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = ScratchDir::new("template")?;
     let config = dir.join("tenants.toml");
     std::fs::write(
         &config,
