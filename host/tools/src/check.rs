@@ -10,7 +10,7 @@ use ruststream_kinesis::lease::DEFAULT_TABLE_TEMPLATE;
 use ruststream_kinesis::runner::admit_settings;
 use ruststream_runtime::{
     LoadedComponent, Runtime, Tenant,
-    component::{CallForm, compile::CompileLimits, describe_app},
+    component::{AdapterRoute, CallForm, compile::CompileLimits, describe_app},
     log::LogSink,
     tenant::{Limits, LogLimits},
 };
@@ -169,10 +169,15 @@ fn report(
     let passed = match loaded {
         Ok(component) => {
             writeln!(out, "ok    {shown}: {}", describe_app(component.app()))?;
-            let made = match (component.form(), component.handle_adapted()) {
+            let made = match (component.form(), component.handle_adapter_route()) {
                 (CallForm::Batch, _) => "",
-                (CallForm::Handle, true) => ", inside the component by the host's adapter",
-                (CallForm::Handle, false) => ", from the host",
+                (CallForm::Handle, Some(AdapterRoute::Inline)) => {
+                    ", inside the component by the host's adapter, in its own memory"
+                }
+                (CallForm::Handle, Some(AdapterRoute::Beside)) => {
+                    ", inside the component by the host's adapter, beside it"
+                }
+                (CallForm::Handle, None) => ", from the host",
             };
             writeln!(out, "      calls: {}{made}", component.form())?;
             write_denied(component.denied_imports(), out)?;

@@ -8,7 +8,7 @@ use wasmtime::component::{
 };
 use wasmtime::{AsContextMut, Engine};
 
-use super::adapter::ADAPTED_EXPORT;
+use super::adapter::{ADAPTED_EXPORT, AdapterRoute};
 use super::bindings::exports::ruststream::handler::{batch, handler};
 use super::state::HostState;
 use super::version::{self, CONTRACT_PREFIX, VersionRefusal};
@@ -84,8 +84,8 @@ pub(crate) struct HandlerPre {
     handler: handler::GuestIndices,
     batch: Option<batch::GuestIndices>,
     /// The host adapter's `handle` loop, when the host wrapped the component with it
-    /// (`adapter/`).
-    records: Option<ComponentExportIndex>,
+    /// (`adapter/`), and on which route.
+    records: Option<(ComponentExportIndex, AdapterRoute)>,
 }
 
 /// The exports of one instance.
@@ -136,7 +136,7 @@ impl HandlerPre {
     pub(crate) fn new(
         pre: InstancePre<HostState>,
         form: CallForm,
-        adapted: bool,
+        adapted: Option<AdapterRoute>,
     ) -> wasmtime::Result<Self> {
         let handler = handler::GuestIndices::new(&pre)?;
         let batch = match form {
@@ -144,12 +144,13 @@ impl HandlerPre {
             CallForm::Handle => None,
         };
         let records = match adapted {
-            true => Some(
+            Some(route) => Some((
                 pre.component()
                     .get_export_index(None, ADAPTED_EXPORT)
                     .ok_or_else(|| wasmtime::Error::msg("the host adapter's export is missing"))?,
-            ),
-            false => None,
+                route,
+            )),
+            None => None,
         };
         Ok(Self {
             pre,
@@ -173,6 +174,11 @@ impl HandlerPre {
         self.records.is_some()
     }
 
+    /// The route of the host's adapter, when the host wrapped the component with it.
+    pub(crate) fn adapter(&self) -> Option<AdapterRoute> {
+        self.records.map(|(_, route)| route)
+    }
+
     /// The form it is called in.
     pub(crate) fn form(&self) -> CallForm {
         match self.batch {
@@ -193,7 +199,7 @@ impl HandlerPre {
             None => None,
         };
         let records = match self.records {
-            Some(index) => Some(Records::load(&mut store, instance, index)?),
+            Some((index, _)) => Some(Records::load(&mut store, instance, index)?),
             None => None,
         };
         Ok(Exports {

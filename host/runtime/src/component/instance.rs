@@ -527,7 +527,7 @@ async fn instantiate(
 ) -> Result<Live, CallFailure> {
     let limits = env.policy.limits().clone();
     let deadline = limits.call_deadline;
-    let mut state = HostState::new(env, clock, pre.adapted());
+    let mut state = HostState::new(env, clock, pre.adapter());
     state.notes = notes;
     let mut store = Store::new(runtime.engine(), state);
     let failed = |message: String| CallFailure {

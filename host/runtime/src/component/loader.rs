@@ -196,7 +196,7 @@ impl LoadedComponent {
             .map_err(|error| fail(LoadPhase::Compile, Refusal::Compile(error)))?;
         let component = &compiled.component;
         let form = check_exports(runtime, component).map_err(|r| fail(LoadPhase::Check, r))?;
-        let denied = check_imports(runtime, component, compiled.adapted)
+        let denied = check_imports(runtime, component, compiled.adapted.is_some())
             .map_err(|r| fail(LoadPhase::Check, r))?;
         let pre = runtime
             .linker()
@@ -262,6 +262,12 @@ impl LoadedComponent {
     /// batch fast path only under [`HandleAdapter::All`](crate::component::HandleAdapter::All).
     pub fn handle_adapted(&self) -> bool {
         self.pre.adapted()
+    }
+
+    /// Where the host's adapter went, when [`handle_adapted`](Self::handle_adapted):
+    /// [`AdapterRoute::Inline`] for every component wit-component builds.
+    pub fn handle_adapter_route(&self) -> Option<crate::component::AdapterRoute> {
+        self.pre.adapter()
     }
 
     /// The same component called through `handle`, one record per call (by the host's

@@ -10,7 +10,7 @@
 //! time (`adapter/`), one host call per batch; from the host, one call per record, when the
 //! adapter does not fit.
 
-mod adapter;
+pub(crate) mod adapter;
 mod batch;
 mod bindings;
 mod board;
@@ -42,6 +42,8 @@ pub use version::{CONTRACT, ContractVersion, VersionRefusal};
 pub use crate::env::Env;
 /// The engine-wide settings a [`Runtime`] is built with.
 pub use crate::limits::{HandleAdapter, RuntimeConfig};
+/// Where the host's `handle` adapter went in a component it wrapped.
+pub use adapter::AdapterRoute;
 
 use std::path::PathBuf;
 

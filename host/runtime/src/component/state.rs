@@ -129,15 +129,13 @@ pub(crate) struct HostState {
 const MAX_RANDOM_BYTES: u64 = 64 << 10;
 
 impl HostState {
-    /// The state of a new instance acting on `env`; `wrapped` when the host's adapter is
-    /// part of it, whose own memory and core instances the tenant's counts leave out (its
-    /// memory's bytes count: it holds the tenant's batch).
-    pub(crate) fn new(env: Env, clock: CallClock, wrapped: bool) -> Self {
+    /// The state of a new instance acting on `env`; `adapter` when the host's adapter is
+    /// part of it, whose own memories and core instances the tenant's counts leave out (their
+    /// bytes count: they hold the tenant's batch).
+    pub(crate) fn new(env: Env, clock: CallClock, adapter: Option<adapter::AdapterRoute>) -> Self {
         let limits = env.policy.limits();
-        let (memories, instances) = match wrapped {
-            true => (adapter::MEMORIES, adapter::CORE_INSTANCES),
-            false => (0, 0),
-        };
+        let (memories, instances) =
+            adapter.map_or((0, 0), |route| (route.memories(), route.core_instances()));
         let limiter = InstanceLimiter {
             total_bytes: limits.memory_bytes,
             table_elements: limits.max_table_elements,

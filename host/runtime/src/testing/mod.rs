@@ -32,6 +32,16 @@ mod clock;
 mod streams;
 
 pub use clock::ManualClock;
+
+/// `component` nested, byte for byte, in a component that declares its imports and re-exports
+/// its exports: the layout a composition tool such as `wac` gives, where `handle` is lifted in
+/// a child component. The host's adapter goes
+/// [beside](crate::component::AdapterRoute::Beside) such a component rather than into it.
+/// `None` when its top level is laid out in a way the wrapper does not copy (imports after
+/// definitions, module or value imports or exports).
+pub fn nested_component(component: &[u8]) -> Option<Vec<u8>> {
+    crate::component::adapter::nest(component).ok()
+}
 pub use streams::{InProcessStreams, SHARD_ID, StoredRecord};
 
 use std::collections::{BTreeSet, HashMap};
@@ -43,8 +53,8 @@ use serde::Serialize;
 
 use crate::app::{AppSpec, MaxRecordAge, StartPosition, SubscriptionSpec};
 use crate::clock::Clock;
+use crate::component::{AdapterRoute, HandleAdapter, RuntimeConfig};
 use crate::component::{CallForm, LoadError, LoadedComponent, Runtime, RuntimeError};
-use crate::component::{HandleAdapter, RuntimeConfig};
 use crate::log::{LogLine, LogSink};
 use crate::outcome::Outcome;
 use crate::pipeline::{DeliveryReport, PipelineEnv, ShardPipeline};
@@ -332,10 +342,10 @@ impl TestApp {
         self.component.form()
     }
 
-    /// Whether the host's adapter calls `handle` inside the component, once per record of a
-    /// batch ([`LoadedComponent::handle_adapted`]).
-    pub fn component_adapted(&self) -> bool {
-        self.component.handle_adapted()
+    /// Where the host's adapter went, if it calls `handle` inside the component, once per
+    /// record of a batch ([`LoadedComponent::handle_adapter_route`]).
+    pub fn component_adapter_route(&self) -> Option<AdapterRoute> {
+        self.component.handle_adapter_route()
     }
 
     /// Creates a stream. Subscribed and dead-letter streams exist from the start, and with

@@ -104,7 +104,9 @@ fn check_says_which_form_a_component_is_called_in() -> anyhow::Result<()> {
     );
     assert_eq!(
         form_after("settlement_plain.wasm").map(str::trim),
-        Some("calls: handle (one record per call), inside the component by the host's adapter"),
+        Some(
+            "calls: handle (one record per call), inside the component by the host's adapter, in its own memory"
+        ),
         "{text}"
     );
     Ok(())

@@ -4,7 +4,11 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use ruststream_runtime::{Outcome, Tenant, TestApp, component::TrapKind, tenant::Limits};
+use ruststream_runtime::{
+    Outcome, Tenant, TestApp,
+    component::{AdapterRoute, TrapKind},
+    tenant::Limits,
+};
 use ruststream_tests::guests;
 use serde_json::json;
 
@@ -71,7 +75,7 @@ async fn through_handle_a_slow_healthy_run_never_traps_and_each_record_logs_as_i
         .through_handle()
         .start()
         .await?;
-    assert!(app.component_adapted());
+    assert_eq!(app.component_adapter_route(), Some(AdapterRoute::Inline));
     let steps: Vec<_> = (0..100)
         .map(|id| json!({"id": id, "sleep_ms": 10}))
         .collect();
@@ -127,7 +131,7 @@ async fn pacer(through_handle: bool, limits: Limits) -> anyhow::Result<TestApp> 
     let app = app.start().await?;
     // The pacer exports `handle-batch`: the host wraps it with its adapter only to call it
     // through `handle`.
-    anyhow::ensure!(app.component_adapted() == through_handle);
+    anyhow::ensure!(app.component_adapter_route().is_some() == through_handle);
     Ok(app)
 }
 

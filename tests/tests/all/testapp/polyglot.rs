@@ -4,8 +4,8 @@
 
 use ruststream_runtime::{
     Outcome, RuntimeConfig, TestApp,
-    component::CallForm,
     component::compile::CompileConfig,
+    component::{AdapterRoute, CallForm},
     log::{Level, Origin},
     testing::SHARD_ID,
 };
@@ -44,9 +44,10 @@ async fn the_seed_outcome_table_from_python_and_javascript() -> anyhow::Result<(
         assert_eq!(app.app().name, "ledger", "{name}");
         assert_eq!(app.app().subscriptions[0].name, "book", "{name}");
         assert_eq!(app.component_form(), CallForm::Handle, "{name}");
-        assert!(
-            app.component_adapted(),
-            "{name}: handle runs inside the component"
+        assert_eq!(
+            app.component_adapter_route(),
+            Some(AdapterRoute::Inline),
+            "{name}: handle runs inside the component, in its own memory"
         );
         let entries = [(1, 5), (2, 0), (3, -1), (4, 2)]
             .map(|(id, amount)| json!({"id": id, "amount": amount}));
@@ -102,6 +103,51 @@ async fn the_seed_outcome_table_from_python_and_javascript() -> anyhow::Result<(
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_that_outgrow_what_the_adapter_keeps_in_the_component_are_handled_whole()
+-> anyhow::Result<()> {
+    // The adapter keeps an arena for the batch (64 KiB at first) and an outcome board in the
+    // component's memory, and replaces each by a bigger one when a batch needs more: a small
+    // batch, one of ~200 KiB, one of many records, then a small one again.
+    let plain = TestApp::start(ruststream_tests::guests::SETTLEMENT_PLAIN.path());
+    let mut apps = vec![("settlement-plain", plain.await?)];
+    for guest in EXAMPLES {
+        apps.push((guest.name, start(guest).await?));
+    }
+    let padding = "p".repeat(2 << 10);
+    let big: Vec<_> = (1..=100)
+        .map(|id| json!({"id": id, "amount": 1, "padding": padding}))
+        .collect();
+    let many: Vec<_> = (101..=400)
+        .map(|id| json!({"id": id, "amount": 1}))
+        .collect();
+    for (name, app) in &mut apps {
+        assert_eq!(
+            app.component_adapter_route(),
+            Some(AdapterRoute::Inline),
+            "{name}"
+        );
+        app.publish("ledger", &json!({"id": 0, "amount": 1}))
+            .await?;
+        app.publish_batch("ledger", &big).await?;
+        app.publish_batch("ledger", &many).await?;
+        app.publish("ledger", &json!({"id": 401, "amount": 1}))
+            .await?;
+        let outcomes = app.subscriber("ledger")?.outcomes();
+        assert_eq!(outcomes.len(), 402, "{name}");
+        assert!(
+            outcomes.iter().all(|o| *o == Outcome::Ack),
+            "{name}: {outcomes:?} {:?}",
+            app.logs()
+        );
+        let booked = app.logs_containing("booked");
+        let ids: Vec<_> = booked.iter().filter_map(|l| l.field("entry.id")).collect();
+        let expected: Vec<String> = (0..=401).map(|id| id.to_string()).collect();
+        assert_eq!(ids, expected, "{name}");
+    }
+    Ok(())
+}
+
 /// Records per measured batch.
 const MEASURED: usize = 200;
 
@@ -127,7 +173,11 @@ async fn per_record_cost_against_the_rust_component() -> anyhow::Result<()> {
         let elapsed = started.elapsed();
         let outcomes = app.subscriber("ledger")?.outcomes();
         assert_eq!(outcomes.len(), MEASURED + 1, "{name}");
-        assert!(outcomes.iter().all(|o| *o == Outcome::Ack), "{name}");
+        assert!(
+            outcomes.iter().all(|o| *o == Outcome::Ack),
+            "{name}: {outcomes:?} {:?}",
+            app.logs()
+        );
         let per_record = elapsed / u32::try_from(MEASURED)?;
         eprintln!("{name}: {per_record:?} per record ({MEASURED} records in {elapsed:?})");
     }

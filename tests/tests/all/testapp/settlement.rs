@@ -4,11 +4,12 @@ use std::time::Duration;
 
 use ruststream_runtime::{
     Outcome, TestApp,
-    component::CallForm,
+    component::{AdapterRoute, CallForm},
     dead_letter::{ATTEMPTS_EXHAUSTED, DeadLetterOrigin},
     log::{Level, Origin},
-    testing::SHARD_ID,
+    testing::{self, SHARD_ID},
 };
+use ruststream_tests::scratch::ScratchDir;
 use ruststream_tests::{Guest, guests};
 use serde_json::json;
 
@@ -148,7 +149,8 @@ async fn each_form_prints_the_seed_outcome_table() -> anyhow::Result<()> {
         forms.push(form);
         // The one called through `handle` is wrapped with the host's adapter, which calls
         // `handle` inside it, one host call per batch.
-        assert_eq!(app.component_adapted(), form == CallForm::Handle, "{name}");
+        let route = (form == CallForm::Handle).then_some(AdapterRoute::Inline);
+        assert_eq!(app.component_adapter_route(), route, "{name}");
         app.publish_batch("ledger", &entries).await?;
         let outcomes = app.subscriber("ledger")?.outcomes();
         println!("{name} ({form}):");
@@ -163,6 +165,34 @@ async fn each_form_prints_the_seed_outcome_table() -> anyhow::Result<()> {
     );
     assert!(tables.iter().all(|t| *t == tables[0]), "{tables:?}");
     assert_eq!(forms, [CallForm::Batch, CallForm::Batch, CallForm::Handle]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn nested_in_another_component_the_handle_only_form_prints_the_same_table()
+-> anyhow::Result<()> {
+    // The layout a composition tool gives: `handle` lifted in a child component, which the
+    // host's adapter cannot call into, so it goes beside the component.
+    let plain = std::fs::read(guests::SETTLEMENT_PLAIN.path())?;
+    let nested = testing::nested_component(&plain).expect("its top level can be copied");
+    let dir = ScratchDir::new("settlement-nested")?;
+    let path = dir.join("nested.wasm");
+    std::fs::write(&path, nested)?;
+    let mut app = TestApp::start(&path).await?;
+    assert_eq!(app.component_form(), CallForm::Handle);
+    assert_eq!(app.component_adapter_route(), Some(AdapterRoute::Beside));
+    let entries = [entry(1, 5), entry(2, 0), entry(3, -3), entry(4, 9)];
+    let published = app.publish_batch("ledger", &entries).await?;
+    let ledger = app.subscriber("ledger")?;
+    assert_eq!(
+        ledger.outcomes(),
+        [Outcome::Ack, Outcome::Drop, Outcome::Retry, Outcome::Ack]
+    );
+    // The retried third holds the checkpoint after the second.
+    assert_eq!(
+        ledger.checkpoint(),
+        Some(published[1].sequence_number.as_str())
+    );
     Ok(())
 }
 

@@ -27,6 +27,7 @@
 //! export. A component the wrapper does not fit ([`NotAdapted`]) is called from the host, one
 //! `handle` call per record.
 
+mod inline;
 mod records;
 
 use sha2::{Digest as _, Sha256};
@@ -47,16 +48,44 @@ pub(crate) const ADAPTED_EXPORT: &str = "ruststream-handle-records";
 /// `(board: list<u64>)`, laid out as `progress.share-outcomes` describes.
 pub(crate) const SHARE_IMPORT: &str = "ruststream-share-board";
 
-/// Memories the adapter adds to an instance: its own, which holds the batch.
-pub(crate) const MEMORIES: usize = 1;
+/// Where the host's `handle` adapter goes in a component it wraps; which one is read from
+/// the component's own layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdapterRoute {
+    /// Into the component's top level, in its own memory: the adapter calls the core function
+    /// `handle` is lifted from, as the canonical ABI's caller would. Where the component lifts
+    /// `handle` at its top level, as wit-component lays out every component it builds.
+    Inline,
+    /// A component of the host's beside the component, calling its `handle` export across a
+    /// component boundary (a copy of each string through the host): any other layout whose
+    /// imports the wrapper can copy.
+    Beside,
+}
 
-/// Core instances the adapter adds to an instance: its two modules, and the module of the
-/// adapters wasmtime compiles for calls between the two components.
-pub(crate) const CORE_INSTANCES: usize = 3;
+impl AdapterRoute {
+    /// Memories the adapter adds to an instance: none inline (it uses the component's), its
+    /// own beside it, which holds the batch.
+    pub(crate) fn memories(self) -> usize {
+        match self {
+            Self::Inline => 0,
+            Self::Beside => 1,
+        }
+    }
+
+    /// Core instances the adapter adds to an instance: its loop module inline; beside it, its
+    /// two modules and the module of the adapters wasmtime compiles for calls between the two
+    /// components.
+    pub(crate) fn core_instances(self) -> usize {
+        match self {
+            Self::Inline => 1,
+            Self::Beside => 3,
+        }
+    }
+}
 
 /// The revision of the wrapper's layout: raise it when `adapt` changes what it writes around
 /// a component (the adapter's own bytes are in [`revision`] already).
-const WRAPPER_REVISION: &str = "1";
+const WRAPPER_REVISION: &str = "2";
 
 /// What a wrapped artifact is cached under beside the component's hash: the adapter's
 /// revision, from its own bytes and the wrapper's layout, so an artifact wrapped by another
@@ -65,6 +94,9 @@ pub(crate) fn revision() -> &'static str {
     static REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     REVISION.get_or_init(|| {
         let mut adapter = adapter_component().to_vec();
+        for post_return in [false, true] {
+            adapter.extend(inline::loop_module(post_return));
+        }
         adapter.extend_from_slice(WRAPPER_REVISION.as_bytes());
         let digest = Sha256::digest(&adapter);
         let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
@@ -104,23 +136,50 @@ pub(crate) enum NotAdapted {
     Unreadable(String),
 }
 
-/// Whether the host wraps `component` under `setting`: with [`HandleAdapter::HandleOnly`],
-/// when it exports no `batch` interface (the host calls it through `handle`). A component
-/// whose exports cannot be read is not wrapped (compiling it says why).
-pub(crate) fn wanted(component: &[u8], setting: HandleAdapter) -> bool {
-    match setting {
-        HandleAdapter::Off => false,
-        HandleAdapter::All => true,
-        HandleAdapter::HandleOnly => TopLevel::read(component).is_ok_and(|top| {
-            !top.exports
-                .iter()
-                .any(|(name, _)| name.starts_with(BATCH_EXPORT_PREFIX))
-        }),
+/// Whether and how the host wraps `component` under `setting`: with
+/// [`HandleAdapter::HandleOnly`], when it exports no `batch` interface (the host calls it
+/// through `handle`); inline where its top level lifts `handle`, else beside it.
+///
+/// # Errors
+/// When it would be wrapped but cannot be ([`NotAdapted`]); it is then called from the host.
+pub(crate) fn wanted(
+    component: &[u8],
+    setting: HandleAdapter,
+) -> Result<Option<AdapterRoute>, NotAdapted> {
+    if setting == HandleAdapter::Off {
+        return Ok(None);
+    }
+    let top = TopLevel::read(component)?;
+    let batch = top
+        .exports
+        .iter()
+        .any(|(name, ..)| name.starts_with(BATCH_EXPORT_PREFIX));
+    if setting == HandleAdapter::HandleOnly && batch {
+        return Ok(None);
+    }
+    top.route().map(Some)
+}
+
+/// `component` with the adapter on `route` (what [`wanted`] said), exporting what it exports
+/// and [`ADAPTED_EXPORT`], importing what it imports and [`SHARE_IMPORT`].
+///
+/// # Errors
+/// When the adapter cannot be added ([`NotAdapted`]); the component is then called from the
+/// host.
+pub(crate) fn adapt(component: &[u8], route: AdapterRoute) -> Result<Vec<u8>, NotAdapted> {
+    let top = TopLevel::read(component)?;
+    match route {
+        AdapterRoute::Inline => {
+            let lift = top.handle_lift().ok_or(NotAdapted::Unsupported(
+                "no lift of handle at its top level",
+            ))?;
+            Ok(inline::append_to(component, lift, top.totals))
+        }
+        AdapterRoute::Beside => beside(component, top),
     }
 }
 
-/// `component` wrapped with the adapter beside it, exporting what it exports and
-/// [`ADAPTED_EXPORT`], importing what it imports and [`SHARE_IMPORT`].
+/// `component` nested in a wrapper, with the adapter beside it.
 ///
 /// The wrapper declares the component's imports by copying the sections that declare them
 /// (its leading type, import and alias sections), so the component is instantiated with
@@ -128,64 +187,13 @@ pub(crate) fn wanted(component: &[u8], setting: HandleAdapter) -> bool {
 /// component model traps a call from a component instance into one of its ancestors.
 ///
 /// # Errors
-/// When the adapter cannot be added ([`NotAdapted`]); the component is then called from the
-/// host.
-pub(crate) fn adapt(component: &[u8]) -> Result<Vec<u8>, NotAdapted> {
-    let top = TopLevel::read(component)?;
-    if !top
-        .exports
-        .iter()
-        .any(|(name, kind)| name == HANDLER_EXPORT && *kind == ComponentExportKind::Instance)
-    {
-        return Err(NotAdapted::NoHandler);
-    }
-    let header =
-        (component.get(..8)).ok_or_else(|| NotAdapted::Unreadable("no component header".into()))?;
-    let mut out = header.to_vec();
-    for &(id, ref range) in &top.declarations {
-        append(
-            &mut out,
-            &RawSection {
-                id,
-                data: &component[range.clone()],
-            },
-        );
-    }
-    let mut next = top.declared;
-
-    append(&mut out, &RawComponent(component));
-    let tenant_component = next.take(Space::Component);
-    let mut instances = ComponentInstanceSection::new();
-    instances.instantiate(
-        tenant_component,
-        top.imports
-            .iter()
-            .map(|(name, kind, index)| (name.as_str(), *kind, *index)),
-    );
-    append(&mut out, &instances);
-    let tenant = next.take(Space::Instance);
-
-    // Its exports, as its own.
-    let mut aliases = ComponentAliasSection::new();
-    let mut exports = ComponentExportSection::new();
-    let mut handler = None;
-    for (name, kind) in &top.exports {
-        aliases.alias(Alias::InstanceExport {
-            instance: tenant,
-            kind: *kind,
-            name,
-        });
-        let index = next.take(Space::of(*kind));
-        if name == HANDLER_EXPORT {
-            handler = Some(index);
-        }
-        exports.export(name, *kind, index, None);
-    }
-    append(&mut out, &aliases);
-    append(&mut out, &exports);
-    for (_, kind) in &top.exports {
-        next.take(Space::of(*kind));
-    }
+/// When the component's top level does not allow it ([`NotAdapted`]).
+fn beside(component: &[u8], top: TopLevel) -> Result<Vec<u8>, NotAdapted> {
+    let Nested {
+        bytes: mut out,
+        mut next,
+        handler,
+    } = nested(component, &top)?;
     let handler = handler.ok_or(NotAdapted::NoHandler)?;
 
     let mut types = ComponentTypeSection::new();
@@ -227,6 +235,86 @@ pub(crate) fn adapt(component: &[u8]) -> Result<Vec<u8>, NotAdapted> {
     exports.export(ADAPTED_EXPORT, ComponentExportKind::Func, records, None);
     append(&mut out, &exports);
     Ok(out)
+}
+
+/// `component` nested, byte for byte, in a component that declares its imports and
+/// re-exports its exports: the layout a composition tool gives, where `handle` is lifted in a
+/// child. The host's adapter then goes [beside](AdapterRoute::Beside) it.
+///
+/// # Errors
+/// When its top level cannot be copied ([`NotAdapted`]).
+pub(crate) fn nest(component: &[u8]) -> Result<Vec<u8>, NotAdapted> {
+    let top = TopLevel::read(component)?;
+    nested(component, &top).map(|nested| nested.bytes)
+}
+
+/// A component nested in a wrapper of its own.
+struct Nested {
+    bytes: Vec<u8>,
+    /// The wrapper's index spaces so far.
+    next: Counts,
+    /// The wrapper's `handler` instance, if the component exports it.
+    handler: Option<u32>,
+}
+
+/// `component` nested in a wrapper that declares its imports (a copy of its leading type,
+/// import and alias sections) and re-exports its exports.
+fn nested(component: &[u8], top: &TopLevel) -> Result<Nested, NotAdapted> {
+    if let Some(why) = top.not_beside {
+        return Err(NotAdapted::Unsupported(why));
+    }
+    let header =
+        (component.get(..8)).ok_or_else(|| NotAdapted::Unreadable("no component header".into()))?;
+    let mut out = header.to_vec();
+    for &(id, ref range) in &top.declarations {
+        append(
+            &mut out,
+            &RawSection {
+                id,
+                data: &component[range.clone()],
+            },
+        );
+    }
+    let mut next = top.declared;
+
+    append(&mut out, &RawComponent(component));
+    let tenant_component = next.take(Space::Component);
+    let mut instances = ComponentInstanceSection::new();
+    instances.instantiate(
+        tenant_component,
+        top.imports
+            .iter()
+            .map(|(name, kind, index)| (name.as_str(), *kind, *index)),
+    );
+    append(&mut out, &instances);
+    let tenant = next.take(Space::Instance);
+
+    // Its exports, as its own.
+    let mut aliases = ComponentAliasSection::new();
+    let mut exports = ComponentExportSection::new();
+    let mut handler = None;
+    for (name, kind, _) in &top.exports {
+        aliases.alias(Alias::InstanceExport {
+            instance: tenant,
+            kind: *kind,
+            name,
+        });
+        let index = next.take(Space::of(*kind));
+        if name == HANDLER_EXPORT {
+            handler = Some(index);
+        }
+        exports.export(name, *kind, index, None);
+    }
+    append(&mut out, &aliases);
+    append(&mut out, &exports);
+    for (_, kind, _) in &top.exports {
+        next.take(Space::of(*kind));
+    }
+    Ok(Nested {
+        bytes: out,
+        next,
+        handler,
+    })
 }
 
 /// The index spaces of a component the wrapper adds to.
@@ -297,8 +385,17 @@ struct TopLevel {
     declared: Counts,
     /// Its imports: name, kind, index in the declarations' index spaces.
     imports: Vec<(String, ComponentExportKind, u32)>,
-    /// Its exports: name, kind.
-    exports: Vec<(String, ComponentExportKind)>,
+    /// Its exports: name, kind, index.
+    exports: Vec<(String, ComponentExportKind, u32)>,
+    /// Why the wrapper of the beside route cannot copy its declarations, if it cannot.
+    not_beside: Option<&'static str>,
+    /// Every item of its index spaces, which the inline route appends to.
+    totals: inline::Totals,
+    /// Its functions made by `canon lift`: function index, core function, options.
+    lifts: Vec<(u32, u32, Box<[wasmparser::CanonicalOption]>)>,
+    /// Its component instances: index, and each named item it is instantiated with or made
+    /// of (name, function index), functions only.
+    instances: Vec<(u32, Vec<(String, u32)>)>,
 }
 
 impl TopLevel {
@@ -313,7 +410,15 @@ impl TopLevel {
             let payload = payload.map_err(unreadable)?;
             match payload {
                 Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => {
-                    declaring = false;
+                    if depth == 0 {
+                        declaring = false;
+                        match payload {
+                            Payload::ModuleSection { .. } => top.totals.core_modules += 1,
+                            _ => {
+                                top.take(Space::Component);
+                            }
+                        }
+                    }
                     depth += 1;
                     continue;
                 }
@@ -326,16 +431,19 @@ impl TopLevel {
                 _ => {}
             }
             match payload {
-                Payload::ComponentTypeSection(reader) if declaring => {
-                    top.declared.types += reader.count();
-                    top.declare(ComponentSectionId::Type, reader.range());
+                Payload::ComponentTypeSection(reader) => {
+                    top.totals.types += reader.count();
+                    if declaring {
+                        top.declared.types += reader.count();
+                        top.declare(ComponentSectionId::Type, reader.range());
+                    }
                 }
                 Payload::CoreTypeSection(reader) if declaring => {
                     top.declare(ComponentSectionId::CoreType, reader.range());
                 }
                 Payload::ComponentImportSection(reader) => {
                     if !declaring {
-                        return Err(NotAdapted::Unsupported("an import after its definitions"));
+                        top.not_beside("an import after its definitions");
                     }
                     top.declare(ComponentSectionId::Import, reader.range());
                     for import in reader {
@@ -343,39 +451,75 @@ impl TopLevel {
                         if import.name.name == SHARE_IMPORT {
                             return Err(NotAdapted::NameTaken(SHARE_IMPORT));
                         }
-                        let (kind, space) = match import.ty {
-                            wasmparser::ComponentTypeRef::Func(_) => {
-                                (ComponentExportKind::Func, Space::Func)
-                            }
-                            wasmparser::ComponentTypeRef::Type(_) => {
-                                (ComponentExportKind::Type, Space::Type)
-                            }
+                        let kind = match import.ty {
+                            wasmparser::ComponentTypeRef::Func(_) => ComponentExportKind::Func,
+                            wasmparser::ComponentTypeRef::Type(_) => ComponentExportKind::Type,
                             wasmparser::ComponentTypeRef::Instance(_) => {
-                                (ComponentExportKind::Instance, Space::Instance)
+                                ComponentExportKind::Instance
                             }
                             wasmparser::ComponentTypeRef::Component(_) => {
-                                (ComponentExportKind::Component, Space::Component)
+                                ComponentExportKind::Component
                             }
-                            wasmparser::ComponentTypeRef::Module(_)
-                            | wasmparser::ComponentTypeRef::Value(_) => {
-                                return Err(NotAdapted::Unsupported("a module or value import"));
+                            wasmparser::ComponentTypeRef::Module(_) => {
+                                top.totals.core_modules += 1;
+                                top.not_beside("a module or value import");
+                                continue;
+                            }
+                            wasmparser::ComponentTypeRef::Value(_) => {
+                                top.not_beside("a module or value import");
+                                continue;
                             }
                         };
-                        let index = top.declared.take(space);
-                        top.imports.push((import.name.name.to_owned(), kind, index));
+                        top.take(Space::of(kind));
+                        let declared = top.declared.take(Space::of(kind));
+                        top.imports
+                            .push((import.name.name.to_owned(), kind, declared));
                     }
                 }
-                Payload::ComponentAliasSection(reader) if declaring => {
-                    top.declare(ComponentSectionId::Alias, reader.range());
+                Payload::ComponentAliasSection(reader) => {
+                    if declaring {
+                        top.declare(ComponentSectionId::Alias, reader.range());
+                    }
                     for alias in reader {
                         match alias.map_err(unreadable)? {
                             ComponentAlias::InstanceExport { kind, .. } => {
-                                top.declared.take(Space::of(export_kind(kind)));
+                                if kind == ComponentExternalKind::Module {
+                                    top.totals.core_modules += 1;
+                                }
+                                let space = Space::of(export_kind(kind));
+                                top.take(space);
+                                if declaring {
+                                    top.declared.take(space);
+                                }
                             }
-                            _ => {
-                                return Err(NotAdapted::Unsupported(
-                                    "an alias in its declarations",
-                                ));
+                            ComponentAlias::CoreInstanceExport { kind, .. } => {
+                                if declaring {
+                                    top.not_beside("an alias in its declarations");
+                                }
+                                match kind {
+                                    wasmparser::ExternalKind::Func
+                                    | wasmparser::ExternalKind::FuncExact => {
+                                        top.totals.core_funcs += 1;
+                                    }
+                                    _ => {}
+                                }
+                            }
+                            ComponentAlias::Outer { kind, .. } => {
+                                if declaring {
+                                    top.not_beside("an alias in its declarations");
+                                }
+                                match kind {
+                                    wasmparser::ComponentOuterAliasKind::CoreModule => {
+                                        top.totals.core_modules += 1;
+                                    }
+                                    wasmparser::ComponentOuterAliasKind::Type => {
+                                        top.take(Space::Type);
+                                    }
+                                    wasmparser::ComponentOuterAliasKind::Component => {
+                                        top.take(Space::Component);
+                                    }
+                                    wasmparser::ComponentOuterAliasKind::CoreType => {}
+                                }
                             }
                         }
                     }
@@ -387,14 +531,61 @@ impl TopLevel {
                         if export.name.name == ADAPTED_EXPORT {
                             return Err(NotAdapted::NameTaken(ADAPTED_EXPORT));
                         }
-                        if matches!(
-                            export.kind,
-                            ComponentExternalKind::Module | ComponentExternalKind::Value
-                        ) {
-                            return Err(NotAdapted::Unsupported("a module or value export"));
+                        match export.kind {
+                            ComponentExternalKind::Module => {
+                                top.totals.core_modules += 1;
+                                top.not_beside("a module or value export");
+                            }
+                            ComponentExternalKind::Value => {
+                                top.not_beside("a module or value export");
+                            }
+                            kind => {
+                                let kind = export_kind(kind);
+                                top.exports
+                                    .push((export.name.name.to_owned(), kind, export.index));
+                                top.take(Space::of(kind));
+                            }
                         }
-                        top.exports
-                            .push((export.name.name.to_owned(), export_kind(export.kind)));
+                    }
+                }
+                Payload::ComponentCanonicalSection(reader) => {
+                    declaring = false;
+                    for function in reader {
+                        match function.map_err(unreadable)? {
+                            wasmparser::CanonicalFunction::Lift {
+                                core_func_index,
+                                options,
+                                ..
+                            } => {
+                                let index = top.take(Space::Func);
+                                top.lifts.push((index, core_func_index, options));
+                            }
+                            // Every other canonical function is a core function.
+                            _ => top.totals.core_funcs += 1,
+                        }
+                    }
+                }
+                Payload::InstanceSection(reader) => {
+                    declaring = false;
+                    top.totals.core_instances += reader.count();
+                }
+                Payload::ComponentInstanceSection(reader) => {
+                    declaring = false;
+                    for instance in reader {
+                        let funcs = match instance.map_err(unreadable)? {
+                            wasmparser::ComponentInstance::Instantiate { args, .. } => args
+                                .iter()
+                                .filter(|arg| arg.kind == ComponentExternalKind::Func)
+                                .map(|arg| (arg.name.to_owned(), arg.index))
+                                .collect(),
+                            wasmparser::ComponentInstance::FromExports(exports) => exports
+                                .iter()
+                                .filter(|export| export.kind == ComponentExternalKind::Func)
+                                .map(|export| (export.name.name.to_owned(), export.index))
+                                .collect(),
+                        };
+                        let index = top.take(Space::Instance);
+                        top.instances.push((index, funcs));
                     }
                 }
                 _ => declaring = false,
@@ -403,8 +594,74 @@ impl TopLevel {
         Ok(top)
     }
 
+    /// Takes the next index of `space` in the whole top level.
+    fn take(&mut self, space: Space) -> u32 {
+        let count = match space {
+            Space::Type => &mut self.totals.types,
+            Space::Func => &mut self.totals.funcs,
+            Space::Instance => &mut self.totals.instances,
+            Space::Component => &mut self.totals.components,
+            Space::Other => return 0,
+        };
+        *count += 1;
+        *count - 1
+    }
+
     fn declare(&mut self, id: ComponentSectionId, range: std::ops::Range<usize>) {
         self.declarations.push((id as u8, range));
+    }
+
+    fn not_beside(&mut self, why: &'static str) {
+        self.not_beside.get_or_insert(why);
+    }
+
+    /// Where the adapter can go: inline if the top level lifts `handle`, else beside.
+    fn route(&self) -> Result<AdapterRoute, NotAdapted> {
+        if !self
+            .exports
+            .iter()
+            .any(|(name, kind, _)| name == HANDLER_EXPORT && *kind == ComponentExportKind::Instance)
+        {
+            return Err(NotAdapted::NoHandler);
+        }
+        if self.handle_lift().is_some() {
+            return Ok(AdapterRoute::Inline);
+        }
+        match self.not_beside {
+            Some(why) => Err(NotAdapted::Unsupported(why)),
+            None => Ok(AdapterRoute::Beside),
+        }
+    }
+
+    /// The lift of the function the `handler` export names `handle`, if the top level makes
+    /// it: the instance exported is made of it (`handle`) or instantiates wit-component's
+    /// type-exporting shim with it (`import-func-handle`), and the function is lifted with a
+    /// memory, a `realloc` and UTF-8 strings (and no more than a post-return).
+    fn handle_lift(&self) -> Option<inline::HandleLift> {
+        let (.., handler) = self.exports.iter().find(|(name, kind, _)| {
+            name == HANDLER_EXPORT && *kind == ComponentExportKind::Instance
+        })?;
+        let (_, funcs) = self.instances.iter().find(|(index, _)| index == handler)?;
+        let (_, handle) = funcs
+            .iter()
+            .find(|(name, _)| name == "handle" || name == "import-func-handle")?;
+        let (_, core_func, options) = self.lifts.iter().find(|(index, ..)| index == handle)?;
+        let mut lift = inline::HandleLift {
+            core_func: *core_func,
+            memory: u32::MAX,
+            realloc: u32::MAX,
+            post_return: None,
+        };
+        for option in options.iter() {
+            match *option {
+                wasmparser::CanonicalOption::UTF8 => {}
+                wasmparser::CanonicalOption::Memory(memory) => lift.memory = memory,
+                wasmparser::CanonicalOption::Realloc(realloc) => lift.realloc = realloc,
+                wasmparser::CanonicalOption::PostReturn(post) => lift.post_return = Some(post),
+                _ => return None,
+            }
+        }
+        (lift.memory != u32::MAX && lift.realloc != u32::MAX).then_some(lift)
     }
 }
 
@@ -446,17 +703,23 @@ mod tests {
     #[test]
     fn a_component_without_the_handler_export_is_left_alone() {
         assert_eq!(
-            adapt(&Component::new().finish()),
+            wanted(&Component::new().finish(), HandleAdapter::All),
             Err(NotAdapted::NoHandler)
         );
         let other = component("wasi:io/poll@0.2.6", "ruststream:handler/handler@2.0.0");
-        assert_eq!(adapt(&other), Err(NotAdapted::NoHandler));
+        assert_eq!(
+            wanted(&other, HandleAdapter::All),
+            Err(NotAdapted::NoHandler)
+        );
     }
 
     #[test]
     fn a_component_using_the_adapters_names_is_left_alone() {
         let import = component(SHARE_IMPORT, HANDLER_EXPORT);
-        assert_eq!(adapt(&import), Err(NotAdapted::NameTaken(SHARE_IMPORT)));
+        assert_eq!(
+            wanted(&import, HandleAdapter::All),
+            Err(NotAdapted::NameTaken(SHARE_IMPORT))
+        );
         let mut b = ComponentBuilder::default();
         let empty = b.type_instance(None, &InstanceType::new());
         let instance = b.import("wasi:io/poll@0.2.6", ComponentTypeRef::Instance(empty));
@@ -472,7 +735,7 @@ mod tests {
         );
         b.export(ADAPTED_EXPORT, ComponentExportKind::Func, f, None);
         assert_eq!(
-            adapt(&b.finish()),
+            wanted(&b.finish(), HandleAdapter::All),
             Err(NotAdapted::NameTaken(ADAPTED_EXPORT))
         );
     }
@@ -485,7 +748,7 @@ mod tests {
         b.export(HANDLER_EXPORT, ComponentExportKind::Instance, first, None);
         b.import("wasi:io/error@0.2.6", ComponentTypeRef::Instance(empty));
         assert_eq!(
-            adapt(&b.finish()),
+            wanted(&b.finish(), HandleAdapter::All),
             Err(NotAdapted::Unsupported("an import after its definitions"))
         );
     }

@@ -137,8 +137,8 @@ pub(crate) struct Code {
     /// relocations to apply (wasmtime refuses them in images, DWARF aside, which this engine
     /// does not emit): no page of it differs from the file.
     mapped: bool,
-    /// Wrapped with the host's `handle` adapter (`adapter/`).
-    adapted: bool,
+    /// Wrapped with the host's `handle` adapter (`adapter/`), on this route.
+    adapted: Option<adapter::AdapterRoute>,
 }
 
 /// A compiled component and its content hash (hex SHA-256 of its bytes).
@@ -146,8 +146,8 @@ pub(crate) struct Compiled {
     pub component: Component,
     pub content_hash: String,
     mapped: bool,
-    /// The component is wrapped with the host's `handle` adapter.
-    pub adapted: bool,
+    /// The component is wrapped with the host's `handle` adapter, on this route.
+    pub adapted: Option<adapter::AdapterRoute>,
     /// Keeps the component shared with later loads of the same bytes.
     pub slot: Arc<LiveSlot>,
 }
@@ -213,13 +213,19 @@ impl Runtime {
     /// bug of the adapter's: it is logged). A wrapped artifact is cached under the component's
     /// hash and the adapter's revision, so a warm load neither wraps nor hashes again.
     async fn load_adapted(&self, content_hash: &str, bytes: Vec<u8>) -> Result<Code, CompileError> {
-        if !adapter::wanted(&bytes, self.config().handle_adapter) {
-            return self.load_artifact(content_hash, bytes).await;
-        }
+        let route = match adapter::wanted(&bytes, self.config().handle_adapter) {
+            Ok(Some(route)) => route,
+            Ok(None) => return self.load_artifact(content_hash, bytes).await,
+            Err(reason) => {
+                tracing::debug!(component = content_hash, %reason, "called from the host");
+                return self.load_artifact(content_hash, bytes).await;
+            }
+        };
+        // The route is read from the bytes, so one key holds either.
         let key = format!("{content_hash}-{}", adapter::revision());
         let wrapped = match self.cached(&key) {
             Some(code) => Ok(code?),
-            None => match adapter::adapt(&bytes) {
+            None => match adapter::adapt(&bytes, route) {
                 Ok(adapted) => self.load_artifact(&key, adapted).await,
                 Err(reason) => {
                     tracing::debug!(component = content_hash, %reason, "called from the host");
@@ -229,7 +235,7 @@ impl Runtime {
         };
         match wrapped {
             Ok(code) => Ok(Code {
-                adapted: true,
+                adapted: Some(route),
                 ..code
             }),
             Err(CompileError::Invalid(error)) => {
@@ -257,7 +263,7 @@ impl Runtime {
                 .map(|component| Code {
                     component,
                     mapped: true,
-                    adapted: false,
+                    adapted: None,
                 })
                 .map_err(|error| CompileError::Artifact(error.into())),
         )
@@ -290,7 +296,7 @@ impl Runtime {
             .map(|component| Code {
                 component,
                 mapped: false,
-                adapted: false,
+                adapted: None,
             })
             .map_err(|error| CompileError::Artifact(error.into()))
     }
