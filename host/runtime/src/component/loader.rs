@@ -265,7 +265,8 @@ impl LoadedComponent {
     }
 
     /// Where the host's adapter went, when [`handle_adapted`](Self::handle_adapted):
-    /// [`AdapterRoute::Inline`] for every component wit-component builds.
+    /// [`AdapterRoute::Inline`](crate::component::AdapterRoute::Inline) for every component
+    /// wit-component builds.
     pub fn handle_adapter_route(&self) -> Option<crate::component::AdapterRoute> {
         self.pre.adapter()
     }

@@ -28,17 +28,13 @@ use wasm_encoder::{
     ComponentAliasSection, ComponentExportKind, ComponentExportSection, ComponentImportSection,
     ComponentSectionId, ComponentTypeRef, ComponentTypeSection, ComponentValType, EntityType,
     ExportKind, ExportSection, Function, FunctionSection, GlobalSection, GlobalType, ImportSection,
-    InstanceSection, MemArg, MemoryType, Module, ModuleArg, PrimitiveValType, RawSection,
-    TypeSection, ValType,
+    InstanceSection, MemoryType, Module, ModuleArg, PrimitiveValType, RawSection, TypeSection,
+    ValType,
 };
 
+use super::layout::{HEADER_ENTRY, RECORD_ENTRY, mem, push_slot};
 use super::{ADAPTED_EXPORT, SHARE_IMPORT, append};
 
-/// Bytes of one record's entry in the `records` buffer (see the `batch` interface).
-const RECORD_ENTRY: i32 = 44;
-/// Bytes of one header's entry in the `headers` buffer, and of one `header` in the canonical
-/// ABI's layout (two pointer-length pairs).
-const HEADER_ENTRY: i32 = 16;
 /// The smallest arena reserved, in bytes.
 const MIN_ARENA: i32 = 64 << 10;
 
@@ -264,14 +260,6 @@ pub(super) fn loop_module(post_return: bool) -> Vec<u8> {
         .section(&exports)
         .section(&code);
     module.finish()
-}
-
-fn mem(offset: u64, align: u32) -> MemArg {
-    MemArg {
-        offset,
-        align,
-        memory_index: 0,
-    }
 }
 
 /// `arena-realloc(old, old_len, align, len)`: the next 8-aligned block of the arena. When
@@ -559,28 +547,10 @@ fn run_body(copy: u32, post: Option<u32>) -> Function {
         .i32_const(8)
         .i32_mul()
         .i32_add();
-    i.local_get(OUTCOME)
-        .i32_load8_u(mem(0, 0))
-        .i32_const(3)
-        .i32_eq()
-        .if_(BlockType::Result(ValType::I64))
-        .i64_const(-1)
-        .local_get(OUTCOME)
-        .i64_load(mem(8, 0))
-        .i64_const(4)
-        .i64_add()
-        .local_get(OUTCOME)
-        .i64_load(mem(8, 0))
-        .i64_const(-5)
-        .i64_gt_u()
-        .select()
-        .else_()
-        .local_get(OUTCOME)
-        .i64_load8_u(mem(0, 0))
-        .i64_const(1)
-        .i64_add()
-        .end()
-        .i64_store(mem(8, 0));
+    push_slot(&mut i, |i| {
+        i.local_get(OUTCOME);
+    });
+    i.i64_store(mem(8, 0));
     if let Some(post) = post {
         i.local_get(OUTCOME).call(post);
     }

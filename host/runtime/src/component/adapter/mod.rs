@@ -28,6 +28,7 @@
 //! `handle` call per record.
 
 mod inline;
+mod layout;
 mod records;
 
 use sha2::{Digest as _, Sha256};

@@ -11,16 +11,13 @@
 use wasm_encoder::{
     BlockType, CanonicalOption, CodeSection, ComponentBuilder, ComponentExportKind,
     ComponentTypeRef, ComponentValType, ConstExpr, EntityType, ExportKind, ExportSection, Function,
-    FunctionSection, GlobalSection, GlobalType, ImportSection, InstanceType, MemArg, MemorySection,
+    FunctionSection, GlobalSection, GlobalType, ImportSection, InstanceType, MemorySection,
     MemoryType, Module, ModuleArg, PrimitiveValType, TypeBounds, TypeSection, ValType,
 };
 
 use super::RECORDS_EXPORT;
+use super::layout::{HEADER_ENTRY, RECORD_ENTRY, mem, push_slot};
 
-/// Bytes of one record's entry in the `records` buffer (see the `batch` interface).
-const RECORD_ENTRY: i32 = 44;
-/// Bytes of one header's entry in the `headers` buffer.
-const HEADER_ENTRY: i32 = 16;
 /// Where `handle`'s result (the outcome variant) is written: 16 bytes, 8-aligned.
 const RESULT_AREA: i32 = 16;
 /// Where the adapter's allocations start; everything before is its own.
@@ -245,14 +242,6 @@ fn loop_module() -> Vec<u8> {
     module.finish()
 }
 
-fn mem(offset: u64, align: u32) -> MemArg {
-    MemArg {
-        offset,
-        align,
-        memory_index: 0,
-    }
-}
-
 /// `realloc(old, old_len, align, len)`: bumps the heap, growing the memory as needed (a trap
 /// when it cannot grow). The host only ever asks for fresh blocks; a reallocation copies.
 fn realloc() -> Function {
@@ -441,28 +430,10 @@ fn run() -> Function {
         .i32_const(8)
         .i32_mul()
         .i32_add();
-    i.i32_const(RESULT_AREA)
-        .i32_load8_u(mem(0, 0))
-        .i32_const(3)
-        .i32_eq()
-        .if_(BlockType::Result(ValType::I64))
-        .i64_const(-1)
-        .i32_const(RESULT_AREA)
-        .i64_load(mem(8, 3))
-        .i64_const(4)
-        .i64_add()
-        .i32_const(RESULT_AREA)
-        .i64_load(mem(8, 3))
-        .i64_const(-5)
-        .i64_gt_u()
-        .select()
-        .else_()
-        .i32_const(RESULT_AREA)
-        .i64_load8_u(mem(0, 0))
-        .i64_const(1)
-        .i64_add()
-        .end()
-        .i64_store(mem(8, 3));
+    push_slot(&mut i, |i| {
+        i.i32_const(RESULT_AREA);
+    });
+    i.i64_store(mem(8, 3));
     i.local_get(INDEX).i32_const(1).i32_add().local_set(INDEX);
     i.local_get(BOARD)
         .local_get(INDEX)
