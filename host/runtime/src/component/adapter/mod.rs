@@ -7,25 +7,26 @@
 //! ABI makes to lower the call's strings and lists (decision 54).
 //!
 //! So before compiling a component that exports `handler@1.0.0` and no `batch` interface
-//! ([`wanted`]), the host wraps it: the
-//! wrapper declares the component's imports (a copy of its leading type, import and alias
-//! sections), nests the component unchanged, instantiated with them, and beside it a small
-//! component of the host's (`records.rs`), instantiated with the component's `handler`
-//! instance and a host function, `ruststream-share-board`. The adapter's export,
-//! `ruststream-handle-records`, takes a batch as `handle-batch` does (three byte lists) and
-//! calls `handle` once per record, in order, each an ordinary call between two components:
-//! wasmtime compiles its lowering, the calls to the component's `cabi_realloc` included, into
-//! wasm code. (It still copies each string through a libcall into the host, which validates
-//! it.) After each `handle` call returns, the adapter writes the outcome on an outcome board
-//! it lent the host at the start of the call, as the SDK's `handle-batch` does; the host reads
-//! it at every deadline check and host call, so each record gets a fresh deadline and its log
-//! lines, output and publishes are its own.
+//! ([`wanted`]), the host adds a loop of its own to it, exported as
+//! `ruststream-handle-records`: it takes a batch as `handle-batch` does (three byte lists),
+//! lends the host an outcome board through the host function `ruststream-share-board`, as the
+//! SDK's `handle-batch` does, and calls `handle` once per record, in order, writing each
+//! outcome on the board before the next call. The host reads the board at every deadline
+//! check and host call, so each record gets a fresh deadline and its log lines, output and
+//! publishes are its own. The loop goes on one of two routes ([`AdapterRoute`]):
 //!
-//! The adapter is the component's sibling, not its child: the component model traps a call
-//! from a component instance into one of its ancestors. Nothing of the component changes: its
-//! bytes are nested as they are, and the adapter reaches nothing of it but its `handler`
-//! export. A component the wrapper does not fit ([`NotAdapted`]) is called from the host, one
-//! `handle` call per record.
+//! - **inline** (`inline.rs`, decision 55), where the component lifts `handle` at its top
+//!   level, as wit-component lays out every component it builds: a core module appended to
+//!   that top level, in the component's own memory, calls the core function `handle` is
+//!   lifted from, doing what the canonical ABI's caller does and no more;
+//! - **beside** (`records.rs`), for any other layout: the wrapper declares the component's
+//!   imports (a copy of its leading type, import and alias sections), nests the component
+//!   unchanged, instantiated with them, and beside it a small component of the host's that
+//!   calls its `handler` export across a component boundary (a sibling, not a child: the
+//!   component model traps a call from a component instance into one of its ancestors).
+//!
+//! On either route nothing of the component's own sections changes. A component neither fits
+//! ([`NotAdapted`]) is called from the host, one `handle` call per record.
 
 mod inline;
 mod layout;
