@@ -170,9 +170,17 @@ async fn work(
         tracing::info!(stream = %ctx.stream, shard = %shard.shard_id, ?start, mark = seek.id,
             "the fleet's seek carried out on a shard taken after it");
     }
+    let reader = open_reader(ctx, &current, &shard.shard_id, start.clone()).await;
+    let mut reader = match reader {
+        Ok(reader) => reader,
+        Err(error) => return give_up(ctx, keeper, error, grace).await,
+    };
     // Opened at a time (or the tip) with nothing handled yet: pin where, so that a restart
-    // reads again from there. The tip's pin is provisional: the first record read replaces it
-    // before it is delivered (`pin_first_record`).
+    // reads again from there. Pinned once the reader is open: a checkpoint is what shows the
+    // shard open (to the fleet, an operator, a producer waiting for it), and at the tip the
+    // reader, opened first (its iterator had, or by fan-out its start taken), reads every
+    // record stored after the pin. The tip's pin is provisional: the first record read
+    // replaces it before it is delivered (`pin_first_record`).
     if stored.is_none()
         && seek.is_none()
         && let Some(pin) = pinned(&start, ctx.clock.as_ref())
@@ -184,17 +192,10 @@ async fn work(
             one_line(&reason)
         ));
     }
-    let reader = open_reader(ctx, &current, &shard.shard_id, start.clone()).await;
     tracing::info!(stream = %ctx.stream, shard = %shard.shard_id, ?start,
         subscriber = %ctx.subscriber, tenant = %ctx.tenant.name(), "reading shard");
-    let mut reader = match reader {
-        Ok(reader) => {
-            ctx.status.follow_reads(&shard.shard_id, reader.progress());
-            ctx.status.set_read(&shard.shard_id, reader.mode());
-            reader
-        }
-        Err(error) => return give_up(ctx, keeper, error, grace).await,
-    };
+    ctx.status.follow_reads(&shard.shard_id, reader.progress());
+    ctx.status.set_read(&shard.shard_id, reader.mode());
     let unpinned = stored.is_none() && start == StartAt::Latest;
     let sequence = match stored {
         Some(Checkpoint::Sequence(sequence)) => Some(sequence),

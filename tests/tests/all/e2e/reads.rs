@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ruststream_kinesis::{
-    Deployment, HostConfig, MemoryLeaseStore, RunningApp,
+    Deployment, HostConfig, LeaseStore as _, MemoryLeaseStore, RunningApp,
     kinesis::ReaderConfig,
     runner::{OperatorSettings, ShardState},
 };
@@ -18,7 +18,7 @@ use ruststream_tests::faults::{Fault, Faults};
 use ruststream_tests::guests;
 use ruststream_tests::proxy::RecordingProxy;
 use ruststream_tests::servers::{LocalKinesis, sdk_config};
-use ruststream_tests::wait::eventually;
+use ruststream_tests::wait::{eventually, eventually_async};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -309,6 +309,44 @@ async fn a_stalled_get_shard_iterator_times_out_and_is_made_again() -> anyhow::R
     host.deliveries.wait_for(3, WAIT).await?;
     app.shutdown().await;
     assert_eq!(servers.proxy.stalled("GetShardIterator"), 1);
+    assert_eq!(host.deliveries.len(), 3, "{:#?}", host.deliveries.all());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_opened_at_the_tip_shows_a_checkpoint_only_once_it_reads_what_is_stored_next()
+-> anyhow::Result<()> {
+    // A checkpoint on a shard opened at the tip is what shows it open, to the fleet, an
+    // operator or a producer waiting for it. Pinned while the reader's iterator was still
+    // being had, it let the records stored meanwhile fall behind an iterator at the tip had
+    // after them: the chaos test's second tenant lost a record so.
+    let servers = Proxied::start("ledger").await?;
+    let host = impatient_host(&servers).await?;
+    servers.proxy.stall_until_cleared(&["GetShardIterator"]);
+    let store = Arc::new(MemoryLeaseStore::new());
+    let tenant = Arc::new(Tenant::trusted("tip"));
+    let component = host.load_for(guests::LEDGER_AUDIT, &tenant).await?;
+    let app = host.launch(Deployment::new(component, store.clone()).for_tenant(tenant))?;
+    let stalled = eventually(WAIT, || servers.proxy.stalled("GetShardIterator") >= 1).await;
+    assert!(stalled, "the shard's iterator was never asked for");
+    let rows = store.list().await?;
+    assert!(
+        rows.iter().all(|row| row.checkpoint.is_none()),
+        "a checkpoint before the reader had its iterator: {rows:?}"
+    );
+
+    servers.proxy.clear_stalls();
+    let pinned = eventually_async(WAIT, async || {
+        store
+            .list()
+            .await
+            .is_ok_and(|rows| rows.iter().any(|row| row.checkpoint.is_some()))
+    })
+    .await;
+    assert!(pinned, "the shard never showed a checkpoint");
+    put_entries(&servers, 1..=3).await?;
+    host.deliveries.wait_for(3, WAIT).await?;
+    app.shutdown().await;
     assert_eq!(host.deliveries.len(), 3, "{:#?}", host.deliveries.all());
     Ok(())
 }
