@@ -170,20 +170,33 @@ async fn work(
         tracing::info!(stream = %ctx.stream, shard = %shard.shard_id, ?start, mark = seek.id,
             "the fleet's seek carried out on a shard taken after it");
     }
-    let reader = open_reader(ctx, &current, &shard.shard_id, start.clone()).await;
-    let mut reader = match reader {
-        Ok(reader) => reader,
-        Err(error) => return give_up(ctx, keeper, error, grace).await,
-    };
     // Opened at a time (or the tip) with nothing handled yet: pin where, so that a restart
     // reads again from there. Pinned once the reader is open: a checkpoint is what shows the
     // shard open (to the fleet, an operator, a producer waiting for it), and at the tip the
     // reader, opened first (its iterator had, or by fan-out its start taken), reads every
-    // record stored after the pin. The tip's pin is provisional: the first record read
-    // replaces it before it is delivered (`pin_first_record`).
-    if stored.is_none()
-        && seek.is_none()
-        && let Some(pin) = pinned(&start, ctx.clock.as_ref())
+    // record stored after the pin. A reader that cannot open (its identity denied, the
+    // server away) pins all the same before the lease is given up, so the shard opened when
+    // it was first taken and the next holder reads what arrived meanwhile. The tip's pin is
+    // provisional: the first record read replaces it before it is delivered
+    // (`pin_first_record`).
+    let pin = match (&stored, &seek) {
+        (None, None) => pinned(&start, ctx.clock.as_ref()),
+        _ => None,
+    };
+    let reader = open_reader(ctx, &current, &shard.shard_id, start.clone()).await;
+    let mut reader = match reader {
+        Ok(reader) => reader,
+        Err(error) => {
+            if let Some(pin) = pin
+                && let Err(reason) = keeper.write_now(pin.to_string()).await
+            {
+                tracing::warn!(stream = %ctx.stream, shard = %shard.shard_id,
+                    "cannot pin where the shard opened: {}", one_line(&reason));
+            }
+            return give_up(ctx, keeper, error, grace).await;
+        }
+    };
+    if let Some(pin) = pin
         && let Err(reason) = keeper.write_now(pin.to_string()).await
     {
         keeper.finish(grace).await;
