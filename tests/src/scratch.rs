@@ -65,34 +65,42 @@ impl Drop for ScratchDir {
 
 #[cfg(test)]
 mod tests {
+    use std::io;
+    use std::path::PathBuf;
+
     use super::ScratchDir;
 
     #[test]
-    fn a_folder_is_its_own_and_gone_once_dropped() {
-        let (a, b) = (
-            ScratchDir::new("scratch").unwrap(),
-            ScratchDir::new("scratch").unwrap(),
-        );
+    fn a_folder_is_its_own_and_gone_once_dropped() -> io::Result<()> {
+        let (a, b) = (ScratchDir::new("scratch")?, ScratchDir::new("scratch")?);
         assert_ne!(a.path(), b.path());
-        std::fs::write(a.join("file"), "x").unwrap();
+        std::fs::write(a.join("file"), "x")?;
         let path = a.path().to_owned();
         drop(a);
         assert!(!path.exists(), "{} is still there", path.display());
         assert!(b.is_dir());
+        Ok(())
     }
 
     #[test]
-    fn a_failed_test_keeps_its_folder() {
-        let path = std::thread::spawn(|| {
-            let dir = ScratchDir::new("scratch-kept").unwrap();
-            let path = dir.path().to_owned();
-            let _held = dir;
-            std::panic::panic_any(path);
+    fn a_failed_test_keeps_its_folder() -> io::Result<()> {
+        // The thread fails as a test would, holding its folder; the panic carries the path,
+        // or the error that kept the folder from being made.
+        let panicked = std::thread::spawn(|| {
+            let held = ScratchDir::new("scratch-kept");
+            let carried: Result<PathBuf, String> = match &held {
+                Ok(dir) => Ok(dir.path().to_owned()),
+                Err(error) => Err(error.to_string()),
+            };
+            std::panic::panic_any(carried);
         })
         .join()
         .expect_err("the thread panicked");
-        let path = path.downcast::<std::path::PathBuf>().unwrap();
+        let carried = panicked
+            .downcast::<Result<PathBuf, String>>()
+            .map_err(|_| io::Error::other("the panic carried no path"))?;
+        let path = (*carried).map_err(io::Error::other)?;
         assert!(path.is_dir(), "{} was removed", path.display());
-        std::fs::remove_dir_all(*path).unwrap();
+        std::fs::remove_dir_all(path)
     }
 }
