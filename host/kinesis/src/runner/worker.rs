@@ -160,16 +160,12 @@ async fn work(
         None => ctx.seek_start.as_ref().or(current.start.as_ref()),
     };
     let start = start_at(stored.as_ref(), first_start, &shard.shard_id);
-    if let Some(seek) = &seek {
-        let moved_to = seek_checkpoint(&start, ctx.clock.as_ref());
-        if let Err(exit) = store_seek(ctx, &keeper, moved_to, seek.id).await {
-            keeper.finish(grace).await;
-            return exit;
-        }
-        mark = Some(seek.id);
-        tracing::info!(stream = %ctx.stream, shard = %shard.shard_id, ?start, mark = seek.id,
-            "the fleet's seek carried out on a shard taken after it");
-    }
+    // A fleet seek not carried out on the shard yet: where it moves the shard, stored with its
+    // mark once the reader is open there and before anything is read, for the reason the pin
+    // below is (at the tip, records stored after the position shown are read).
+    let moved_to = seek
+        .as_ref()
+        .map(|seek| (seek_checkpoint(&start, ctx.clock.as_ref()), seek.id));
     // Opened at a time (or the tip) with nothing handled yet: pin where, so that a restart
     // reads again from there. Pinned once the reader is open: a checkpoint is what shows the
     // shard open (to the fleet, an operator, a producer waiting for it), and at the tip the
@@ -187,6 +183,12 @@ async fn work(
     let mut reader = match reader {
         Ok(reader) => reader,
         Err(error) => {
+            if let Some((moved_to, id)) = &moved_to
+                && let Err(reason) = keeper.write_seek_now(moved_to.to_string(), *id).await
+            {
+                tracing::warn!(stream = %ctx.stream, shard = %shard.shard_id, mark = id,
+                    "cannot store where the fleet's seek moved the shard: {}", one_line(&reason));
+            }
             if let Some(pin) = pin
                 && let Err(reason) = keeper.write_now(pin.to_string()).await
             {
@@ -196,6 +198,15 @@ async fn work(
             return give_up(ctx, keeper, error, grace).await;
         }
     };
+    if let Some((moved_to, id)) = moved_to {
+        if let Err(exit) = store_seek(ctx, &keeper, moved_to, id).await {
+            keeper.finish(grace).await;
+            return exit;
+        }
+        mark = Some(id);
+        tracing::info!(stream = %ctx.stream, shard = %shard.shard_id, ?start, mark = id,
+            "the fleet's seek carried out on a shard taken after it");
+    }
     if let Some(pin) = pin
         && let Err(reason) = keeper.write_now(pin.to_string()).await
     {

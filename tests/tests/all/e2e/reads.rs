@@ -352,6 +352,67 @@ async fn a_shard_opened_at_the_tip_shows_a_checkpoint_only_once_it_reads_what_is
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_seek_to_the_tip_shows_on_a_shard_taken_after_it_only_once_its_reader_is_open()
+-> anyhow::Result<()> {
+    // A fleet seek stores where it moved a shard, with its mark: what shows the shard moved.
+    // On a shard taken after the seek, it was stored while the reader's iterator at the tip
+    // was still being had, so records stored meanwhile fell behind it, as with the tip's pin.
+    let servers = Proxied::start("ledger").await?;
+    let (host_a, host_b) = (
+        servers.host(impatient("host-a")).await?,
+        servers.host(impatient("host-b")).await?,
+    );
+    let store = Arc::new(MemoryLeaseStore::new());
+    let tenant = Arc::new(Tenant::trusted("tip"));
+    let launch = async |host: &TestHost| -> anyhow::Result<RunningApp> {
+        let component = host.load_for(guests::LEDGER_AUDIT, &tenant).await?;
+        host.launch(Deployment::new(component, store.clone()).for_tenant(tenant.clone()))
+    };
+    let held_by = async |owner: &str| {
+        store.list().await.is_ok_and(|rows| {
+            rows.iter()
+                .any(|row| row.owner.as_deref() == Some(owner) && row.checkpoint.is_some())
+        })
+    };
+    let first = launch(&host_a).await?;
+    assert!(
+        eventually_async(WAIT, async || held_by("host-a").await).await,
+        "host-a never read the shard"
+    );
+    let second = launch(&host_b).await?;
+    // Recorded on the host that holds nothing: it moves the shard when it takes it.
+    let moved = second
+        .seek_marked("audit", StartPosition::Latest, 7)
+        .await?;
+    assert!(moved.is_empty(), "host-b held {moved:?}");
+
+    servers.proxy.stall_until_cleared(&["GetShardIterator"]);
+    first.shutdown().await;
+    let stalled = eventually(WAIT, || servers.proxy.stalled("GetShardIterator") >= 1).await;
+    assert!(stalled, "host-b never asked for the shard's iterator");
+    let rows = store.list().await?;
+    assert!(
+        rows.iter().all(|row| row.seek_mark.is_none()),
+        "the seek shown before the reader had its iterator: {rows:?}"
+    );
+
+    servers.proxy.clear_stalls();
+    let shown = eventually_async(WAIT, async || {
+        store
+            .list()
+            .await
+            .is_ok_and(|rows| rows.iter().any(|row| row.seek_mark == Some(7)))
+    })
+    .await;
+    assert!(shown, "the seek never showed on the shard");
+    put_entries(&servers, 1..=3).await?;
+    host_b.deliveries.wait_for(3, WAIT).await?;
+    second.shutdown().await;
+    assert_eq!(host_b.deliveries.len(), 3, "{:#?}", host_b.deliveries.all());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_list_shards_times_out_and_is_made_again() -> anyhow::Result<()> {
     let servers = Proxied::start("ledger").await?;
     let host = impatient_host(&servers).await?;
