@@ -245,6 +245,7 @@ fn beside(component: &[u8], top: TopLevel) -> Result<Vec<u8>, NotAdapted> {
 ///
 /// # Errors
 /// When its top level cannot be copied ([`NotAdapted`]).
+#[cfg(feature = "testing")]
 pub(crate) fn nest(component: &[u8]) -> Result<Vec<u8>, NotAdapted> {
     let top = TopLevel::read(component)?;
     nested(component, &top).map(|nested| nested.bytes)
