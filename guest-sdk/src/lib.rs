@@ -41,6 +41,11 @@
 //! host runs. It exports both `handle` (one record per call, the base contract) and the
 //! `handle-batch` fast path (world `batch-subscriber`); the host calls it in batches.
 //!
+//! The SDK installs its own global allocator in the component ([`allocator`]: a free list per
+//! size class in front of wasi-libc's `malloc`), for the small blocks records come in and
+//! handlers make. A tenant crate with a `#[global_allocator]` of its own depends on the SDK
+//! with `default-features = false`, which leaves the `allocator` feature off.
+//!
 //! Records are decoded from JSON into the handler's input type (`&Raw` takes the payload as it
 //! is), to the value and the error `serde_json::from_slice` gives (a reader built for wasm
 //! reads the common shapes first, serde_json everything it refuses); a record that does not
@@ -50,6 +55,7 @@
 //! events inside a handler reach the host's log, tagged with the component, stream, shard and
 //! sequence number.
 
+pub mod allocator;
 mod app;
 mod batch;
 mod board;
@@ -80,6 +86,16 @@ pub mod bindings {
         default_bindings_module: "::ruststream::bindings",
     });
 }
+
+/// The component's allocator (see [`allocator`]): installed by the default `allocator` feature,
+/// on single-threaded `wasm32` only.
+#[cfg(all(
+    feature = "allocator",
+    target_arch = "wasm32",
+    not(target_feature = "atomics")
+))]
+#[global_allocator]
+static ALLOCATOR: allocator::Allocator = allocator::Allocator::new();
 
 pub use app::{AppInfo, BrokerScope, Mounting, RustStream};
 pub use context::{
