@@ -28,8 +28,8 @@ use wasm_encoder::{
     ComponentAliasSection, ComponentExportKind, ComponentExportSection, ComponentImportSection,
     ComponentSectionId, ComponentTypeRef, ComponentTypeSection, ComponentValType, EntityType,
     ExportKind, ExportSection, Function, FunctionSection, GlobalSection, GlobalType, ImportSection,
-    InstanceSection, MemoryType, Module, ModuleArg, PrimitiveValType, RawSection, TypeSection,
-    ValType,
+    InstanceSection, InstructionSink, MemoryType, Module, ModuleArg, PrimitiveValType, RawSection,
+    TypeSection, ValType,
 };
 
 use super::layout::{HEADER_ENTRY, RECORD_ENTRY, mem, push_slot};
@@ -37,6 +37,8 @@ use super::{ADAPTED_EXPORT, SHARE_IMPORT, append};
 
 /// The smallest arena reserved, in bytes.
 const MIN_ARENA: i32 = 64 << 10;
+/// The longest copy made in the loop's own code rather than by `memory.copy`.
+const SHORT_COPY: i32 = 64;
 
 /// What the component's top level lifts `handle` from, and what the appended sections start
 /// counting from.
@@ -199,8 +201,6 @@ pub(super) fn loop_module(post_return: bool) -> Vec<u8> {
     types.ty().function([I32; 11], []);
     // 4: post-return: the outcome's address.
     types.ty().function([I32], []);
-    // 5: copy: from, length, alignment; the copy's address.
-    types.ty().function([I32; 3], [I32]);
 
     let mut imports = ImportSection::new();
     imports.import(
@@ -223,11 +223,10 @@ pub(super) fn loop_module(post_return: bool) -> Vec<u8> {
     } else {
         3
     };
-    let (arena_realloc, copy, run_fn) = (imported, imported + 1, imported + 2);
+    let (arena_realloc, run_fn) = (imported, imported + 1);
 
     let mut functions = FunctionSection::new();
     functions.function(2);
-    functions.function(5);
     functions.function(3);
 
     let mut globals = GlobalSection::new();
@@ -248,8 +247,7 @@ pub(super) fn loop_module(post_return: bool) -> Vec<u8> {
 
     let mut code = CodeSection::new();
     code.function(&arena_realloc_body());
-    code.function(&copy_body());
-    code.function(&run_body(copy, post_return.then_some(FN_POST)));
+    code.function(&run_body(post_return.then_some(FN_POST)));
 
     let mut module = Module::new();
     module
@@ -339,32 +337,84 @@ fn arena_realloc_body() -> Function {
     f
 }
 
-/// `copy(from, len, align)`: a block of the component's own allocator holding `len` bytes
-/// from `from`, as the canonical ABI lowers a string or a list into a callee.
-fn copy_body() -> Function {
-    const FROM: u32 = 0;
-    const LEN: u32 = 1;
-    const ALIGN: u32 = 2;
-    const TO: u32 = 3;
-    let mut f = Function::new([(1, ValType::I32)]);
-    let mut i = f.instructions();
+/// Emits a copy of `len` bytes from `from` into a block of the component's own allocator,
+/// whose address is left in `to`, as the canonical ABI lowers a string or a list into a
+/// callee. `from` and `len` are locals of the function the code is emitted into, taken from the
+/// operand stack (the address, then the length); `to` is set.
+///
+/// It is emitted in place, not called: a call into a function of the loop costs as much as a
+/// short copy. A record's fields are mostly short, and `memory.copy` is a call out of the guest
+/// into the runtime that costs more than copying a short field does; so up to [`SHORT_COPY`]
+/// bytes are copied here without a loop (a loop's back edge checks the deadline): words from
+/// the start and words from the end, which overlap when the length is not a multiple of the
+/// word.
+fn copy(i: &mut InstructionSink<'_>, (from, len, to): (u32, u32, u32), align: i32) {
+    i.local_set(len).local_set(from);
     i.i32_const(0)
         .i32_const(0)
-        .local_get(ALIGN)
-        .local_get(LEN)
+        .i32_const(align)
+        .local_get(len)
         .call(FN_REALLOC)
-        .local_tee(TO)
-        .local_get(FROM)
-        .local_get(LEN)
-        .memory_copy(0, 0);
-    i.local_get(TO).end();
-    f
+        .local_set(to);
+    // Copies `width` bytes `at` bytes from the start, or (`from_end`) `at` bytes before the end.
+    let word = |i: &mut InstructionSink<'_>, width: u32, at: i32, from_end: bool| {
+        for base in [to, from] {
+            i.local_get(base);
+            if from_end {
+                i.local_get(len).i32_add().i32_const(at).i32_sub();
+            } else if at != 0 {
+                i.i32_const(at).i32_add();
+            }
+        }
+        match width {
+            8 => i.i64_load(mem(0, 0)).i64_store(mem(0, 0)),
+            4 => i.i32_load(mem(0, 0)).i32_store(mem(0, 0)),
+            _ => i.i32_load8_u(mem(0, 0)).i32_store8(mem(0, 0)),
+        };
+    };
+    i.block(BlockType::Empty);
+    i.local_get(len)
+        .i32_const(SHORT_COPY)
+        .i32_gt_u()
+        .if_(BlockType::Empty);
+    i.local_get(to)
+        .local_get(from)
+        .local_get(len)
+        .memory_copy(0, 0)
+        .br(1)
+        .end();
+    // Each case covers the lengths from its least up to twice its words: as many words from
+    // the start as from the end.
+    for (least, width, words) in [(SHORT_COPY / 2 + 1, 8, 4), (16, 8, 2), (8, 8, 1), (4, 4, 1)] {
+        i.local_get(len)
+            .i32_const(least)
+            .i32_ge_u()
+            .if_(BlockType::Empty);
+        for n in 0..words {
+            word(i, width, (n * width) as i32, false);
+            word(i, width, ((n + 1) * width) as i32, true);
+        }
+        i.br(1).end();
+    }
+    // One to three bytes: the first, the last and the middle one.
+    i.local_get(len).i32_eqz().br_if(0);
+    word(i, 1, 0, false);
+    word(i, 1, 1, true);
+    for base in [to, from] {
+        i.local_get(base)
+            .local_get(len)
+            .i32_const(1)
+            .i32_shr_u()
+            .i32_add();
+    }
+    i.i32_load8_u(mem(0, 0)).i32_store8(mem(0, 0));
+    i.end();
 }
 
 /// `run(subscription, stream, shard-id, arena, records, headers)`: one `handle` call per
 /// record, each outcome on the board before the next call; the arena is free again when it
 /// returns.
-fn run_body(copy: u32, post: Option<u32>) -> Function {
+fn run_body(post: Option<u32>) -> Function {
     const SUBSCRIPTION: u32 = 0;
     const STREAM: u32 = 1;
     const STREAM_LEN: u32 = 2;
@@ -383,7 +433,9 @@ fn run_body(copy: u32, post: Option<u32>) -> Function {
     const FROM: u32 = 17;
     const OUTCOME: u32 = 18;
     const NEED: u32 = 19;
-    let mut f = Function::new([(9, ValType::I32)]);
+    // The copy's locals: from, length, to.
+    const COPY: (u32, u32, u32) = (20, 21, 22);
+    let mut f = Function::new([(12, ValType::I32)]);
     let mut i = f.instructions();
 
     i.local_get(RECORDS_LEN)
@@ -477,10 +529,9 @@ fn run_body(copy: u32, post: Option<u32>) -> Function {
             .local_get(ARENA_AT)
             .i32_add()
             .local_get(FROM)
-            .i32_load(mem(field + 4, 0))
-            .i32_const(1)
-            .call(copy)
-            .i32_store(mem(field, 0));
+            .i32_load(mem(field + 4, 0));
+        copy(&mut i, COPY, 1);
+        i.local_get(COPY.2).i32_store(mem(field, 0));
         i.local_get(LIST)
             .local_get(HEADER)
             .i32_const(HEADER_ENTRY)
@@ -506,11 +557,9 @@ fn run_body(copy: u32, post: Option<u32>) -> Function {
     // to keep (its `handle` frees what it is given).
     i.local_get(SUBSCRIPTION);
     for (at, len) in [(STREAM, STREAM_LEN), (SHARD, SHARD_LEN)] {
-        i.local_get(at)
-            .local_get(len)
-            .i32_const(1)
-            .call(copy)
-            .local_get(len);
+        i.local_get(at).local_get(len);
+        copy(&mut i, COPY, 1);
+        i.local_get(COPY.2).local_get(len);
     }
     // Data, partition key and sequence number: spans of the arena.
     for offset in [0u64, 8, 16] {
@@ -519,11 +568,9 @@ fn run_body(copy: u32, post: Option<u32>) -> Function {
             .local_get(ARENA_AT)
             .i32_add()
             .local_get(ENTRY)
-            .i32_load(mem(offset + 4, 0))
-            .i32_const(1)
-            .call(copy)
-            .local_get(ENTRY)
             .i32_load(mem(offset + 4, 0));
+        copy(&mut i, COPY, 1);
+        i.local_get(COPY.2).local_get(COPY.1);
     }
     i.local_get(LIST).local_get(HEADER_COUNT);
     i.local_get(ENTRY)
@@ -602,6 +649,7 @@ mod tests {
         memory: Option<Memory>,
         heap: u32,
         reallocs: Vec<u32>,
+        blocks: Vec<(u32, u32)>,
         seen: Vec<Seen>,
         outcomes: Vec<(u8, u64)>,
         posts: Vec<u32>,
@@ -610,6 +658,10 @@ mod tests {
 
     /// Where `handle` writes its outcome.
     const OUTCOME_AT: u32 = 8;
+    /// Bytes left between the blocks of the component's `realloc`, holding [`UNTOUCHED`].
+    const GAP: u32 = 8;
+    /// What the component's memory holds where nothing was written.
+    const UNTOUCHED: u8 = 0xaa;
 
     fn bytes(caller: &Caller<'_, Component>, at: u32, len: u32) -> Vec<u8> {
         let memory = caller.data().memory.expect("memory");
@@ -632,6 +684,7 @@ mod tests {
                 memory: None,
                 heap: 1 << 16,
                 reallocs: Vec::new(),
+                blocks: Vec::new(),
                 seen: Vec::new(),
                 outcomes: Vec::new(),
                 posts: Vec::new(),
@@ -639,6 +692,7 @@ mod tests {
             },
         );
         let memory = Memory::new(&mut store, wasmtime::MemoryType::new(64, None)).expect("memory");
+        memory.data_mut(&mut store).fill(UNTOUCHED);
         store.data_mut().memory = Some(memory);
         let mut linker = Linker::new(&engine);
         linker
@@ -656,8 +710,9 @@ mod tests {
                     assert_eq!((old, old_len), (0, 0), "an old block handed to realloc");
                     let state = caller.data_mut();
                     let at = state.heap.next_multiple_of(align.max(1));
-                    state.heap = at + len;
+                    state.heap = at + len + GAP;
                     state.reallocs.push(len);
+                    state.blocks.push((at, len));
                     at
                 },
             )
@@ -892,6 +947,45 @@ mod tests {
                 } else {
                     vec![]
                 }
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn fields_of_every_length_are_copied_whole_and_nothing_past_them_is_written()
+    -> wasmtime::Result<()> {
+        let (mut store, instance) = running(false);
+        let lengths = 0..=(SHORT_COPY as usize * 2 + 3);
+        let data: Vec<Vec<u8>> = lengths
+            .clone()
+            .map(|len| (0..len).map(|at| (at * 7 + len) as u8).collect())
+            .collect();
+        let keys: Vec<String> = lengths
+            .clone()
+            .map(|len| ('a'..='z').cycle().skip(len).take(len).collect())
+            .collect();
+        let records: Vec<Record<'_>> = data
+            .iter()
+            .zip(&keys)
+            .map(|(data, key)| (data.as_slice(), key.as_str(), "1", &[][..], 0, 1))
+            .collect();
+        store.data_mut().outcomes = vec![(0, 0); records.len()];
+        run(&mut store, &instance, &records)?;
+        let seen = &store.data().seen;
+        assert_eq!(seen.len(), records.len());
+        for ((seen, data), key) in seen.iter().zip(&data).zip(&keys) {
+            assert_eq!(&seen.data, data, "{} bytes", data.len());
+            assert_eq!(&seen.key, key, "{} bytes", key.len());
+        }
+        let memory = store.data().memory.expect("memory");
+        let bytes = memory.data(&store);
+        for &(at, len) in &store.data().blocks {
+            let after = (at + len) as usize..(at + len + GAP) as usize;
+            assert!(
+                bytes[after.clone()].iter().all(|&b| b == UNTOUCHED),
+                "written past a block of {len} bytes: {:?}",
+                &bytes[after]
             );
         }
         Ok(())
