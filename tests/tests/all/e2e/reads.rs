@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use ruststream_kinesis::{
     Deployment, HostConfig, LeaseStore as _, MemoryLeaseStore, RunningApp,
     kinesis::ReaderConfig,
+    lease::LeaseRecord,
     runner::{OperatorSettings, ShardState},
 };
 use ruststream_runtime::{Tenant, app::StartPosition, pipeline::DeliveryReport};
@@ -313,6 +314,31 @@ async fn a_stalled_get_shard_iterator_times_out_and_is_made_again() -> anyhow::R
     Ok(())
 }
 
+/// Waits for a reader to ask for its shard's iterator, which the proxy stalls, and asserts that
+/// no lease row is `shown` meanwhile; then clears the stall and waits for one to be. What shows
+/// a shard open where its reader reads (a checkpoint, a seek's mark) must wait for the reader:
+/// records stored after it is shown are read.
+async fn shown_only_once_the_iterator_is_had(
+    servers: &Proxied,
+    store: &MemoryLeaseStore,
+    shown: impl Fn(&LeaseRecord) -> bool,
+) -> anyhow::Result<()> {
+    let stalled = eventually(WAIT, || servers.proxy.stalled("GetShardIterator") >= 1).await;
+    assert!(stalled, "the shard's iterator was never asked for");
+    let rows = store.list().await?;
+    assert!(
+        !rows.iter().any(&shown),
+        "shown before the reader had its iterator: {rows:?}"
+    );
+    servers.proxy.clear_stalls();
+    let shown = eventually_async(WAIT, async || {
+        store.list().await.is_ok_and(|rows| rows.iter().any(&shown))
+    })
+    .await;
+    assert!(shown, "never shown once the reader had its iterator");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_opened_at_the_tip_shows_a_checkpoint_only_once_it_reads_what_is_stored_next()
 -> anyhow::Result<()> {
@@ -327,23 +353,7 @@ async fn a_shard_opened_at_the_tip_shows_a_checkpoint_only_once_it_reads_what_is
     let tenant = Arc::new(Tenant::trusted("tip"));
     let component = host.load_for(guests::LEDGER_AUDIT, &tenant).await?;
     let app = host.launch(Deployment::new(component, store.clone()).for_tenant(tenant))?;
-    let stalled = eventually(WAIT, || servers.proxy.stalled("GetShardIterator") >= 1).await;
-    assert!(stalled, "the shard's iterator was never asked for");
-    let rows = store.list().await?;
-    assert!(
-        rows.iter().all(|row| row.checkpoint.is_none()),
-        "a checkpoint before the reader had its iterator: {rows:?}"
-    );
-
-    servers.proxy.clear_stalls();
-    let pinned = eventually_async(WAIT, async || {
-        store
-            .list()
-            .await
-            .is_ok_and(|rows| rows.iter().any(|row| row.checkpoint.is_some()))
-    })
-    .await;
-    assert!(pinned, "the shard never showed a checkpoint");
+    shown_only_once_the_iterator_is_had(&servers, &store, |row| row.checkpoint.is_some()).await?;
     put_entries(&servers, 1..=3).await?;
     host.deliveries.wait_for(3, WAIT).await?;
     app.shutdown().await;
@@ -388,23 +398,12 @@ async fn a_fleet_seek_to_the_tip_shows_on_a_shard_taken_after_it_only_once_its_r
 
     servers.proxy.stall_until_cleared(&["GetShardIterator"]);
     first.shutdown().await;
-    let stalled = eventually(WAIT, || servers.proxy.stalled("GetShardIterator") >= 1).await;
-    assert!(stalled, "host-b never asked for the shard's iterator");
+    shown_only_once_the_iterator_is_had(&servers, &store, |row| row.seek_mark.is_some()).await?;
     let rows = store.list().await?;
     assert!(
-        rows.iter().all(|row| row.seek_mark.is_none()),
-        "the seek shown before the reader had its iterator: {rows:?}"
+        rows.iter().all(|row| row.seek_mark == Some(7)),
+        "another seek shown: {rows:?}"
     );
-
-    servers.proxy.clear_stalls();
-    let shown = eventually_async(WAIT, async || {
-        store
-            .list()
-            .await
-            .is_ok_and(|rows| rows.iter().any(|row| row.seek_mark == Some(7)))
-    })
-    .await;
-    assert!(shown, "the seek never showed on the shard");
     put_entries(&servers, 1..=3).await?;
     host_b.deliveries.wait_for(3, WAIT).await?;
     second.shutdown().await;
